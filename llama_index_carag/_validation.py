@@ -1,0 +1,70 @@
+"""Parameter checks shared by the public entry points (clear errors naming the parameter)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+__all__ = ["check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval"]
+
+
+def _real(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number; got {type(value).__name__} {value!r}.")
+    out = float(value)
+    if math.isnan(out):
+        raise ValueError(f"{name} must not be NaN.")
+    return out
+
+
+def check_unit_interval(name: str, value: Any) -> float:
+    """A number in ``[0, 1]``."""
+    out = _real(name, value)
+    if not 0.0 <= out <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1]; got {value!r}.")
+    return out
+
+
+def check_alpha(value: Any) -> float:
+    """``alpha`` (weight of the claim in the blended query) must lie in ``[0, 1]``."""
+    return check_unit_interval("alpha", value)
+
+
+def check_delta(value: Any) -> float:
+    """``delta`` (SOI cosine threshold) must lie in ``[-1, 1]``."""
+    out = _real("delta", value)
+    if not -1.0 <= out <= 1.0:
+        raise ValueError(f"delta must be in [-1, 1] (a cosine similarity); got {value!r}.")
+    return out
+
+
+def check_top_k(value: Any, name: str = "similarity_top_k") -> int:
+    """A positive integer number of results."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__} {value!r}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1; got {value}.")
+    return int(value)
+
+
+def check_n_clusters(value: Any) -> int | str:
+    """A positive integer, or ``"auto"``."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"n_clusters must be a positive integer or 'auto'; got {value!r}.")
+        return value
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"n_clusters must be a positive integer or 'auto'; got {type(value).__name__} {value!r}.")
+    if value < 1:
+        raise ValueError(f"n_clusters must be >= 1; got {value}.")
+    return int(value)
+
+
+def check_query_text(value: Any, name: str = "query") -> str:
+    """A non-empty string (whitespace only is empty)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string; got {type(value).__name__}.")
+    if not value.strip():
+        raise ValueError(f"{name} is empty; give the claim to check.")
+    return value

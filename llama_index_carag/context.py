@@ -1,0 +1,448 @@
+"""The fitted thematic context of a corpus: clusters, their members, and SOIs.
+
+:class:`ThematicContext` is what CARAG learns once, at fit time, and reads at
+query time:
+
+* the unit embeddings of every evidence passage and claim, stored **per
+  cluster** (contiguous arrays, so building an SOI touches one cluster and
+  copies nothing);
+* the fitted :class:`~llama_index_carag.clustering.ThematicClusterer` — one for
+  the whole corpus (CARAG-u) or one per theme (CARAG);
+* which claim each evidence passage is annotated for, and each item's theme.
+
+``build_soi(query_vector, …)`` then locates the query's cluster (its own cluster
+when the query is a corpus claim, else the clusterer's prediction; for CARAG
+first its theme, else the nearest theme centroid) and calls the mode's SOI
+builder from :mod:`llama_index_carag.soi`.  Nothing is re-embedded per query.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from llama_index_carag.clustering import ThematicClusterer
+from llama_index_carag.soi import (
+    ClusterMembers,
+    SubsetOfInterest,
+    build_supervised_soi,
+    build_unsupervised_soi,
+)
+from llama_index_carag.vectors import as_matrix, as_vector, l2_normalize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CorpusItems", "ThematicContext", "MODES", "normalize_claim_text"]
+
+MODES = ("unsupervised", "supervised")
+Mode = Literal["unsupervised", "supervised"]
+GroupKey = tuple[str | None, int]
+
+
+def normalize_claim_text(text: str) -> str:
+    """Key used to recognise a query as a corpus claim: case-folded, whitespace collapsed."""
+    return " ".join(str(text).split()).casefold()
+
+
+@dataclass
+class CorpusItems:
+    """Everything clustered, as parallel arrays (evidence and claims together).
+
+    Attributes:
+        ids: node ids, length ``n`` (unique).
+        vectors: embeddings, shape ``(n, d)`` (normalised internally).
+        is_claim: shape ``(n,)`` bool.
+        claim_of: evidence → its claim's id (or ``None``); claim → its own id.
+        themes: theme of each item, or ``None`` (required by supervised mode).
+        claim_texts: claim node id → text (to recognise a query as a corpus
+            claim, and to show claims in SOIs).
+    """
+
+    ids: Sequence[str]
+    vectors: np.ndarray
+    is_claim: np.ndarray
+    claim_of: Sequence[str | None]
+    themes: Sequence[str | None] | None = None
+    claim_texts: Mapping[str, str] | None = None
+
+    def validate(self) -> None:
+        n = len(self.ids)
+        if self.vectors.shape[0] != n or len(self.is_claim) != n or len(self.claim_of) != n:
+            raise ValueError("CorpusItems: ids, vectors, is_claim and claim_of must have the same length.")
+        if self.themes is not None and len(self.themes) != n:
+            raise ValueError("CorpusItems: themes must have one entry per item.")
+        if len(set(self.ids)) != n:
+            seen: set[str] = set()
+            dup = next(i for i in self.ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise ValueError(f"Duplicated node id {dup!r}: every evidence and claim node needs a unique id.")
+
+
+class _Group:
+    """Members of one cluster, stored contiguously."""
+
+    __slots__ = ("ids", "unit", "is_claim", "claim_of")
+
+    def __init__(self, ids: list[str], unit: np.ndarray, is_claim: np.ndarray, claim_of: list[str | None]) -> None:
+        self.ids = ids
+        self.unit = np.ascontiguousarray(unit, dtype=np.float32)
+        self.is_claim = np.asarray(is_claim, dtype=bool)
+        self.claim_of = claim_of
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class _Texts(Sequence[str]):
+    """Lazy texts of a group: looked up by id only for the SOI items that are kept."""
+
+    def __init__(self, ids: Sequence[str], lookup: Callable[[str], str]) -> None:
+        self._ids = ids
+        self._lookup = lookup
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._lookup(x) for x in self._ids[i]]
+        return self._lookup(self._ids[int(i)])
+
+
+class ThematicContext:
+    """Fitted clusters of a corpus and the SOI builder over them.
+
+    Args:
+        mode: ``"unsupervised"`` (CARAG-u: one clustering of all claims and
+            evidence, no labels) or ``"supervised"`` (CARAG: one clustering per
+            theme, annotations used for the SOI).
+        n_clusters: clusters ``t`` (per theme in supervised mode, capped at the
+            theme's size), or ``"auto"`` for BIC.
+        random_state: seed of the clustering.
+        clusterer_params: extra :class:`ThematicClusterer` arguments
+            (``covariance_type``, ``reduce_dim``, ``max_fit_samples``, …).
+        text_lookup: node id → text, used to fill SOI item texts lazily.
+
+    Attributes (after :meth:`fit`):
+        clusterers_: ``{theme or None: ThematicClusterer}``.
+        theme_centroids_: ``{theme: unit centroid}`` (supervised only).
+        dim_: embedding dimension.
+        n_items_: number of clustered items.
+    """
+
+    def __init__(
+        self,
+        mode: Mode = "unsupervised",
+        *,
+        n_clusters: int | Literal["auto"] = 10,
+        random_state: int | None = 0,
+        clusterer_params: Mapping[str, Any] | None = None,
+        text_lookup: Callable[[str], str] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
+        self.mode = mode
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+        self.clusterer_params = dict(clusterer_params or {})
+        self.text_lookup = text_lookup
+
+    # ----------------------------------------------------------------- fitting
+    def fit(self, items: CorpusItems, *, show_progress: bool = False) -> "ThematicContext":
+        """Cluster ``items`` and store their members per cluster.
+
+        Raises:
+            ValueError: empty corpus, NaN vectors, duplicated ids, too many
+                clusters, or (supervised) items without a theme.
+        """
+        items.validate()
+        if len(items.ids) == 0:
+            raise ValueError("Cannot fit CARAG on an empty corpus (no evidence nodes).")
+        unit = l2_normalize(as_matrix(items.vectors, name="corpus embeddings"))
+        zero = np.flatnonzero(np.linalg.norm(unit, axis=1) == 0)
+        if zero.size:
+            raise ValueError(f"Node {items.ids[int(zero[0])]!r} has an all-zero embedding.")
+        self.dim_ = int(unit.shape[1])
+        self.n_items_ = int(unit.shape[0])
+        ids = list(items.ids)
+        is_claim = np.asarray(items.is_claim, dtype=bool)
+        claim_of = list(items.claim_of)
+        self._claim_texts = dict(items.claim_texts or {})
+        self._claim_node_of = {str(claim_of[i]): ids[i] for i in np.flatnonzero(is_claim)}
+
+        if self.mode == "supervised":
+            themes = list(items.themes) if items.themes is not None else [None] * len(ids)
+            missing = [i for i, t in enumerate(themes) if t is None or str(t) == ""]
+            if missing:
+                raise ValueError(
+                    f"Supervised CARAG needs a theme on every node; {len(missing)} node(s) lack it "
+                    f"(e.g. {ids[missing[0]]!r}). Set the theme metadata key or use mode='unsupervised'."
+                )
+            partitions = {t: np.flatnonzero(np.asarray(themes, dtype=object) == t) for t in sorted(set(themes))}
+        else:
+            themes = [None] * len(ids)
+            partitions = {None: np.arange(len(ids))}
+
+        if not isinstance(self.n_clusters, str) and not isinstance(self.n_clusters, bool):
+            if isinstance(self.n_clusters, (int, np.integer)) and self.n_clusters > len(ids):
+                raise ValueError(
+                    f"n_clusters={self.n_clusters} is larger than the number of nodes to cluster ({len(ids)})."
+                )
+
+        self.clusterers_: dict[str | None, ThematicClusterer] = {}
+        self.theme_centroids_: dict[str, np.ndarray] = {}
+        self._groups: dict[GroupKey, _Group] = {}
+        self._where: dict[str, tuple[GroupKey, int]] = {}
+        for theme, rows in partitions.items():
+            k: int | str = self.n_clusters
+            if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > len(rows):
+                logger.warning(
+                    "Theme %r has only %d nodes; using %d clusters instead of %d.", theme, len(rows), len(rows), k
+                )
+                k = len(rows)
+            clusterer = ThematicClusterer(
+                n_clusters=k,  # type: ignore[arg-type]
+                random_state=self.random_state,
+                show_progress=show_progress,
+                **self.clusterer_params,
+            )
+            labels = clusterer.fit(unit[rows]).labels_
+            self.clusterers_[theme] = clusterer
+            if theme is not None:
+                self.theme_centroids_[theme] = l2_normalize(unit[rows].mean(axis=0))
+            self._add_rows(theme, rows, labels, ids, unit, is_claim, claim_of)
+        logger.info(
+            "Fitted %s context: %d items, %d clusters",
+            self.mode,
+            self.n_items_,
+            len(self._groups),
+        )
+        return self
+
+    def _add_rows(
+        self,
+        theme: str | None,
+        rows: np.ndarray,
+        labels: np.ndarray,
+        ids: list[str],
+        unit: np.ndarray,
+        is_claim: np.ndarray,
+        claim_of: list[str | None],
+    ) -> None:
+        order = np.lexsort((is_claim[rows], labels))  # by cluster, evidence before claims
+        rows, labels = rows[order], labels[order]
+        bounds = np.flatnonzero(np.diff(labels)) + 1
+        for chunk_rows, chunk_labels in zip(np.split(rows, bounds), np.split(labels, bounds)):
+            if not len(chunk_rows):
+                continue
+            key: GroupKey = (theme, int(chunk_labels[0]))
+            group = _Group(
+                [ids[r] for r in chunk_rows],
+                unit[chunk_rows],
+                is_claim[chunk_rows],
+                [claim_of[r] for r in chunk_rows],
+            )
+            self._groups[key] = group
+            for pos, node_id in enumerate(group.ids):
+                self._where[node_id] = (key, pos)
+
+    # ----------------------------------------------------------------- queries
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "_groups"):
+            raise RuntimeError("ThematicContext is not fitted; call fit() first.")
+
+    @property
+    def groups(self) -> list[GroupKey]:
+        """``(theme, cluster)`` keys of the non-empty clusters."""
+        self._check_fitted()
+        return list(self._groups)
+
+    def group_size(self, key: GroupKey) -> int:
+        return len(self._groups.get(key, ()))
+
+    def __contains__(self, node_id: object) -> bool:
+        return hasattr(self, "_where") and node_id in self._where
+
+    @property
+    def claim_node_ids(self) -> list[str]:
+        """Node ids of the clustered claims."""
+        self._check_fitted()
+        return list(self._claim_node_of.values())
+
+    def cluster_of(self, node_id: str) -> int | None:
+        """Cluster of a corpus node (``None`` for a node not clustered)."""
+        where = self._where.get(node_id)
+        return None if where is None else where[0][1]
+
+    def theme_of(self, node_id: str) -> str | None:
+        """Theme group of a corpus node (supervised mode), else ``None``."""
+        where = self._where.get(node_id)
+        return None if where is None else where[0][0]
+
+    def unit_vector(self, node_id: str) -> np.ndarray | None:
+        """The stored unit embedding of a corpus node, shape ``(d,)``, or ``None``."""
+        where = self._where.get(node_id)
+        if where is None:
+            return None
+        key, pos = where
+        return self._groups[key].unit[pos]
+
+    def match_claim(self, text: str) -> str | None:
+        """Claim id of the corpus claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
+        if not hasattr(self, "_claim_index"):
+            node_claim = {node: cid for cid, node in self._claim_node_of.items()}
+            self._claim_index = {
+                normalize_claim_text(t): node_claim[node] for node, t in self._claim_texts.items() if node in node_claim
+            }
+        return self._claim_index.get(normalize_claim_text(text))
+
+    def locate(self, query_vector: np.ndarray, claim_id: str | None = None) -> GroupKey:
+        """The ``(theme, cluster)`` of a query: a corpus claim's own, else predicted.
+
+        For supervised mode, an unknown claim gets the theme whose centroid is
+        closest (cosine) and then that theme's predicted cluster.
+        """
+        self._check_fitted()
+        node_id = self._claim_node_of.get(claim_id) if claim_id is not None else None
+        if node_id is not None and node_id in self._where:
+            return self._where[node_id][0]
+        q = l2_normalize(as_vector(query_vector, dim=self.dim_))
+        if self.mode == "supervised":
+            themes = list(self.theme_centroids_)
+            centroids = np.vstack([self.theme_centroids_[t] for t in themes])
+            theme: str | None = themes[int(np.argmax(centroids @ q))]
+        else:
+            theme = None
+        cluster = int(self.clusterers_[theme].predict(q[None, :])[0])
+        return (theme, cluster)
+
+    def members(self, key: GroupKey) -> ClusterMembers:
+        """The members of cluster ``key`` (views, no copies)."""
+        self._check_fitted()
+        group = self._groups.get(key)
+        if group is None:
+            return ClusterMembers([], [], np.zeros((0, self.dim_), np.float32), np.zeros(0, bool), [])
+        lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
+        texts = _Texts(group.ids, lambda node_id: self._claim_texts.get(node_id) or lookup(node_id))
+        return ClusterMembers(group.ids, texts, group.unit, group.is_claim, group.claim_of)
+
+    def build_soi(
+        self,
+        query_vector: np.ndarray,
+        delta: float,
+        *,
+        claim: str = "",
+        claim_id: str | None = None,
+    ) -> SubsetOfInterest:
+        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta``.
+
+        ``claim_id`` marks the query as a corpus claim (found from ``claim`` by
+        :meth:`match_claim` when not given).
+        """
+        self._check_fitted()
+        if claim_id is None and claim:
+            claim_id = self.match_claim(claim)
+        key = self.locate(query_vector, claim_id)
+        members = self.members(key)
+        if self.mode == "supervised":
+            return build_supervised_soi(
+                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0]
+            )
+        return build_unsupervised_soi(query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1])
+
+    # --------------------------------------------------------------- state I/O
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-safe info, arrays) describing the fitted context, without embeddings.
+
+        Embeddings are restored from the vector store (evidence) and from the
+        saved claim vectors by :meth:`from_state`.
+        """
+        self._check_fitted()
+        info: dict[str, Any] = {
+            "mode": self.mode,
+            "n_clusters": self.n_clusters,
+            "random_state": self.random_state,
+            "clusterer_params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.clusterer_params.items()},
+            "dim": self.dim_,
+            "themes": [t for t in self.clusterers_],
+            "groups": [],
+            "claim_texts": self._claim_texts,
+            "claim_node_of": self._claim_node_of,
+        }
+        arrays: dict[str, np.ndarray] = {}
+        for i, theme in enumerate(self.clusterers_):
+            c_info, c_arrays = self.clusterers_[theme].get_state()
+            info.setdefault("clusterers", []).append(c_info)
+            for name, arr in c_arrays.items():
+                arrays[f"clusterer{i}_{name}"] = arr
+            if theme is not None:
+                arrays[f"centroid{i}"] = self.theme_centroids_[theme]
+        for key, group in self._groups.items():
+            info["groups"].append(
+                {
+                    "theme": key[0],
+                    "cluster": key[1],
+                    "ids": group.ids,
+                    "is_claim": group.is_claim.astype(int).tolist(),
+                    "claim_of": group.claim_of,
+                }
+            )
+        return info, arrays
+
+    @classmethod
+    def from_state(
+        cls,
+        info: Mapping[str, Any],
+        arrays: Mapping[str, np.ndarray],
+        vectors: Callable[[list[str]], np.ndarray],
+        *,
+        text_lookup: Callable[[str], str] | None = None,
+    ) -> "ThematicContext":
+        """Rebuild a fitted context.
+
+        Args:
+            info, arrays: output of :meth:`get_state`.
+            vectors: ids → their embeddings, shape ``(len(ids), d)``.
+            text_lookup: node id → text.
+        """
+        self = cls(
+            info["mode"],
+            n_clusters=info["n_clusters"],
+            random_state=info["random_state"],
+            clusterer_params=info.get("clusterer_params") or {},
+            text_lookup=text_lookup,
+        )
+        self.dim_ = int(info["dim"])
+        self._claim_texts = dict(info.get("claim_texts") or {})
+        self._claim_node_of = dict(info.get("claim_node_of") or {})
+        self.clusterers_ = {}
+        self.theme_centroids_ = {}
+        for i, (theme, c_info) in enumerate(zip(info["themes"], info["clusterers"])):
+            prefix = f"clusterer{i}_"
+            c_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            self.clusterers_[theme] = ThematicClusterer.from_state(c_info, c_arrays)
+            if theme is not None:
+                self.theme_centroids_[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
+        self._groups = {}
+        self._where = {}
+        n = 0
+        for g in info["groups"]:
+            ids = [str(x) for x in g["ids"]]
+            unit = l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))
+            if unit.shape != (len(ids), self.dim_):
+                raise ValueError(
+                    f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {self.dim_})."
+                )
+            key: GroupKey = (g["theme"], int(g["cluster"]))
+            self._groups[key] = _Group(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]))
+            for pos, node_id in enumerate(ids):
+                self._where[node_id] = (key, pos)
+            n += len(ids)
+        self.n_items_ = n
+        return self
+
+    def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
+        """``(node_id, (theme, cluster))`` for every clustered item."""
+        return ((node_id, where[0]) for node_id, where in self._where.items())

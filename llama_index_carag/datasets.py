@@ -1,0 +1,411 @@
+"""Loaders that turn claim/evidence tables into LlamaIndex ``TextNode``s.
+
+Two entry points:
+
+* :func:`load_factver` reads the FactVer CSV (or, when online, the Hugging Face
+  dataset ``manjuvallayil/factver_master``) and the package's own demo corpus,
+  which uses the same columns.
+* :func:`load_claim_evidence_csv` reads any CSV with one row per
+  (claim, evidence) pair, given the names of its columns.
+
+Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim
+nodes (the context CARAG clusters with them) and the rows that were skipped,
+each with its reason.  Node ids are derived from the data, so re-indexing the
+same file gives the same ids.
+
+The labels (``theme``, ``claim_id``, ``evidence_id``, ``label``, ``kind``) are
+stored in node metadata **and excluded from both the embedding text and the
+LLM text**: LlamaIndex embeds metadata with the text by default, which would
+let an "unsupervised" method and every metric quietly see the answer.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import logging
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from llama_index.core.schema import TextNode
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "THEME_KEY",
+    "CLAIM_KEY",
+    "EVIDENCE_KEY",
+    "LABEL_KEY",
+    "KIND_KEY",
+    "LABEL_METADATA_KEYS",
+    "SkippedRow",
+    "ClaimEvidenceCorpus",
+    "load_claim_evidence_csv",
+    "load_factver",
+    "demo_corpus_path",
+    "load_demo_corpus",
+    "factver_theme",
+    "FACTVER_COLUMNS",
+]
+
+THEME_KEY = "theme"
+CLAIM_KEY = "claim_id"
+EVIDENCE_KEY = "evidence_id"
+LABEL_KEY = "label"
+KIND_KEY = "kind"
+#: Metadata keys that carry annotations; never embedded, never shown to the LLM.
+LABEL_METADATA_KEYS = [THEME_KEY, CLAIM_KEY, EVIDENCE_KEY, LABEL_KEY, KIND_KEY]
+
+#: FactVer's column names (v1.3 CSV), also used by the demo corpus.
+FACTVER_COLUMNS = {
+    "claim_id": "Claim_topic_id",
+    "claim": "Claim_text",
+    "evidence_id": "Evidence_topic_id",
+    "evidence": "Evidence_text",
+    "label": "Label",
+}
+
+_FACTVER_ID = re.compile(r"^Claims_(?P<theme>.+?)_(?P<team>[A-Za-z]_?\d[\d.]*|Demo)_(?P<n>\d+)$")
+_HF_DATASET_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def factver_theme(claim_id: str) -> str:
+    """Theme encoded in a FactVer claim id.
+
+    ``Claims_<Theme>_<Team>_<n>``, where the theme may contain underscores:
+    ``Claims_Electric_Vehicles_C_2.1_335`` → ``Electric_Vehicles``,
+    ``Claims_Covid_B2.0_105`` → ``Covid``.  Ids of another shape fall back to
+    their second ``_``-separated token.
+
+    Raises:
+        ValueError: the id has no theme part.
+    """
+    match = _FACTVER_ID.match(claim_id.strip())
+    if match:
+        return match.group("theme")
+    parts = claim_id.strip().split("_")
+    if len(parts) >= 2 and parts[1]:
+        return parts[1]
+    raise ValueError(f"Cannot read a theme from claim id {claim_id!r} (expected 'Claims_<Theme>_<Team>_<n>').")
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A data row that was not indexed, and why (``line`` is the 1-based line of the CSV record)."""
+
+    line: int
+    reason: str
+    evidence_id: str | None = None
+
+
+@dataclass
+class ClaimEvidenceCorpus:
+    """Claims and evidence as LlamaIndex nodes, plus what was skipped.
+
+    Attributes:
+        evidence_nodes: one ``TextNode`` per indexed evidence row (id = evidence id).
+        claim_nodes: one ``TextNode`` per claim (id = claim id); label = the
+            majority of its rows' labels (ties: the first seen).
+        skipped: rows not indexed, each with its reason.
+        n_rows: data rows read.
+        source: where the data came from.
+    """
+
+    evidence_nodes: list[TextNode]
+    claim_nodes: list[TextNode]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    n_rows: int = 0
+    source: str = ""
+
+    @property
+    def themes(self) -> list[str]:
+        """Sorted distinct themes of the claims (empty when the data has none)."""
+        return sorted({str(n.metadata[THEME_KEY]) for n in self.claim_nodes if THEME_KEY in n.metadata})
+
+    def claim(self, claim_id: str) -> TextNode:
+        """The claim node with this id (``KeyError`` if absent)."""
+        for node in self.claim_nodes:
+            if node.node_id == claim_id:
+                return node
+        raise KeyError(claim_id)
+
+    def summary(self) -> str:
+        """One line: rows read, evidence indexed, claims, skipped rows by reason."""
+        reasons = Counter(s.reason for s in self.skipped)
+        skipped = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) or "none"
+        return (
+            f"{self.n_rows} rows read: {len(self.evidence_nodes)} evidence passages indexed, "
+            f"{len(self.claim_nodes)} claims, {len(self.skipped)} rows skipped ({skipped})"
+        )
+
+
+def _make_node(node_id: str, text: str, metadata: dict[str, Any]) -> TextNode:
+    keys = list(metadata)
+    return TextNode(
+        id_=node_id,
+        text=text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=keys,
+        excluded_llm_metadata_keys=keys,
+    )
+
+
+def _clean(value: Any) -> str:
+    if value is None:
+        return ""
+    text = str(value).replace("\x00", "")
+    return " ".join(text.split())
+
+
+def _stable_id(prefix: str, *parts: str) -> str:
+    digest = hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{prefix}-{digest}"
+
+
+def _build_corpus(
+    records: Iterable[tuple[int, Mapping[str, Any]]],
+    *,
+    claim_col: str,
+    evidence_col: str,
+    claim_id_col: str | None,
+    evidence_id_col: str | None,
+    label_col: str | None,
+    theme_col: str | None,
+    theme_from_claim_id: Callable[[str], str] | None,
+    source: str,
+) -> ClaimEvidenceCorpus:
+    evidence_nodes: list[TextNode] = []
+    skipped: list[SkippedRow] = []
+    seen_evidence: dict[str, str] = {}
+    claims: dict[str, dict[str, Any]] = {}
+    n_rows = 0
+    for line, row in records:
+        n_rows += 1
+        claim_text = _clean(row.get(claim_col))
+        evidence_text = _clean(row.get(evidence_col))
+        claim_id = _clean(row.get(claim_id_col)) if claim_id_col else ""
+        if not claim_id and claim_text:
+            claim_id = _stable_id("claim", claim_text)
+        evidence_id = _clean(row.get(evidence_id_col)) if evidence_id_col else ""
+        if not claim_text:
+            skipped.append(SkippedRow(line, "empty claim text", evidence_id or None))
+            continue
+        theme = _clean(row.get(theme_col)) if theme_col else ""
+        if not theme and theme_from_claim_id is not None:
+            try:
+                theme = theme_from_claim_id(claim_id)
+            except ValueError:
+                theme = ""
+        label = _clean(row.get(label_col)) if label_col else ""
+        info = claims.setdefault(
+            claim_id, {"text": claim_text, "theme": theme, "labels": [], "first_line": line}
+        )
+        if info["text"] != claim_text:
+            skipped.append(SkippedRow(line, "claim id reused for a different claim text", evidence_id or None))
+            continue
+        if label:
+            info["labels"].append(label)
+        if not evidence_text:
+            skipped.append(SkippedRow(line, "empty evidence text", evidence_id or None))
+            continue
+        if not evidence_id:
+            evidence_id = _stable_id("evidence", claim_id, evidence_text)
+        if evidence_id in seen_evidence:
+            reason = (
+                "duplicate row"
+                if seen_evidence[evidence_id] == evidence_text
+                else "evidence id reused for a different text"
+            )
+            skipped.append(SkippedRow(line, reason, evidence_id))
+            continue
+        seen_evidence[evidence_id] = evidence_text
+        metadata: dict[str, Any] = {KIND_KEY: "evidence", CLAIM_KEY: claim_id, EVIDENCE_KEY: evidence_id}
+        if theme:
+            metadata[THEME_KEY] = theme
+        if label:
+            metadata[LABEL_KEY] = label
+        evidence_nodes.append(_make_node(evidence_id, evidence_text, metadata))
+
+    claim_nodes: list[TextNode] = []
+    for claim_id, info in claims.items():
+        metadata = {KIND_KEY: "claim", CLAIM_KEY: claim_id}
+        if info["theme"]:
+            metadata[THEME_KEY] = info["theme"]
+        if info["labels"]:
+            counts = Counter(info["labels"])
+            best = max(counts.values())
+            metadata[LABEL_KEY] = next(lab for lab in info["labels"] if counts[lab] == best)
+        claim_nodes.append(_make_node(claim_id, info["text"], metadata))
+
+    evidence_ids = {n.node_id for n in evidence_nodes}
+    clash = [n.node_id for n in claim_nodes if n.node_id in evidence_ids]
+    if clash:
+        raise ValueError(f"Claim ids and evidence ids overlap (e.g. {clash[0]!r}); ids must be unique across both.")
+    corpus = ClaimEvidenceCorpus(evidence_nodes, claim_nodes, skipped, n_rows, source)
+    logger.info("%s: %s", source, corpus.summary())
+    return corpus
+
+
+def _read_csv_records(path: Path, encoding: str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory, not a CSV file.") from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not valid {encoding} text (byte {exc.start}: {raw[exc.start:exc.start + 4]!r}); "
+            "re-save it as UTF-8 or pass encoding=..."
+        ) from None
+    text = text.replace("\x00", "")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fieldnames = [f.strip() for f in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise ValueError(f"{path} is not a readable CSV file ({exc}).") from None
+    reader.fieldnames = fieldnames
+    records: list[tuple[int, dict[str, str]]] = []
+    try:
+        for row in reader:
+            records.append((reader.line_num, row))
+    except csv.Error as exc:
+        raise ValueError(f"{path}: malformed CSV near line {reader.line_num} ({exc}).") from None
+    return fieldnames, records
+
+
+def _require_columns(fieldnames: list[str], needed: dict[str, str | None], source: str) -> None:
+    missing = [col for col in needed.values() if col and col not in fieldnames]
+    if missing:
+        have = ", ".join(fieldnames) if fieldnames else "no header"
+        raise ValueError(f"{source} lacks column(s) {', '.join(missing)} (it has: {have}).")
+
+
+def load_claim_evidence_csv(
+    path: str | os.PathLike[str],
+    *,
+    claim_col: str = "claim",
+    evidence_col: str = "evidence",
+    claim_id_col: str | None = None,
+    evidence_id_col: str | None = None,
+    label_col: str | None = None,
+    theme_col: str | None = None,
+    theme_from_claim_id: Callable[[str], str] | None = None,
+    encoding: str = "utf-8-sig",
+) -> ClaimEvidenceCorpus:
+    """Read a CSV with one row per (claim, evidence) pair.
+
+    Args:
+        path: the CSV file.
+        claim_col, evidence_col: columns holding the claim text and evidence text.
+        claim_id_col, evidence_id_col: id columns; when absent, ids are a hash of
+            the text, so they stay stable across re-indexing of the same file.
+        label_col: verdict label column (e.g. T/F/N), optional.
+        theme_col: theme column, optional (needed for supervised CARAG).
+        theme_from_claim_id: derive the theme from the claim id when there is no theme column.
+        encoding: text encoding of the file.
+
+    Returns:
+        the corpus; rows with an empty evidence text, duplicated rows and ids
+        reused for different texts are listed in ``skipped`` with their reason.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: missing columns, undecodable bytes or malformed CSV.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"No such CSV file: {file}")
+    fieldnames, records = _read_csv_records(file, encoding)
+    needed = {
+        "claim_col": claim_col,
+        "evidence_col": evidence_col,
+        "claim_id_col": claim_id_col,
+        "evidence_id_col": evidence_id_col,
+        "label_col": label_col,
+        "theme_col": theme_col,
+    }
+    _require_columns(fieldnames, needed, str(file))
+    return _build_corpus(
+        records,
+        claim_col=claim_col,
+        evidence_col=evidence_col,
+        claim_id_col=claim_id_col,
+        evidence_id_col=evidence_id_col,
+        label_col=label_col,
+        theme_col=theme_col,
+        theme_from_claim_id=theme_from_claim_id,
+        source=str(file),
+    )
+
+
+def _load_hf_rows(dataset_id: str) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
+    try:
+        import datasets  # type: ignore[import-not-found]
+    except ImportError:
+        raise ValueError(
+            f"{dataset_id!r} is not a file; loading it as a Hugging Face dataset needs "
+            "`pip install datasets` and network access."
+        ) from None
+    try:
+        table = datasets.load_dataset(dataset_id, split="train")
+    except Exception as exc:  # network errors, missing dataset: one clear message
+        raise ValueError(f"Could not load the Hugging Face dataset {dataset_id!r}: {exc}") from None
+    rows = [(i + 2, dict(r)) for i, r in enumerate(table)]
+    return list(table.column_names), rows
+
+
+def load_factver(path_or_dataset_id: str | os.PathLike[str]) -> ClaimEvidenceCorpus:
+    """Load FactVer (v1.3 CSV layout) or any file in its layout, such as the demo corpus.
+
+    Args:
+        path_or_dataset_id: a CSV path (e.g. ``../shared/data/factver/factver_master.csv``)
+            or, when online, the Hugging Face dataset id ``manjuvallayil/factver_master``.
+
+    Returns:
+        a :class:`ClaimEvidenceCorpus` whose nodes carry metadata ``theme``
+        (from ``Claim_topic_id``: ``Climate``, ``Covid``, ``Electric_Vehicles``),
+        ``claim_id``, ``evidence_id``, ``label`` and ``kind``, all excluded from
+        embedding and LLM text.  Rows with empty evidence are skipped and counted.
+    """
+    source = os.fspath(path_or_dataset_id)
+    cols = FACTVER_COLUMNS
+    if Path(source).exists() or not _HF_DATASET_ID.match(source):
+        return load_claim_evidence_csv(
+            source,
+            claim_col=cols["claim"],
+            evidence_col=cols["evidence"],
+            claim_id_col=cols["claim_id"],
+            evidence_id_col=cols["evidence_id"],
+            label_col=cols["label"],
+            theme_from_claim_id=factver_theme,
+        )
+    fieldnames, records = _load_hf_rows(source)
+    _require_columns(fieldnames, dict(cols), source)
+    return _build_corpus(
+        records,
+        claim_col=cols["claim"],
+        evidence_col=cols["evidence"],
+        claim_id_col=cols["claim_id"],
+        evidence_id_col=cols["evidence_id"],
+        label_col=cols["label"],
+        theme_col=None,
+        theme_from_claim_id=factver_theme,
+        source=source,
+    )
+
+
+def demo_corpus_path() -> Path:
+    """Path of the demo corpus shipped in the package (FactVer's column layout)."""
+    return Path(str(resources.files("llama_index_carag").joinpath("data/demo_corpus.csv")))
+
+
+def load_demo_corpus() -> ClaimEvidenceCorpus:
+    """The package's own small demo corpus (3 themes), loaded like FactVer."""
+    return load_factver(demo_corpus_path())

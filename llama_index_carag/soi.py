@@ -1,0 +1,309 @@
+"""The Subset of Interest (SOI) of a claim, and the two ways to build it.
+
+The SOI is the part of a claim's thematic cluster that is close to the claim
+(cosine similarity above ``delta``).  Its items' mean embedding is the
+thematic embedding ``T`` that CARAG blends into the retrieval query.
+
+* :func:`build_supervised_soi` (CARAG): from the claim's cluster *within its
+  theme*, the claim's annotated evidence, the other claims ("related claims")
+  and the annotated evidence of those related claims.
+* :func:`build_unsupervised_soi` (CARAG-u, Algorithm 1 of the CARAG-u paper):
+  every evidence passage of the claim's cluster, no labels used.
+
+Both are pure functions of the cluster's members (:class:`ClusterMembers`) and
+the claim vector; the clustering itself lives in
+:mod:`llama_index_carag.clustering` and the bookkeeping that finds a claim's
+cluster in :mod:`llama_index_carag.context`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+
+from llama_index_carag.vectors import cosine_similarities, thematic_embedding
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SOIItem",
+    "SubsetOfInterest",
+    "ClusterMembers",
+    "build_supervised_soi",
+    "build_unsupervised_soi",
+    "SOI_LIST_KEYS",
+]
+
+Mode = Literal["supervised", "unsupervised"]
+
+#: The SOI's list-valued keys, in the papers' order.
+SOI_LIST_KEYS = (
+    "annotated_evidences",
+    "related_claims",
+    "thematic_cluster_evidences",
+    "refined_cluster_evidences",
+)
+
+
+@dataclass(frozen=True)
+class SOIItem:
+    """One member of an SOI: node id, text, cosine similarity to the claim, and for
+    evidence the claim it is annotated for (``None`` when unknown/unsupervised)."""
+
+    id: str
+    text: str
+    similarity: float
+    claim_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "text": self.text}
+        if self.claim_id is not None:
+            out["claim_id"] = self.claim_id
+        return out
+
+
+@dataclass
+class SubsetOfInterest:
+    """A claim's Subset of Interest, with the papers' keys.
+
+    Attributes:
+        claim_id: id of the claim when it is a corpus claim, else ``None``.
+        claim: the claim text (the query).
+        annotated_evidences: (CARAG) the claim's own annotated evidence in its cluster.
+        related_claims: (CARAG) other claims of the cluster.
+        thematic_cluster_evidences: (CARAG) annotated evidence of the related claims.
+        refined_cluster_evidences: (CARAG-u) evidence of the cluster.
+        similarities: item id → cosine similarity to the claim.
+        mode: ``"supervised"`` (CARAG) or ``"unsupervised"`` (CARAG-u).
+        delta: the similarity threshold used (items kept have similarity ``> delta``).
+        cluster: the claim's cluster (within ``theme`` for CARAG).
+        theme: the claim's theme (CARAG), else ``None``.
+        cluster_size: number of items in the cluster before the ``delta`` filter.
+        thematic_embedding: ``T``, mean of the items' unit embeddings, shape ``(d,)``,
+            or ``None`` when the SOI is empty.  Not part of :meth:`to_dict`.
+    """
+
+    claim_id: str | None
+    claim: str
+    annotated_evidences: list[SOIItem] = field(default_factory=list)
+    related_claims: list[SOIItem] = field(default_factory=list)
+    thematic_cluster_evidences: list[SOIItem] = field(default_factory=list)
+    refined_cluster_evidences: list[SOIItem] = field(default_factory=list)
+    similarities: dict[str, float] = field(default_factory=dict)
+    mode: Mode = "unsupervised"
+    delta: float = 0.75
+    cluster: int | None = None
+    theme: str | None = None
+    cluster_size: int = 0
+    thematic_embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def items(self) -> Iterator[SOIItem]:
+        """All items, in key order (annotated, related claims, thematic, refined)."""
+        for key in SOI_LIST_KEYS:
+            yield from getattr(self, key)
+
+    @property
+    def item_ids(self) -> list[str]:
+        """Ids of all items, in key order."""
+        return [item.id for item in self.items()]
+
+    def __len__(self) -> int:
+        return sum(len(getattr(self, key)) for key in SOI_LIST_KEYS)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no item passed the threshold (retrieval then falls back to the claim vector)."""
+        return len(self) == 0
+
+    def kind_of(self, item_id: str) -> str | None:
+        """Which SOI key holds ``item_id`` (``None`` if it is not in the SOI)."""
+        for key in SOI_LIST_KEYS:
+            if any(item.id == item_id for item in getattr(self, key)):
+                return key
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict with the papers' keys plus ``mode``, ``delta``, ``cluster``, ``theme``, ``cluster_size``."""
+        out: dict[str, Any] = {"claim_id": self.claim_id, "claim": self.claim}
+        for key in SOI_LIST_KEYS:
+            out[key] = [item.to_dict() for item in getattr(self, key)]
+        out["similarities"] = {k: float(v) for k, v in self.similarities.items()}
+        out.update(
+            mode=self.mode,
+            delta=float(self.delta),
+            cluster=None if self.cluster is None else int(self.cluster),
+            theme=self.theme,
+            cluster_size=int(self.cluster_size),
+        )
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SubsetOfInterest":
+        """Inverse of :meth:`to_dict` (the thematic embedding is not restored).
+
+        Raises:
+            ValueError: a required key is missing or an item lacks ``id``/``text``.
+        """
+        if "claim" not in data:
+            raise ValueError("An SOI dict needs at least the key 'claim'.")
+        sims = {str(k): float(v) for k, v in (data.get("similarities") or {}).items()}
+        lists: dict[str, list[SOIItem]] = {}
+        for key in SOI_LIST_KEYS:
+            items = []
+            for raw in data.get(key) or []:
+                if not isinstance(raw, Mapping) or "id" not in raw or "text" not in raw:
+                    raise ValueError(f"Every item of '{key}' needs 'id' and 'text'; got {raw!r}.")
+                item_id = str(raw["id"])
+                items.append(SOIItem(item_id, str(raw["text"]), sims.get(item_id, float("nan")), raw.get("claim_id")))
+            lists[key] = items
+        mode = data.get("mode", "supervised" if lists["annotated_evidences"] or lists["related_claims"] else "unsupervised")
+        if mode not in ("supervised", "unsupervised"):
+            raise ValueError(f"Unknown SOI mode {mode!r}.")
+        return cls(
+            claim_id=data.get("claim_id"),
+            claim=str(data["claim"]),
+            similarities=sims,
+            mode=mode,
+            delta=float(data.get("delta", 0.75)),
+            cluster=None if data.get("cluster") is None else int(data["cluster"]),
+            theme=data.get("theme"),
+            cluster_size=int(data.get("cluster_size", 0)),
+            **lists,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterMembers:
+    """The members of one cluster, as the SOI builders need them.
+
+    Attributes:
+        ids: node ids, length ``m``.
+        texts: their texts, length ``m`` (any indexable sequence; may be lazy).
+        unit: their L2-normalised embeddings, shape ``(m, d)``.
+        is_claim: shape ``(m,)`` bool, True for claims, False for evidence.
+        claim_of: for evidence, the id of the claim it is annotated for (or
+            ``None``); for claims, their own claim id.  Length ``m``.
+    """
+
+    ids: Sequence[str]
+    texts: Sequence[str]
+    unit: np.ndarray
+    is_claim: np.ndarray
+    claim_of: Sequence[str | None]
+
+    def __post_init__(self) -> None:
+        m = len(self.ids)
+        if self.unit.ndim != 2 or self.unit.shape[0] != m or len(self.is_claim) != m or len(self.claim_of) != m:
+            raise ValueError("ClusterMembers fields must all describe the same m items.")
+
+
+def _items(members: ClusterMembers, rows: np.ndarray, sims: np.ndarray) -> list[SOIItem]:
+    return [
+        SOIItem(str(members.ids[r]), str(members.texts[r]), float(sims[r]), members.claim_of[r])
+        for r in rows
+    ]
+
+
+def _finish(soi: SubsetOfInterest, members: ClusterMembers, keep_rows: np.ndarray) -> SubsetOfInterest:
+    soi.thematic_embedding = thematic_embedding(members.unit[keep_rows])
+    soi.similarities = {item.id: item.similarity for item in soi.items()}
+    return soi
+
+
+def build_unsupervised_soi(
+    claim_vector: np.ndarray,
+    members: ClusterMembers,
+    delta: float,
+    *,
+    claim: str = "",
+    claim_id: str | None = None,
+    cluster: int | None = None,
+) -> SubsetOfInterest:
+    """CARAG-u's SOI: the evidence of the claim's cluster with cosine similarity ``> delta``.
+
+    Args:
+        claim_vector: the claim (query) embedding, shape ``(d,)``.
+        members: the members of the claim's cluster (claims among them are ignored:
+            CARAG-u's SOI holds evidence only).
+        delta: similarity threshold in ``[-1, 1]``.
+        claim, claim_id, cluster: recorded in the SOI.
+
+    Returns:
+        the SOI, with ``refined_cluster_evidences`` sorted by decreasing
+        similarity and ``thematic_embedding`` = their mean unit embedding.
+    """
+    sims = cosine_similarities(claim_vector, members.unit)
+    evidence = ~np.asarray(members.is_claim, dtype=bool)
+    keep = np.flatnonzero(evidence & (sims > delta))
+    keep = keep[np.argsort(-sims[keep], kind="stable")]
+    soi = SubsetOfInterest(
+        claim_id=claim_id,
+        claim=claim,
+        refined_cluster_evidences=_items(members, keep, sims),
+        mode="unsupervised",
+        delta=float(delta),
+        cluster=cluster,
+        cluster_size=int(evidence.sum()),
+    )
+    return _finish(soi, members, keep)
+
+
+def build_supervised_soi(
+    claim_vector: np.ndarray,
+    members: ClusterMembers,
+    delta: float,
+    *,
+    claim: str = "",
+    claim_id: str | None = None,
+    cluster: int | None = None,
+    theme: str | None = None,
+) -> SubsetOfInterest:
+    """CARAG's SOI from the claim's cluster within its theme.
+
+    From ``members`` (the claim's cluster, already restricted to its theme):
+
+    * ``annotated_evidences``: evidence annotated for ``claim_id``;
+    * ``related_claims``: the other claims of the cluster;
+    * ``thematic_cluster_evidences``: evidence annotated for one of those related claims;
+
+    each kept only when its cosine similarity to the claim is ``> delta``
+    (the filter applies to every item on its own, so a related claim's
+    evidence may stay when the claim itself does not).  The claim itself is
+    never an item.  A claim that is not in the corpus (``claim_id=None``) has no
+    annotated evidence.
+
+    Returns:
+        the SOI; each list sorted by decreasing similarity; ``thematic_embedding`` =
+        mean unit embedding of all kept items (Equation 1 of the CARAG paper).
+    """
+    sims = cosine_similarities(claim_vector, members.unit)
+    is_claim = np.asarray(members.is_claim, dtype=bool)
+    claim_of = np.asarray(members.claim_of, dtype=object)
+    passes = sims > delta
+    is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    related_mask = is_claim & ~is_self
+    related_ids = set(claim_of[related_mask].tolist())
+    annotated_mask = (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    thematic_mask = ~is_claim & np.fromiter((c in related_ids for c in claim_of), dtype=bool, count=len(is_claim))
+
+    def rows(mask: np.ndarray) -> np.ndarray:
+        keep = np.flatnonzero(mask & passes)
+        return keep[np.argsort(-sims[keep], kind="stable")]
+
+    annotated, related, thematic = rows(annotated_mask), rows(related_mask), rows(thematic_mask)
+    soi = SubsetOfInterest(
+        claim_id=claim_id,
+        claim=claim,
+        annotated_evidences=_items(members, annotated, sims),
+        related_claims=_items(members, related, sims),
+        thematic_cluster_evidences=_items(members, thematic, sims),
+        mode="supervised",
+        delta=float(delta),
+        cluster=cluster,
+        theme=theme,
+        cluster_size=int(len(is_claim) - int(is_self.sum())),
+    )
+    return _finish(soi, members, np.concatenate([annotated, related, thematic]))

@@ -1,0 +1,132 @@
+"""Reading node ids and their stored embeddings back out of a ``VectorStoreIndex``.
+
+CARAG clusters the embeddings the index already holds, so the corpus is embedded
+once, by the index.  LlamaIndex's docstore does not keep embeddings; they live
+in the vector store, and each store keeps them its own way:
+
+* ``FaissVectorStore``: FAISS row ``i`` ↔ ``index.index_struct.nodes_dict[str(i)]``;
+  vectors come back with ``reconstruct_n``.
+* ``FaissMapVectorStore`` (``IndexIDMap2``): its node-id ↔ FAISS-id map; vectors
+  come back with ``reconstruct(faiss_id)``.
+* ``SimpleVectorStore``: its ``embedding_dict``.
+* any other store: the nodes' own ``embedding`` if the docstore or the store
+  returns them, else an error that says how to proceed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric"]
+
+
+def vector_store_kind(index: "VectorStoreIndex") -> str:
+    """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name."""
+    store = index.vector_store
+    name = type(store).__name__
+    if name == "FaissMapVectorStore":
+        return "faiss_map"
+    if name == "FaissVectorStore":
+        return "faiss"
+    if name == "SimpleVectorStore":
+        return "simple"
+    return name
+
+
+def faiss_metric(index: "VectorStoreIndex") -> str | None:
+    """``"inner_product"``/``"l2"`` for FAISS-backed indexes, else ``None``."""
+    if vector_store_kind(index) not in ("faiss", "faiss_map"):
+        return None
+    import faiss
+
+    raw = index.vector_store.client
+    return "inner_product" if raw.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
+
+
+def index_node_ids(index: "VectorStoreIndex") -> list[str]:
+    """Ids of the nodes the index's vector store can return, in storage order."""
+    kind = vector_store_kind(index)
+    if kind == "faiss_map":
+        id_map = index.vector_store._node_id_to_faiss_id_map  # noqa: SLF001 - no public accessor
+        return list(id_map)
+    if kind == "faiss":
+        nodes_dict = index.index_struct.nodes_dict
+        return [nodes_dict[k] for k in sorted(nodes_dict, key=int)]
+    if kind == "simple":
+        return list(index.vector_store.data.embedding_dict)
+    nodes_dict = getattr(index.index_struct, "nodes_dict", None) or {}
+    if nodes_dict:
+        return list(nodes_dict.values())
+    raise ValueError(
+        f"Cannot list the nodes of a {type(index.vector_store).__name__} index; pass the corpus "
+        "nodes explicitly (ContextAwareRetriever.from_index(..., nodes=...))."
+    )
+
+
+def get_node_embeddings(index: "VectorStoreIndex", node_ids: list[str] | None = None) -> tuple[list[str], np.ndarray]:
+    """The stored embeddings of ``node_ids`` (default: all nodes of the index).
+
+    Returns:
+        ``(ids, matrix)`` with ``matrix`` of shape ``(len(ids), d)``, float32,
+        rows in the order of ``ids``.
+
+    Raises:
+        ValueError: a node has no stored embedding, or the store cannot return them.
+    """
+    ids = index_node_ids(index) if node_ids is None else list(node_ids)
+    if not ids:
+        return ids, np.zeros((0, 0), dtype=np.float32)
+    kind = vector_store_kind(index)
+    store: Any = index.vector_store
+    if kind == "faiss":
+        raw = store.client
+        if raw.ntotal == 0:
+            raise ValueError("The FAISS index is empty.")
+        all_vectors = raw.reconstruct_n(0, raw.ntotal)
+        position = {node_id: int(k) for k, node_id in index.index_struct.nodes_dict.items()}
+        try:
+            rows = [position[i] for i in ids]
+        except KeyError as exc:
+            raise ValueError(f"Node {exc.args[0]!r} has no embedding in the FAISS index.") from None
+        return ids, np.ascontiguousarray(all_vectors[rows], dtype=np.float32)
+    if kind == "faiss_map":
+        raw = store.client
+        id_map = store._node_id_to_faiss_id_map  # noqa: SLF001
+        out = np.empty((len(ids), raw.d), dtype=np.float32)
+        for r, node_id in enumerate(ids):
+            if node_id not in id_map:
+                raise ValueError(f"Node {node_id!r} has no embedding in the FAISS index.")
+            out[r] = raw.reconstruct(int(id_map[node_id]))
+        return ids, out
+    if kind == "simple":
+        table = store.data.embedding_dict
+        missing = [i for i in ids if i not in table or table[i] is None]
+        if missing:
+            raise ValueError(f"Node {missing[0]!r} has no embedding in the vector store.")
+        return ids, np.asarray([table[i] for i in ids], dtype=np.float32)
+    # Generic: some stores return nodes with their embeddings.
+    nodes: list[Any] = []
+    try:
+        nodes = list(store.get_nodes(node_ids=ids))
+    except (NotImplementedError, TypeError, AttributeError, ValueError):
+        nodes = []
+    by_id = {n.node_id: n.embedding for n in nodes if getattr(n, "embedding", None) is not None}
+    if len(by_id) < len(ids):
+        for node in index.docstore.get_nodes([i for i in ids if i not in by_id], raise_error=False):
+            if node is not None and node.embedding is not None:
+                by_id[node.node_id] = node.embedding
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"Node {missing[0]!r} has no embedding that a {type(store).__name__} returns; "
+            "CARAG needs the corpus embeddings once, at fit time."
+        )
+    return ids, np.asarray([by_id[i] for i in ids], dtype=np.float32)

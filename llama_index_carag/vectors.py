@@ -1,0 +1,149 @@
+"""Small pure helpers for the vector maths of CARAG.
+
+Every function takes and returns NumPy arrays, never mutates its inputs and
+states the shapes it expects.  ``n`` is a number of vectors, ``d`` their
+dimension.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "as_matrix",
+    "as_vector",
+    "l2_normalize",
+    "cosine_similarities",
+    "thematic_embedding",
+    "blend_query",
+]
+
+
+def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, *, name: str = "embeddings") -> np.ndarray:
+    """Return ``vectors`` as a finite float32 matrix of shape ``(n, d)``.
+
+    Raises:
+        ValueError: the input is not two-dimensional, is empty in ``d``, or
+            holds NaN/inf values (the message names ``name`` and the first bad row).
+    """
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a rectangular array of numbers ({exc}).") from None
+    if matrix.ndim == 1 and matrix.size == 0:
+        matrix = matrix.reshape(0, 0)
+    if matrix.ndim != 2:
+        raise ValueError(f"{name} must have shape (n, d); got an array of shape {matrix.shape}.")
+    if matrix.shape[0] and matrix.shape[1] == 0:
+        raise ValueError(f"{name} have dimension 0.")
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"{name} contain NaN or infinite values (first at row {bad}).")
+    return matrix
+
+
+def as_vector(vector: Sequence[float] | np.ndarray, *, dim: int | None = None, name: str = "query embedding") -> np.ndarray:
+    """Return ``vector`` as a finite float32 array of shape ``(d,)``.
+
+    Args:
+        vector: the vector, shape ``(d,)`` (a ``(1, d)`` array is accepted).
+        dim: the dimension it must have, if known.
+        name: how error messages call it.
+
+    Raises:
+        ValueError: wrong shape, wrong dimension, or NaN/inf values.
+    """
+    try:
+        arr = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a sequence of numbers ({exc}).") from None
+    if arr.ndim == 2 and arr.shape[0] == 1:
+        arr = arr[0]
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must have shape (d,); got {arr.shape}.")
+    if dim is not None and arr.shape[0] != dim:
+        raise ValueError(
+            f"{name} has dimension {arr.shape[0]} but the corpus embeddings have dimension {dim}; "
+            "were the index and the embed model built with different models?"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite values.")
+    return arr
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row (or a single vector) to unit L2 norm.
+
+    Args:
+        vectors: shape ``(n, d)`` or ``(d,)``.
+
+    Returns:
+        float32 array of the same shape; zero rows stay zero (no division by 0).
+    """
+    arr = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    norms = np.where(norms > 0, norms, 1.0).astype(np.float32)
+    return arr / norms
+
+
+def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray) -> np.ndarray:
+    """Cosine similarity of one query with every row of an L2-normalised matrix.
+
+    Args:
+        query: shape ``(d,)``; need not be normalised.
+        unit_matrix: shape ``(n, d)``, rows already of unit norm (zero rows allowed).
+
+    Returns:
+        float32 array of shape ``(n,)`` with values in ``[-1, 1]`` (0 for a zero
+        query or a zero row).
+    """
+    q = l2_normalize(np.asarray(query, dtype=np.float32))
+    if unit_matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    return np.clip(unit_matrix @ q, -1.0, 1.0)
+
+
+def thematic_embedding(soi_vectors: np.ndarray) -> np.ndarray | None:
+    """The thematic embedding T: the element-wise mean of the SOI's vectors.
+
+    Args:
+        soi_vectors: shape ``(m, d)``, the embeddings of the SOI items (the claim
+            itself excluded, as in the papers' Equation 1).
+
+    Returns:
+        shape ``(d,)`` float32, or ``None`` when ``m == 0`` (an empty SOI has no theme).
+    """
+    if soi_vectors.shape[0] == 0:
+        return None
+    return soi_vectors.mean(axis=0, dtype=np.float64).astype(np.float32)
+
+
+def blend_query(query: np.ndarray, theme: np.ndarray | None, alpha: float) -> np.ndarray:
+    """The combined retrieval vector ``alpha * query + (1 - alpha) * theme``.
+
+    Args:
+        query: the claim (query) embedding, shape ``(d,)``.
+        theme: the thematic embedding T, shape ``(d,)``, or ``None`` for an empty SOI.
+        alpha: weight of the claim in ``[0, 1]``; ``1`` is plain RAG.
+
+    Returns:
+        shape ``(d,)`` float32.  When ``theme`` is ``None`` or ``alpha == 1`` the
+        query is returned unchanged (same values, so scores match plain RAG
+        exactly); otherwise the blend is L2-normalised so that inner-product
+        scores stay cosine similarities.
+    """
+    q = np.asarray(query, dtype=np.float32)
+    if theme is None or alpha >= 1.0:
+        return q
+    combined = alpha * q.astype(np.float64) + (1.0 - alpha) * np.asarray(theme, dtype=np.float64)
+    norm = float(np.linalg.norm(combined))
+    if norm == 0.0:
+        logger.warning("The blended query vector is zero; falling back to the claim vector.")
+        return q
+    return (combined / norm).astype(np.float32)
