@@ -314,9 +314,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             self.pca_ = None
             if info.get("has_pca"):
                 pca = PCA(n_components=gmm.means_.shape[1])
-                pca.components_ = np.asarray(arrays["pca_components"], dtype=np.float64)
-                pca.mean_ = np.asarray(arrays["pca_mean"], dtype=np.float64)
-                pca.explained_variance_ = np.asarray(arrays["pca_explained_variance"], dtype=np.float64)
+                pca.components_ = np.asarray(arrays["pca_components"])
+                pca.mean_ = np.asarray(arrays["pca_mean"])
+                pca.explained_variance_ = np.asarray(arrays["pca_explained_variance"])
                 pca.n_components_ = pca.components_.shape[0]
                 pca.n_features_in_ = d
                 pca.whiten = False

@@ -150,6 +150,11 @@ def embed_model_name(embed_model: Any) -> str:
     """A stable, human-readable name for an embed model (recorded when persisting)."""
     name = getattr(embed_model, "model_name", None) or type(embed_model).__name__
     name = str(name)
+    try:
+        if os.path.isdir(name) and Path(name).resolve() == minilm_path().resolve():
+            return EMBED_MODEL_ALIASES["minilm"]
+    except FileNotFoundError:
+        pass
     for alias, hub_id in EMBED_MODEL_ALIASES.items():
         if name.rstrip("/").endswith(Path(hub_id).name):
             return hub_id

@@ -120,6 +120,8 @@ class ContextAwareRetriever(BaseRetriever):
         similarity_top_k: evidence passages returned.
         embed_model: embeds queries; default the index's own.
         exclude_ids: node ids never returned (the claims, when they are in the index).
+        claim_vectors: ``(claim node ids, raw embeddings (m, d))`` of the clustered
+            claims, kept so that :meth:`persist` can save them exactly.
         theme_key, claim_key: metadata keys for the theme and the claim link.
     """
 
@@ -133,6 +135,7 @@ class ContextAwareRetriever(BaseRetriever):
         similarity_top_k: int = 6,
         embed_model: "BaseEmbedding | None" = None,
         exclude_ids: Sequence[str] = (),
+        claim_vectors: tuple[Sequence[str], np.ndarray] | None = None,
         theme_key: str = THEME_KEY,
         claim_key: str = CLAIM_KEY,
         callback_manager: CallbackManager | None = None,
@@ -141,6 +144,10 @@ class ContextAwareRetriever(BaseRetriever):
     ) -> None:
         self._index = index
         self._context = context
+        if claim_vectors is None:
+            ids = context.claim_node_ids
+            claim_vectors = (ids, np.array([context.unit_vector(i) for i in ids], np.float32).reshape(len(ids), context.dim_))
+        self._claim_vectors = (list(claim_vectors[0]), np.asarray(claim_vectors[1], dtype=np.float32))
         self.alpha = alpha
         self.delta = delta
         self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
@@ -313,6 +320,7 @@ class ContextAwareRetriever(BaseRetriever):
             similarity_top_k=similarity_top_k,
             embed_model=embed_model,
             exclude_ids=[i for i in claim_ids if i in set(index_ids)],
+            claim_vectors=(claim_ids, claim_vectors),
             theme_key=theme_key,
             claim_key=claim_key,
             callback_manager=callback_manager,
@@ -450,9 +458,7 @@ class ContextAwareRetriever(BaseRetriever):
     # ------------------------------------------------------------ persistence
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         ctx_info, ctx_arrays = self._context.get_state()
-        claim_ids = self._context.claim_node_ids
-        claim_vectors = np.array([self._context.unit_vector(i) for i in claim_ids], dtype=np.float32)
-        claim_vectors = claim_vectors.reshape(len(claim_ids), self._context.dim_)
+        claim_ids, claim_vectors = self._claim_vectors
         claim_set = set(claim_ids)
         evidence_ids = [i for i, _ in self._context.iter_items() if i not in claim_set]
         info = {
@@ -591,6 +597,7 @@ class ContextAwareRetriever(BaseRetriever):
             similarity_top_k=settings["similarity_top_k"],
             embed_model=model,
             exclude_ids=settings.get("exclude_ids", []),
+            claim_vectors=(claim_ids, claim_vectors),
             theme_key=settings.get("theme_key", THEME_KEY),
             claim_key=settings.get("claim_key", CLAIM_KEY),
             callback_manager=callback_manager,

@@ -30,15 +30,20 @@ __all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_
 
 def vector_store_kind(index: "VectorStoreIndex") -> str:
     """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name."""
+    from llama_index.core.vector_stores.simple import SimpleVectorStore
+
     store = index.vector_store
-    name = type(store).__name__
-    if name == "FaissMapVectorStore":
+    try:
+        from llama_index.vector_stores.faiss import FaissMapVectorStore, FaissVectorStore
+    except ImportError:  # pragma: no cover - faiss integration is a dependency
+        FaissMapVectorStore = FaissVectorStore = ()  # type: ignore[assignment,misc]
+    if isinstance(store, FaissMapVectorStore):
         return "faiss_map"
-    if name == "FaissVectorStore":
+    if isinstance(store, FaissVectorStore):
         return "faiss"
-    if name == "SimpleVectorStore":
+    if isinstance(store, SimpleVectorStore):
         return "simple"
-    return name
+    return type(store).__name__
 
 
 def faiss_metric(index: "VectorStoreIndex") -> str | None:
