@@ -44,16 +44,18 @@ def _progress(iterable: Any, *, total: int, desc: str, enabled: bool) -> Any:
 class ThematicClusterer(ClusterMixin, BaseEstimator):
     """Gaussian-mixture (EM) clustering of sentence embeddings, hard assignment.
 
-    Why ``covariance_type="diag"`` on the raw vectors is the default: on FactVer
-    (3,681 claims + evidence, MiniLM, 384-d, 10 clusters, 2 CPU cores) diagonal
-    covariance fitted in about 0.5 s with theme NMI 0.45, while full covariance on
-    the raw 384-d vectors took about 5 s for the same NMI (0.45) and needs
-    ``d*(d+1)/2 = 73,920`` parameters per cluster, far more than the few hundred
+    Why ``covariance_type="diag"`` on the raw vectors is the default
+    (``benchmarks/bench_clustering.py``, FactVer: 3,681 claims + evidence, MiniLM
+    384-d, 10 clusters, 3 seeds, 2 CPU cores): diagonal covariance fits in about
+    0.5 s with theme NMI 0.44.  Full covariance on the raw vectors needs
+    ``d*(d+1)/2 = 73,920`` parameters per cluster — far more than the few hundred
     points a cluster holds, so it is ill-conditioned and only the ``reg_covar``
-    ridge keeps it invertible.  Full covariance after PCA to 16–64 dimensions
-    (``reduce_dim``) reached NMI 0.46–0.47 at 0.4–6.5 s: no material gain.  Diagonal
-    covariance also scales linearly in ``d`` and in the number of points.
-    (Measured with ``benchmarks/bench_clustering.py``.)
+    ridge keeps it invertible — and bought NMI 0.45 at 3x the time; its cost grows
+    with ``d**2`` per point, which rules it out at 100k+ passages.  Full covariance
+    after PCA to 16–64 dimensions (``reduce_dim``) reached NMI 0.46–0.47 in
+    0.4–1.8 s: a small gain, offered as an option, not worth a second model
+    (the PCA) in the default.  Diagonal covariance scales linearly in ``d`` and
+    in the number of points.
 
     Args:
         n_clusters: number of mixture components ``t`` (papers: 10), or ``"auto"``

@@ -1,0 +1,89 @@
+"""Per-query latency: CARAG-u / CARAG vs the plain vector retriever on the same index.
+
+    python benchmarks/bench_query.py --factver            # FactVer, MiniLM, query embedding included
+    python benchmarks/bench_query.py --synthetic 10000 100000 1000000   # retrieval only
+    python benchmarks/bench_query.py --quick              # small, for CI smoke runs
+
+Variants are timed interleaved (A B C A B C …) in one run; we print medians
+and ratios.  On FactVer a third variant re-embeds the query's cluster for every
+query, as the papers' reference code did, as the anchor to beat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np  # noqa: E402
+from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E402
+from llama_index.core.schema import MetadataMode, QueryBundle  # noqa: E402
+
+from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
+from llama_index_carag.indexing import build_faiss_index  # noqa: E402
+from llama_index_carag.models import resolve_embed_model  # noqa: E402
+from llama_index_carag.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
+
+
+def bench_factver(n_queries: int, reembed_queries: int) -> None:
+    corpus = load_factver(FACTVER)
+    model = resolve_embed_model("minilm")
+    t0 = time.perf_counter()
+    index = build_faiss_index(corpus.evidence_nodes, model)
+    print(f"indexed {len(corpus.evidence_nodes)} evidence passages in {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", claim_nodes=corpus.claim_nodes)
+    print(f"CARAG-u fit (claims embedded + GMM): {time.perf_counter() - t0:.1f} s")
+    claims_with_vectors = [n.model_copy(update={"embedding": carag_u._claim_vectors[1][i].tolist()}) for i, n in enumerate(corpus.claim_nodes)]  # noqa: SLF001
+    t0 = time.perf_counter()
+    carag = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims_with_vectors)
+    print(f"CARAG fit (GMM per theme): {time.perf_counter() - t0:.2f} s")
+    plain = index.as_retriever(similarity_top_k=6)
+    rng = np.random.default_rng(0)
+    queries = [corpus.claim_nodes[i].text for i in rng.choice(len(corpus.claim_nodes), n_queries, replace=False)]
+
+    def reembed(query: str) -> object:
+        # What the reference code did: embed the claim, then re-embed every item of its cluster.
+        q = np.asarray(model.get_query_embedding(query), dtype=np.float32)
+        key = carag_u.context.locate(q, carag_u.context.match_claim(query))
+        members = carag_u.context.members(key)
+        texts = [members.texts[i] for i in range(len(members.ids)) if not members.is_claim[i]]
+        vecs = l2_normalize(np.asarray(model.get_text_embedding_batch(texts), dtype=np.float32))
+        keep = vecs[vecs @ l2_normalize(q) > carag_u.delta]
+        search = blend_query(q, thematic_embedding(keep), carag_u.alpha)
+        return plain.retrieve(QueryBundle(query, embedding=search.tolist()))
+
+    variants = {"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "CARAG": carag.retrieve}
+    times = interleaved(variants, queries, repeats=2)
+    slow = interleaved({"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "re-embed": reembed}, queries[:reembed_queries], warmup=1)
+    base = median_ms(times["plain"])
+    rows = [[name, f"{median_ms(t):.2f}", f"{median_ms(t) / base:.3f}"] for name, t in times.items()]
+    base2 = median_ms(slow["CARAG-u"])
+    rows.append(["re-embed (papers' code path)", f"{median_ms(slow['re-embed']):.1f}", f"{median_ms(slow['re-embed']) / median_ms(slow['plain']):.1f}"])
+    print(f"\nFactVer ({len(corpus.evidence_nodes)} passages, MiniLM 384-d, k=6), query embedding included, "
+          f"{len(queries)} queries x 2 interleaved; re-embed variant on {reembed_queries} queries. {machine()}")
+    print(table(rows, ["variant", "median ms/query", "ratio vs plain"]))
+    print(f"CARAG-u / plain = {median_ms(times['CARAG-u']) / base:.3f}; "
+          f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--factver", action="store_true")
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--reembed-queries", type=int, default=10)
+    p.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
+    args = p.parse_args()
+    if args.quick:
+        bench_factver(20, 2)
+        return
+    if args.factver:
+        bench_factver(args.queries, args.reembed_queries)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Metrics for evidence retrieval, verdicts and the papers' thematic alignment.
+
+Every metric is a small pure function defined exactly in its docstring; the
+``evaluate_*`` helpers run a retriever over a set of claims and aggregate.
+
+Retrieval (per claim, then averaged over claims):
+
+* :func:`theme_precision_at_k` — share of the retrieved evidence on the claim's theme.
+* :func:`annotated_recall_at_k` — share of the claim's annotated evidence retrieved.
+* :func:`reciprocal_rank` — 1 / rank of the first annotated passage (0 if none).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.schema import BaseNode
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "theme_precision_at_k",
+    "annotated_recall_at_k",
+    "reciprocal_rank",
+    "RetrievalResult",
+    "RetrievalSummary",
+    "evaluate_retrieval",
+    "summarize_retrieval",
+]
+
+
+def theme_precision_at_k(retrieved_themes: Sequence[str | None], claim_theme: str, k: int) -> float:
+    """Theme precision@k: of the first ``k`` retrieved passages, the share whose theme is the claim's.
+
+    ``precision = |{i < k : retrieved_themes[i] == claim_theme}| / min(k, len(retrieved_themes))``.
+    Fewer than ``k`` results are scored on what was returned; no results score 0.
+
+    Raises:
+        ValueError: ``k < 1``.
+    """
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    top = list(retrieved_themes)[:k]
+    if not top:
+        return 0.0
+    return sum(t == claim_theme for t in top) / len(top)
+
+
+def annotated_recall_at_k(retrieved_ids: Sequence[str], gold_ids: Iterable[str], k: int) -> float:
+    """Annotated-evidence recall@k: ``|top_k ∩ gold| / |gold|``.
+
+    ``gold`` is the claim's annotated evidence.  Duplicated ids among the
+    retrieved count once.  With more gold passages than ``k`` the maximum is
+    ``k / |gold|``.  Returns NaN for an empty gold set (undefined; such claims
+    are left out of averages).
+    """
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    gold = set(gold_ids)
+    if not gold:
+        return math.nan
+    return len(set(list(retrieved_ids)[:k]) & gold) / len(gold)
+
+
+def reciprocal_rank(retrieved_ids: Sequence[str], gold_ids: Iterable[str], k: int | None = None) -> float:
+    """Reciprocal rank: ``1 / r`` for the 1-based rank ``r`` of the first gold passage
+    within the first ``k`` (all if ``None``), else 0.  NaN for an empty gold set.
+    Mean over claims = MRR."""
+    gold = set(gold_ids)
+    if not gold:
+        return math.nan
+    ranked = list(retrieved_ids) if k is None else list(retrieved_ids)[:k]
+    for rank, node_id in enumerate(ranked, start=1):
+        if node_id in gold:
+            return 1.0 / rank
+    return 0.0
+
+
+@dataclass
+class RetrievalResult:
+    """One claim's retrieval, scored."""
+
+    claim_id: str
+    theme: str | None
+    retrieved: list[str]
+    theme_precision: float
+    recall: float
+    rr: float
+    soi_size: int | None = None
+    fallback: bool | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class RetrievalSummary:
+    """Averages over claims (NaN recalls/RRs of claims without gold are left out)."""
+
+    method: str
+    k: int
+    n_claims: int
+    theme_precision: float
+    recall: float
+    mrr: float
+    soi_size: float | None
+    empty_soi_rate: float | None
+    median_ms: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, Any]:
+        row = {
+            "method": self.method,
+            "k": self.k,
+            "claims": self.n_claims,
+            f"theme_precision@{self.k}": round(self.theme_precision, 4),
+            f"annotated_recall@{self.k}": round(self.recall, 4),
+            "MRR": round(self.mrr, 4),
+            "mean_soi_size": None if self.soi_size is None else round(self.soi_size, 2),
+            "empty_soi_rate": None if self.empty_soi_rate is None else round(self.empty_soi_rate, 4),
+            "median_ms": round(self.median_ms, 2),
+        }
+        row.update(self.extra)
+        return row
+
+
+def _nanmean(values: Iterable[float]) -> float:
+    vals = [v for v in values if not math.isnan(v)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def summarize_retrieval(method: str, k: int, results: Sequence[RetrievalResult], **extra: Any) -> RetrievalSummary:
+    """Average per-claim results into a :class:`RetrievalSummary`."""
+    sizes = [r.soi_size for r in results if r.soi_size is not None]
+    falls = [r.fallback for r in results if r.fallback is not None]
+    return RetrievalSummary(
+        method=method,
+        k=k,
+        n_claims=len(results),
+        theme_precision=_nanmean(r.theme_precision for r in results),
+        recall=_nanmean(r.recall for r in results),
+        mrr=_nanmean(r.rr for r in results),
+        soi_size=(sum(sizes) / len(sizes)) if sizes else None,
+        empty_soi_rate=(sum(falls) / len(falls)) if falls else None,
+        median_ms=statistics.median(r.seconds for r in results) * 1000 if results else math.nan,
+        extra=dict(extra),
+    )
+
+
+def evaluate_retrieval(
+    retriever: "BaseRetriever",
+    claims: Sequence["BaseNode"],
+    evidence_themes: Mapping[str, str | None],
+    gold: Mapping[str, Iterable[str]],
+    *,
+    k: int,
+    theme_key: str = "theme",
+    use_claim_embeddings: bool = True,
+    show_progress: bool = False,
+) -> list[RetrievalResult]:
+    """Run ``retriever`` on every claim and score the top ``k``.
+
+    Args:
+        retriever: any LlamaIndex retriever (its own top-k must be >= ``k``).
+        claims: claim nodes; the claim text is the query.  With
+            ``use_claim_embeddings`` and a claim embedding set, it is passed as
+            the query embedding (same encoder, saves re-embedding).
+        evidence_themes: evidence node id → theme.
+        gold: claim id (node id) → annotated evidence ids.
+        k: cut-off.
+    """
+    from llama_index.core.schema import QueryBundle
+
+    iterator: Iterable[BaseNode] = claims
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(claims, desc="Evaluating", unit="claim")
+    out: list[RetrievalResult] = []
+    for claim in iterator:
+        bundle = QueryBundle(
+            claim.get_content(),
+            embedding=claim.embedding if (use_claim_embeddings and claim.embedding is not None) else None,
+        )
+        t0 = time.perf_counter()
+        nodes = retriever.retrieve(bundle)
+        seconds = time.perf_counter() - t0
+        ids = [n.node.node_id for n in nodes][:k]
+        theme = claim.metadata.get(theme_key)
+        info = nodes[0].node.metadata.get("carag", {}) if nodes else {}
+        out.append(
+            RetrievalResult(
+                claim_id=claim.node_id,
+                theme=theme,
+                retrieved=ids,
+                theme_precision=theme_precision_at_k([evidence_themes.get(i) for i in ids], theme, k),
+                recall=annotated_recall_at_k(ids, gold.get(claim.node_id, ()), k),
+                rr=reciprocal_rank(ids, gold.get(claim.node_id, ()), k),
+                soi_size=info.get("soi_size"),
+                fallback=info.get("fallback"),
+                seconds=seconds,
+            )
+        )
+    return out

