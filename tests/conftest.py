@@ -13,7 +13,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = Path(os.environ.get("CARAG_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 FACTVER_CSV = SHARED / "data" / "factver" / "factver_master.csv"
 PAPER_EXPLANATIONS_CSV = SHARED / "data" / "factver" / "paper_explanations.csv"
 
@@ -21,7 +21,10 @@ PAPER_EXPLANATIONS_CSV = SHARED / "data" / "factver" / "paper_explanations.csv"
 @pytest.fixture(scope="session")
 def factver_path() -> Path:
     if not FACTVER_CSV.is_file():
-        pytest.skip(f"FactVer not found at {FACTVER_CSV} (../shared beside the repo)")
+        message = f"FactVer not found at {FACTVER_CSV} (../shared beside the repo, or set CARAG_SHARED)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI has ../shared: never skip silently there
+        pytest.skip(message)
     return FACTVER_CSV
 
 
