@@ -1,0 +1,485 @@
+"""Tests of llama_index_carag.visualize: SOI/cluster graphs, HTML (escaping, offline
+rendering in headless Chromium when installed), PNGs and thematic maps.  All offline, CPU."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llama_index_carag import visualize as V
+from llama_index_carag.soi import SOIItem, SubsetOfInterest
+
+CHROMIUM = Path("/usr/bin/chromium")
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium not installed (apt-get install chromium)")
+
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+# payloads that leave a trace in the DOM if they ever execute
+DOM_SCRIPT = "<script>document.body.setAttribute('data-pwned','2')</script>"
+DOM_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+
+
+# --------------------------------------------------------------------------- #
+# fixtures / helpers
+# --------------------------------------------------------------------------- #
+
+
+def supervised_soi(**overrides) -> SubsetOfInterest:
+    fields = dict(
+        claim_id="c0",
+        claim="Vaccines cause autism.",
+        annotated_evidences=[SOIItem("e0a", "Large cohort studies found no link. " * 6, 0.93, "c0"),
+                             SOIItem("e0b", "A retracted 1998 paper claimed a link.", 0.81, "c0")],
+        related_claims=[SOIItem("c1", "MMR vaccine is unsafe.", 0.88, "c1"),
+                        SOIItem("c2", "Vaccines contain mercury.", 0.79, "c2")],
+        thematic_cluster_evidences=[SOIItem("e1a", "MMR safety review.", 0.85, "c1"),
+                                    SOIItem("e2a", "Thimerosal was removed in 2001.", 0.77, "c2"),
+                                    SOIItem("e2b", "Thimerosal is ethylmercury.", 0.76, "c2"),
+                                    SOIItem("eX", "Evidence of a claim outside the SOI.", 0.755, "c9")],
+        mode="supervised", delta=0.75, cluster=3, theme="health", cluster_size=14,
+    )
+    fields.update(overrides)
+    soi = SubsetOfInterest(**fields)
+    soi.similarities = {i.id: i.similarity for i in soi.items()}
+    return soi
+
+
+def unsupervised_soi(n: int = 6) -> SubsetOfInterest:
+    items = [SOIItem(f"r{i}", f"refined passage {i}", 0.95 - 0.03 * i) for i in range(n)]
+    return SubsetOfInterest(claim_id=None, claim="A new claim", refined_cluster_evidences=items, mode="unsupervised",
+                            delta=0.7, cluster=1, cluster_size=20)
+
+
+def hostile_soi(payload: str = HOSTILE, claim: str | None = None) -> SubsetOfInterest:
+    return SubsetOfInterest(
+        claim_id="c0", claim=claim if claim is not None else payload, mode="unsupervised", delta=0.5, cluster=0,
+        refined_cluster_evidences=[SOIItem(payload, payload, 0.9), SOIItem("safe", f"prefix {payload} suffix", 0.8)],
+    )
+
+
+def read_png(path: Path) -> np.ndarray:
+    from matplotlib.image import imread
+
+    return imread(str(path))
+
+
+def unescape_json(text: str) -> str:
+    """Undo JSON ``\\uXXXX`` escapes (Plotly writes ``<`` as ``\\u003c``) so checks see the real characters."""
+    return re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def all_strings(obj) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in all_strings(v)]
+    if isinstance(obj, (list, tuple)):
+        return [s for v in obj for s in all_strings(v)]
+    return []
+
+
+def run_chromium(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / "chromium-profile"
+    cmd = [
+        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", "--window-size=1200,900", "--virtual-time-budget=5000", *extra, url,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+
+
+# --------------------------------------------------------------------------- #
+# import cost
+# --------------------------------------------------------------------------- #
+
+
+def test_import_is_lazy():
+    code = (
+        "import sys, llama_index_carag as p; before = set(sys.modules); "
+        "import llama_index_carag.visualize; "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+        "print(sorted(new & {'plotly', 'matplotlib', 'networkx', 'mpl_toolkits', 'PIL'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- #
+# soi_graph / layout
+# --------------------------------------------------------------------------- #
+
+
+def test_soi_graph_nodes_edges_and_weights():
+    soi = supervised_soi()
+    g = V.soi_graph(soi)
+    kinds = [d["kind"] for _, d in g.nodes(data=True)]
+    assert kinds.count("claim") == 1
+    assert kinds.count("annotated_evidence") == len(soi.annotated_evidences) == 2
+    assert kinds.count("related_claim") == len(soi.related_claims) == 2
+    assert kinds.count("thematic_evidence") == len(soi.thematic_cluster_evidences) == 4
+    assert kinds.count("refined_evidence") == 0
+    assert g.number_of_nodes() == 1 + len(soi)
+    assert g.graph["claim_node"] == "c0" and g.nodes["c0"]["kind"] == "claim"
+    for item in soi.items():
+        assert g.has_edge("c0", item.id)
+        edge = g.edges["c0", item.id]
+        assert edge["weight"] == item.similarity
+        assert edge["label"] == f"{item.similarity:.2f}"
+        assert edge["relation"] == "similarity"
+        assert g.nodes[item.id]["text"] == item.text and g.nodes[item.id]["similarity"] == item.similarity
+    assert set(g.neighbors("c0")) == set(soi.item_ids)
+    # related claim -> its thematic evidence; none for evidence of a claim outside the SOI
+    annotated_for = {frozenset((u, v)) for u, v, d in g.edges(data=True) if d["relation"] == "annotated_for"}
+    assert annotated_for == {frozenset(p) for p in [("c1", "e1a"), ("c2", "e2a"), ("c2", "e2b")]}
+    assert g.edges["c2", "e2b"]["weight"] == 0.76
+    assert g.number_of_edges() == len(soi) + 3
+
+
+def test_soi_graph_unsupervised_query_node_and_empty():
+    soi = unsupervised_soi(4)
+    g = V.soi_graph(soi)
+    assert g.graph["claim_node"] == "query" and g.nodes["query"]["kind"] == "claim"
+    assert sorted(d["kind"] for n, d in g.nodes(data=True) if n != "query") == ["refined_evidence"] * 4
+    empty = V.soi_graph(SubsetOfInterest(claim_id=None, claim="lonely"))
+    assert list(empty.nodes) == ["query"] and empty.number_of_edges() == 0
+
+
+def test_soi_graph_keeps_colliding_ids_apart():
+    soi = SubsetOfInterest(claim_id=None, claim="q", refined_cluster_evidences=[
+        SOIItem("query", "an item named like the claim node", 0.9), SOIItem("dup", "a", 0.8), SOIItem("dup", "b", 0.7)])
+    g = V.soi_graph(soi)
+    assert g.number_of_nodes() == 4 and g.degree("query") == 3
+    assert sorted(d["item_id"] for n, d in g.nodes(data=True) if n != "query") == ["dup", "dup", "query"]
+
+
+def test_soi_layout_is_deterministic_with_claim_at_centre():
+    g = V.soi_graph(supervised_soi())
+    pos = V.soi_layout(g)
+    assert pos == V.soi_layout(V.soi_graph(supervised_soi()))
+    assert pos["c0"] == (0.0, 0.0)
+    radius = {n: math.hypot(*p) for n, p in pos.items()}
+    assert radius["e0a"] < radius["e0b"] < radius["e2b"]  # more similar = closer to the claim
+    assert all(0.4 < r <= 1.0 + 1e-9 for n, r in radius.items() if n != "c0")
+    assert len({(round(x, 6), round(y, 6)) for x, y in pos.values()}) == len(pos)
+
+
+# --------------------------------------------------------------------------- #
+# soi_figure
+# --------------------------------------------------------------------------- #
+
+
+def node_traces(fig):
+    return [t for t in fig.data if t.showlegend is not False and t.mode and "markers" in t.mode]
+
+
+def test_soi_figure_one_legend_trace_per_kind_with_distinct_styles():
+    soi = supervised_soi()
+    fig = V.soi_figure(soi)
+    traces = node_traces(fig)
+    names = [t.name for t in traces]
+    assert names == ["claim", "annotated evidence", "related claim", "thematic cluster evidence"]
+    assert [len(t.x) for t in traces] == [1, 2, 2, 4]
+    for attr in ("color", "symbol", "size"):
+        values = [getattr(t.marker, attr) for t in traces]
+        assert len(set(values)) == len(values), attr
+    # claim at the centre, edge widths grow with similarity, similarity labels at midpoints
+    assert (traces[0].x[0], traces[0].y[0]) == (0.0, 0.0)
+    edge_widths = {t.line.width for t in fig.data if t.mode == "lines"}
+    assert len(edge_widths) > 2
+    labels = [t for t in fig.data if t.mode == "text"]
+    assert len(labels) == 1 and sorted(labels[0].text) == sorted(f"{i.similarity:.2f}" for i in soi.items())
+    title = fig.layout.title.text
+    for part in ("Vaccines cause autism.", "CARAG (supervised)", "cluster: 3", "δ = 0.75", "SOI size: 8 of 14", "theme: health"):
+        assert part in title
+
+
+def test_soi_figure_hover_is_full_wrapped_text():
+    long_text = " ".join(f"word{i}" for i in range(60))
+    soi = unsupervised_soi(1)
+    soi.refined_cluster_evidences = [SOIItem("r0", long_text, 0.9)]
+    fig = V.soi_figure(soi)
+    hover = node_traces(fig)[1].hovertext[0]
+    body = hover.split("<br><br>", 1)[1]
+    lines = body.split("<br>")
+    assert len(lines) > 3 and all(len(line) <= 80 for line in lines)
+    assert " ".join(lines) == long_text
+    assert "0.90" in hover
+
+
+def test_soi_figure_of_empty_soi_shows_claim_and_note():
+    fig = V.soi_figure(SubsetOfInterest(claim_id="c7", claim="lonely claim", cluster=2))
+    traces = node_traces(fig)
+    assert [t.name for t in traces] == ["claim"] and len(traces[0].x) == 1
+    assert [a.text for a in fig.layout.annotations] == [V.EMPTY_SOI_MESSAGE]
+    assert "SOI size: 0" in fig.layout.title.text
+
+
+def test_soi_figure_never_holds_raw_user_markup():
+    fig = V.soi_figure(hostile_soi(), title=HOSTILE)
+    strings = all_strings(fig.to_plotly_json())
+    joined = "\n".join(strings)
+    assert "<script" not in joined and "<img" not in joined and 'onerror="' not in joined
+    assert html.escape("<script>window.__pwned=1</script>", quote=False) in joined
+    # only our own tags remain
+    tags = set(re.findall(r"</?([a-zA-Z]+)", joined))
+    assert tags <= {"br", "b", "i", "sup"}
+
+
+# --------------------------------------------------------------------------- #
+# HTML output
+# --------------------------------------------------------------------------- #
+
+
+def test_write_soi_html_is_self_contained_and_escaped(tmp_path):
+    out = V.write_soi_html(hostile_soi(), tmp_path / "sub" / "soi.html")
+    assert out == (tmp_path / "sub" / "soi.html").resolve() and out.is_file()
+    text = out.read_text(encoding="utf-8")
+    assert len(text) > 1_000_000  # plotly.js is inlined
+    assert '<script src="http' not in text and "cdn.plot.ly" not in text.split("</script>")[-1]
+    assert 'class="plotly-graph-div"' in text or "plotly-graph-div" in text
+    for view in (text, unescape_json(text)):  # as written, and with Plotly's \u003c JSON escapes undone
+        assert HOSTILE not in view
+        assert "<script>window.__pwned" not in view
+        assert 'onerror="window.__pwned' not in view
+    decoded = unescape_json(text)
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in decoded
+    assert "&lt;img src=x onerror=&#34;window.__pwned=2&#34;&gt;" in decoded
+    assert sorted(p.name for p in out.parent.iterdir()) == ["soi.html"]  # no temp file left behind
+
+
+def test_write_soi_html_overwrites_atomically(tmp_path):
+    path = tmp_path / "soi.html"
+    path.write_text("old")
+    V.write_soi_html(unsupervised_soi(), path)
+    assert path.read_text(encoding="utf-8").lstrip().lower().startswith(("<!doctype html>", "<html>"))
+    assert [p.name for p in tmp_path.iterdir()] == ["soi.html"]
+    assert path.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0o600
+
+
+@needs_chromium
+def test_html_renders_offline_in_headless_chromium(tmp_path):
+    page = V.write_soi_html(supervised_soi(), tmp_path / "soi.html")
+    shot = tmp_path / "shot.png"
+    proc = run_chromium(tmp_path, page.as_uri(), f"--screenshot={shot}")
+    assert shot.is_file(), proc.stderr[-2000:]
+    img = read_png(shot)
+    assert img.shape[:2] == (900, 1200)
+    rgb = (img[..., :3] * 255).round().astype(np.uint8)
+    colours = np.unique(rgb.reshape(-1, 3), axis=0)
+    assert len(colours) > 50  # not a blank page: markers, anti-aliased text and lines
+    assert rgb.std() > 5
+    # the kind colours of the legend/markers are on screen
+    for hex_colour in ("#E69F00", "#56B4E9", "#009E73"):
+        target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        assert (np.abs(rgb.astype(int) - target).sum(axis=-1) < 12).sum() > 20, hex_colour
+
+
+@needs_chromium
+def test_hostile_text_never_executes_in_chromium(tmp_path):
+    # positive control: the same payload, pasted raw into a page, does leave its trace
+    control = tmp_path / "control.html"
+    control.write_text(f"<html><body>{DOM_IMG}{DOM_SCRIPT}</body></html>", encoding="utf-8")
+    dom = run_chromium(tmp_path, control.as_uri(), "--dump-dom").stdout
+    assert 'data-pwned="' in dom
+
+    soi = hostile_soi(DOM_SCRIPT + DOM_IMG)
+    page = V.write_soi_html(soi, tmp_path / "hostile.html")
+    proc = run_chromium(tmp_path, page.as_uri(), "--dump-dom")
+    dom = proc.stdout
+    assert "js-plotly-plot" in dom and "plot-container" in dom, proc.stderr[-2000:]  # plotly.js ran
+    assert 'data-pwned="' not in dom
+    assert not re.search(r"<body[^>]*data-pwned", dom)
+    # the payload reached the rendered SVG title, as inert text
+    assert "&lt;script&gt;document.body.setAttribute('data-pwned','2')" in dom
+
+
+# --------------------------------------------------------------------------- #
+# PNG output
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(("width", "height", "dpi"), [(1200, 900, 100), (1001, 777, 72)])
+def test_write_soi_png_has_exact_size(tmp_path, width, height, dpi):
+    path = V.write_soi_png(supervised_soi(), tmp_path / "soi.png", width=width, height=height, dpi=dpi)
+    img = read_png(path)
+    assert img.shape[:2] == (height, width)
+    assert img[..., :3].std() > 0.02
+    assert [p.name for p in tmp_path.iterdir()] == ["soi.png"]
+
+
+def test_write_soi_png_survives_hostile_and_math_text(tmp_path):
+    soi = hostile_soi(claim="costs $5 and $x^{$ \\frac{ " + HOSTILE)
+    img = read_png(V.write_soi_png(soi, tmp_path / "h.png", width=640, height=480))
+    assert img.shape[:2] == (480, 640)
+    empty = read_png(V.write_soi_png(SubsetOfInterest(claim_id=None, claim="q"), tmp_path / "e.png", width=400, height=300))
+    assert empty.shape[:2] == (300, 400)
+
+
+def test_write_soi_png_rejects_bad_size(tmp_path):
+    with pytest.raises(ValueError):
+        V.write_soi_png(unsupervised_soi(), tmp_path / "x.png", width=0)
+
+
+# --------------------------------------------------------------------------- #
+# cluster graph
+# --------------------------------------------------------------------------- #
+
+
+def angle_vectors(degrees):
+    r = np.deg2rad(np.asarray(degrees, dtype=float))
+    return np.stack([np.cos(r), np.sin(r)], axis=1)
+
+
+def test_cluster_graph_edges_above_threshold():
+    ids = ["c0", "e0", "e1", "c1", "e2"]
+    unit = angle_vectors([0, 30, 50, 70, 180])
+    kinds = ["claim", "evidence", "evidence", "claim", "evidence"]
+    g = V.cluster_graph(ids, [f"t {i}" for i in ids], unit, kinds, threshold=0.6, highlight=["e0", "c1"])
+    sims = unit @ unit.T
+    expected = {frozenset((ids[i], ids[j])) for i in range(5) for j in range(i + 1, 5) if sims[i, j] > 0.6}
+    assert {frozenset(e) for e in g.edges} == expected
+    for u, v, d in g.edges(data=True):
+        assert d["weight"] == pytest.approx(sims[ids.index(u), ids.index(v)])
+    assert g.degree("e2") == 0
+    assert {n for n, d in g.nodes(data=True) if d["highlighted"]} == {"e0", "c1"}
+    assert [d["kind"] for _, d in g.nodes(data=True)] == kinds
+
+
+def test_cluster_graph_validates_inputs():
+    unit = angle_vectors([0, 10])
+    with pytest.raises(ValueError):
+        V.cluster_graph(["a"], ["t"], unit, ["claim"])
+    with pytest.raises(ValueError):
+        V.cluster_graph(["a", "b"], ["t", "u"], unit, ["claim", "passage"])
+    with pytest.raises(ValueError):
+        V.cluster_graph(["a", "a"], ["t", "u"], unit, ["claim", "evidence"])
+    assert V.cluster_graph([], [], np.zeros((0, 0)), []).number_of_nodes() == 0
+
+
+def test_cluster_figure_html_and_png(tmp_path):
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 12))
+    unit = np.vstack([centres[i % 3] + rng.normal(0, 0.5, 12) for i in range(30)])
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    ids = [f"m{i}" for i in range(30)]
+    kinds = ["claim" if i % 5 == 0 else "evidence" for i in range(30)]
+    fig = V.cluster_figure(ids, ids, unit, kinds, threshold=0.5, highlight=["m0", "m1"], title="<b>x</b>")
+    traces = node_traces(fig)
+    assert [t.name for t in traces] == ["claim", "evidence"]
+    assert sum(len(t.x) for t in traces) == 30
+    assert max(traces[0].marker.size) > min(traces[0].marker.size)  # highlighted m0 drawn larger
+    assert "&lt;b&gt;x&lt;/b&gt;" in fig.layout.title.text
+    assert fig.to_plotly_json() == V.cluster_figure(ids, ids, unit, kinds, threshold=0.5, highlight=["m0", "m1"],
+                                                    title="<b>x</b>").to_plotly_json()  # deterministic
+    html_path = V.write_cluster_html(ids, ids, unit, kinds, tmp_path / "c.html", highlight=["m0"])
+    assert "plotly-graph-div" in html_path.read_text(encoding="utf-8")
+    png = read_png(V.write_cluster_png(ids, ids, unit, kinds, tmp_path / "c.png", width=800, height=600, highlight=["m0"]))
+    assert png.shape[:2] == (600, 800)
+
+
+# --------------------------------------------------------------------------- #
+# thematic maps
+# --------------------------------------------------------------------------- #
+
+CENTRES = {"politics": (0.0, 0.0), "health": (4.0, 1.0), "climate": (1.0, 4.0)}
+
+
+@pytest.fixture()
+def blobs2d():
+    rng = np.random.default_rng(1)
+    xy = np.vstack([rng.normal(c, 0.7, size=(40, 2)) for c in CENTRES.values()] + [np.array([[6.0, 6.0], [6.5, 6.2]])])
+    themes = [t for t in CENTRES for _ in range(40)] + ["tiny"] * 2
+    points = {
+        "RAG": (rng.normal((2, 2), 1.5, size=(6, 2)), list(CENTRES) * 2),
+        "CARAG": (np.array(list(CENTRES.values()) * 2) + rng.normal(0, 0.3, (6, 2)), list(CENTRES) * 2),
+        "CARAG-u": (np.array(list(CENTRES.values())) + rng.normal(0, 0.3, (3, 2)), list(CENTRES)),
+        "BM25": (np.array([[6.2, 6.1]]), ["tiny"]),
+    }
+    return xy, themes, points
+
+
+def contour_sets(ax):
+    from matplotlib.contour import ContourSet
+
+    return [c for c in ax.get_children() if isinstance(c, ContourSet)]
+
+
+def legend_labels(fig):
+    return [[t.get_text() for t in leg.get_texts()] for leg in fig.legends]
+
+
+def test_thematic_map_contours_markers_and_legends(tmp_path, blobs2d, caplog):
+    xy, themes, points = blobs2d
+    with caplog.at_level("INFO", logger="llama_index_carag.visualize"):
+        fig = V.thematic_map(xy, themes, points, title="Figure 8")
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert len(contour_sets(ax)) == 2 * 3  # filled + lines per theme; none for the 2-point theme
+    assert "tiny" in caplog.text and "fewer than 3" in caplog.text
+    assert legend_labels(fig) == [["climate", "health", "politics", "tiny"], ["RAG", "CARAG", "CARAG-u", "BM25"]]
+    method_handles = fig.legends[1].legend_handles
+    assert [h.get_marker() for h in method_handles] == ["o", "D", "^", "s"]
+    assert [h.get_markerfacecolor() for h in method_handles[:3]] == ["#D62728", "#2CA02C", "#1F77B4"]
+    path = V.save_figure(fig, tmp_path / "map.png", dpi=50)
+    w, h = fig.get_size_inches()
+    assert read_png(path).shape[:2] == (round(h * 50), round(w * 50))
+
+
+def test_thematic_panels_one_axes_per_theme(tmp_path, blobs2d):
+    xy, themes, points = blobs2d
+    fig = V.thematic_panels(xy, themes, points, ncols=2)
+    assert [ax.get_title() for ax in fig.axes] == ["climate", "health", "politics", "tiny"]
+    assert len(fig.legends) == 2
+    for ax in fig.axes:
+        assert len(contour_sets(ax)) == 6  # every panel shows all themes' densities
+        method_points = sum(len(c.get_offsets()) for c in ax.collections if c.get_zorder() == 6)
+        expected = sum(ths.count(ax.get_title()) for _, ths in points.values())
+        assert method_points == expected
+    assert read_png(V.save_figure(fig, tmp_path / "panels.png", dpi=40)).ndim == 3
+
+
+def test_thematic_map_3d_hulls_skip_degenerate_themes(tmp_path, caplog):
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    rng = np.random.default_rng(2)
+    xyz = np.vstack([rng.normal((*c, 0.0), 0.7, size=(30, 3)) for c in CENTRES.values()]
+                    + [np.array([[5, 5, 5], [6, 6, 6], [7, 7, 7], [8, 8, 8.0]]),  # collinear
+                       np.array([[0, 6, 0], [1, 6, 0], [0, 7, 0], [1, 7, 0.0]]),  # coplanar
+                       np.array([[9, 0, 0], [9, 1, 1.0]])])  # two points
+    themes = [t for t in CENTRES for _ in range(30)] + ["line"] * 4 + ["plane"] * 4 + ["pair"] * 2
+    points = {"CARAG-u": (rng.normal(size=(4, 3)), ["health", "politics", "climate", "line"]),
+              "RAG": (rng.normal(size=(2, 3)), ["health", "pair"])}
+    with caplog.at_level("INFO", logger="llama_index_carag.visualize"):
+        fig = V.thematic_map_3d(xyz, themes, points)
+    assert len(fig.axes) == 1 and fig.axes[0].name == "3d"
+    hulls = [c for c in fig.axes[0].collections if isinstance(c, Poly3DCollection)]
+    assert len(hulls) == 3
+    assert caplog.text.count("no convex hull") == 3
+    assert legend_labels(fig)[0] == ["climate", "health", "line", "pair", "plane", "politics"]
+    assert legend_labels(fig)[1] == ["CARAG-u", "RAG"]
+    assert read_png(V.save_figure(fig, tmp_path / "map3d.png", dpi=40)).shape[:2] == (280, 360)
+
+
+def test_thematic_maps_handle_math_text_and_bad_shapes(tmp_path):
+    xy = np.array([[0, 0], [1, 0], [0, 1], [1, 1.0]])
+    fig = V.thematic_map(xy, ["$x^{2$"] * 2 + ["costs $5"] * 2, {"$$": (xy[:1], ["costs $5"])})
+    V.save_figure(fig, tmp_path / "math.png", dpi=30)
+    with pytest.raises(ValueError):
+        V.thematic_map(np.zeros((3, 3)), ["a"] * 3, {})
+    with pytest.raises(ValueError):
+        V.thematic_map(xy, ["a"] * 3, {})
+    with pytest.raises(ValueError):
+        V.thematic_map_3d(xy, ["a"] * 4, {})
+
+
+def test_theme_colours_are_stable():
+    a = V.theme_colors(["b", "a", "c", "a"])
+    assert list(a) == ["a", "b", "c"] and len(set(a.values())) == 3
+    assert V.theme_colors(["c", "b", "a"]) == a
+
