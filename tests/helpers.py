@@ -42,6 +42,7 @@ class StubLLM(CustomLLM):
     """Deterministic LLM: always answers with ``answer`` (streams it word by word)."""
 
     answer: str = "Verdict: SUPPORTED. The evidence [1] states it directly. It is consistent with [2]."
+    prompts: list = []
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -49,10 +50,13 @@ class StubLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
         return CompletionResponse(text=self.answer)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        self.prompts.append(prompt)
+
         def gen() -> CompletionResponseGen:
             text = ""
             for word in self.answer.split(" "):
