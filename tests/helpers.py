@@ -13,7 +13,7 @@ from llama_index.core.schema import TextNode
 
 
 class TableEmbedding(BaseEmbedding):
-    """Embeds known texts to given vectors; unknown texts raise KeyError."""
+    """Embeds known texts to given vectors; unknown texts to a fixed pseudo-random unit vector."""
 
     _table: dict[str, list[float]] = PrivateAttr(default_factory=dict)
 
@@ -28,11 +28,20 @@ class TableEmbedding(BaseEmbedding):
     def add(self, text: str, vector: Sequence[float]) -> None:
         self._table[text] = [float(x) for x in vector]
 
+    def _lookup(self, text: str) -> list[float]:
+        if text in self._table:
+            return list(self._table[text])
+        import zlib
+
+        dim = len(next(iter(self._table.values())))
+        v = np.random.default_rng(zlib.crc32(text.encode("utf-8", "surrogatepass"))).normal(size=dim)
+        return (v / np.linalg.norm(v)).tolist()
+
     def _get_query_embedding(self, query: str) -> list[float]:
-        return list(self._table[query])
+        return self._lookup(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        return list(self._table[text])
+        return self._lookup(text)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)

@@ -1,4 +1,4 @@
-"""Metrics for evidence retrieval, verdicts and the papers' thematic alignment.
+"""Retrieval metrics: theme precision@k, annotated-evidence recall@k, MRR.
 
 Every metric is a small pure function defined exactly in its docstring; the
 ``evaluate_*`` helpers run a retriever over a set of claims and aggregate.

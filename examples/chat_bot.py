@@ -1,0 +1,38 @@
+"""A terminal fact-check bot: type a claim, get a verdict, an explanation and the cited evidence.
+
+    python examples/chat_bot.py                          # demo corpus, offline SmolLM2 (not reliable)
+    python examples/chat_bot.py --llm meta-llama/Llama-2-7b-chat-hf --data factver_master.csv
+
+Built on LlamaIndex's CondensePlusContextChatEngine with a ContextAwareRetriever (CARAG-u).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
+from llama_index_carag.chat import FactCheckChatBot  # noqa: E402
+from llama_index_carag.datasets import demo_corpus_path  # noqa: E402
+from llama_index_carag.models import resolve_llm  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(demo_corpus_path()))
+    parser.add_argument("--llm", default=None, help="Hugging Face id/path (default: offline SmolLM2-135M)")
+    parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument("--delta", type=float, default=0.5)
+    args = parser.parse_args()
+
+    corpus = load_factver(args.data)
+    retriever = ContextAwareRetriever.from_defaults(
+        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, n_clusters=args.clusters, delta=args.delta
+    )
+    FactCheckChatBot(retriever, resolve_llm(args.llm)).repl()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Three ways to plug CARAG into LlamaIndex query engines (offline; stub-free, uses SmolLM2).
+
+    python examples/query_engines.py
+
+1. RetrieverQueryEngine with ContextAwareRetriever + the fact-check synthesizer;
+2. the default query engine with its retriever swapped for ours;
+3. index.as_query_engine() keeping its own retriever, CARAG as a node postprocessor.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+
+from llama_index_carag import ContextAwareRetriever, load_demo_corpus  # noqa: E402
+from llama_index_carag.models import default_llm  # noqa: E402
+from llama_index_carag.postprocessor import ThematicContextPostprocessor  # noqa: E402
+from llama_index_carag.synthesizer import get_fact_check_synthesizer  # noqa: E402
+
+
+def show(title: str, response) -> None:
+    verdict = (response.metadata or {}).get("verdict")
+    label = verdict.label.value if verdict is not None else "(default synthesizer: free text)"
+    print(f"\n== {title}\nVerdict: {label}\nAnswer: {response.response}")
+    for i, n in enumerate(response.source_nodes, start=1):
+        print(f"  [{i}] {n.node.node_id} in_soi={n.node.metadata['carag']['in_soi']}")
+
+
+def main() -> None:
+    corpus = load_demo_corpus()
+    retriever = ContextAwareRetriever.from_defaults(
+        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, n_clusters=3, delta=0.5
+    )
+    llm = default_llm()  # 135M parameters: shows the pipeline, verdicts are not reliable
+    claim = corpus.claim_nodes[0].text
+    synthesizer = get_fact_check_synthesizer(llm)
+
+    # 1. one line: our retriever + our synthesizer
+    engine = RetrieverQueryEngine.from_args(retriever=retriever, response_synthesizer=synthesizer)
+    show("RetrieverQueryEngine + ContextAwareRetriever", engine.query(claim))
+
+    # 2. index.as_query_engine(llm=llm) is RetrieverQueryEngine.from_args(index.as_retriever(), llm=llm):
+    #    swap in our retriever and keep LlamaIndex's default synthesizer
+    index = retriever.index
+    engine = RetrieverQueryEngine.from_args(retriever=retriever, llm=llm)
+    show("default engine, our retriever swapped in", engine.query(claim))
+
+    # 3. keep the default retriever, add CARAG as a postprocessor
+    engine = index.as_query_engine(
+        llm=llm,
+        similarity_top_k=20,
+        response_synthesizer=synthesizer,
+        node_postprocessors=[ThematicContextPostprocessor.from_retriever(retriever, top_n=6)],
+    )
+    show("as_query_engine() + ThematicContextPostprocessor", engine.query(claim))
+
+
+if __name__ == "__main__":
+    main()
