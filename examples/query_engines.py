@@ -39,7 +39,8 @@ def main() -> None:
     synthesizer = get_fact_check_synthesizer(llm)
 
     # 1. one line: our retriever + our synthesizer
-    engine = RetrieverQueryEngine.from_args(retriever=retriever, response_synthesizer=synthesizer)
+    # from_args resolves Settings.llm even when a synthesizer is given: pass llm= (or set Settings.llm)
+    engine = RetrieverQueryEngine.from_args(retriever=retriever, llm=llm, response_synthesizer=synthesizer)
     show("RetrieverQueryEngine + ContextAwareRetriever", engine.query(claim))
 
     # 2. index.as_query_engine(llm=llm) is RetrieverQueryEngine.from_args(index.as_retriever(), llm=llm):
