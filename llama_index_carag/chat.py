@@ -41,15 +41,16 @@ class PassageNumberer(BaseNodePostprocessor):
         out = []
         for i, n in enumerate(nodes, start=1):
             node = n.node
-            copy = node.model_copy(
-                update={
-                    "metadata": {**node.metadata, PASSAGE_KEY: f"[{i}]"},
-                    "excluded_llm_metadata_keys": [k for k in node.excluded_llm_metadata_keys if k != PASSAGE_KEY],
-                    "excluded_embed_metadata_keys": list(
-                        dict.fromkeys(list(node.excluded_embed_metadata_keys) + [PASSAGE_KEY])
-                    ),
-                }
-            )
+            hidden = [k for k in node.excluded_llm_metadata_keys if k != PASSAGE_KEY]
+            update: dict[str, Any] = {
+                "metadata": {**node.metadata, PASSAGE_KEY: f"[{i}]"},
+                "excluded_llm_metadata_keys": hidden,
+                "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, PASSAGE_KEY])),
+            }
+            if all(k in hidden for k in node.metadata if k != PASSAGE_KEY) and hasattr(node, "text_template"):
+                # Only the number is visible: render "[i] text" rather than "passage: [i]\n\ntext".
+                update.update(metadata_template="{value}", text_template="{metadata_str} {content}")
+            copy = node.model_copy(update=update)
             out.append(NodeWithScore(node=copy, score=n.score))
         return out
 
@@ -99,7 +100,8 @@ class FactCheckChatBot:
     @staticmethod
     def render(turn: ChatTurn, width: int = 100) -> str:
         """Human-readable verdict, explanation and evidence table."""
-        lines = [f"Verdict: {turn.verdict.label.value}", f"Explanation: {turn.verdict.explanation}", "Evidence:"]
+        note = "" if turn.verdict.parsed else "  (no label found in the model's answer)"
+        lines = [f"Verdict: {turn.verdict.label.value}{note}", f"Explanation: {turn.verdict.explanation}", "Evidence:"]
         cited = set(turn.verdict.evidence_ids)
         for i, n in enumerate(turn.sources, start=1):
             info = n.node.metadata.get("carag", {})

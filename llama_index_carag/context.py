@@ -335,8 +335,9 @@ class ThematicContext:
         *,
         claim: str = "",
         claim_id: str | None = None,
+        top_m: int | None = None,
     ) -> SubsetOfInterest:
-        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta``.
+        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items).
 
         ``claim_id`` marks the query as a corpus claim (found from ``claim`` by
         :meth:`match_claim` when not given).
@@ -348,9 +349,11 @@ class ThematicContext:
         members = self.members(key)
         if self.mode == "supervised":
             return build_supervised_soi(
-                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0]
+                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0], top_m=top_m
             )
-        return build_unsupervised_soi(query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1])
+        return build_unsupervised_soi(
+            query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m
+        )
 
     # --------------------------------------------------------------- state I/O
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -60,6 +60,8 @@ __all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR"]
 CARAG_METADATA_KEY = "carag"
 #: Sub-folder of a persist dir that holds the retriever's state.
 STATE_SUBDIR = "carag"
+#: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
+_DEDUPE_OVERFETCH = 4
 
 
 @dataclass
@@ -71,6 +73,7 @@ class _Plan:
     soi: SubsetOfInterest
     search_embedding: list[float]
     fallback: bool
+    rerank: bool = False
 
 
 def _with_carag_metadata(node: BaseNode, info: dict[str, Any]) -> BaseNode:
@@ -118,6 +121,17 @@ class ContextAwareRetriever(BaseRetriever):
         alpha: weight of the claim in the query, ``[0, 1]`` (1 = plain RAG).
         delta: SOI cosine threshold, ``[-1, 1]``.
         similarity_top_k: evidence passages returned.
+        soi_top_m: keep at most this many SOI items, the most similar to the
+            claim (``None``: every item above ``delta``, as in the papers).
+        rerank_candidates: ``None`` (papers): search with the blended vector.
+            An integer ``n``: search with the claim vector for ``n`` candidates and
+            re-rank them by ``alpha * sim(q, n) + (1 - alpha) * sim(T, n)``, so the
+            thematic context reorders the claim's neighbourhood instead of moving
+            the query away from it.
+        dedupe: return at most one passage per distinct text (case and spacing
+            ignored).  FactVer annotates the same passage for several claims, so
+            2.2 of plain RAG's top 6 are copies on average; off by default so
+            ``alpha=1`` stays identical to the plain retriever.
         embed_model: embeds queries; default the index's own.
         exclude_ids: node ids never returned (the claims, when they are in the index).
         claim_vectors: ``(claim node ids, raw embeddings (m, d))`` of the clustered
@@ -133,6 +147,9 @@ class ContextAwareRetriever(BaseRetriever):
         alpha: float = 0.5,
         delta: float = 0.75,
         similarity_top_k: int = 6,
+        soi_top_m: int | None = None,
+        rerank_candidates: int | None = None,
+        dedupe: bool = False,
         embed_model: "BaseEmbedding | None" = None,
         exclude_ids: Sequence[str] = (),
         claim_vectors: tuple[Sequence[str], np.ndarray] | None = None,
@@ -155,7 +172,12 @@ class ContextAwareRetriever(BaseRetriever):
         self.theme_key = theme_key
         self.claim_key = claim_key
         self._searcher = VectorIndexRetriever(index, similarity_top_k=1, embed_model=self._embed_model)
+        self._pool_searcher = VectorIndexRetriever(index, similarity_top_k=1, embed_model=self._embed_model)
+        self._rerank: int | None = None
+        self._dedupe = bool(dedupe)
         self.similarity_top_k = similarity_top_k
+        self.soi_top_m = soi_top_m
+        self.rerank_candidates = rerank_candidates
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     # -------------------------------------------------------------- settings
@@ -185,7 +207,42 @@ class ContextAwareRetriever(BaseRetriever):
     @similarity_top_k.setter
     def similarity_top_k(self, value: int) -> None:
         self._top_k = check_top_k(value)
-        self._searcher.similarity_top_k = self._top_k + len(self._exclude_ids)
+        self._resize_searchers()
+
+    def _resize_searchers(self) -> None:
+        spare = len(self._exclude_ids)
+        factor = _DEDUPE_OVERFETCH if self._dedupe else 1
+        self._searcher.similarity_top_k = self._top_k * factor + spare
+        self._pool_searcher.similarity_top_k = max(self._rerank or 0, self._top_k) * factor + spare
+
+    @property
+    def dedupe(self) -> bool:
+        """Return at most one passage per distinct text."""
+        return self._dedupe
+
+    @dedupe.setter
+    def dedupe(self, value: bool) -> None:
+        self._dedupe = bool(value)
+        self._resize_searchers()
+
+    @property
+    def soi_top_m(self) -> int | None:
+        """At most this many SOI items (the most similar); ``None`` keeps all above ``delta``."""
+        return self._soi_top_m
+
+    @soi_top_m.setter
+    def soi_top_m(self, value: int | None) -> None:
+        self._soi_top_m = None if value is None else check_top_k(value, "soi_top_m")
+
+    @property
+    def rerank_candidates(self) -> int | None:
+        """Candidates re-ranked with the thematic context (``None``: blend the query instead)."""
+        return self._rerank
+
+    @rerank_candidates.setter
+    def rerank_candidates(self, value: int | None) -> None:
+        self._rerank = None if value is None else check_top_k(value, "rerank_candidates")
+        self._resize_searchers()
 
     @property
     def mode(self) -> str:
@@ -216,6 +273,9 @@ class ContextAwareRetriever(BaseRetriever):
         delta: float = 0.75,
         n_clusters: int | Literal["auto"] = 10,
         similarity_top_k: int = 6,
+        soi_top_m: int | None = None,
+        rerank_candidates: int | None = None,
+        dedupe: bool = False,
         random_state: int | None = 0,
         claim_nodes: Sequence[BaseNode] | None = None,
         theme_key: str = THEME_KEY,
@@ -235,6 +295,7 @@ class ContextAwareRetriever(BaseRetriever):
                 and needs no labels; ``"supervised"`` (CARAG) clusters each theme
                 (metadata ``theme_key``) and uses claim↔evidence links (``claim_key``).
             alpha, delta, similarity_top_k: see the class docstring (papers: 0.5, 0.75, 6).
+            soi_top_m, rerank_candidates, dedupe: the options described in the class docstring.
             n_clusters: clusters ``t`` (papers: 10), per theme in supervised mode, or ``"auto"`` (BIC).
             random_state: seed of the clustering.
             claim_nodes: the corpus's claims as ``TextNode``s with the same metadata
@@ -259,6 +320,10 @@ class ContextAwareRetriever(BaseRetriever):
         check_alpha(alpha)
         check_delta(delta)
         check_top_k(similarity_top_k)
+        if soi_top_m is not None:
+            check_top_k(soi_top_m, "soi_top_m")
+        if rerank_candidates is not None:
+            check_top_k(rerank_candidates, "rerank_candidates")
         n_clusters = check_n_clusters(n_clusters)
         embed_model = embed_model or index._embed_model  # noqa: SLF001
         claim_nodes = list(claim_nodes or [])
@@ -318,6 +383,9 @@ class ContextAwareRetriever(BaseRetriever):
             alpha=alpha,
             delta=delta,
             similarity_top_k=similarity_top_k,
+            soi_top_m=soi_top_m,
+            rerank_candidates=rerank_candidates,
+            dedupe=dedupe,
             embed_model=embed_model,
             exclude_ids=[i for i in claim_ids if i in set(index_ids)],
             claim_vectors=(claim_ids, claim_vectors),
@@ -370,27 +438,47 @@ class ContextAwareRetriever(BaseRetriever):
         q = as_vector(embedding, dim=self._context.dim_)
         if not np.any(q):
             raise ValueError("The query embedding is all zeros; cannot compute similarities.")
-        soi = self._context.build_soi(q, self._delta, claim=query_str, claim_id=claim_id)
+        soi = self._context.build_soi(q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m)
         theme = soi.thematic_embedding
         if theme is None or self._alpha >= 1.0:
-            search = list(embedding)  # exactly the plain retriever's query vector
-        else:
-            search = blend_query(q, theme, self._alpha).tolist()
-        return _Plan(query_str, q, soi, search, fallback=theme is None)
+            return _Plan(query_str, q, soi, list(embedding), fallback=theme is None)  # exactly plain RAG's vector
+        if self._rerank is not None:
+            return _Plan(query_str, q, soi, list(embedding), fallback=False, rerank=True)
+        return _Plan(query_str, q, soi, blend_query(q, theme, self._alpha).tolist(), fallback=False)
+
+    def _search(self, plan: _Plan) -> list[NodeWithScore]:
+        searcher = self._pool_searcher if plan.rerank else self._searcher
+        return searcher.retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
 
     def _annotate(self, results: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
         soi = plan.soi
         q_unit = l2_normalize(plan.query_vector)
         t_unit = None if soi.thematic_embedding is None else l2_normalize(soi.thematic_embedding)
         soi_ids = set(soi.item_ids)
+        kept = [r for r in results if r.node.node_id not in self._exclude_ids]
+        vectors = []
+        for result in kept:
+            vector = self._context.unit_vector(result.node.node_id)
+            if vector is None and result.node.embedding is not None:
+                vector = l2_normalize(np.asarray(result.node.embedding, dtype=np.float32))
+            vectors.append(vector)
+        scores = [r.score for r in kept]
+        if plan.rerank and t_unit is not None:
+            scores = [
+                None if v is None else float(self._alpha * (v @ q_unit) + (1.0 - self._alpha) * (v @ t_unit))
+                for v in vectors
+            ]
+            order = sorted(range(len(kept)), key=lambda i: -(scores[i] if scores[i] is not None else -np.inf))
+            kept, vectors, scores = [kept[i] for i in order], [vectors[i] for i in order], [scores[i] for i in order]
         out: list[NodeWithScore] = []
-        for result in results:
+        seen_texts: set[str] = set()
+        for result, vector, score in zip(kept, vectors, scores):
             node = result.node
-            if node.node_id in self._exclude_ids:
-                continue
-            vector = self._context.unit_vector(node.node_id)
-            if vector is None and node.embedding is not None:
-                vector = l2_normalize(np.asarray(node.embedding, dtype=np.float32))
+            if self._dedupe:
+                key = " ".join(node.get_content(MetadataMode.NONE).split()).casefold()
+                if key in seen_texts:
+                    continue
+                seen_texts.add(key)
             info = {
                 "mode": self.mode,
                 "alpha": self._alpha,
@@ -405,8 +493,9 @@ class ContextAwareRetriever(BaseRetriever):
                 "soi_kind": soi.kind_of(node.node_id) if node.node_id in soi_ids else None,
                 "soi_size": len(soi),
                 "fallback": plan.fallback,
+                "reranked": plan.rerank,
             }
-            out.append(NodeWithScore(node=_with_carag_metadata(node, info), score=result.score))
+            out.append(NodeWithScore(node=_with_carag_metadata(node, info), score=score))
             if len(out) == self._top_k:
                 break
         if self._verbose:
@@ -438,21 +527,20 @@ class ContextAwareRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         check_query_text(query_bundle.query_str)
         plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
-        results = self._searcher.retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
-        return self._annotate(results, plan)
+        return self._annotate(self._search(plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         check_query_text(query_bundle.query_str)
         embedding = await self._aquery_embedding(query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
-        bundle = QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding)
         store = self._index.vector_store
         if type(store).aquery is BasePydanticVectorStore.aquery:
             # The store has no native async search (FAISS, simple): run it off the event loop.
-            results = await asyncio.to_thread(self._searcher.retrieve, bundle)
+            results = await asyncio.to_thread(self._search, plan)
         else:
-            results = await self._searcher.aretrieve(bundle)
+            searcher = self._pool_searcher if plan.rerank else self._searcher
+            results = await searcher.aretrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
         return await asyncio.to_thread(self._annotate, results, plan)
 
     # ------------------------------------------------------------ persistence
@@ -466,6 +554,9 @@ class ContextAwareRetriever(BaseRetriever):
                 "alpha": self._alpha,
                 "delta": self._delta,
                 "similarity_top_k": self._top_k,
+                "soi_top_m": self._soi_top_m,
+                "rerank_candidates": self._rerank,
+                "dedupe": self._dedupe,
                 "theme_key": self.theme_key,
                 "claim_key": self.claim_key,
                 "exclude_ids": sorted(self._exclude_ids),
@@ -595,6 +686,9 @@ class ContextAwareRetriever(BaseRetriever):
             alpha=settings["alpha"],
             delta=settings["delta"],
             similarity_top_k=settings["similarity_top_k"],
+            soi_top_m=settings.get("soi_top_m"),
+            rerank_candidates=settings.get("rerank_candidates"),
+            dedupe=bool(settings.get("dedupe", False)),
             embed_model=model,
             exclude_ids=settings.get("exclude_ids", []),
             claim_vectors=(claim_ids, claim_vectors),

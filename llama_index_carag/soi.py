@@ -221,6 +221,7 @@ def build_unsupervised_soi(
     claim: str = "",
     claim_id: str | None = None,
     cluster: int | None = None,
+    top_m: int | None = None,
 ) -> SubsetOfInterest:
     """CARAG-u's SOI: the evidence of the claim's cluster with cosine similarity ``> delta``.
 
@@ -230,6 +231,9 @@ def build_unsupervised_soi(
             CARAG-u's SOI holds evidence only).
         delta: similarity threshold in ``[-1, 1]``.
         claim, claim_id, cluster: recorded in the SOI.
+        top_m: keep at most the ``top_m`` most similar of those items (``None``:
+            all above ``delta``, as in the paper).  A count, unlike ``delta``,
+            does not depend on the encoder's similarity scale.
 
     Returns:
         the SOI, with ``refined_cluster_evidences`` sorted by decreasing
@@ -239,6 +243,8 @@ def build_unsupervised_soi(
     evidence = ~np.asarray(members.is_claim, dtype=bool)
     keep = np.flatnonzero(evidence & (sims > delta))
     keep = keep[np.argsort(-sims[keep], kind="stable")]
+    if top_m is not None:
+        keep = keep[:top_m]
     soi = SubsetOfInterest(
         claim_id=claim_id,
         claim=claim,
@@ -260,6 +266,7 @@ def build_supervised_soi(
     claim_id: str | None = None,
     cluster: int | None = None,
     theme: str | None = None,
+    top_m: int | None = None,
 ) -> SubsetOfInterest:
     """CARAG's SOI from the claim's cluster within its theme.
 
@@ -273,7 +280,8 @@ def build_supervised_soi(
     (the filter applies to every item on its own, so a related claim's
     evidence may stay when the claim itself does not).  The claim itself is
     never an item.  A claim that is not in the corpus (``claim_id=None``) has no
-    annotated evidence.
+    annotated evidence.  ``top_m`` keeps only the ``top_m`` most similar items
+    over all three lists (``None``: all above ``delta``).
 
     Returns:
         the SOI; each list sorted by decreasing similarity; ``thematic_embedding`` =
@@ -294,6 +302,10 @@ def build_supervised_soi(
         return keep[np.argsort(-sims[keep], kind="stable")]
 
     annotated, related, thematic = rows(annotated_mask), rows(related_mask), rows(thematic_mask)
+    if top_m is not None:
+        pooled = np.concatenate([annotated, related, thematic])
+        best = pooled[np.argsort(-sims[pooled], kind="stable")[:top_m]]
+        annotated, related, thematic = (r[np.isin(r, best)] for r in (annotated, related, thematic))
     soi = SubsetOfInterest(
         claim_id=claim_id,
         claim=claim,

@@ -150,10 +150,10 @@ class AlignmentTable:
             return float(d[themes == theme].mean())
         return float(np.mean([d[themes == t].mean() for t in self.theme_names]))
 
-    def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
-        """``{theme: {method: {"pca": avg, "tsne": avg}}}`` plus ``"Overall"`` (mean of theme means)."""
+    def to_dict(self, *, overall: bool = True) -> dict[str, dict[str, dict[str, float]]]:
+        """``{theme: {method: {"pca": avg, "tsne": avg}}}``, plus ``"Overall"`` (mean of theme means) if asked."""
         out: dict[str, dict[str, dict[str, float]]] = {}
-        for theme in [*self.theme_names, None]:
+        for theme in [*self.theme_names, *([None] if overall else [])]:
             key = theme if theme is not None else "Overall"
             out[key] = {
                 m: {p: round(self.average(p, m, theme), 6) for p in self.per_claim} for m in self.methods
@@ -201,6 +201,7 @@ def thematic_alignment(
     projections: Sequence[str] = ("pca", "tsne"),
     seed: int = 0,
     baseline: str = "RAG",
+    n_components: int = 2,
 ) -> AlignmentTable:
     """Compute the alignment table (see the module docstring for the definition).
 
@@ -211,6 +212,8 @@ def thematic_alignment(
         projections: any of ``"pca"``, ``"tsne"``.
         seed: t-SNE seed.
         baseline: the method the differences are taken against.
+        n_components: dimension of the projection (2 = the CARAG paper's Table 4;
+            the CARAG-u paper's Table 1a "PCA" columns reproduce with 3).
     """
     themes = list(explanation_themes)
     for name, block in explanations.items():
@@ -218,6 +221,8 @@ def thematic_alignment(
             raise ValueError(f"{name}: {len(block)} explanations but {len(themes)} themes.")
     per_claim: dict[str, dict[str, np.ndarray]] = {}
     for projection in projections:
-        corpus_xy, xy = project_2d(corpus_vectors, explanations, method=projection, random_state=seed)
+        corpus_xy, xy = project_2d(
+            corpus_vectors, explanations, method=projection, random_state=seed, n_components=n_components
+        )
         per_claim[projection] = {m: centroid_distances(corpus_xy, corpus_themes, xy[m], themes) for m in explanations}
-    return AlignmentTable(per_claim, themes, seed, baseline)
+    return AlignmentTable(per_claim, themes, seed, baseline, meta={"n_components": n_components})

@@ -1,0 +1,399 @@
+"""Run RAG, CARAG and CARAG-u on a dataset with one encoder, with sweeps; write CSV + Markdown.
+
+Everything shares one index and one embed model: the evidence is embedded once
+(the index), the claims once, and each clustering is fitted once per
+(mode, number of clusters) and reused across ``alpha``/``delta`` settings.
+
+Claims are split into a *tuning* half and a *report* half with a fixed seed
+(:func:`split_claims`); choose settings on ``--split tune`` and report on
+``--split report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from llama_index_carag.evaluation.retrieval import (
+    RetrievalSummary,
+    evaluate_retrieval,
+    summarize_retrieval,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "EvalSetup",
+    "RunSpec",
+    "split_claims",
+    "paper_specs",
+    "sweep_specs",
+    "run_specs",
+    "write_results",
+    "generate_explanations",
+    "add_eval_arguments",
+    "run_eval_command",
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One retrieval configuration.  ``mode="rag"`` means ``alpha=1`` (plain RAG)."""
+
+    name: str
+    mode: str = "unsupervised"
+    alpha: float = 0.5
+    delta: float = 0.75
+    n_clusters: int | str = 10
+    soi_top_m: int | None = None
+    rerank_candidates: int | None = None
+    dedupe: bool = False
+    sweep: str = "methods"
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "alpha": self.alpha,
+            "delta": self.delta,
+            "t": self.n_clusters,
+            "soi_top_m": self.soi_top_m,
+            "rerank": self.rerank_candidates,
+            "dedupe": self.dedupe,
+        }
+
+
+def split_claims(claims: Sequence[Any], seed: int = 0) -> tuple[list[Any], list[Any]]:
+    """``(tune, report)``: a fixed random half each (the report half gets the extra claim), corpus order kept."""
+    order = np.random.default_rng(seed).permutation(len(claims))
+    tune_idx = set(order[: len(claims) // 2].tolist())
+    tune = [c for i, c in enumerate(claims) if i in tune_idx]
+    report = [c for i, c in enumerate(claims) if i not in tune_idx]
+    return tune, report
+
+
+def paper_specs(k: int = 6) -> list[RunSpec]:
+    """RAG, CARAG and CARAG-u at the papers' settings (alpha 0.5, delta 0.75, t 10)."""
+    return [
+        RunSpec("RAG", mode="rag", alpha=1.0),
+        RunSpec("CARAG", mode="supervised"),
+        RunSpec("CARAG-u", mode="unsupervised"),
+    ]
+
+
+def sweep_specs() -> list[RunSpec]:
+    """The ablation the papers list as future work, plus the variants tried to beat RAG."""
+    specs: list[RunSpec] = []
+    for mode, label in (("unsupervised", "CARAG-u"), ("supervised", "CARAG")):
+        for alpha in (1.0, 0.75, 0.5, 0.25):
+            specs.append(RunSpec(f"{label} alpha={alpha}", mode=mode, alpha=alpha, sweep="alpha"))
+        for delta in (0.4, 0.5, 0.6, 0.75, 0.85):
+            specs.append(RunSpec(f"{label} delta={delta}", mode=mode, delta=delta, sweep="delta"))
+        for t in (3, 5, 10, 20, "auto"):
+            specs.append(RunSpec(f"{label} t={t}", mode=mode, n_clusters=t, sweep="t"))
+    for m in (5, 20):
+        for alpha in (0.5, 0.75, 0.9):
+            specs.append(RunSpec(f"CARAG-u top-{m} alpha={alpha}", alpha=alpha, delta=-1.0, soi_top_m=m, sweep="top-m SOI"))
+            specs.append(
+                RunSpec(
+                    f"CARAG-u top-{m} rerank-50 alpha={alpha}",
+                    alpha=alpha, delta=-1.0, soi_top_m=m, rerank_candidates=50, sweep="re-rank with T",
+                )
+            )
+    specs.append(RunSpec("RAG + dedupe", mode="rag", alpha=1.0, dedupe=True, sweep="dedupe"))
+    specs.append(RunSpec("CARAG-u + dedupe", dedupe=True, sweep="dedupe"))
+    return specs
+
+
+@dataclass
+class EvalSetup:
+    """One index, one embed model, claims embedded once, gold sets, themes."""
+
+    corpus: Any
+    embed_model: Any
+    index: Any
+    claims: list[Any]
+    evidence_themes: dict[str, str | None]
+    gold: dict[str, set[str]]
+    gold_texts: dict[str, set[str]]
+    embed_name: str = ""
+    _retrievers: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    @classmethod
+    def prepare(
+        cls, corpus: Any, embed_model: Any, *, cache_dir: str | Path | None = None, show_progress: bool = True
+    ) -> "EvalSetup":
+        """Embed evidence (into a FAISS IndexFlatIP index) and claims once; cached by model name if asked."""
+        import faiss
+        from llama_index.core import StorageContext, VectorStoreIndex
+        from llama_index.core.schema import MetadataMode
+        from llama_index.vector_stores.faiss import FaissVectorStore
+
+        from llama_index_carag.models import embed_model_name
+
+        name = embed_model_name(embed_model)
+        evidence = [n.model_copy() for n in corpus.evidence_nodes]
+        claims = [n.model_copy() for n in corpus.claim_nodes]
+        ids = [n.node_id for n in evidence + claims]
+        cache = None
+        if cache_dir is not None:
+            safe = "".join(ch if ch.isalnum() else "_" for ch in name)
+            cache = Path(cache_dir) / f"embeddings_{safe}_{len(ids)}.npz"
+        vectors = None
+        if cache is not None and cache.is_file():
+            data = np.load(cache, allow_pickle=False)
+            if list(data["ids"]) == ids:
+                vectors = data["vectors"]
+        if vectors is None:
+            texts = [n.get_content(MetadataMode.EMBED) for n in evidence + claims]
+            vectors = np.asarray(embed_model.get_text_embedding_batch(texts, show_progress=show_progress), np.float32)
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                np.savez(cache, ids=np.array(ids), vectors=vectors)
+        for node, vector in zip(evidence + claims, vectors):
+            node.embedding = vector.tolist()
+        store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(vectors.shape[1]))
+        index = VectorStoreIndex(evidence, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
+        gold: dict[str, set[str]] = {}
+        gold_texts: dict[str, set[str]] = {}
+        for n in evidence:
+            cid = n.metadata.get("claim_id")
+            if cid is not None:
+                gold.setdefault(cid, set()).add(n.node_id)
+                gold_texts.setdefault(cid, set()).add(n.get_content())
+        return cls(
+            corpus=corpus,
+            embed_model=embed_model,
+            index=index,
+            claims=claims,
+            evidence_themes={n.node_id: n.metadata.get("theme") for n in evidence},
+            gold=gold,
+            gold_texts=gold_texts,
+            embed_name=name,
+        )
+
+    def retriever(self, spec: RunSpec, *, k: int, seed: int = 0) -> Any:
+        """A fitted retriever for ``spec`` (clustering reused across alpha/delta)."""
+        from llama_index_carag.retriever import ContextAwareRetriever
+
+        mode = "unsupervised" if spec.mode == "rag" else spec.mode
+        key = (mode, spec.n_clusters, seed)
+        if key not in self._retrievers:
+            self._retrievers[key] = ContextAwareRetriever.from_index(
+                self.index, mode=mode, claim_nodes=self.claims, n_clusters=spec.n_clusters, random_state=seed
+            )
+        r = self._retrievers[key]
+        r.alpha, r.delta, r.similarity_top_k = spec.alpha, spec.delta, k
+        r.soi_top_m, r.rerank_candidates, r.dedupe = spec.soi_top_m, spec.rerank_candidates, spec.dedupe
+        return r
+
+
+def run_specs(
+    setup: EvalSetup, specs: Iterable[RunSpec], claims: Sequence[Any], *, k: int = 6, seed: int = 0
+) -> list[tuple[RunSpec, RetrievalSummary]]:
+    """Evaluate each spec on ``claims``; returns (spec, summary) pairs."""
+    out = []
+    for spec in specs:
+        t0 = time.perf_counter()
+        retriever = setup.retriever(spec, k=k, seed=seed)
+        results = evaluate_retrieval(
+            retriever, claims, setup.evidence_themes, setup.gold, k=k, gold_texts=setup.gold_texts
+        )
+        summary = summarize_retrieval(spec.name, k, results, **spec.params())
+        logger.info("%s: %s (%.1f s)", spec.name, summary.as_row(), time.perf_counter() - t0)
+        out.append((spec, summary))
+    return out
+
+
+def _markdown(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "" if math.isnan(v) else f"{v:.4f}"
+        return "" if v is None else str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_results(
+    results: list[tuple[RunSpec, RetrievalSummary]], out_dir: str | Path, *, header: str = "", k: int = 6
+) -> tuple[Path, Path]:
+    """Write ``results.csv`` and ``results.md`` (one table per sweep, with deltas vs RAG)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    base = next((s for sp, s in results if sp.mode == "rag" and not sp.dedupe), None)
+    for spec, summary in results:
+        row = {"sweep": spec.sweep, **summary.as_row()}
+        if base is not None:
+            row["ΔP vs RAG (pts)"] = round(100 * (summary.theme_precision - base.theme_precision), 2)
+            row["ΔR vs RAG (pts)"] = round(100 * (summary.recall - base.recall), 2)
+        rows.append(row)
+    csv_path = out / "results.csv"
+    columns = list(dict.fromkeys(c for r in rows for c in r))
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    shown = [
+        "method", f"theme_precision@{k}", f"annotated_recall@{k}", "ΔP vs RAG (pts)", "ΔR vs RAG (pts)",
+        f"text_recall@{k}", "MRR", "mean_soi_size", "empty_soi_rate", "median_ms",
+    ]
+    parts = [header] if header else []
+    for sweep in dict.fromkeys(r["sweep"] for r in rows):
+        parts.append(f"### {sweep}\n\n" + _markdown([r for r in rows if r["sweep"] == sweep], [c for c in shown if c in columns]))
+    md_path = out / "results.md"
+    md_path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+    return csv_path, md_path
+
+
+def generate_explanations(
+    setup: EvalSetup, specs: Sequence[RunSpec], claims: Sequence[Any], llm: Any, *, k: int = 6, seed: int = 0
+) -> dict[str, Any]:
+    """Retrieve with each spec and ask ``llm`` for a verdict + explanation per claim.
+
+    Returns ``{"claims": [...], "themes": [...], "gold": [T/F/N...], "methods": {name: [Verdict, ...]}}``.
+    """
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_carag.synthesizer import FactCheckSynthesizer
+
+    synth = FactCheckSynthesizer(llm)
+    out: dict[str, Any] = {
+        "claim_ids": [c.node_id for c in claims],
+        "claims": [c.get_content() for c in claims],
+        "themes": [c.metadata.get("theme") for c in claims],
+        "gold": [c.metadata.get("label") for c in claims],
+        "methods": {},
+    }
+    for spec in specs:
+        retriever = setup.retriever(spec, k=k, seed=seed)
+        verdicts = []
+        for claim in claims:
+            nodes = retriever.retrieve(QueryBundle(claim.get_content(), embedding=claim.embedding))
+            verdicts.append(synth.synthesize(claim.get_content(), nodes).metadata["verdict"])
+        out["methods"][spec.name] = verdicts
+    return out
+
+
+def _explanation_column(name: str) -> str:
+    return {"CARAG-u": "CARAG_U"}.get(name, name)
+
+
+def _write_explanations(explained: dict[str, Any], out: Path) -> Path:
+    path = out / "explanations.csv"
+    methods = list(explained["methods"])
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["Claim_id", "Claim_text", "Theme", "Label", *[_explanation_column(m) for m in methods],
+                         *[f"{_explanation_column(m)}_verdict" for m in methods]])
+        for i, cid in enumerate(explained["claim_ids"]):
+            writer.writerow(
+                [cid, explained["claims"][i], explained["themes"][i], explained["gold"][i]]
+                + [explained["methods"][m][i].explanation for m in methods]
+                + [explained["methods"][m][i].label.to_fever() for m in methods]
+            )
+    return path
+
+
+# ------------------------------------------------------------------ the CLI
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``carag eval``."""
+    p.add_argument("--data", default=None, help="CSV in FactVer's layout (default: the packaged demo corpus)")
+    p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
+    p.add_argument("--out", default="carag_eval", help="output folder for results.csv / results.md")
+    p.add_argument("--split", choices=["report", "tune", "all"], default="report",
+                   help="claims to evaluate: the held-out report half (default), the tuning half, or all")
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N claims of the split")
+    p.add_argument("--k", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0, help="clustering seed")
+    p.add_argument("--sweep", action="store_true", help="also run the alpha / delta / t sweeps and the variants")
+    p.add_argument("--explain", action="store_true", help="generate verdicts + explanations with an LLM")
+    p.add_argument("--llm", default=None, help="LLM for --explain (default: offline SmolLM2-135M)")
+    p.add_argument("--cache-dir", default=None, help="cache corpus embeddings here (per model)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    from llama_index_carag.datasets import load_demo_corpus, load_factver
+    from llama_index_carag.evaluation.alignment import thematic_alignment
+    from llama_index_carag.evaluation.verdicts import accuracy, macro_f1
+    from llama_index_carag.models import resolve_embed_model, resolve_llm
+    from llama_index_carag.stores import get_node_embeddings
+
+    if args.k < 1:
+        raise ValueError("--k must be >= 1")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be >= 1")
+    corpus = load_factver(args.data) if args.data else load_demo_corpus()
+    model = resolve_embed_model(args.embed_model)
+    t0 = time.perf_counter()
+    setup = EvalSetup.prepare(corpus, model, cache_dir=args.cache_dir, show_progress=not args.json)
+    tune, report = split_claims(setup.claims, args.split_seed)
+    claims = {"tune": tune, "report": report, "all": setup.claims}[args.split][: args.limit]
+    if not claims:
+        raise ValueError("no claims to evaluate")
+    specs = paper_specs(args.k) + (sweep_specs() if args.sweep else [])
+    results = run_specs(setup, specs, claims, k=args.k, seed=args.seed)
+    out = Path(args.out)
+    header = (
+        f"Dataset: {corpus.source} ({len(setup.corpus.evidence_nodes)} evidence, {len(setup.claims)} claims); "
+        f"encoder: {setup.embed_name} for index, claims and queries; split: {args.split} "
+        f"(seed {args.split_seed}), {len(claims)} claims; k={args.k}; clustering seed {args.seed}."
+    )
+    csv_path, md_path = write_results(results, out, header=header, k=args.k)
+    summary: dict[str, Any] = {
+        "header": header,
+        "results": [s.as_row() for _, s in results],
+        "files": [str(csv_path), str(md_path)],
+        "seconds": None,
+    }
+    if args.explain:
+        llm = resolve_llm(args.llm)
+        explained = generate_explanations(setup, paper_specs(args.k), claims, llm, k=args.k, seed=args.seed)
+        summary["files"].append(str(_write_explanations(explained, out)))
+        gold = explained["gold"]
+        verdict_rows = []
+        for name, verdicts in explained["methods"].items():
+            pred = [v.label.to_fever() for v in verdicts]
+            pairs = [(g, p) for g, p in zip(gold, pred) if g in ("T", "F", "N")]
+            verdict_rows.append(
+                {
+                    "method": name,
+                    "accuracy": round(accuracy([g for g, _ in pairs], [p for _, p in pairs]), 4),
+                    "macro_F1": round(macro_f1([g for g, _ in pairs], [p for _, p in pairs]), 4),
+                    "parsed": sum(v.parsed for v in verdicts),
+                    "claims": len(verdicts),
+                }
+            )
+        summary["verdicts"] = verdict_rows
+        texts = {_explanation_column(m): [v.explanation for v in vs] for m, vs in explained["methods"].items()}
+        vectors = {m: np.asarray(model.get_text_embedding_batch(t), np.float32) for m, t in texts.items()}
+        themes = [str(t) for t in explained["themes"]]
+        ids, corpus_vectors = get_node_embeddings(setup.index)
+        corpus_themes = [str(setup.evidence_themes.get(i)) for i in ids]
+        table = thematic_alignment(corpus_vectors, corpus_themes, vectors, themes, seed=args.seed)
+        summary["alignment"] = table.to_dict()
+        extra = "\n\n### verdicts (" + f"{len(claims)} claims, LLM {getattr(llm, 'model_name', type(llm).__name__)})\n\n"
+        extra += _markdown(verdict_rows, ["method", "accuracy", "macro_F1", "parsed", "claims"])
+        extra += "\n\n### thematic alignment of the explanations (lower = closer to the theme; t-SNE seed "
+        extra += f"{args.seed})\n\n" + table.to_markdown() + "\n"
+        with md_path.open("a", encoding="utf-8") as fh:
+            fh.write(extra)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(md_path.read_text(encoding="utf-8"))
+        print(f"wrote {', '.join(summary['files'])} in {summary['seconds']} s")
+    return 0

@@ -1,0 +1,170 @@
+"""The ``carag`` command through its real entry point, on the demo corpus, offline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llama_index_carag.datasets import demo_corpus_path
+
+CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
+pytestmark = pytest.mark.skipif(CARAG is None, reason="the carag entry point is not installed")
+EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag"}
+CLAIM = "Offshore wind farms drive fish away."
+
+
+def carag(*args: str, stdin: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "140"}
+    return subprocess.run([CARAG, *args], capture_output=True, text=True, input=stdin, timeout=timeout, env=env)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "index"
+    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--delta", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert "126 rows read: 126 evidence passages indexed, 21 claims, 0 rows skipped" in proc.stdout
+    return out
+
+
+def test_index_writes_index_and_state(index_dir):
+    assert (index_dir / "docstore.json").stat().st_size > 0
+    assert (index_dir / "carag" / "carag_manifest.json").is_file()
+    again = carag("index", str(demo_corpus_path()), "--out", str(index_dir))
+    assert again.returncode == 2 and "not empty" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_check_json_schema_without_llm(index_dir):
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json", "--k", "4", "--alpha", "0.7")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) == {"claim", "verdict", "settings", "soi", "evidence"}
+    assert data["verdict"] is None and data["claim"] == CLAIM
+    assert data["settings"] == {"mode": "unsupervised", "alpha": 0.7, "delta": 0.5, "k": 4}
+    assert {"claim_id", "claim", "annotated_evidences", "related_claims", "refined_cluster_evidences",
+            "thematic_cluster_evidences", "similarities"} <= set(data["soi"])
+    assert len(data["evidence"]) == 4
+    for row in data["evidence"]:
+        assert set(row) == EVIDENCE_KEYS
+        assert {"cluster", "claim_similarity", "thematic_similarity", "in_soi", "soi_size", "fallback"} <= set(row["carag"])
+
+
+def test_check_table_output(index_dir):
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm")
+    assert proc.returncode == 0, proc.stderr
+    assert "Retrieval: unsupervised alpha=0.5 delta=0.5 k=6" in proc.stdout
+    assert "sim(q)" in proc.stdout and proc.stdout.count("Evidence_Claims_") == 6
+
+
+@pytest.mark.slow
+def test_check_with_offline_llm(index_dir):
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["label"] in {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and verdict["explanation"].strip()
+
+
+def test_graph_files(index_dir, tmp_path):
+    html, png, cluster = tmp_path / "soi.html", tmp_path / "soi.png", tmp_path / "cluster.png"
+    proc = carag("graph", CLAIM, "--index", str(index_dir), "--html", str(html), "--png", str(png), "--cluster-png", str(cluster))
+    assert proc.returncode == 0, proc.stderr
+    assert html.stat().st_size > 100_000 and "plotly" in html.read_text(encoding="utf-8")[:200_000].lower()
+    assert png_size(png) == (1200, 900) and png_size(cluster) == (1200, 900)
+    none = carag("graph", CLAIM, "--index", str(index_dir))
+    assert none.returncode == 2 and "--html" in none.stderr
+
+
+def test_map_files(index_dir, tmp_path):
+    expl = tmp_path / "expl.csv"
+    with expl.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["Claim_id", "Theme", "RAG", "CARAG_U"])
+        w.writerow(["1", "Oceans", "Sugar is added to drinks.", "Warm seas bleach corals [1]."])
+        w.writerow(["2", "Energy", "Coral reefs are bleached.", "Solar modules became much cheaper."])
+        w.writerow(["3", "Nutrition", "Wind turbines stand offshore.", "Soft drinks add sugar for children."])
+    out, panels = tmp_path / "map.png", tmp_path / "panels.png"
+    proc = carag("map", "--index", str(index_dir), "--explanations", str(expl), "--out", str(out), "--panels", str(panels))
+    assert proc.returncode == 0, proc.stderr
+    assert min(png_size(out)) > 300 and min(png_size(panels)) > 300
+
+
+def test_chat_repl(index_dir):
+    proc = carag("chat", "--index", str(index_dir), stdin=f"{CLAIM}\nquit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Verdict:" in proc.stdout and "[1] Evidence_Claims_" in proc.stdout
+
+
+def test_demo_without_llm(tmp_path):
+    proc = carag("demo", "--out", str(tmp_path / "demo"), "--no-llm")
+    assert proc.returncode == 0, proc.stderr
+    assert "--- RAG (alpha=1)" in proc.stdout and "--- CARAG-u (alpha=0.5)" in proc.stdout
+    assert (tmp_path / "demo" / "soi_graph.html").stat().st_size > 0
+    assert png_size(tmp_path / "demo" / "soi_graph.png") == (1200, 900)
+
+
+def test_eval_limit_5(tmp_path):
+    proc = carag("eval", "--limit", "5", "--out", str(tmp_path / "ev"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["method"] for r in data["results"]] == ["RAG", "CARAG", "CARAG-u"]
+    assert all(r["claims"] == 5 for r in data["results"])
+    assert (tmp_path / "ev" / "results.csv").is_file() and (tmp_path / "ev" / "results.md").is_file()
+
+
+@pytest.mark.slow
+def test_eval_limit_5_with_explanations(tmp_path):
+    proc = carag("eval", "--limit", "5", "--explain", "--out", str(tmp_path / "ev"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {r["method"] for r in data["verdicts"]} == {"RAG", "CARAG", "CARAG-u"}
+    assert set(data["alignment"]) >= {"Oceans", "Energy", "Nutrition", "Overall"}
+    rows = list(csv.DictReader((tmp_path / "ev" / "explanations.csv").open(encoding="utf-8")))
+    assert len(rows) == 5 and all(r["CARAG_U"].strip() for r in rows)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["check", "   ", "--index", "{index}", "--no-llm"], "claim is empty"),
+        (["check", CLAIM, "--index", "{missing}", "--no-llm"], "no index at"),
+        (["graph", "", "--index", "{index}", "--png", "x.png"], "claim is empty"),
+        (["index", "{missing}.csv", "--out", "{missing}"], "No such CSV file"),
+        (["index", "{badcsv}", "--out", "{missing}"], "lacks column(s)"),
+        (["map", "--index", "{index}", "--explanations", "{badcsv}", "--out", "m.png"], "lacks the column Theme"),
+    ],
+)
+def test_user_errors_are_one_line(index_dir, tmp_path, args, message):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("claim,text\na,b\n", encoding="utf-8")
+    fill = {"index": str(index_dir), "missing": str(tmp_path / "missing"), "badcsv": str(bad)}
+    proc = carag(*[a.format(**fill) for a in args])
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert lines[-1].startswith("carag: error:") and message in lines[-1]
+    assert len(lines) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("value", ["3", "-0.5", "abc"])
+def test_bad_option_values(index_dir, value):
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--alpha", value, "--no-llm")
+    assert proc.returncode == 2 and "--alpha" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["index", "check", "graph", "map", "chat", "demo", "eval", "paper-table", None])
+def test_help(command):
+    proc = carag(*([command] if command else []), "--help")
+    assert proc.returncode == 0 and "usage: carag" in proc.stdout
