@@ -336,6 +336,7 @@ class ThematicContext:
         claim: str = "",
         claim_id: str | None = None,
         top_m: int | None = None,
+        n_related_claims: int = 0,
     ) -> SubsetOfInterest:
         """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items).
 
@@ -352,7 +353,8 @@ class ThematicContext:
                 query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0], top_m=top_m
             )
         return build_unsupervised_soi(
-            query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m
+            query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m,
+            n_related_claims=n_related_claims,
         )
 
     # --------------------------------------------------------------- state I/O
@@ -445,6 +447,48 @@ class ThematicContext:
             n += len(ids)
         self.n_items_ = n
         return self
+
+    def hubness(self, node_id: str) -> float | None:
+        """Hubness ``r(n)`` of a corpus evidence passage (see :meth:`compute_hubness`), or ``None``."""
+        table = getattr(self, "hubness_", None)
+        return None if table is None else table.get(node_id)
+
+    def compute_hubness(self, k: int = 20, *, reference_size: int = 5000, seed: int = 0) -> dict[str, float]:
+        """Hubness of every evidence passage: mean cosine of its ``k`` nearest evidence neighbours.
+
+        "Hubs" — generic passages close to many others — crowd the top results of
+        many unrelated queries.  Subtracting ``lambda * r(n)`` from a passage's score
+        (the local-scaling idea of CSLS) pushes them down.  Neighbours are taken
+        among a random reference set of at most ``reference_size`` evidence
+        passages (all of them on small corpora); exact duplicates (cosine > 0.999)
+        are ignored, so copies of one passage do not count as neighbours.
+
+        Returns:
+            ``{node_id: r}``, also stored as ``hubness_`` (computed once per ``k``).
+        """
+        self._check_fitted()
+        if getattr(self, "_hubness_k", None) == (k, reference_size, seed):
+            return self.hubness_
+        ids: list[str] = []
+        blocks: list[np.ndarray] = []
+        for group in self._groups.values():
+            rows = np.flatnonzero(~group.is_claim)
+            ids += [group.ids[r] for r in rows]
+            blocks.append(group.unit[rows])
+        unit = np.vstack(blocks) if blocks else np.zeros((0, self.dim_), np.float32)
+        n = unit.shape[0]
+        rng = np.random.default_rng(seed)
+        ref = unit if n <= reference_size else unit[np.sort(rng.choice(n, reference_size, replace=False))]
+        kk = max(1, min(k, ref.shape[0] - 1))
+        r = np.empty(n, dtype=np.float32)
+        for start in range(0, n, 2048):
+            sims = unit[start : start + 2048] @ ref.T
+            sims[sims > 0.999] = -1.0  # itself and exact copies
+            part = np.partition(sims, sims.shape[1] - kk, axis=1)[:, -kk:]
+            r[start : start + 2048] = part.mean(axis=1)
+        self.hubness_ = dict(zip(ids, r.tolist()))
+        self._hubness_k = (k, reference_size, seed)
+        return self.hubness_
 
     def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
         """``(node_id, (theme, cluster))`` for every clustered item."""

@@ -38,6 +38,7 @@ from llama_index_carag._validation import (
     check_n_clusters,
     check_query_text,
     check_top_k,
+    check_unit_interval,
 )
 from llama_index_carag.context import MODES, CorpusItems, ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, LABEL_KEY, THEME_KEY
@@ -132,6 +133,16 @@ class ContextAwareRetriever(BaseRetriever):
             ignored).  FactVer annotates the same passage for several claims, so
             2.2 of plain RAG's top 6 are copies on average; off by default so
             ``alpha=1`` stays identical to the plain retriever.
+        soi_claims: (unsupervised) also put the ``n`` claims of the claim's cluster
+            most similar to it into the SOI (``related_claims``), so that earlier
+            claims on the same topic shape ``T``; ``0`` is the paper's CARAG-u.
+        hub_penalty: ``lambda`` in the re-ranking score
+            ``alpha * sim(q, n) + (1 - alpha) * sim(T, n) - lambda * r(n)``, where
+            ``r(n)`` is the passage's hubness (mean cosine to its ``hub_k`` nearest
+            evidence passages, :meth:`ThematicContext.compute_hubness`): generic
+            passages that sit close to everything are pushed down.  Needs
+            ``rerank_candidates``; ``0`` disables it.
+        hub_k: neighbours used for the hubness.
         embed_model: embeds queries; default the index's own.
         exclude_ids: node ids never returned (the claims, when they are in the index).
         claim_vectors: ``(claim node ids, raw embeddings (m, d))`` of the clustered
@@ -150,6 +161,9 @@ class ContextAwareRetriever(BaseRetriever):
         soi_top_m: int | None = None,
         rerank_candidates: int | None = None,
         dedupe: bool = False,
+        soi_claims: int = 0,
+        hub_penalty: float = 0.0,
+        hub_k: int = 20,
         embed_model: "BaseEmbedding | None" = None,
         exclude_ids: Sequence[str] = (),
         claim_vectors: tuple[Sequence[str], np.ndarray] | None = None,
@@ -175,6 +189,10 @@ class ContextAwareRetriever(BaseRetriever):
         self._pool_searcher = VectorIndexRetriever(index, similarity_top_k=1, embed_model=self._embed_model)
         self._rerank: int | None = None
         self._dedupe = bool(dedupe)
+        self._hub_k = check_top_k(hub_k, "hub_k")
+        self._hub_penalty = 0.0
+        self.soi_claims = soi_claims
+        self.hub_penalty = hub_penalty
         self.similarity_top_k = similarity_top_k
         self.soi_top_m = soi_top_m
         self.rerank_candidates = rerank_candidates
@@ -214,6 +232,29 @@ class ContextAwareRetriever(BaseRetriever):
         factor = _DEDUPE_OVERFETCH if self._dedupe else 1
         self._searcher.similarity_top_k = self._top_k * factor + spare
         self._pool_searcher.similarity_top_k = max(self._rerank or 0, self._top_k) * factor + spare
+
+    @property
+    def soi_claims(self) -> int:
+        """Related claims added to a CARAG-u SOI (0 = the paper's evidence-only SOI)."""
+        return self._soi_claims
+
+    @soi_claims.setter
+    def soi_claims(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"soi_claims must be a non-negative integer; got {value!r}.")
+        self._soi_claims = value
+
+    @property
+    def hub_penalty(self) -> float:
+        """Weight of the hubness penalty in re-ranking (0 = off)."""
+        return self._hub_penalty
+
+    @hub_penalty.setter
+    def hub_penalty(self, value: float) -> None:
+        value = check_unit_interval("hub_penalty", value)
+        if value > 0:
+            self._context.compute_hubness(self._hub_k)
+        self._hub_penalty = value
 
     @property
     def dedupe(self) -> bool:
@@ -276,6 +317,9 @@ class ContextAwareRetriever(BaseRetriever):
         soi_top_m: int | None = None,
         rerank_candidates: int | None = None,
         dedupe: bool = False,
+        soi_claims: int = 0,
+        hub_penalty: float = 0.0,
+        hub_k: int = 20,
         random_state: int | None = 0,
         claim_nodes: Sequence[BaseNode] | None = None,
         theme_key: str = THEME_KEY,
@@ -295,7 +339,8 @@ class ContextAwareRetriever(BaseRetriever):
                 and needs no labels; ``"supervised"`` (CARAG) clusters each theme
                 (metadata ``theme_key``) and uses claim↔evidence links (``claim_key``).
             alpha, delta, similarity_top_k: see the class docstring (papers: 0.5, 0.75, 6).
-            soi_top_m, rerank_candidates, dedupe: the options described in the class docstring.
+            soi_top_m, rerank_candidates, dedupe, soi_claims, hub_penalty, hub_k:
+                the options described in the class docstring.
             n_clusters: clusters ``t`` (papers: 10), per theme in supervised mode, or ``"auto"`` (BIC).
             random_state: seed of the clustering.
             claim_nodes: the corpus's claims as ``TextNode``s with the same metadata
@@ -386,6 +431,9 @@ class ContextAwareRetriever(BaseRetriever):
             soi_top_m=soi_top_m,
             rerank_candidates=rerank_candidates,
             dedupe=dedupe,
+            soi_claims=soi_claims,
+            hub_penalty=hub_penalty,
+            hub_k=hub_k,
             embed_model=embed_model,
             exclude_ids=[i for i in claim_ids if i in set(index_ids)],
             claim_vectors=(claim_ids, claim_vectors),
@@ -438,12 +486,18 @@ class ContextAwareRetriever(BaseRetriever):
         q = as_vector(embedding, dim=self._context.dim_)
         if not np.any(q):
             raise ValueError("The query embedding is all zeros; cannot compute similarities.")
-        soi = self._context.build_soi(q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m)
+        soi = self._context.build_soi(
+            q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m, n_related_claims=self._soi_claims
+        )
         theme = soi.thematic_embedding
-        if theme is None or self._alpha >= 1.0:
+        if self._hub_penalty > 0 and self._rerank is None:
+            raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
+        if self._alpha >= 1.0:
             return _Plan(query_str, q, soi, list(embedding), fallback=theme is None)  # exactly plain RAG's vector
-        if self._rerank is not None:
-            return _Plan(query_str, q, soi, list(embedding), fallback=False, rerank=True)
+        if self._rerank is not None and (theme is not None or self._hub_penalty > 0):
+            return _Plan(query_str, q, soi, list(embedding), fallback=theme is None, rerank=True)
+        if theme is None:
+            return _Plan(query_str, q, soi, list(embedding), fallback=True)
         return _Plan(query_str, q, soi, blend_query(q, theme, self._alpha).tolist(), fallback=False)
 
     def _search(self, plan: _Plan) -> list[NodeWithScore]:
@@ -463,11 +517,18 @@ class ContextAwareRetriever(BaseRetriever):
                 vector = l2_normalize(np.asarray(result.node.embedding, dtype=np.float32))
             vectors.append(vector)
         scores = [r.score for r in kept]
-        if plan.rerank and t_unit is not None:
-            scores = [
-                None if v is None else float(self._alpha * (v @ q_unit) + (1.0 - self._alpha) * (v @ t_unit))
-                for v in vectors
-            ]
+        if plan.rerank:
+            scores = []
+            for r, v in zip(kept, vectors):
+                if v is None:
+                    scores.append(None)
+                    continue
+                score = float(v @ q_unit) if t_unit is None else float(
+                    self._alpha * (v @ q_unit) + (1.0 - self._alpha) * (v @ t_unit)
+                )
+                if self._hub_penalty > 0:
+                    score -= self._hub_penalty * (self._context.hubness(r.node.node_id) or 0.0)
+                scores.append(score)
             order = sorted(range(len(kept)), key=lambda i: -(scores[i] if scores[i] is not None else -np.inf))
             kept, vectors, scores = [kept[i] for i in order], [vectors[i] for i in order], [scores[i] for i in order]
         out: list[NodeWithScore] = []
@@ -557,6 +618,9 @@ class ContextAwareRetriever(BaseRetriever):
                 "soi_top_m": self._soi_top_m,
                 "rerank_candidates": self._rerank,
                 "dedupe": self._dedupe,
+                "soi_claims": self._soi_claims,
+                "hub_penalty": self._hub_penalty,
+                "hub_k": self._hub_k,
                 "theme_key": self.theme_key,
                 "claim_key": self.claim_key,
                 "exclude_ids": sorted(self._exclude_ids),
@@ -689,6 +753,9 @@ class ContextAwareRetriever(BaseRetriever):
             soi_top_m=settings.get("soi_top_m"),
             rerank_candidates=settings.get("rerank_candidates"),
             dedupe=bool(settings.get("dedupe", False)),
+            soi_claims=int(settings.get("soi_claims", 0)),
+            hub_penalty=float(settings.get("hub_penalty", 0.0)),
+            hub_k=int(settings.get("hub_k", 20)),
             embed_model=model,
             exclude_ids=settings.get("exclude_ids", []),
             claim_vectors=(claim_ids, claim_vectors),

@@ -222,6 +222,7 @@ def build_unsupervised_soi(
     claim_id: str | None = None,
     cluster: int | None = None,
     top_m: int | None = None,
+    n_related_claims: int = 0,
 ) -> SubsetOfInterest:
     """CARAG-u's SOI: the evidence of the claim's cluster with cosine similarity ``> delta``.
 
@@ -234,10 +235,15 @@ def build_unsupervised_soi(
         top_m: keep at most the ``top_m`` most similar of those items (``None``:
             all above ``delta``, as in the paper).  A count, unlike ``delta``,
             does not depend on the encoder's similarity scale.
+        n_related_claims: also put the ``n`` claims of the cluster most similar to
+            the claim (itself excluded, no ``delta`` filter) into ``related_claims``
+            (an extension; the paper's CARAG-u uses evidence only, ``0``).  Uses no
+            annotations: the claims are clustered corpus items like the evidence.
 
     Returns:
-        the SOI, with ``refined_cluster_evidences`` sorted by decreasing
-        similarity and ``thematic_embedding`` = their mean unit embedding.
+        the SOI, with ``refined_cluster_evidences`` (and ``related_claims``)
+        sorted by decreasing similarity and ``thematic_embedding`` = the mean
+        unit embedding of all its items.
     """
     sims = cosine_similarities(claim_vector, members.unit)
     evidence = ~np.asarray(members.is_claim, dtype=bool)
@@ -245,16 +251,23 @@ def build_unsupervised_soi(
     keep = keep[np.argsort(-sims[keep], kind="stable")]
     if top_m is not None:
         keep = keep[:top_m]
+    related = np.zeros(0, dtype=np.int64)
+    if n_related_claims > 0:
+        claim_of = np.asarray(members.claim_of, dtype=object)
+        others = ~evidence & ((claim_of != claim_id) if claim_id is not None else True)
+        related = np.flatnonzero(others)
+        related = related[np.argsort(-sims[related], kind="stable")][:n_related_claims]
     soi = SubsetOfInterest(
         claim_id=claim_id,
         claim=claim,
         refined_cluster_evidences=_items(members, keep, sims),
+        related_claims=_items(members, related, sims),
         mode="unsupervised",
         delta=float(delta),
         cluster=cluster,
         cluster_size=int(evidence.sum()),
     )
-    return _finish(soi, members, keep)
+    return _finish(soi, members, np.concatenate([keep, related]))
 
 
 def build_supervised_soi(

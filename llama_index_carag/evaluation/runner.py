@@ -57,6 +57,8 @@ class RunSpec:
     soi_top_m: int | None = None
     rerank_candidates: int | None = None
     dedupe: bool = False
+    soi_claims: int = 0
+    hub_penalty: float = 0.0
     sweep: str = "methods"
 
     def params(self) -> dict[str, Any]:
@@ -68,6 +70,8 @@ class RunSpec:
             "soi_top_m": self.soi_top_m,
             "rerank": self.rerank_candidates,
             "dedupe": self.dedupe,
+            "soi_claims": self.soi_claims,
+            "hub_penalty": self.hub_penalty,
         }
 
 
@@ -108,6 +112,18 @@ def sweep_specs() -> list[RunSpec]:
                     alpha=alpha, delta=-1.0, soi_top_m=m, rerank_candidates=50, sweep="re-rank with T",
                 )
             )
+    for alpha in (0.7, 0.8, 0.9):
+        for lam in (0.0, 0.15, 0.25):
+            for m in (0, 1, 2):
+                if lam == 0 and m == 0:
+                    continue
+                specs.append(
+                    RunSpec(
+                        f"CARAG-u rerank-50 alpha={alpha} hub={lam} claims={m}",
+                        alpha=alpha, rerank_candidates=50, hub_penalty=lam, soi_claims=m,
+                        sweep="related claims + hubness (re-rank)",
+                    )
+                )
     specs.append(RunSpec("RAG + dedupe", mode="rag", alpha=1.0, dedupe=True, sweep="dedupe"))
     specs.append(RunSpec("CARAG-u + dedupe", dedupe=True, sweep="dedupe"))
     return specs
@@ -193,6 +209,7 @@ class EvalSetup:
         r = self._retrievers[key]
         r.alpha, r.delta, r.similarity_top_k = spec.alpha, spec.delta, k
         r.soi_top_m, r.rerank_candidates, r.dedupe = spec.soi_top_m, spec.rerank_candidates, spec.dedupe
+        r.soi_claims, r.hub_penalty = spec.soi_claims, spec.hub_penalty
         return r
 
 
