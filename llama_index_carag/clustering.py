@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.vectors import as_matrix
+from llama_index_carag.vectors import as_matrix, l2_normalize
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             then assign all rows with ``predict``.
         auto_range: ``(low, high)`` inclusive range of cluster counts tried by ``"auto"``.
         batch_size: rows per batch in ``predict``/``predict_proba``.
+        normalize: L2-normalise rows (batch by batch, so a large input is never
+            copied whole) before clustering and predicting.
         show_progress: show progress bars while fitting and assigning.
 
     Attributes:
@@ -95,6 +97,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         max_fit_samples: int = 20_000,
         auto_range: tuple[int, int] = (2, 20),
         batch_size: int = 65_536,
+        normalize: bool = False,
         show_progress: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
@@ -107,6 +110,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         self.max_fit_samples = max_fit_samples
         self.auto_range = auto_range
         self.batch_size = batch_size
+        self.normalize = normalize
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------ checks
@@ -167,6 +171,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             logger.info("Fitting the mixture on a random sample of %d of %d rows", len(sample_idx), n_samples)
         else:
             sample = matrix
+        if self.normalize:
+            sample = l2_normalize(sample)
 
         n_distinct = _count_distinct(sample, limit=max(candidates))
         if n_distinct < min(candidates):
@@ -225,6 +231,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
 
     # ----------------------------------------------------------------- predict
     def _transform(self, matrix: np.ndarray) -> np.ndarray:
+        if getattr(self, "normalize", False):
+            matrix = l2_normalize(matrix)
         if self.pca_ is not None:
             return self.pca_.transform(matrix).astype(np.float64)
         return matrix.astype(np.float64)

@@ -19,6 +19,7 @@ builder from :mod:`llama_index_carag.soi`.  Nothing is re-embedded per query.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
@@ -95,6 +96,14 @@ class _Group:
         return len(self.ids)
 
 
+def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="theme" if total > 1 else "step")
+
+
 class _Texts(Sequence[str]):
     """Lazy texts of a group: looked up by id only for the SOI items that are kept."""
 
@@ -144,6 +153,7 @@ class ThematicContext:
         if mode not in MODES:
             raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
         self.mode = mode
+        self._lock = threading.Lock()
         self.n_clusters = n_clusters
         self.random_state = random_state
         self.clusterer_params = dict(clusterer_params or {})
@@ -160,12 +170,13 @@ class ThematicContext:
         items.validate()
         if len(items.ids) == 0:
             raise ValueError("Cannot fit CARAG on an empty corpus (no evidence nodes).")
-        unit = l2_normalize(as_matrix(items.vectors, name="corpus embeddings"))
-        zero = np.flatnonzero(np.linalg.norm(unit, axis=1) == 0)
+        X = as_matrix(items.vectors, name="corpus embeddings")  # no copy for float32 input
+        norms = np.linalg.norm(X, axis=1)
+        zero = np.flatnonzero(norms == 0)
         if zero.size:
             raise ValueError(f"Node {items.ids[int(zero[0])]!r} has an all-zero embedding.")
-        self.dim_ = int(unit.shape[1])
-        self.n_items_ = int(unit.shape[0])
+        self.dim_ = int(X.shape[1])
+        self.n_items_ = int(X.shape[0])
         ids = list(items.ids)
         is_claim = np.asarray(items.is_claim, dtype=bool)
         claim_of = list(items.claim_of)
@@ -180,22 +191,22 @@ class ThematicContext:
                     f"Supervised CARAG needs a theme on every node; {len(missing)} node(s) lack it "
                     f"(e.g. {ids[missing[0]]!r}). Set the theme metadata key or use mode='unsupervised'."
                 )
-            partitions = {t: np.flatnonzero(np.asarray(themes, dtype=object) == t) for t in sorted(set(themes))}
+            theme_arr = np.asarray(themes, dtype=object)
+            partitions = {t: np.flatnonzero(theme_arr == t) for t in sorted(set(themes))}
         else:
-            themes = [None] * len(ids)
             partitions = {None: np.arange(len(ids))}
 
-        if not isinstance(self.n_clusters, str) and not isinstance(self.n_clusters, bool):
-            if isinstance(self.n_clusters, (int, np.integer)) and self.n_clusters > len(ids):
+        if isinstance(self.n_clusters, (int, np.integer)) and not isinstance(self.n_clusters, bool):
+            if self.n_clusters > len(ids):
                 raise ValueError(
                     f"n_clusters={self.n_clusters} is larger than the number of nodes to cluster ({len(ids)})."
                 )
 
         self.clusterers_: dict[str | None, ThematicClusterer] = {}
         self.theme_centroids_: dict[str, np.ndarray] = {}
-        self._groups: dict[GroupKey, _Group] = {}
-        self._where: dict[str, tuple[GroupKey, int]] = {}
-        for theme, rows in partitions.items():
+        labels = np.empty(len(ids), dtype=np.int64)
+        theme_index = np.empty(len(ids), dtype=np.int64)
+        for t_i, (theme, rows) in enumerate(_progress(partitions.items(), len(partitions), "Clustering", show_progress)):
             k: int | str = self.n_clusters
             if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > len(rows):
                 logger.warning(
@@ -205,48 +216,133 @@ class ThematicContext:
             clusterer = ThematicClusterer(
                 n_clusters=k,  # type: ignore[arg-type]
                 random_state=self.random_state,
+                normalize=True,
                 show_progress=show_progress,
                 **self.clusterer_params,
             )
-            labels = clusterer.fit(unit[rows]).labels_
+            part = X if len(rows) == len(ids) else X[rows]
+            labels[rows] = clusterer.fit(part).labels_
+            del part
+            theme_index[rows] = t_i
             self.clusterers_[theme] = clusterer
+
+        # One sorted, normalised copy of the corpus; every cluster is a contiguous view of it.
+        order = np.lexsort((is_claim, labels, theme_index))
+        unit = X[order]
+        unit /= norms[order, None].astype(np.float32)
+        self._groups: dict[GroupKey, _Group] = {}
+        self._where: dict[str, tuple[GroupKey, int]] = {}
+        theme_names = list(partitions)
+        keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
+        bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            rows = order[start:stop]
+            key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
+            self._set_group(key, _Group([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]))
+        for theme in theme_names:
             if theme is not None:
-                self.theme_centroids_[theme] = l2_normalize(unit[rows].mean(axis=0))
-            self._add_rows(theme, rows, labels, ids, unit, is_claim, claim_of)
-        logger.info(
-            "Fitted %s context: %d items, %d clusters",
-            self.mode,
-            self.n_items_,
-            len(self._groups),
-        )
+                members = [g.unit for (t, _), g in self._groups.items() if t == theme]
+                total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
+                self.theme_centroids_[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
+        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._groups))
         return self
 
-    def _add_rows(
-        self,
-        theme: str | None,
-        rows: np.ndarray,
-        labels: np.ndarray,
-        ids: list[str],
-        unit: np.ndarray,
-        is_claim: np.ndarray,
-        claim_of: list[str | None],
-    ) -> None:
-        order = np.lexsort((is_claim[rows], labels))  # by cluster, evidence before claims
-        rows, labels = rows[order], labels[order]
-        bounds = np.flatnonzero(np.diff(labels)) + 1
-        for chunk_rows, chunk_labels in zip(np.split(rows, bounds), np.split(labels, bounds)):
-            if not len(chunk_rows):
-                continue
-            key: GroupKey = (theme, int(chunk_labels[0]))
-            group = _Group(
-                [ids[r] for r in chunk_rows],
-                unit[chunk_rows],
-                is_claim[chunk_rows],
-                [claim_of[r] for r in chunk_rows],
-            )
+    def _set_group(self, key: GroupKey, group: _Group) -> None:
+        if len(group):
             self._groups[key] = group
-            for pos, node_id in enumerate(group.ids):
-                self._where[node_id] = (key, pos)
+        else:
+            self._groups.pop(key, None)
+        for pos, node_id in enumerate(group.ids):
+            self._where[node_id] = (key, pos)
+
+    # ------------------------------------------------------ incremental updates
+    def add_items(self, items: CorpusItems) -> list[GroupKey]:
+        """Add new nodes without refitting: each gets its cluster from the fitted mixture.
+
+        In supervised mode a node without a theme gets the nearest theme centroid's.
+        Ids already in the context are replaced (never duplicated).
+
+        Returns:
+            the ``(theme, cluster)`` of each added item.
+        """
+        self._check_fitted()
+        items.validate()
+        if not len(items.ids):
+            return []
+        X = as_matrix(items.vectors, name="new embeddings")
+        if X.shape[1] != self.dim_:
+            raise ValueError(f"New embeddings have dimension {X.shape[1]}; the context has {self.dim_}.")
+        unit = l2_normalize(X)
+        if not np.all(np.linalg.norm(unit, axis=1) > 0):
+            raise ValueError("A new node has an all-zero embedding.")
+        self.remove_items([i for i in items.ids if i in self._where])
+        themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
+        keys: list[GroupKey] = []
+        for i in range(len(items.ids)):
+            theme = themes[i] if self.mode == "supervised" else None
+            if self.mode == "supervised" and (theme is None or theme not in self.clusterers_):
+                names = list(self.theme_centroids_)
+                theme = names[int(np.argmax(np.vstack([self.theme_centroids_[t] for t in names]) @ unit[i]))]
+            keys.append((theme, -1))
+        for theme in {k[0] for k in keys}:
+            rows = [i for i, k in enumerate(keys) if k[0] == theme]
+            for i, label in zip(rows, self.clusterers_[theme].predict(unit[rows])):
+                keys[i] = (theme, int(label))
+        claim_of = list(items.claim_of)
+        for key in dict.fromkeys(keys):
+            rows = [i for i, k in enumerate(keys) if k == key]
+            old = self._groups.get(key)
+            new = _Group(
+                [items.ids[r] for r in rows], unit[rows], np.asarray(items.is_claim, dtype=bool)[rows],
+                [claim_of[r] for r in rows],
+            )
+            if old is not None:
+                new = _Group(
+                    old.ids + new.ids, np.vstack([old.unit, new.unit]), np.concatenate([old.is_claim, new.is_claim]),
+                    old.claim_of + new.claim_of,
+                )
+            self._set_group(key, new)
+        for i in np.flatnonzero(np.asarray(items.is_claim, dtype=bool)):
+            self._claim_node_of[str(claim_of[i])] = items.ids[i]
+        self._claim_texts.update(items.claim_texts or {})
+        self._invalidate()
+        self.n_items_ += len(items.ids)
+        return keys
+
+    def remove_items(self, ids: Iterable[str]) -> int:
+        """Drop nodes from every cluster (and so from every SOI).  Unknown ids are ignored.
+
+        Returns:
+            how many were removed.
+        """
+        self._check_fitted()
+        by_group: dict[GroupKey, set[int]] = {}
+        for node_id in ids:
+            where = self._where.pop(node_id, None)
+            if where is not None:
+                by_group.setdefault(where[0], set()).add(where[1])
+        removed = 0
+        for key, positions in by_group.items():
+            group = self._groups[key]
+            keep = np.array([p for p in range(len(group)) if p not in positions], dtype=np.int64)
+            gone = [group.ids[p] for p in positions]
+            removed += len(gone)
+            for p in positions:
+                if group.is_claim[p]:
+                    self._claim_node_of.pop(str(group.claim_of[p]), None)
+                    self._claim_texts.pop(group.ids[p], None)
+            self._set_group(
+                key,
+                _Group([group.ids[p] for p in keep], group.unit[keep], group.is_claim[keep], [group.claim_of[p] for p in keep]),
+            )
+        if removed:
+            self._invalidate()
+            self.n_items_ -= removed
+        return removed
+
+    def _invalidate(self) -> None:
+        for cached in ("_claim_index", "hubness_", "_hubness_k"):
+            self.__dict__.pop(cached, None)
 
     # ----------------------------------------------------------------- queries
     def _check_fitted(self) -> None:
@@ -449,8 +545,15 @@ class ThematicContext:
         return self
 
     def hubness(self, node_id: str) -> float | None:
-        """Hubness ``r(n)`` of a corpus evidence passage (see :meth:`compute_hubness`), or ``None``."""
+        """Hubness ``r(n)`` of a corpus evidence passage (see :meth:`compute_hubness`), or ``None``.
+
+        Recomputed on first use after the corpus changed (insert/delete).
+        """
         table = getattr(self, "hubness_", None)
+        params = getattr(self, "_hub_params", None)
+        if table is None and params is not None:
+            with self._lock:
+                table = getattr(self, "hubness_", None) or self.compute_hubness(*params[:1], reference_size=params[1], seed=params[2])
         return None if table is None else table.get(node_id)
 
     def compute_hubness(self, k: int = 20, *, reference_size: int = 5000, seed: int = 0) -> dict[str, float]:
@@ -467,8 +570,9 @@ class ThematicContext:
             ``{node_id: r}``, also stored as ``hubness_`` (computed once per ``k``).
         """
         self._check_fitted()
-        if getattr(self, "_hubness_k", None) == (k, reference_size, seed):
+        if getattr(self, "_hubness_k", None) == (k, reference_size, seed) and hasattr(self, "hubness_"):
             return self.hubness_
+        self._hub_params = (k, reference_size, seed)
         ids: list[str] = []
         blocks: list[np.ndarray] = []
         for group in self._groups.values():

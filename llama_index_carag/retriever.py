@@ -179,6 +179,7 @@ class ContextAwareRetriever(BaseRetriever):
             ids = context.claim_node_ids
             claim_vectors = (ids, np.array([context.unit_vector(i) for i in ids], np.float32).reshape(len(ids), context.dim_))
         self._claim_vectors = (list(claim_vectors[0]), np.asarray(claim_vectors[1], dtype=np.float32))
+        self._seen_size = self._store_size()
         self.alpha = alpha
         self.delta = delta
         self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
@@ -375,7 +376,7 @@ class ContextAwareRetriever(BaseRetriever):
         if mode == "supervised" and not claim_nodes:
             raise ValueError("Supervised CARAG needs the corpus's claims: pass claim_nodes=[...].")
 
-        index_ids, index_vectors = get_node_embeddings(index)
+        index_ids, index_vectors = get_node_embeddings(index, copy=False)
         if not index_ids:
             raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
         index_vectors = as_matrix(index_vectors, name="index embeddings")
@@ -383,13 +384,18 @@ class ContextAwareRetriever(BaseRetriever):
         if len(set(claim_ids)) != len(claim_ids):
             raise ValueError("claim_nodes contain duplicated node ids.")
         claim_set = set(claim_ids)
-        evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
-        evidence_ids = [index_ids[r] for r in evidence_rows]
+        if claim_set & set(index_ids):
+            evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
+            evidence_ids = [index_ids[r] for r in evidence_rows]
+            evidence_vectors = index_vectors[evidence_rows]
+        else:
+            evidence_ids, evidence_vectors = index_ids, index_vectors
         if not evidence_ids:
             raise ValueError("The index holds no evidence nodes (only claims).")
-        evidence_vectors = index_vectors[evidence_rows]
-        evidence_nodes = index.docstore.get_nodes(evidence_ids, raise_error=False)
-        missing = [i for i, n in zip(evidence_ids, evidence_nodes) if n is None]
+        # Metadata is needed for every node only in supervised mode; CARAG-u reads a sample (label-leak check).
+        wanted = evidence_ids if mode == "supervised" else evidence_ids[:1000]
+        evidence_nodes = index.docstore.get_nodes(wanted, raise_error=False)
+        missing = [i for i, n in zip(wanted, evidence_nodes) if n is None]
         if missing:
             raise ValueError(f"Node {missing[0]!r} is in the vector store but not in the docstore.")
         _warn_on_embedded_labels(evidence_nodes[:1000] + claim_nodes[:1000], [theme_key, claim_key, LABEL_KEY])
@@ -406,14 +412,20 @@ class ContextAwareRetriever(BaseRetriever):
             return None if value is None or str(value) == "" else str(value)
 
         claim_identity = [meta(n, claim_key) or n.node_id for n in claim_nodes]
+        if mode == "supervised":
+            evidence_claims = [meta(n, claim_key) for n in evidence_nodes]
+            evidence_themes = [meta(n, theme_key) for n in evidence_nodes]
+        else:  # CARAG-u uses no labels: none are read
+            evidence_claims, evidence_themes = [None] * len(evidence_ids), [None] * len(evidence_ids)
         items = CorpusItems(
-            ids=evidence_ids + claim_ids,
+            ids=list(evidence_ids) + claim_ids,
             vectors=np.vstack([evidence_vectors, claim_vectors]) if claim_nodes else evidence_vectors,
             is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
-            claim_of=[meta(n, claim_key) for n in evidence_nodes] + claim_identity,
-            themes=[meta(n, theme_key) for n in evidence_nodes] + [meta(n, theme_key) for n in claim_nodes],
+            claim_of=evidence_claims + claim_identity,
+            themes=evidence_themes + [meta(n, theme_key) for n in claim_nodes],
             claim_texts={n.node_id: n.get_content(MetadataMode.NONE) for n in claim_nodes},
         )
+        del index_vectors, evidence_vectors
         params = {"covariance_type": covariance_type, **(clusterer_params or {})}
         context = ThematicContext(
             mode,
@@ -587,12 +599,14 @@ class ContextAwareRetriever(BaseRetriever):
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         check_query_text(query_bundle.query_str)
+        self._maybe_sync()
         plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
         return self._annotate(self._search(plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         check_query_text(query_bundle.query_str)
+        self._maybe_sync()
         embedding = await self._aquery_embedding(query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
         store = self._index.vector_store
@@ -603,6 +617,132 @@ class ContextAwareRetriever(BaseRetriever):
             searcher = self._pool_searcher if plan.rerank else self._searcher
             results = await searcher.aretrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
         return await asyncio.to_thread(self._annotate, results, plan)
+
+    # ----------------------------------------------------- incremental updates
+    def _store_size(self) -> int | None:
+        """Cheap change signal: the number of vectors in the store (``None`` if unknown)."""
+        kind = vector_store_kind(self._index)
+        store: Any = self._index.vector_store
+        if kind == "faiss_map":
+            return len(store._node_id_to_faiss_id_map)  # noqa: SLF001
+        if kind == "faiss":
+            return int(store.client.ntotal)
+        if kind == "simple":
+            return len(store.data.embedding_dict)
+        return None
+
+    def _evidence_items(self, node_ids: Sequence[str]) -> CorpusItems:
+        ids, vectors = get_node_embeddings(self._index, list(node_ids))
+        nodes = self._index.docstore.get_nodes(ids, raise_error=False)
+        supervised = self.mode == "supervised"
+
+        def meta(node: BaseNode | None, key: str) -> str | None:
+            value = None if node is None else node.metadata.get(key)
+            return None if value is None or str(value) == "" else str(value)
+
+        return CorpusItems(
+            ids=ids,
+            vectors=vectors,
+            is_claim=np.zeros(len(ids), dtype=bool),
+            claim_of=[meta(n, self.claim_key) if supervised else None for n in nodes],
+            themes=[meta(n, self.theme_key) if supervised else None for n in nodes],
+        )
+
+    def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        """Insert evidence into the index *and* the thematic context, without refitting.
+
+        Each node is embedded by the index, gets its cluster from the fitted
+        mixture (supervised: its theme's, or the nearest theme's) and takes part
+        in SOIs at once.  A node id that already exists is replaced, not duplicated.
+        """
+        nodes = list(nodes)
+        if not nodes:
+            return
+        ids = [n.node_id for n in nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError("insert_nodes: duplicated node ids in the batch.")
+        existing = [i for i in ids if i in self._context]
+        if existing:
+            self.delete_nodes(existing)
+        self._index.insert_nodes(nodes, **insert_kwargs)
+        self._context.add_items(self._evidence_items(ids))
+        self._seen_size = self._store_size()
+
+    def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
+        """Delete evidence from the index and from every SOI.
+
+        Needs a vector store that can delete (``FaissMapVectorStore``,
+        ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
+        """
+        ids = [i for i in node_ids if i not in self._exclude_ids]
+        if not ids:
+            return
+        try:
+            self._index.delete_nodes(ids, delete_from_docstore=True, **delete_kwargs)
+        except NotImplementedError:
+            raise ValueError(
+                f"{type(self._index.vector_store).__name__} cannot delete nodes; build the index with an "
+                "id-mapped FAISS index (build_faiss_index(..., id_map=True) / FaissMapVectorStore)."
+            ) from None
+        self._context.remove_items(ids)
+        self._seen_size = self._store_size()
+
+    def sync(self) -> tuple[int, int]:
+        """Bring the thematic context in line with nodes inserted into or deleted from the index directly.
+
+        Returns:
+            ``(added, removed)``.
+        """
+        from llama_index_carag.stores import index_node_ids
+
+        current = [i for i in index_node_ids(self._index) if i not in self._exclude_ids]
+        current_set = set(current)
+        claims = set(self._claim_vectors[0])
+        known = {i for i, _ in self._context.iter_items() if i not in claims}
+        removed = self._context.remove_items([i for i in known if i not in current_set])
+        added = [i for i in current if i not in known]
+        if added:
+            self._context.add_items(self._evidence_items(added))
+        self._seen_size = self._store_size()
+        return len(added), removed
+
+    def _maybe_sync(self) -> None:
+        size = self._store_size()
+        if size is not None and size != getattr(self, "_seen_size", size):
+            with self._context._lock:  # noqa: SLF001
+                if self._store_size() != self._seen_size:
+                    logger.info("The index changed since the last fit/sync; syncing the thematic context.")
+                    self.sync()
+
+    def refit(self, *, show_progress: bool = False) -> "ContextAwareRetriever":
+        """Refit the clustering on the index as it is now (same settings and claims); in place."""
+        ids, vectors = self._claim_vectors
+        claims = []
+        for node_id, vector in zip(ids, vectors):
+            node = self._index.docstore.get_node(node_id, raise_error=False)
+            if node is None:
+                from llama_index.core.schema import TextNode
+
+                text = self._context._claim_texts.get(node_id, "")  # noqa: SLF001
+                node = TextNode(id_=node_id, text=text)
+            claims.append(node.model_copy(update={"embedding": vector.tolist()}))
+        fresh = ContextAwareRetriever.from_index(
+            self._index,
+            mode=self.mode,  # type: ignore[arg-type]
+            claim_nodes=claims or None,
+            n_clusters=self._context.n_clusters,
+            random_state=self._context.random_state,
+            theme_key=self.theme_key,
+            claim_key=self.claim_key,
+            embed_model=self._embed_model,
+            clusterer_params=self._context.clusterer_params,
+            show_progress=show_progress,
+        )
+        self._context = fresh._context
+        if self._hub_penalty > 0:
+            self._context.compute_hubness(self._hub_k)
+        self._seen_size = self._store_size()
+        return self
 
     # ------------------------------------------------------------ persistence
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

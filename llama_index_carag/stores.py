@@ -56,6 +56,19 @@ def faiss_metric(index: "VectorStoreIndex") -> str | None:
     return "inner_product" if raw.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
 
 
+def _faiss_vectors(raw: object) -> np.ndarray:
+    """All vectors of a FAISS index as ``(ntotal, d)`` float32: a zero-copy read-only view for
+    flat indexes, a reconstructed copy otherwise."""
+    import faiss
+
+    flat = faiss.downcast_index(raw)
+    if isinstance(flat, faiss.IndexFlat):
+        view = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
+        view.flags.writeable = False
+        return view
+    return raw.reconstruct_n(0, raw.ntotal)  # type: ignore[attr-defined]
+
+
 def index_node_ids(index: "VectorStoreIndex") -> list[str]:
     """Ids of the nodes the index's vector store can return, in storage order."""
     kind = vector_store_kind(index)
@@ -76,8 +89,14 @@ def index_node_ids(index: "VectorStoreIndex") -> list[str]:
     )
 
 
-def get_node_embeddings(index: "VectorStoreIndex", node_ids: list[str] | None = None) -> tuple[list[str], np.ndarray]:
+def get_node_embeddings(
+    index: "VectorStoreIndex", node_ids: list[str] | None = None, *, copy: bool = True
+) -> tuple[list[str], np.ndarray]:
     """The stored embeddings of ``node_ids`` (default: all nodes of the index).
+
+    With ``copy=False`` a flat FAISS index in storage order is returned as a
+    read-only view of FAISS's own memory (no copy of a possibly huge matrix);
+    use it before the index changes, never after.
 
     Returns:
         ``(ids, matrix)`` with ``matrix`` of shape ``(len(ids), d)``, float32,
@@ -95,20 +114,30 @@ def get_node_embeddings(index: "VectorStoreIndex", node_ids: list[str] | None = 
         raw = store.client
         if raw.ntotal == 0:
             raise ValueError("The FAISS index is empty.")
-        all_vectors = raw.reconstruct_n(0, raw.ntotal)
+        all_vectors = _faiss_vectors(raw)
         position = {node_id: int(k) for k, node_id in index.index_struct.nodes_dict.items()}
         try:
-            rows = [position[i] for i in ids]
+            rows = np.fromiter((position[i] for i in ids), dtype=np.int64, count=len(ids))
         except KeyError as exc:
             raise ValueError(f"Node {exc.args[0]!r} has no embedding in the FAISS index.") from None
+        if not copy and len(rows) == all_vectors.shape[0] and np.array_equal(rows, np.arange(len(rows))):
+            return ids, all_vectors  # storage order: a read-only view, no copy
         return ids, np.ascontiguousarray(all_vectors[rows], dtype=np.float32)
     if kind == "faiss_map":
+        import faiss
+
         raw = store.client
         id_map = store._node_id_to_faiss_id_map  # noqa: SLF001
+        missing = [i for i in ids if i not in id_map]
+        if missing:
+            raise ValueError(f"Node {missing[0]!r} has no embedding in the FAISS index.")
+        inner = faiss.downcast_index(raw.index)
+        if isinstance(inner, faiss.IndexFlat) and raw.ntotal:
+            row_of = {int(fid): r for r, fid in enumerate(faiss.vector_to_array(raw.id_map))}
+            rows = np.fromiter((row_of[int(id_map[i])] for i in ids), dtype=np.int64, count=len(ids))
+            return ids, np.ascontiguousarray(_faiss_vectors(inner)[rows], dtype=np.float32)
         out = np.empty((len(ids), raw.d), dtype=np.float32)
         for r, node_id in enumerate(ids):
-            if node_id not in id_map:
-                raise ValueError(f"Node {node_id!r} has no embedding in the FAISS index.")
             out[r] = raw.reconstruct(int(id_map[node_id]))
         return ids, out
     if kind == "simple":
