@@ -29,6 +29,12 @@ from llama_index_carag.models import resolve_embed_model  # noqa: E402
 from llama_index_carag.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
 
 
+SYNTH_HEADER = (
+    "|   passages | index s |  fit s | mean SOI | plain ms | CARAG-u ms | ratio |\n"
+    "|-----------:|--------:|-------:|---------:|---------:|-----------:|------:|"
+)
+
+
 def bench_factver(n_queries: int, reembed_queries: int) -> None:
     corpus = load_factver(FACTVER)
     model = resolve_embed_model("minilm")
@@ -71,18 +77,52 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
           f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x")
 
 
+def bench_synthetic(n: int, n_queries: int, spread: float = 0.6) -> None:
+    from _synthetic import planted_vectors, synthetic_index
+
+    t0 = time.perf_counter()
+    vectors = planted_vectors(n, spread=spread)
+    index = synthetic_index(vectors)
+    t_index = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", show_progress=False)
+    t_fit = time.perf_counter() - t0
+    plain = index.as_retriever(similarity_top_k=6)
+    rng = np.random.default_rng(1)
+    picks = rng.choice(n, n_queries, replace=False)
+    noise = rng.normal(size=(n_queries, vectors.shape[1])).astype(np.float32) * 0.3 / np.sqrt(vectors.shape[1])
+    queries = vectors[picks] + noise
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    bundles = [QueryBundle(f"q{i}", embedding=q.tolist()) for i, q in enumerate(queries)]
+    times = interleaved({"plain": plain.retrieve, "CARAG-u": carag_u.retrieve}, bundles, repeats=2)
+    sizes = [len(carag_u.build_soi(b)) for b in bundles[:50]]
+    base, ours = median_ms(times["plain"]), median_ms(times["CARAG-u"])
+    print(
+        f"| {n:>9,} | {t_index:7.1f} | {t_fit:6.1f} | {np.mean(sizes):8.1f} | {base:8.2f} | {ours:8.2f} | {ours / base:5.3f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--factver", action="store_true")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--reembed-queries", type=int, default=10)
+    p.add_argument("--synthetic", type=int, nargs="*", metavar="N", help="synthetic corpus sizes, e.g. 10000 100000 1000000")
     p.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
     args = p.parse_args()
     if args.quick:
-        bench_factver(20, 2)
+        print(SYNTH_HEADER)
+        bench_synthetic(5000, 20)
         return
     if args.factver:
         bench_factver(args.queries, args.reembed_queries)
+    if args.synthetic:
+        print(f"\nSynthetic corpora (384-d unit vectors, 50 planted centres), retrieval only (query vectors given), "
+              f"CARAG-u at alpha=0.5, delta=0.75, t=10, k=6; {args.queries} queries x 2 interleaved. {machine()}")
+        print(SYNTH_HEADER)
+        for n in args.synthetic:
+            bench_synthetic(n, args.queries)
 
 
 if __name__ == "__main__":

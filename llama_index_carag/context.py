@@ -414,14 +414,16 @@ class ThematicContext:
         cluster = int(self.clusterers_[theme].predict(q[None, :])[0])
         return (theme, cluster)
 
-    def members(self, key: GroupKey) -> ClusterMembers:
-        """The members of cluster ``key`` (views, no copies)."""
+    def members(self, key: GroupKey, *, include_texts: bool = True) -> ClusterMembers:
+        """The members of cluster ``key`` (views, no copies; texts looked up lazily, or not at all)."""
         self._check_fitted()
         group = self._groups.get(key)
         if group is None:
             return ClusterMembers([], [], np.zeros((0, self.dim_), np.float32), np.zeros(0, bool), [])
-        lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
-        texts = _Texts(group.ids, lambda node_id: self._claim_texts.get(node_id) or lookup(node_id))
+        texts = None
+        if include_texts:
+            lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
+            texts = _Texts(group.ids, lambda node_id: self._claim_texts.get(node_id) or lookup(node_id))
         return ClusterMembers(group.ids, texts, group.unit, group.is_claim, group.claim_of)
 
     def build_soi(
@@ -433,6 +435,7 @@ class ThematicContext:
         claim_id: str | None = None,
         top_m: int | None = None,
         n_related_claims: int = 0,
+        include_texts: bool = True,
     ) -> SubsetOfInterest:
         """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items).
 
@@ -443,7 +446,7 @@ class ThematicContext:
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
         key = self.locate(query_vector, claim_id)
-        members = self.members(key)
+        members = self.members(key, include_texts=include_texts)
         if self.mode == "supervised":
             return build_supervised_soi(
                 query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0], top_m=top_m

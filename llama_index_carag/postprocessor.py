@@ -161,7 +161,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         self, q: np.ndarray, query_str: str, nodes: List[NodeWithScore], unit: np.ndarray, labels: list[int | None]
     ) -> SubsetOfInterest:
         if self._context is not None:
-            return self._context.build_soi(as_vector(q, dim=self._context.dim_), self.delta, claim=query_str)
+            return self._context.build_soi(
+                as_vector(q, dim=self._context.dim_), self.delta, claim=query_str, include_texts=False
+            )
         assert self._clusterer is not None
         q_unit = l2_normalize(as_vector(q, dim=self._clusterer.n_features_in_))
         query_cluster = int(self._clusterer.predict(q_unit[None, :])[0])
@@ -195,7 +197,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         theme_sims = None if t is None else unit @ l2_normalize(t)
         scores = claim_sims if theme_sims is None else self.alpha * claim_sims + (1 - self.alpha) * theme_sims
         order = np.argsort(-scores, kind="stable")
-        soi_ids = set(soi.item_ids)
+        kinds = soi.kinds()
         out: list[NodeWithScore] = []
         for r in order:
             node = nodes[r].node
@@ -212,8 +214,8 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
                 "claim_id": soi.claim_id,
                 "claim_similarity": float(claim_sims[r]),
                 "thematic_similarity": t_sim,
-                "in_soi": node.node_id in soi_ids,
-                "soi_kind": soi.kind_of(node.node_id),
+                "in_soi": node.node_id in kinds,
+                "soi_kind": kinds.get(node.node_id),
                 "soi_size": len(soi),
                 "fallback": t is None,
                 "original_score": nodes[r].score,

@@ -494,12 +494,15 @@ class ContextAwareRetriever(BaseRetriever):
             return list(query_bundle.embedding)
         return await self._embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
 
-    def _plan(self, query_str: str, embedding: list[float], claim_id: str | None = None) -> _Plan:
+    def _plan(
+        self, query_str: str, embedding: list[float], claim_id: str | None = None, *, include_texts: bool = False
+    ) -> _Plan:
         q = as_vector(embedding, dim=self._context.dim_)
         if not np.any(q):
             raise ValueError("The query embedding is all zeros; cannot compute similarities.")
         soi = self._context.build_soi(
-            q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m, n_related_claims=self._soi_claims
+            q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m,
+            n_related_claims=self._soi_claims, include_texts=include_texts,
         )
         theme = soi.thematic_embedding
         if self._hub_penalty > 0 and self._rerank is None:
@@ -520,7 +523,7 @@ class ContextAwareRetriever(BaseRetriever):
         soi = plan.soi
         q_unit = l2_normalize(plan.query_vector)
         t_unit = None if soi.thematic_embedding is None else l2_normalize(soi.thematic_embedding)
-        soi_ids = set(soi.item_ids)
+        kinds = soi.kinds()
         kept = [r for r in results if r.node.node_id not in self._exclude_ids]
         vectors = []
         for result in kept:
@@ -562,8 +565,8 @@ class ContextAwareRetriever(BaseRetriever):
                 "claim_id": soi.claim_id,
                 "claim_similarity": None if vector is None else float(vector @ q_unit),
                 "thematic_similarity": None if (vector is None or t_unit is None) else float(vector @ t_unit),
-                "in_soi": node.node_id in soi_ids,
-                "soi_kind": soi.kind_of(node.node_id) if node.node_id in soi_ids else None,
+                "in_soi": node.node_id in kinds,
+                "soi_kind": kinds.get(node.node_id),
                 "soi_size": len(soi),
                 "fallback": plan.fallback,
                 "reranked": plan.rerank,
@@ -594,7 +597,7 @@ class ContextAwareRetriever(BaseRetriever):
         if not isinstance(bundle, QueryBundle):
             raise TypeError(f"query must be a string or a QueryBundle; got {type(query).__name__}.")
         check_query_text(bundle.query_str)
-        return self._plan(bundle.query_str, self._query_embedding(bundle), claim_id).soi
+        return self._plan(bundle.query_str, self._query_embedding(bundle), claim_id, include_texts=True).soi
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

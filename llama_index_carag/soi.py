@@ -120,10 +120,11 @@ class SubsetOfInterest:
 
     def kind_of(self, item_id: str) -> str | None:
         """Which SOI key holds ``item_id`` (``None`` if it is not in the SOI)."""
-        for key in SOI_LIST_KEYS:
-            if any(item.id == item_id for item in getattr(self, key)):
-                return key
-        return None
+        return self.kinds().get(item_id)
+
+    def kinds(self) -> dict[str, str]:
+        """``{item id: SOI key}`` for all items (one pass; use it for many lookups)."""
+        return {item.id: key for key in SOI_LIST_KEYS for item in getattr(self, key)}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict with the papers' keys plus ``mode``, ``delta``, ``cluster``, ``theme``, ``cluster_size``."""
@@ -181,7 +182,9 @@ class ClusterMembers:
 
     Attributes:
         ids: node ids, length ``m``.
-        texts: their texts, length ``m`` (any indexable sequence; may be lazy).
+        texts: their texts, length ``m`` (any indexable sequence; may be lazy), or
+            ``None`` to build an SOI without texts (items get ``""``; the fast path
+            used during retrieval, where only ids and vectors matter).
         unit: their L2-normalised embeddings, shape ``(m, d)``.
         is_claim: shape ``(m,)`` bool, True for claims, False for evidence.
         claim_of: for evidence, the id of the claim it is annotated for (or
@@ -189,7 +192,7 @@ class ClusterMembers:
     """
 
     ids: Sequence[str]
-    texts: Sequence[str]
+    texts: Sequence[str] | None
     unit: np.ndarray
     is_claim: np.ndarray
     claim_of: Sequence[str | None]
@@ -201,8 +204,9 @@ class ClusterMembers:
 
 
 def _items(members: ClusterMembers, rows: np.ndarray, sims: np.ndarray) -> list[SOIItem]:
+    texts = members.texts
     return [
-        SOIItem(str(members.ids[r]), str(members.texts[r]), float(sims[r]), members.claim_of[r])
+        SOIItem(str(members.ids[r]), "" if texts is None else str(texts[r]), float(sims[r]), members.claim_of[r])
         for r in rows
     ]
 
