@@ -96,7 +96,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         reg_covar: float = 1e-5,
         max_fit_samples: int = 20_000,
         auto_range: tuple[int, int] = (2, 20),
-        batch_size: int = 65_536,
+        batch_size: int = 8192,
         normalize: bool = False,
         show_progress: bool = False,
     ) -> None:
@@ -186,9 +186,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         self.pca_ = None
         if self.reduce_dim is not None and self.reduce_dim < min(sample.shape):
             self.pca_ = PCA(n_components=int(self.reduce_dim), random_state=self.random_state).fit(sample)
-            sample_t = self.pca_.transform(sample).astype(np.float64)
+            sample_t = self.pca_.transform(sample).astype(np.float32)
         else:
-            sample_t = sample.astype(np.float64)
+            sample_t = np.asarray(sample, dtype=np.float32)  # float32 halves EM's temporaries
 
         self.bic_: dict[int, float] = {}
         best: GaussianMixture | None = None
@@ -234,8 +234,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         if getattr(self, "normalize", False):
             matrix = l2_normalize(matrix)
         if self.pca_ is not None:
-            return self.pca_.transform(matrix).astype(np.float64)
-        return matrix.astype(np.float64)
+            return self.pca_.transform(matrix).astype(np.float32)
+        return np.asarray(matrix, dtype=np.float32)
 
     def _checked(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "gmm_")
@@ -311,10 +311,13 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             k = int(info["n_clusters_"])
             d = int(info["n_features_in_"])
             gmm = GaussianMixture(n_components=k, covariance_type=self.covariance_type)
-            gmm.weights_ = np.asarray(arrays["gmm_weights"], dtype=np.float64)
-            gmm.means_ = np.asarray(arrays["gmm_means"], dtype=np.float64)
-            gmm.covariances_ = np.asarray(arrays["gmm_covariances"], dtype=np.float64)
-            gmm.precisions_cholesky_ = np.asarray(arrays["gmm_precisions_cholesky"], dtype=np.float64)
+            gmm.weights_ = np.asarray(arrays["gmm_weights"])  # dtypes as saved: predictions stay bit-identical
+            gmm.means_ = np.asarray(arrays["gmm_means"])
+            gmm.covariances_ = np.asarray(arrays["gmm_covariances"])
+            gmm.precisions_cholesky_ = np.asarray(arrays["gmm_precisions_cholesky"])
+            for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+                if getattr(gmm, name).dtype.kind != "f":
+                    raise ValueError(f"mixture array {name} is not floating point")
             gmm.converged_ = True
             gmm.n_iter_ = 0
             gmm.lower_bound_ = float("nan")
