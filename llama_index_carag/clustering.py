@@ -152,8 +152,18 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         return [int(self.n_clusters)]
 
     # --------------------------------------------------------------------- fit
-    def fit(self, X: Sequence[Sequence[float]] | np.ndarray, y: Any = None) -> "ThematicClusterer":
+    def fit(
+        self, X: Sequence[Sequence[float]] | np.ndarray, y: Any = None, *, order: np.ndarray | None = None
+    ) -> "ThematicClusterer":
         """Fit the mixture on ``X`` (shape ``(n, d)``) and assign every row.
+
+        Args:
+            X: the embeddings.
+            order: optional permutation of the rows that defines their canonical
+                order (e.g. sorted by node id): the random sample and the EM
+                initialisation follow it, so the same data gives the same clusters
+                whatever order a vector store returns it in.  ``labels_`` stay in
+                ``X``'s row order.
 
         Raises:
             ValueError: empty input, NaN/inf values, invalid hyper-parameters,
@@ -164,13 +174,16 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         if n_samples == 0:
             raise ValueError("Cannot cluster an empty set of embeddings.")
         candidates = self._check_params(n_samples)
-        rng = np.random.default_rng(self.random_state)
-        if n_samples > self.max_fit_samples:
-            sample_idx = np.sort(rng.choice(n_samples, size=self.max_fit_samples, replace=False))
-            sample = matrix[sample_idx]
-            logger.info("Fitting the mixture on a random sample of %d of %d rows", len(sample_idx), n_samples)
+        if order is not None:
+            order = np.asarray(order, dtype=np.int64)
+            if order.shape != (n_samples,):
+                raise ValueError("order must be a permutation of the rows of X.")
+        positions = self.sample_positions(n_samples)
+        if positions is not None:
+            sample = matrix[order[positions] if order is not None else positions]
+            logger.info("Fitting the mixture on a random sample of %d of %d rows", len(positions), n_samples)
         else:
-            sample = matrix
+            sample = matrix if order is None else matrix[order]
         if self.normalize:
             sample = l2_normalize(sample)
 
@@ -204,6 +217,17 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             logger.info("BIC chose %d clusters out of %s", self.n_clusters_, candidates)
         self.labels_ = self.predict(matrix)
         return self
+
+    def sample_positions(self, n_samples: int) -> np.ndarray | None:
+        """Sorted positions (in canonical order) of the rows EM is fitted on, or ``None`` for all rows.
+
+        Deterministic in ``random_state``; lets a remote store fetch exactly the
+        sample an in-memory fit would use.
+        """
+        if n_samples <= self.max_fit_samples:
+            return None
+        rng = np.random.default_rng(self.random_state)
+        return np.sort(rng.choice(n_samples, size=int(self.max_fit_samples), replace=False))
 
     def _fit_one(self, sample: np.ndarray, k: int) -> GaussianMixture:
         gmm = GaussianMixture(

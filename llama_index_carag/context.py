@@ -221,7 +221,9 @@ class ThematicContext:
                 **self.clusterer_params,
             )
             part = X if len(rows) == len(ids) else X[rows]
-            labels[rows] = clusterer.fit(part).labels_
+            # Canonical order (by node id): the same corpus gives the same clusters in any storage order.
+            canonical = np.argsort(np.asarray([ids[r] for r in rows], dtype=object), kind="stable")
+            labels[rows] = clusterer.fit(part, order=canonical).labels_
             del part
             theme_index[rows] = t_i
             self.clusterers_[theme] = clusterer
@@ -446,15 +448,34 @@ class ThematicContext:
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
         key = self.locate(query_vector, claim_id)
-        members = self.members(key, include_texts=include_texts)
+        members = self._query_members(key, query_vector, delta, top_m, include_texts)
         if self.mode == "supervised":
-            return build_supervised_soi(
+            soi = build_supervised_soi(
                 query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0], top_m=top_m
             )
-        return build_unsupervised_soi(
-            query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m,
-            n_related_claims=n_related_claims,
-        )
+        else:
+            soi = build_unsupervised_soi(
+                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m,
+                n_related_claims=n_related_claims,
+            )
+        return self._finish_soi(soi, key, claim_id)
+
+    def _query_members(
+        self, key: GroupKey, query_vector: np.ndarray, delta: float, top_m: int | None, include_texts: bool
+    ) -> ClusterMembers:
+        """The members an SOI is built from (here: the whole cluster, held in memory)."""
+        return self.members(key, include_texts=include_texts)
+
+    def _finish_soi(self, soi: SubsetOfInterest, key: GroupKey, claim_id: str | None) -> SubsetOfInterest:
+        return soi
+
+    def unit_vectors(self, node_ids: Sequence[str]) -> list[np.ndarray | None]:
+        """Stored unit embeddings of several nodes (``None`` for unknown ones)."""
+        return [self.unit_vector(i) for i in node_ids]
+
+    def clusters_of(self, node_ids: Sequence[str]) -> list[int | None]:
+        """Clusters of several nodes (``None`` for unknown ones)."""
+        return [self.cluster_of(i) for i in node_ids]
 
     # --------------------------------------------------------------- state I/O
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -52,6 +52,7 @@ __all__ = [
     "load_demo_corpus",
     "factver_theme",
     "FACTVER_COLUMNS",
+    "uuid_node_id",
 ]
 
 THEME_KEY = "theme"
@@ -163,6 +164,13 @@ def _clean(value: Any) -> str:
     return " ".join(text.split())
 
 
+def uuid_node_id(raw_id: str) -> str:
+    """A stable UUID for a data id (``uuid5``), for stores that only accept UUID ids (Qdrant)."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "llama-index-carag:" + raw_id))
+
+
 def _stable_id(prefix: str, *parts: str) -> str:
     digest = hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{prefix}-{digest}"
@@ -179,6 +187,7 @@ def _build_corpus(
     theme_col: str | None,
     theme_from_claim_id: Callable[[str], str] | None,
     source: str,
+    uuid_ids: bool = False,
 ) -> ClaimEvidenceCorpus:
     evidence_nodes: list[TextNode] = []
     skipped: list[SkippedRow] = []
@@ -230,7 +239,8 @@ def _build_corpus(
             metadata[THEME_KEY] = theme
         if label:
             metadata[LABEL_KEY] = label
-        evidence_nodes.append(_make_node(evidence_id, evidence_text, metadata))
+        node_id = uuid_node_id(evidence_id) if uuid_ids else evidence_id
+        evidence_nodes.append(_make_node(node_id, evidence_text, metadata))
 
     claim_nodes: list[TextNode] = []
     for claim_id, info in claims.items():
@@ -298,6 +308,7 @@ def load_claim_evidence_csv(
     theme_col: str | None = None,
     theme_from_claim_id: Callable[[str], str] | None = None,
     encoding: str = "utf-8-sig",
+    uuid_ids: bool = False,
 ) -> ClaimEvidenceCorpus:
     """Read a CSV with one row per (claim, evidence) pair.
 
@@ -310,6 +321,8 @@ def load_claim_evidence_csv(
         theme_col: theme column, optional (needed for supervised CARAG).
         theme_from_claim_id: derive the theme from the claim id when there is no theme column.
         encoding: text encoding of the file.
+        uuid_ids: give evidence nodes a stable UUID id (``uuid5`` of the evidence
+            id, which stays in metadata ``evidence_id``), as Qdrant requires.
 
     Returns:
         the corpus; rows with an empty evidence text, duplicated rows and ids
@@ -342,6 +355,7 @@ def load_claim_evidence_csv(
         theme_col=theme_col,
         theme_from_claim_id=theme_from_claim_id,
         source=str(file),
+        uuid_ids=uuid_ids,
     )
 
 
@@ -361,7 +375,7 @@ def _load_hf_rows(dataset_id: str) -> tuple[list[str], list[tuple[int, dict[str,
     return list(table.column_names), rows
 
 
-def load_factver(path_or_dataset_id: str | os.PathLike[str]) -> ClaimEvidenceCorpus:
+def load_factver(path_or_dataset_id: str | os.PathLike[str], *, uuid_ids: bool = False) -> ClaimEvidenceCorpus:
     """Load FactVer (v1.3 CSV layout) or any file in its layout, such as the demo corpus.
 
     Args:
@@ -373,6 +387,7 @@ def load_factver(path_or_dataset_id: str | os.PathLike[str]) -> ClaimEvidenceCor
         (from ``Claim_topic_id``: ``Climate``, ``Covid``, ``Electric_Vehicles``),
         ``claim_id``, ``evidence_id``, ``label`` and ``kind``, all excluded from
         embedding and LLM text.  Rows with empty evidence are skipped and counted.
+        ``uuid_ids=True`` gives evidence nodes UUID ids (for Qdrant).
     """
     source = os.fspath(path_or_dataset_id)
     cols = FACTVER_COLUMNS
@@ -385,6 +400,7 @@ def load_factver(path_or_dataset_id: str | os.PathLike[str]) -> ClaimEvidenceCor
             evidence_id_col=cols["evidence_id"],
             label_col=cols["label"],
             theme_from_claim_id=factver_theme,
+            uuid_ids=uuid_ids,
         )
     fieldnames, records = _load_hf_rows(source)
     _require_columns(fieldnames, dict(cols), source)
@@ -398,6 +414,7 @@ def load_factver(path_or_dataset_id: str | os.PathLike[str]) -> ClaimEvidenceCor
         theme_col=None,
         theme_from_claim_id=factver_theme,
         source=source,
+        uuid_ids=uuid_ids,
     )
 
 

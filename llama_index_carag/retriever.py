@@ -376,6 +376,38 @@ class ContextAwareRetriever(BaseRetriever):
         if mode == "supervised" and not claim_nodes:
             raise ValueError("Supervised CARAG needs the corpus's claims: pass claim_nodes=[...].")
 
+        from llama_index_carag.qdrant_context import QdrantThematicContext, is_qdrant_store
+
+        if is_qdrant_store(index.vector_store):
+            # Server-side: clusters go into the payloads; only a bounded sample of vectors is fetched.
+            claim_vectors = _claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
+            claim_ids = [n.node_id for n in claim_nodes]
+            context: ThematicContext = QdrantThematicContext(
+                mode,
+                vector_store=index.vector_store,
+                theme_key=theme_key,
+                claim_key=claim_key,
+                n_clusters=n_clusters,
+                random_state=random_state,
+                clusterer_params={"covariance_type": covariance_type, **(clusterer_params or {})},
+            ).fit_store(
+                CorpusItems(
+                    ids=claim_ids,
+                    vectors=claim_vectors,
+                    is_claim=np.ones(len(claim_ids), dtype=bool),
+                    claim_of=[str(n.metadata.get(claim_key) or n.node_id) for n in claim_nodes],
+                    themes=[n.metadata.get(theme_key) for n in claim_nodes],
+                    claim_texts={n.node_id: n.get_content(MetadataMode.NONE) for n in claim_nodes},
+                ),
+                show_progress=show_progress,
+            )
+            return cls(
+                index, context, alpha=alpha, delta=delta, similarity_top_k=similarity_top_k, soi_top_m=soi_top_m,
+                rerank_candidates=rerank_candidates, dedupe=dedupe, soi_claims=soi_claims, hub_penalty=hub_penalty,
+                hub_k=hub_k, embed_model=embed_model, claim_vectors=(claim_ids, claim_vectors), theme_key=theme_key,
+                claim_key=claim_key, callback_manager=callback_manager, verbose=verbose,
+            )
+
         index_ids, index_vectors = get_node_embeddings(index, copy=False)
         if not index_ids:
             raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
@@ -525,12 +557,12 @@ class ContextAwareRetriever(BaseRetriever):
         t_unit = None if soi.thematic_embedding is None else l2_normalize(soi.thematic_embedding)
         kinds = soi.kinds()
         kept = [r for r in results if r.node.node_id not in self._exclude_ids]
-        vectors = []
-        for result in kept:
-            vector = self._context.unit_vector(result.node.node_id)
-            if vector is None and result.node.embedding is not None:
-                vector = l2_normalize(np.asarray(result.node.embedding, dtype=np.float32))
-            vectors.append(vector)
+        kept_ids = [r.node.node_id for r in kept]
+        vectors = self._context.unit_vectors(kept_ids)
+        clusters = self._context.clusters_of(kept_ids)
+        for i, result in enumerate(kept):
+            if vectors[i] is None and result.node.embedding is not None:
+                vectors[i] = l2_normalize(np.asarray(result.node.embedding, dtype=np.float32))
         scores = [r.score for r in kept]
         if plan.rerank:
             scores = []
@@ -546,9 +578,10 @@ class ContextAwareRetriever(BaseRetriever):
                 scores.append(score)
             order = sorted(range(len(kept)), key=lambda i: -(scores[i] if scores[i] is not None else -np.inf))
             kept, vectors, scores = [kept[i] for i in order], [vectors[i] for i in order], [scores[i] for i in order]
+            clusters = [clusters[i] for i in order]
         out: list[NodeWithScore] = []
         seen_texts: set[str] = set()
-        for result, vector, score in zip(kept, vectors, scores):
+        for result, vector, score, cluster in zip(kept, vectors, scores, clusters):
             node = result.node
             if self._dedupe:
                 key = " ".join(node.get_content(MetadataMode.NONE).split()).casefold()
@@ -559,7 +592,7 @@ class ContextAwareRetriever(BaseRetriever):
                 "mode": self.mode,
                 "alpha": self._alpha,
                 "delta": self._delta,
-                "cluster": self._context.cluster_of(node.node_id),
+                "cluster": cluster,
                 "query_cluster": soi.cluster,
                 "query_theme": soi.theme,
                 "claim_id": soi.claim_id,
@@ -636,7 +669,7 @@ class ContextAwareRetriever(BaseRetriever):
 
     def _evidence_items(self, node_ids: Sequence[str]) -> CorpusItems:
         ids, vectors = get_node_embeddings(self._index, list(node_ids))
-        nodes = self._index.docstore.get_nodes(ids, raise_error=False)
+        nodes = self._nodes_by_id(ids)
         supervised = self.mode == "supervised"
 
         def meta(node: BaseNode | None, key: str) -> str | None:
@@ -650,6 +683,17 @@ class ContextAwareRetriever(BaseRetriever):
             claim_of=[meta(n, self.claim_key) if supervised else None for n in nodes],
             themes=[meta(n, self.theme_key) if supervised else None for n in nodes],
         )
+
+    def _nodes_by_id(self, ids: Sequence[str]) -> list[BaseNode | None]:
+        """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant)."""
+        found = {n.node_id: n for n in self._index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
+        missing = [i for i in ids if i not in found]
+        if missing and self._index.vector_store.stores_text:
+            try:
+                found.update({n.node_id: n for n in self._index.vector_store.get_nodes(node_ids=missing)})
+            except (NotImplementedError, ValueError):
+                pass
+        return [found.get(i) for i in ids]
 
     def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         """Insert evidence into the index *and* the thematic context, without refitting.
@@ -856,7 +900,7 @@ class ContextAwareRetriever(BaseRetriever):
         evidence_ids = [
             str(i) for g in ctx_info["groups"] for i in g["ids"] if str(i) not in claim_lookup
         ]
-        if ids_checksum(evidence_ids) != info.get("evidence_ids_sha256"):
+        if ctx_info.get("backend") != "qdrant" and ids_checksum(evidence_ids) != info.get("evidence_ids_sha256"):
             raise StateError("The state's node list is inconsistent (checksum mismatch); it was modified.")
         try:
             from llama_index_carag.stores import index_node_ids
@@ -884,7 +928,12 @@ class ContextAwareRetriever(BaseRetriever):
             return out
 
         try:
-            context = ThematicContext.from_state(ctx_info, arrays, vectors, text_lookup=_docstore_text_lookup(index))
+            if ctx_info.get("backend") == "qdrant":
+                from llama_index_carag.qdrant_context import QdrantThematicContext
+
+                context = QdrantThematicContext.from_store_state(ctx_info, arrays, index.vector_store, vectors)
+            else:
+                context = ThematicContext.from_state(ctx_info, arrays, vectors, text_lookup=_docstore_text_lookup(index))
         except (KeyError, TypeError) as exc:
             raise StateError(f"The saved clustering state is incomplete ({exc}).") from None
         return cls(

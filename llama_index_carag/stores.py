@@ -80,6 +80,8 @@ def index_node_ids(index: "VectorStoreIndex") -> list[str]:
         return [nodes_dict[k] for k in sorted(nodes_dict, key=int)]
     if kind == "simple":
         return list(index.vector_store.data.embedding_dict)
+    if kind == "QdrantVectorStore":
+        return _qdrant_ids(index.vector_store)
     nodes_dict = getattr(index.index_struct, "nodes_dict", None) or {}
     if nodes_dict:
         return list(nodes_dict.values())
@@ -146,6 +148,8 @@ def get_node_embeddings(
         if missing:
             raise ValueError(f"Node {missing[0]!r} has no embedding in the vector store.")
         return ids, np.asarray([table[i] for i in ids], dtype=np.float32)
+    if kind == "QdrantVectorStore":
+        return ids, _qdrant_vectors(store, ids)
     # Generic: some stores return nodes with their embeddings.
     nodes: list[Any] = []
     try:
@@ -164,3 +168,27 @@ def get_node_embeddings(
             "CARAG needs the corpus embeddings once, at fit time."
         )
     return ids, np.asarray([by_id[i] for i in ids], dtype=np.float32)
+
+
+def _qdrant_ids(store: Any) -> list[str]:
+    ids: list[str] = []
+    offset = None
+    while True:
+        points, offset = store.client.scroll(
+            store.collection_name, limit=1024, offset=offset, with_payload=False, with_vectors=False
+        )
+        ids += [str(p.id) for p in points]
+        if offset is None:
+            return ids
+
+
+def _qdrant_vectors(store: Any, ids: list[str]) -> np.ndarray:
+    name = store.dense_vector_name or ""
+    found: dict[str, Any] = {}
+    for start in range(0, len(ids), 1024):
+        for p in store.client.retrieve(store.collection_name, ids=ids[start : start + 1024], with_vectors=True, with_payload=False):
+            found[str(p.id)] = p.vector[name] if isinstance(p.vector, dict) else p.vector
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise ValueError(f"Node {missing[0]!r} is not in the Qdrant collection {store.collection_name!r}.")
+    return np.asarray([found[i] for i in ids], dtype=np.float32)
