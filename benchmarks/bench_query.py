@@ -5,7 +5,9 @@
     python benchmarks/bench_query.py --quick              # small, for CI smoke runs
 
 Variants are timed interleaved (A B C A B C …) in one run; we print medians
-and ratios.  On FactVer a third variant re-embeds the query's cluster for every
+and ratios.  The retriever runs its own vector maths (and so FAISS's search)
+with BLAS limited to one thread; run with ``OPENBLAS_NUM_THREADS=1`` to give
+the plain retriever the same advantage (the fair ratio).  On FactVer a third variant re-embeds the query's cluster for every
 query, as the papers' reference code did, as the anchor to beat.
 """
 
@@ -77,7 +79,7 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
           f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x")
 
 
-def bench_synthetic(n: int, n_queries: int, spread: float = 0.6) -> None:
+def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int = 10) -> None:
     from _synthetic import planted_vectors, synthetic_index
 
     t0 = time.perf_counter()
@@ -85,7 +87,7 @@ def bench_synthetic(n: int, n_queries: int, spread: float = 0.6) -> None:
     index = synthetic_index(vectors)
     t_index = time.perf_counter() - t0
     t0 = time.perf_counter()
-    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", show_progress=False)
+    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", n_clusters=clusters, show_progress=False)
     t_fit = time.perf_counter() - t0
     plain = index.as_retriever(similarity_top_k=6)
     rng = np.random.default_rng(1)
@@ -109,6 +111,7 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--reembed-queries", type=int, default=10)
     p.add_argument("--synthetic", type=int, nargs="*", metavar="N", help="synthetic corpus sizes, e.g. 10000 100000 1000000")
+    p.add_argument("--clusters", type=int, default=10, help="t for the synthetic runs (papers: 10)")
     p.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
     args = p.parse_args()
     if args.quick:
@@ -119,10 +122,11 @@ def main() -> None:
         bench_factver(args.queries, args.reembed_queries)
     if args.synthetic:
         print(f"\nSynthetic corpora (384-d unit vectors, 50 planted centres), retrieval only (query vectors given), "
-              f"CARAG-u at alpha=0.5, delta=0.75, t=10, k=6; {args.queries} queries x 2 interleaved. {machine()}")
+              f"CARAG-u at alpha=0.5, delta=0.75, t={args.clusters}, k=6; {args.queries} queries x 2 interleaved. "
+              f"{machine()}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
         print(SYNTH_HEADER)
         for n in args.synthetic:
-            bench_synthetic(n, args.queries)
+            bench_synthetic(n, args.queries, clusters=args.clusters)
 
 
 if __name__ == "__main__":

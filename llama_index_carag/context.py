@@ -18,6 +18,7 @@ builder from :mod:`llama_index_carag.soi`.  Nothing is re-embedded per query.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
@@ -28,9 +29,11 @@ import numpy as np
 from llama_index_carag.clustering import ThematicClusterer
 from llama_index_carag.soi import (
     ClusterMembers,
+    SOICore,
     SubsetOfInterest,
-    build_supervised_soi,
-    build_unsupervised_soi,
+    materialize_soi,
+    supervised_core,
+    unsupervised_core,
 )
 from llama_index_carag.vectors import as_matrix, as_vector, l2_normalize
 
@@ -79,6 +82,20 @@ class CorpusItems:
             seen: set[str] = set()
             dup = next(i for i in self.ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
             raise ValueError(f"Duplicated node id {dup!r}: every evidence and claim node needs a unique id.")
+
+
+@dataclass(frozen=True)
+class SOIQuery:
+    """A located query and its SOI rows: ``key`` = ``(theme, cluster)``, the members the rows index."""
+
+    key: GroupKey
+    claim_id: str | None
+    members: ClusterMembers
+    core: SOICore
+
+    def kinds(self) -> dict[str, str]:
+        """``{item id: SOI key}``."""
+        return self.core.kinds(self.members)
 
 
 class _Group:
@@ -444,30 +461,51 @@ class ThematicContext:
         ``claim_id`` marks the query as a corpus claim (found from ``claim`` by
         :meth:`match_claim` when not given).
         """
+        q = self.query_soi(
+            query_vector, delta, claim=claim, claim_id=claim_id, top_m=top_m,
+            n_related_claims=n_related_claims, include_texts=include_texts,
+        )
+        return materialize_soi(
+            q.core, q.members, mode=self.mode, claim=claim, claim_id=q.claim_id, delta=delta,  # type: ignore[arg-type]
+            cluster=q.key[1], theme=q.key[0],
+        )
+
+    def query_soi(
+        self,
+        query_vector: np.ndarray,
+        delta: float,
+        *,
+        claim: str = "",
+        claim_id: str | None = None,
+        top_m: int | None = None,
+        n_related_claims: int = 0,
+        include_texts: bool = False,
+    ) -> "SOIQuery":
+        """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path."""
         self._check_fitted()
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
         key = self.locate(query_vector, claim_id)
         members = self._query_members(key, query_vector, delta, top_m, include_texts)
         if self.mode == "supervised":
-            soi = build_supervised_soi(
-                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], theme=key[0], top_m=top_m
-            )
+            core = supervised_core(query_vector, members, delta, claim_id=claim_id, top_m=top_m)
         else:
-            soi = build_unsupervised_soi(
-                query_vector, members, delta, claim=claim, claim_id=claim_id, cluster=key[1], top_m=top_m,
-                n_related_claims=n_related_claims,
+            core = unsupervised_core(
+                query_vector, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims
             )
-        return self._finish_soi(soi, key, claim_id)
+        size = self._cluster_size(key, claim_id, core)
+        if size != core.cluster_size:
+            core = dataclasses.replace(core, cluster_size=size)
+        return SOIQuery(key, claim_id, members, core)
+
+    def _cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        return core.cluster_size
 
     def _query_members(
         self, key: GroupKey, query_vector: np.ndarray, delta: float, top_m: int | None, include_texts: bool
     ) -> ClusterMembers:
         """The members an SOI is built from (here: the whole cluster, held in memory)."""
         return self.members(key, include_texts=include_texts)
-
-    def _finish_soi(self, soi: SubsetOfInterest, key: GroupKey, claim_id: str | None) -> SubsetOfInterest:
-        return soi
 
     def unit_vectors(self, node_ids: Sequence[str]) -> list[np.ndarray | None]:
         """Stored unit embeddings of several nodes (``None`` for unknown ones)."""

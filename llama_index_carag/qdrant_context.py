@@ -28,7 +28,7 @@ import numpy as np
 
 from llama_index_carag.clustering import ThematicClusterer
 from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext, _Group
-from llama_index_carag.soi import ClusterMembers, SubsetOfInterest
+from llama_index_carag.soi import ClusterMembers, SOICore
 from llama_index_carag.vectors import as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -271,11 +271,10 @@ class QdrantThematicContext(ThematicContext):
         is_claim = np.array([False] * len(points) + [True] * (len(ids) - len(points)), dtype=bool)
         return ClusterMembers(ids, texts, unit, is_claim, claim_of)
 
-    def _finish_soi(self, soi: SubsetOfInterest, key: GroupKey, claim_id: str | None) -> SubsetOfInterest:
-        soi.cluster_size = self._counts.get(key, 0) + (
-            sum(1 for c in self._groups[key].claim_of if c != claim_id) if key in self._groups and soi.mode == "supervised" else 0
-        )
-        return soi
+    def _cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        claims = self._groups.get(key)
+        other_claims = sum(1 for c in claims.claim_of if c != claim_id) if claims is not None else 0
+        return self._counts.get(key, 0) + (other_claims if self.mode == "supervised" else 0)
 
     def _fetch(self, node_ids: Sequence[str]) -> dict[str, Any]:
         local = {i for i in node_ids if i in self._where}

@@ -40,13 +40,13 @@ from llama_index_carag._validation import (
     check_top_k,
     check_unit_interval,
 )
-from llama_index_carag.context import MODES, CorpusItems, ThematicContext
+from llama_index_carag.context import MODES, CorpusItems, SOIQuery, ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, LABEL_KEY, THEME_KEY
 from llama_index_carag.models import embed_model_name
 from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.soi import SubsetOfInterest
 from llama_index_carag.stores import faiss_metric, get_node_embeddings, vector_store_kind
-from llama_index_carag.vectors import as_matrix, as_vector, blend_query, l2_normalize
+from llama_index_carag.vectors import as_matrix, as_vector, blend_query, l2_normalize, single_blas_thread
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -71,7 +71,7 @@ class _Plan:
 
     query_str: str
     query_vector: np.ndarray
-    soi: SubsetOfInterest
+    soi: SOIQuery
     search_embedding: list[float]
     fallback: bool
     rerank: bool = False
@@ -526,17 +526,15 @@ class ContextAwareRetriever(BaseRetriever):
             return list(query_bundle.embedding)
         return await self._embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
 
-    def _plan(
-        self, query_str: str, embedding: list[float], claim_id: str | None = None, *, include_texts: bool = False
-    ) -> _Plan:
+    def _plan(self, query_str: str, embedding: list[float], claim_id: str | None = None, *, include_texts: bool = False) -> _Plan:
         q = as_vector(embedding, dim=self._context.dim_)
         if not np.any(q):
             raise ValueError("The query embedding is all zeros; cannot compute similarities.")
-        soi = self._context.build_soi(
+        soi = self._context.query_soi(
             q, self._delta, claim=query_str, claim_id=claim_id, top_m=self._soi_top_m,
             n_related_claims=self._soi_claims, include_texts=include_texts,
         )
-        theme = soi.thematic_embedding
+        theme = soi.core.thematic_embedding
         if self._hub_penalty > 0 and self._rerank is None:
             raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
         if self._alpha >= 1.0:
@@ -548,14 +546,17 @@ class ContextAwareRetriever(BaseRetriever):
         return _Plan(query_str, q, soi, blend_query(q, theme, self._alpha).tolist(), fallback=False)
 
     def _search(self, plan: _Plan) -> list[NodeWithScore]:
+        # The inner retriever's _retrieve, not retrieve: one retrieval event per query (ours), not two.
         searcher = self._pool_searcher if plan.rerank else self._searcher
-        return searcher.retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
+        return searcher._retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))  # noqa: SLF001
 
     def _annotate(self, results: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
         soi = plan.soi
         q_unit = l2_normalize(plan.query_vector)
-        t_unit = None if soi.thematic_embedding is None else l2_normalize(soi.thematic_embedding)
+        theme = soi.core.thematic_embedding
+        t_unit = None if theme is None else l2_normalize(theme)
         kinds = soi.kinds()
+        soi_size = len(soi.core)
         kept = [r for r in results if r.node.node_id not in self._exclude_ids]
         kept_ids = [r.node.node_id for r in kept]
         vectors = self._context.unit_vectors(kept_ids)
@@ -593,14 +594,14 @@ class ContextAwareRetriever(BaseRetriever):
                 "alpha": self._alpha,
                 "delta": self._delta,
                 "cluster": cluster,
-                "query_cluster": soi.cluster,
-                "query_theme": soi.theme,
+                "query_cluster": soi.key[1],
+                "query_theme": soi.key[0],
                 "claim_id": soi.claim_id,
                 "claim_similarity": None if vector is None else float(vector @ q_unit),
                 "thematic_similarity": None if (vector is None or t_unit is None) else float(vector @ t_unit),
                 "in_soi": node.node_id in kinds,
                 "soi_kind": kinds.get(node.node_id),
-                "soi_size": len(soi),
+                "soi_size": soi_size,
                 "fallback": plan.fallback,
                 "reranked": plan.rerank,
             }
@@ -611,8 +612,8 @@ class ContextAwareRetriever(BaseRetriever):
             logger.info(
                 "CARAG query %r: cluster %s, SOI %d items%s, %d nodes",
                 plan.query_str[:80],
-                soi.cluster,
-                len(soi),
+                soi.key[1],
+                soi_size,
                 " (fallback to claim vector)" if plan.fallback else "",
                 len(out),
             )
@@ -630,14 +631,22 @@ class ContextAwareRetriever(BaseRetriever):
         if not isinstance(bundle, QueryBundle):
             raise TypeError(f"query must be a string or a QueryBundle; got {type(query).__name__}.")
         check_query_text(bundle.query_str)
-        return self._plan(bundle.query_str, self._query_embedding(bundle), claim_id, include_texts=True).soi
+        q = as_vector(self._query_embedding(bundle), dim=self._context.dim_)
+        if not np.any(q):
+            raise ValueError("The query embedding is all zeros; cannot compute similarities.")
+        return self._context.build_soi(
+            q, self._delta, claim=bundle.query_str, claim_id=claim_id, top_m=self._soi_top_m,
+            n_related_claims=self._soi_claims, include_texts=True,
+        )
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         check_query_text(query_bundle.query_str)
         self._maybe_sync()
-        plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
-        return self._annotate(self._search(plan), plan)
+        embedding = self._query_embedding(query_bundle)
+        with single_blas_thread():
+            plan = self._plan(query_bundle.query_str, embedding)
+            return self._annotate(self._search(plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -651,7 +660,9 @@ class ContextAwareRetriever(BaseRetriever):
             results = await asyncio.to_thread(self._search, plan)
         else:
             searcher = self._pool_searcher if plan.rerank else self._searcher
-            results = await searcher.aretrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))
+            results = await searcher._aretrieve(  # noqa: SLF001
+                QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding)
+            )
         return await asyncio.to_thread(self._annotate, results, plan)
 
     # ----------------------------------------------------- incremental updates

@@ -34,6 +34,10 @@ __all__ = [
     "ClusterMembers",
     "build_supervised_soi",
     "build_unsupervised_soi",
+    "SOICore",
+    "materialize_soi",
+    "supervised_core",
+    "unsupervised_core",
     "SOI_LIST_KEYS",
 ]
 
@@ -211,8 +215,107 @@ def _items(members: ClusterMembers, rows: np.ndarray, sims: np.ndarray) -> list[
     ]
 
 
-def _finish(soi: SubsetOfInterest, members: ClusterMembers, keep_rows: np.ndarray) -> SubsetOfInterest:
-    soi.thematic_embedding = thematic_embedding(members.unit[keep_rows])
+@dataclass(frozen=True)
+class SOICore:
+    """An SOI as row indices into its :class:`ClusterMembers` (no per-item objects).
+
+    What retrieval needs on its hot path; :func:`build_unsupervised_soi` and
+    :func:`build_supervised_soi` turn it into a :class:`SubsetOfInterest`.
+
+    Attributes:
+        rows: SOI key → row indices, each sorted by decreasing similarity.
+        sims: cosine similarity of every member to the claim, shape ``(m,)``.
+        thematic_embedding: ``T`` (mean unit embedding of all kept rows) or ``None``.
+        cluster_size: items of the cluster before the ``delta`` filter (claim excluded).
+    """
+
+    rows: dict[str, np.ndarray]
+    sims: np.ndarray
+    thematic_embedding: np.ndarray | None
+    cluster_size: int
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.rows.values())
+
+    def kinds(self, members: ClusterMembers) -> dict[str, str]:
+        """``{item id: SOI key}`` for the kept rows."""
+        return {str(members.ids[r]): key for key, rows in self.rows.items() for r in rows.tolist()}
+
+
+def _core(rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int) -> SOICore:
+    kept = np.concatenate([r for r in rows.values()]) if rows else np.zeros(0, dtype=np.int64)
+    return SOICore(rows, sims, thematic_embedding(members.unit[kept]), cluster_size)
+
+
+def unsupervised_core(
+    claim_vector: np.ndarray,
+    members: ClusterMembers,
+    delta: float,
+    *,
+    claim_id: str | None = None,
+    top_m: int | None = None,
+    n_related_claims: int = 0,
+) -> SOICore:
+    """The rows of CARAG-u's SOI (see :func:`build_unsupervised_soi` for the rules)."""
+    sims = cosine_similarities(claim_vector, members.unit)
+    evidence = ~np.asarray(members.is_claim, dtype=bool)
+    keep = np.flatnonzero(evidence & (sims > delta))
+    keep = keep[np.argsort(-sims[keep], kind="stable")]
+    if top_m is not None:
+        keep = keep[:top_m]
+    related = np.zeros(0, dtype=np.int64)
+    if n_related_claims > 0:
+        claim_of = np.asarray(members.claim_of, dtype=object)
+        others = ~evidence & ((claim_of != claim_id) if claim_id is not None else True)
+        related = np.flatnonzero(others)
+        related = related[np.argsort(-sims[related], kind="stable")][:n_related_claims]
+    rows = {"refined_cluster_evidences": keep, "related_claims": related}
+    return _core(rows, sims, members, int(evidence.sum()))
+
+
+def supervised_core(
+    claim_vector: np.ndarray,
+    members: ClusterMembers,
+    delta: float,
+    *,
+    claim_id: str | None = None,
+    top_m: int | None = None,
+) -> SOICore:
+    """The rows of CARAG's SOI (see :func:`build_supervised_soi` for the rules)."""
+    sims = cosine_similarities(claim_vector, members.unit)
+    is_claim = np.asarray(members.is_claim, dtype=bool)
+    claim_of = np.asarray(members.claim_of, dtype=object)
+    passes = sims > delta
+    is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    related_mask = is_claim & ~is_self
+    related_ids = list(set(claim_of[related_mask].tolist()))
+    annotated_mask = (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    thematic_mask = ~is_claim & np.isin(claim_of, np.asarray(related_ids, dtype=object))
+
+    def pick(mask: np.ndarray) -> np.ndarray:
+        keep = np.flatnonzero(mask & passes)
+        return keep[np.argsort(-sims[keep], kind="stable")]
+
+    annotated, related, thematic = pick(annotated_mask), pick(related_mask), pick(thematic_mask)
+    if top_m is not None:
+        pooled = np.concatenate([annotated, related, thematic])
+        best = pooled[np.argsort(-sims[pooled], kind="stable")[:top_m]]
+        annotated, related, thematic = (r[np.isin(r, best)] for r in (annotated, related, thematic))
+    rows = {"annotated_evidences": annotated, "related_claims": related, "thematic_cluster_evidences": thematic}
+    return _core(rows, sims, members, int(len(is_claim) - int(is_self.sum())))
+
+
+def materialize_soi(
+    core: SOICore, members: ClusterMembers, *, mode: Mode, claim: str, claim_id: str | None, delta: float,
+    cluster: int | None, theme: str | None = None,
+) -> SubsetOfInterest:
+    """Turn an :class:`SOICore` into a :class:`SubsetOfInterest` (item objects, texts, similarities)."""
+    lists = {key: _items(members, rows, core.sims) for key, rows in core.rows.items()}
+    soi = SubsetOfInterest(
+        claim_id=claim_id, claim=claim, mode=mode, delta=float(delta), cluster=cluster, theme=theme,
+        cluster_size=core.cluster_size, **lists,
+    )
+    soi.thematic_embedding = core.thematic_embedding
     soi.similarities = {item.id: item.similarity for item in soi.items()}
     return soi
 
@@ -249,29 +352,10 @@ def build_unsupervised_soi(
         sorted by decreasing similarity and ``thematic_embedding`` = the mean
         unit embedding of all its items.
     """
-    sims = cosine_similarities(claim_vector, members.unit)
-    evidence = ~np.asarray(members.is_claim, dtype=bool)
-    keep = np.flatnonzero(evidence & (sims > delta))
-    keep = keep[np.argsort(-sims[keep], kind="stable")]
-    if top_m is not None:
-        keep = keep[:top_m]
-    related = np.zeros(0, dtype=np.int64)
-    if n_related_claims > 0:
-        claim_of = np.asarray(members.claim_of, dtype=object)
-        others = ~evidence & ((claim_of != claim_id) if claim_id is not None else True)
-        related = np.flatnonzero(others)
-        related = related[np.argsort(-sims[related], kind="stable")][:n_related_claims]
-    soi = SubsetOfInterest(
-        claim_id=claim_id,
-        claim=claim,
-        refined_cluster_evidences=_items(members, keep, sims),
-        related_claims=_items(members, related, sims),
-        mode="unsupervised",
-        delta=float(delta),
-        cluster=cluster,
-        cluster_size=int(evidence.sum()),
+    core = unsupervised_core(
+        claim_vector, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims
     )
-    return _finish(soi, members, np.concatenate([keep, related]))
+    return materialize_soi(core, members, mode="unsupervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster)
 
 
 def build_supervised_soi(
@@ -304,35 +388,7 @@ def build_supervised_soi(
         the SOI; each list sorted by decreasing similarity; ``thematic_embedding`` =
         mean unit embedding of all kept items (Equation 1 of the CARAG paper).
     """
-    sims = cosine_similarities(claim_vector, members.unit)
-    is_claim = np.asarray(members.is_claim, dtype=bool)
-    claim_of = np.asarray(members.claim_of, dtype=object)
-    passes = sims > delta
-    is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
-    related_mask = is_claim & ~is_self
-    related_ids = set(claim_of[related_mask].tolist())
-    annotated_mask = (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
-    thematic_mask = ~is_claim & np.fromiter((c in related_ids for c in claim_of), dtype=bool, count=len(is_claim))
-
-    def rows(mask: np.ndarray) -> np.ndarray:
-        keep = np.flatnonzero(mask & passes)
-        return keep[np.argsort(-sims[keep], kind="stable")]
-
-    annotated, related, thematic = rows(annotated_mask), rows(related_mask), rows(thematic_mask)
-    if top_m is not None:
-        pooled = np.concatenate([annotated, related, thematic])
-        best = pooled[np.argsort(-sims[pooled], kind="stable")[:top_m]]
-        annotated, related, thematic = (r[np.isin(r, best)] for r in (annotated, related, thematic))
-    soi = SubsetOfInterest(
-        claim_id=claim_id,
-        claim=claim,
-        annotated_evidences=_items(members, annotated, sims),
-        related_claims=_items(members, related, sims),
-        thematic_cluster_evidences=_items(members, thematic, sims),
-        mode="supervised",
-        delta=float(delta),
-        cluster=cluster,
-        theme=theme,
-        cluster_size=int(len(is_claim) - int(is_self.sum())),
+    core = supervised_core(claim_vector, members, delta, claim_id=claim_id, top_m=top_m)
+    return materialize_soi(
+        core, members, mode="supervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster, theme=theme
     )
-    return _finish(soi, members, np.concatenate([annotated, related, thematic]))
