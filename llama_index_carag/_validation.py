@@ -6,7 +6,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval"]
+__all__ = ["sanitize_text", "check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval"]
 
 
 def _real(name: str, value: Any) -> float:
@@ -68,3 +68,18 @@ def check_query_text(value: Any, name: str = "query") -> str:
     if not value.strip():
         raise ValueError(f"{name} is empty; give the claim to check.")
     return value
+
+
+def sanitize_text(text: str) -> str:
+    """Text safe for tokenizers, JSON and files: NUL removed, lone surrogates replaced by U+FFFD.
+
+    Everything else (RTL scripts, emoji, markup) is kept as is.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+    return text

@@ -230,6 +230,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         return np.sort(rng.choice(n_samples, size=int(self.max_fit_samples), replace=False))
 
     def _fit_one(self, sample: np.ndarray, k: int) -> GaussianMixture:
+        if sample.shape[0] == 1:
+            # scikit-learn needs two rows; a repeated point has the same maximum-likelihood fit.
+            sample = np.vstack([sample, sample])
         gmm = GaussianMixture(
             n_components=k,
             covariance_type=self.covariance_type,

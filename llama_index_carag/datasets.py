@@ -35,6 +35,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from llama_index.core.schema import TextNode
 
+from llama_index_carag._validation import sanitize_text
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -160,8 +162,7 @@ def _make_node(node_id: str, text: str, metadata: dict[str, Any]) -> TextNode:
 def _clean(value: Any) -> str:
     if value is None:
         return ""
-    text = str(value).replace("\x00", "")
-    return " ".join(text.split())
+    return " ".join(sanitize_text(str(value)).split())
 
 
 def uuid_node_id(raw_id: str) -> str:

@@ -39,6 +39,7 @@ from llama_index_carag._validation import (
     check_query_text,
     check_top_k,
     check_unit_interval,
+    sanitize_text,
 )
 from llama_index_carag.context import MODES, CorpusItems, SOIQuery, ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, LABEL_KEY, THEME_KEY
@@ -519,12 +520,12 @@ class ContextAwareRetriever(BaseRetriever):
     def _query_embedding(self, query_bundle: QueryBundle) -> list[float]:
         if query_bundle.embedding is not None:
             return list(query_bundle.embedding)
-        return self._embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs)
+        return self._embed_model.get_agg_embedding_from_queries(_embedding_strs(query_bundle))
 
     async def _aquery_embedding(self, query_bundle: QueryBundle) -> list[float]:
         if query_bundle.embedding is not None:
             return list(query_bundle.embedding)
-        return await self._embed_model.aget_agg_embedding_from_queries(query_bundle.embedding_strs)
+        return await self._embed_model.aget_agg_embedding_from_queries(_embedding_strs(query_bundle))
 
     def _plan(self, query_str: str, embedding: list[float], claim_id: str | None = None, *, include_texts: bool = False) -> _Plan:
         q = as_vector(embedding, dim=self._context.dim_)
@@ -641,7 +642,7 @@ class ContextAwareRetriever(BaseRetriever):
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        check_query_text(query_bundle.query_str)
+        _check_bundle(query_bundle)
         self._maybe_sync()
         embedding = self._query_embedding(query_bundle)
         with single_blas_thread():
@@ -650,7 +651,7 @@ class ContextAwareRetriever(BaseRetriever):
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        check_query_text(query_bundle.query_str)
+        _check_bundle(query_bundle)
         self._maybe_sync()
         embedding = await self._aquery_embedding(query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
@@ -967,6 +968,21 @@ class ContextAwareRetriever(BaseRetriever):
             callback_manager=callback_manager,
             verbose=verbose,
         )
+
+
+def _embedding_strs(query_bundle: QueryBundle) -> list[str]:
+    """The bundle's texts to embed, made safe for tokenizers (NULs, lone surrogates)."""
+    strs = [sanitize_text(t) for t in query_bundle.embedding_strs]
+    if not any(t.strip() for t in strs):
+        raise ValueError("query is empty; give the claim to check.")
+    return strs
+
+
+def _check_bundle(query_bundle: Any) -> QueryBundle:
+    if not isinstance(query_bundle, QueryBundle):
+        raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
+    check_query_text(query_bundle.query_str)
+    return query_bundle
 
 
 def _claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: "BaseEmbedding", *, show_progress: bool) -> np.ndarray:

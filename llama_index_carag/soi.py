@@ -24,7 +24,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from llama_index_carag.vectors import cosine_similarities, thematic_embedding
+from llama_index_carag.vectors import as_vector, cosine_similarities, thematic_embedding
 
 logger = logging.getLogger(__name__)
 
@@ -242,6 +242,19 @@ class SOICore:
         return {str(members.ids[r]): key for key, rows in self.rows.items() for r in rows.tolist()}
 
 
+def _check_inputs(claim_vector: np.ndarray, members: ClusterMembers, delta: float, top_m: int | None) -> np.ndarray:
+    from llama_index_carag._validation import check_delta, check_top_k
+
+    check_delta(delta)
+    if top_m is not None:
+        check_top_k(top_m, "top_m")
+    dim = members.unit.shape[1] if members.unit.shape[0] else None
+    q = as_vector(claim_vector, dim=dim, name="claim vector")
+    if not np.any(q):
+        raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
+    return q
+
+
 def _core(rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int) -> SOICore:
     kept = np.concatenate([r for r in rows.values()]) if rows else np.zeros(0, dtype=np.int64)
     return SOICore(rows, sims, thematic_embedding(members.unit[kept]), cluster_size)
@@ -257,6 +270,7 @@ def unsupervised_core(
     n_related_claims: int = 0,
 ) -> SOICore:
     """The rows of CARAG-u's SOI (see :func:`build_unsupervised_soi` for the rules)."""
+    claim_vector = _check_inputs(claim_vector, members, delta, top_m)
     sims = cosine_similarities(claim_vector, members.unit)
     evidence = ~np.asarray(members.is_claim, dtype=bool)
     keep = np.flatnonzero(evidence & (sims > delta))
@@ -282,6 +296,7 @@ def supervised_core(
     top_m: int | None = None,
 ) -> SOICore:
     """The rows of CARAG's SOI (see :func:`build_supervised_soi` for the rules)."""
+    claim_vector = _check_inputs(claim_vector, members, delta, top_m)
     sims = cosine_similarities(claim_vector, members.unit)
     is_claim = np.asarray(members.is_claim, dtype=bool)
     claim_of = np.asarray(members.claim_of, dtype=object)
