@@ -142,9 +142,16 @@ _EDGE_GREY = "#8C8C8C"
 # --------------------------------------------------------------------------- #
 
 
+def _safe(text: Any) -> str:
+    """``str(text)`` without NULs and lone surrogates (fonts, JSON and files reject them)."""
+    from llama_index_carag._validation import sanitize_text
+
+    return sanitize_text(str(text))
+
+
 def _shorten(text: Any, limit: int) -> str:
     """``str(text)`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
+    flat = " ".join(_safe(text).split())
     return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
 
 
@@ -163,7 +170,7 @@ _NUMERIC_ENTITIES = str.maketrans({'"': "&#34;", "'": "&#39;", "$": "&#36;"})
 
 def _esc(text: Any, limit: int | None = None) -> str:
     """HTML-escaped ``text`` (shortened to ``limit`` raw characters first), safe for Plotly."""
-    raw = str(text) if limit is None else _shorten(text, limit)
+    raw = _safe(text) if limit is None else _shorten(text, limit)
     return _html(raw)
 
 
@@ -180,7 +187,7 @@ def _wrap_html(text: Any, width: int = _HOVER_WRAP, max_chars: int = _HOVER_MAX_
 
 def _mpl_text(text: Any, limit: int | None = None) -> str:
     """``text`` for a Matplotlib label: shortened, ``$`` escaped so mathtext never triggers."""
-    raw = str(text) if limit is None else _shorten(text, limit)
+    raw = _safe(text) if limit is None else _shorten(text, limit)
     # every "$" becomes "\$": no unescaped dollar is left, so Matplotlib renders it literally
     return raw.replace("$", r"\$")
 

@@ -354,3 +354,49 @@ if __name__ == "__main__":  # a readable report of the matrix
     print("| entry point | input | outcome |\n|---|---|---|")
     for name, query, *_ in QUERY_CASES:
         print(f"| retriever.retrieve | {name} | {outcome(lambda: retriever.retrieve(query))[1]} |")
+
+
+# ------------------------------------------------------------------ visuals
+@pytest.mark.parametrize("text", [*UNICODE.values(), HUGE, "<script>document.body.remove()</script>", "$x$ \\frac{1}{2}"])
+def test_soi_graph_with_hostile_text(tmp_path, text):
+    from llama_index_carag.soi import SOIItem, SubsetOfInterest
+    from llama_index_carag.visualize import write_soi_html, write_soi_png
+
+    soi = SubsetOfInterest(
+        claim_id="c", claim=text, refined_cluster_evidences=[SOIItem("e1", text, 0.8)], similarities={"e1": 0.8}
+    )
+    html_path = write_soi_html(soi, tmp_path / "g.html")
+    assert "<script>document.body.remove()" not in html_path.read_text(encoding="utf-8")
+    assert write_soi_png(soi, tmp_path / "g.png").stat().st_size > 0
+
+
+# --------------------------------------------------------------------- CLI
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "args, code, text",
+    [
+        (["check", UNICODE["lone surrogate"].replace("\ud800", "").replace("\udfff", ""), "--no-llm"], 0, "Claim:"),
+        (["check", UNICODE["emoji"], "--no-llm"], 0, "Claim:"),
+        (["check", UNICODE["rtl"], "--no-llm", "--json"], 0, '"claim"'),
+        (["check", "", "--no-llm"], 2, "carag: error: claim is empty"),
+        (["check", "x", "--no-llm", "--k", "0"], 2, "--k must be >= 1"),
+        (["check", "x", "--no-llm", "--delta", "nan"], 2, "--delta"),
+    ],
+)
+def test_cli_inputs(tmp_path_factory, demo_corpus, args, code, text):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from llama_index_carag.datasets import demo_corpus_path
+
+    carag = shutil.which("carag", path=str(Path(sys.executable).parent))
+    index = tmp_path_factory.getbasetemp() / "cli-bad-input-index"
+    if not index.exists():
+        subprocess.run([carag, "index", str(demo_corpus_path()), "--out", str(index), "--clusters", "3"], check=True,
+                       capture_output=True)
+    proc = subprocess.run([carag, *args[:2], "--index", str(index), *args[2:]], capture_output=True, text=True)
+    assert proc.returncode == code, proc.stderr
+    assert text in (proc.stdout + proc.stderr)
+    assert "Traceback" not in proc.stderr
