@@ -18,7 +18,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_carag.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT
+from llama_index_carag.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
 from llama_index_carag.verdict import Verdict, parse_verdict
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,8 @@ PASSAGE_KEY = "passage"
 
 
 class PassageNumberer(BaseNodePostprocessor):
-    """Label the i-th node ``passage: [i]`` in the text the LLM sees (on copies), so it can cite ``[i]``."""
+    """Label the i-th node ``[i]`` in the text the LLM sees, and fence its text (on copies), so the
+    model can cite ``[i]`` and a passage cannot close the ``<evidence>`` block."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -47,6 +48,8 @@ class PassageNumberer(BaseNodePostprocessor):
                 "excluded_llm_metadata_keys": hidden,
                 "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, PASSAGE_KEY])),
             }
+            if hasattr(node, "text"):
+                update["text"] = fence(node.text)  # evidence tags inside the data cannot close the fence
             if all(k in hidden for k in node.metadata if k != PASSAGE_KEY) and hasattr(node, "text_template"):
                 # Only the number is visible: render "[i] text" rather than "passage: [i]\n\ntext".
                 update.update(metadata_template="{value}", text_template="{metadata_str} {content}")

@@ -208,8 +208,11 @@ def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]
     from llama_index_carag._validation import check_query_text
     from llama_index_carag.synthesizer import FactCheckSynthesizer
 
+    from llama_index_carag._validation import sanitize_text
+
     check_query_text(claim, "claim")
-    bundle = QueryBundle(claim)
+    embedding = retriever.embed_model.get_agg_embedding_from_queries([sanitize_text(claim)])
+    bundle = QueryBundle(claim, embedding=embedding)  # embedded once for the SOI and the search
     soi = retriever.build_soi(bundle)
     nodes = retriever.retrieve(bundle)
     verdict = None
@@ -384,9 +387,10 @@ def cmd_paper_table(args: argparse.Namespace) -> int:
     corpus = load_factver(args.data)
     model = resolve_embed_model(args.embed_model)
     projections = ["pca"] if args.no_tsne else ["pca", "tsne"]
+    vectors = _cached_evidence_vectors(corpus, model, args.cache_dir, show_progress=not args.json)
     table = paper_table(
         expl, corpus, model, projections=projections, n_components=args.dims, seed=args.seed,
-        show_progress=not args.json,
+        corpus_vectors=vectors, show_progress=not args.json,
     )
     if args.json:
         print(json.dumps(table.to_dict(overall=False), indent=2))
@@ -396,6 +400,29 @@ def cmd_paper_table(args: argparse.Namespace) -> int:
           f"passages; {args.dims}-D projections; t-SNE seed {args.seed}")
     print(table.to_markdown(published))
     return 0
+
+
+def _cached_evidence_vectors(corpus: Any, model: Any, cache_dir: str | None, *, show_progress: bool) -> Any:
+    """Evidence embeddings, cached as ``.npz`` under ``cache_dir`` (keyed by model and node ids)."""
+    if not cache_dir:
+        return None
+    import hashlib
+
+    import numpy as np
+    from llama_index.core.schema import MetadataMode
+
+    from llama_index_carag.models import embed_model_name
+
+    ids = [n.node_id for n in corpus.evidence_nodes]
+    key = hashlib.sha256(("\x00".join([embed_model_name(model), *ids])).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    path = Path(cache_dir) / f"evidence-{key}.npz"
+    if path.is_file():
+        return np.load(path, allow_pickle=False)["vectors"]
+    texts = [n.get_content(MetadataMode.EMBED) for n in corpus.evidence_nodes]
+    vectors = np.asarray(model.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, vectors=vectors)
+    return vectors
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -490,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="t-SNE seed")
     p.add_argument("--no-tsne", action="store_true", help="PCA only (fast)")
     p.add_argument("--json", action="store_true", help='print {theme: {method: {"pca": avg, "tsne": avg}}}')
+    p.add_argument("--cache-dir", default=None, help="cache the evidence embeddings here (per model)")
     p.set_defaults(func=cmd_paper_table)
 
     p = sub.add_parser("eval", help="compare RAG, CARAG and CARAG-u with one encoder; sweeps; CSV + Markdown")

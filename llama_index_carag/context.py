@@ -113,6 +113,18 @@ class _Group:
         return len(self.ids)
 
 
+def _set_group(
+    groups: dict[GroupKey, "_Group"], where: dict[str, tuple[GroupKey, int]], key: GroupKey, group: "_Group"
+) -> None:
+    """Put ``group`` under ``key`` (dropping it when empty) and index its members' positions."""
+    if len(group):
+        groups[key] = group
+    else:
+        groups.pop(key, None)
+    for pos, node_id in enumerate(group.ids):
+        where[node_id] = (key, pos)
+
+
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
     if not enabled:
         return iterable
@@ -170,7 +182,7 @@ class ThematicContext:
         if mode not in MODES:
             raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
         self.mode = mode
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.n_clusters = n_clusters
         self.random_state = random_state
         self.clusterer_params = dict(clusterer_params or {})
@@ -249,30 +261,40 @@ class ThematicContext:
         order = np.lexsort((is_claim, labels, theme_index))
         unit = X[order]
         unit /= norms[order, None].astype(np.float32)
-        self._groups: dict[GroupKey, _Group] = {}
-        self._where: dict[str, tuple[GroupKey, int]] = {}
+        groups: dict[GroupKey, _Group] = {}
+        where: dict[str, tuple[GroupKey, int]] = {}
         theme_names = list(partitions)
         keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
         for start, stop in zip(bounds[:-1], bounds[1:]):
             rows = order[start:stop]
             key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
-            self._set_group(key, _Group([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]))
+            _set_group(groups, where, key, _Group([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]))
         for theme in theme_names:
             if theme is not None:
-                members = [g.unit for (t, _), g in self._groups.items() if t == theme]
+                members = [g.unit for (t, _), g in groups.items() if t == theme]
                 total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
                 self.theme_centroids_[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
+        self._publish(groups, where)
         logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._groups))
         return self
 
-    def _set_group(self, key: GroupKey, group: _Group) -> None:
-        if len(group):
-            self._groups[key] = group
-        else:
-            self._groups.pop(key, None)
-        for pos, node_id in enumerate(group.ids):
-            self._where[node_id] = (key, pos)
+    # A fitted context's clusters live in one immutable view, ``(groups, where)``.  Writers
+    # (add/remove) build a new view under the lock and publish it with one assignment, so a
+    # concurrent query always reads a consistent snapshot.
+    @property
+    def _groups(self) -> dict[GroupKey, _Group]:
+        return self._view[0]
+
+    @property
+    def _where(self) -> dict[str, tuple[GroupKey, int]]:
+        return self._view[1]
+
+    def _publish(self, groups: dict[GroupKey, _Group], where: dict[str, tuple[GroupKey, int]]) -> None:
+        self._view = (groups, where)
+        names = list(self.theme_centroids_) if getattr(self, "theme_centroids_", None) else []
+        self._centroid_names = names
+        self._centroid_matrix = np.vstack([self.theme_centroids_[t] for t in names]) if names else None
 
     # ------------------------------------------------------ incremental updates
     def add_items(self, items: CorpusItems) -> list[GroupKey]:
@@ -294,23 +316,27 @@ class ThematicContext:
         unit = l2_normalize(X)
         if not np.all(np.linalg.norm(unit, axis=1) > 0):
             raise ValueError("A new node has an all-zero embedding.")
+        with self._lock:
+            return self._add_locked(items, unit)
+
+    def _add_locked(self, items: CorpusItems, unit: np.ndarray) -> list[GroupKey]:
         self.remove_items([i for i in items.ids if i in self._where])
         themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
         keys: list[GroupKey] = []
         for i in range(len(items.ids)):
             theme = themes[i] if self.mode == "supervised" else None
             if self.mode == "supervised" and (theme is None or theme not in self.clusterers_):
-                names = list(self.theme_centroids_)
-                theme = names[int(np.argmax(np.vstack([self.theme_centroids_[t] for t in names]) @ unit[i]))]
+                theme = self.nearest_theme(unit[i])
             keys.append((theme, -1))
         for theme in {k[0] for k in keys}:
             rows = [i for i, k in enumerate(keys) if k[0] == theme]
             for i, label in zip(rows, self.clusterers_[theme].predict(unit[rows])):
                 keys[i] = (theme, int(label))
         claim_of = list(items.claim_of)
+        groups, where = dict(self._groups), dict(self._where)
         for key in dict.fromkeys(keys):
             rows = [i for i, k in enumerate(keys) if k == key]
-            old = self._groups.get(key)
+            old = groups.get(key)
             new = _Group(
                 [items.ids[r] for r in rows], unit[rows], np.asarray(items.is_claim, dtype=bool)[rows],
                 [claim_of[r] for r in rows],
@@ -320,12 +346,15 @@ class ThematicContext:
                     old.ids + new.ids, np.vstack([old.unit, new.unit]), np.concatenate([old.is_claim, new.is_claim]),
                     old.claim_of + new.claim_of,
                 )
-            self._set_group(key, new)
+            _set_group(groups, where, key, new)
+        claim_node_of, claim_texts = dict(self._claim_node_of), dict(self._claim_texts)
         for i in np.flatnonzero(np.asarray(items.is_claim, dtype=bool)):
-            self._claim_node_of[str(claim_of[i])] = items.ids[i]
-        self._claim_texts.update(items.claim_texts or {})
-        self._invalidate()
+            claim_node_of[str(claim_of[i])] = items.ids[i]
+        claim_texts.update(items.claim_texts or {})
+        self._claim_node_of, self._claim_texts = claim_node_of, claim_texts
+        self._publish(groups, where)
         self.n_items_ += len(items.ids)
+        self._invalidate()
         return keys
 
     def remove_items(self, ids: Iterable[str]) -> int:
@@ -335,37 +364,52 @@ class ThematicContext:
             how many were removed.
         """
         self._check_fitted()
-        by_group: dict[GroupKey, set[int]] = {}
-        for node_id in ids:
-            where = self._where.pop(node_id, None)
-            if where is not None:
-                by_group.setdefault(where[0], set()).add(where[1])
-        removed = 0
-        for key, positions in by_group.items():
-            group = self._groups[key]
-            keep = np.array([p for p in range(len(group)) if p not in positions], dtype=np.int64)
-            gone = [group.ids[p] for p in positions]
-            removed += len(gone)
-            for p in positions:
-                if group.is_claim[p]:
-                    self._claim_node_of.pop(str(group.claim_of[p]), None)
-                    self._claim_texts.pop(group.ids[p], None)
-            self._set_group(
-                key,
-                _Group([group.ids[p] for p in keep], group.unit[keep], group.is_claim[keep], [group.claim_of[p] for p in keep]),
-            )
-        if removed:
-            self._invalidate()
+        with self._lock:
+            groups, where = dict(self._groups), dict(self._where)
+            by_group: dict[GroupKey, set[int]] = {}
+            for node_id in ids:
+                found = where.pop(node_id, None)
+                if found is not None:
+                    by_group.setdefault(found[0], set()).add(found[1])
+            if not by_group:
+                return 0
+            removed = 0
+            claim_node_of, claim_texts = dict(self._claim_node_of), dict(self._claim_texts)
+            for key, positions in by_group.items():
+                group = groups[key]
+                keep = np.array([p for p in range(len(group)) if p not in positions], dtype=np.int64)
+                removed += len(positions)
+                for p in positions:
+                    if group.is_claim[p]:
+                        claim_node_of.pop(str(group.claim_of[p]), None)
+                        claim_texts.pop(group.ids[p], None)
+                _set_group(
+                    groups, where, key,
+                    _Group([group.ids[p] for p in keep], group.unit[keep], group.is_claim[keep], [group.claim_of[p] for p in keep]),
+                )
+            self._claim_node_of, self._claim_texts = claim_node_of, claim_texts
+            self._publish(groups, where)
             self.n_items_ -= removed
-        return removed
+            self._invalidate()
+            return removed
 
     def _invalidate(self) -> None:
+        """Drop caches derived from the members; hubness (if in use) is recomputed now, not mid-query."""
         for cached in ("_claim_index", "hubness_", "_hubness_k"):
             self.__dict__.pop(cached, None)
+        params = getattr(self, "_hub_params", None)
+        if params is not None:
+            self.compute_hubness(params[0], reference_size=params[1], seed=params[2])
+
+    def nearest_theme(self, unit_vector: np.ndarray) -> str:
+        """The theme whose centroid is most similar (cosine) to a unit vector (supervised mode)."""
+        if self._centroid_matrix is None:
+            raise ValueError("This context has no themes.")
+        return self._centroid_names[int(np.argmax(self._centroid_matrix @ unit_vector))]
 
     # ----------------------------------------------------------------- queries
     def _check_fitted(self) -> None:
-        if not hasattr(self, "_groups"):
+        if not hasattr(self, "_view"):
             raise RuntimeError("ThematicContext is not fitted; call fit() first.")
 
     @property
@@ -378,7 +422,7 @@ class ThematicContext:
         return len(self._groups.get(key, ()))
 
     def __contains__(self, node_id: object) -> bool:
-        return hasattr(self, "_where") and node_id in self._where
+        return hasattr(self, "_view") and node_id in self._where
 
     @property
     def claim_node_ids(self) -> list[str]:
@@ -398,11 +442,12 @@ class ThematicContext:
 
     def unit_vector(self, node_id: str) -> np.ndarray | None:
         """The stored unit embedding of a corpus node, shape ``(d,)``, or ``None``."""
-        where = self._where.get(node_id)
+        groups, index = self._view  # one snapshot: position and group always agree
+        where = index.get(node_id)
         if where is None:
             return None
         key, pos = where
-        return self._groups[key].unit[pos]
+        return groups[key].unit[pos]
 
     def match_claim(self, text: str) -> str | None:
         """Claim id of the corpus claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
@@ -425,9 +470,7 @@ class ThematicContext:
             return self._where[node_id][0]
         q = l2_normalize(as_vector(query_vector, dim=self.dim_))
         if self.mode == "supervised":
-            themes = list(self.theme_centroids_)
-            centroids = np.vstack([self.theme_centroids_[t] for t in themes])
-            theme: str | None = themes[int(np.argmax(centroids @ q))]
+            theme: str | None = self.nearest_theme(q)
         else:
             theme = None
         cluster = int(self.clusterers_[theme].predict(q[None, :])[0])
@@ -515,6 +558,10 @@ class ThematicContext:
         """Clusters of several nodes (``None`` for unknown ones)."""
         return [self.cluster_of(i) for i in node_ids]
 
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        """:meth:`unit_vectors` and :meth:`clusters_of` together (one round trip for remote stores)."""
+        return self.unit_vectors(node_ids), self.clusters_of(node_ids)
+
     # --------------------------------------------------------------- state I/O
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON-safe info, arrays) describing the fitted context, without embeddings.
@@ -588,8 +635,8 @@ class ThematicContext:
             self.clusterers_[theme] = ThematicClusterer.from_state(c_info, c_arrays)
             if theme is not None:
                 self.theme_centroids_[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
-        self._groups = {}
-        self._where = {}
+        groups: dict[GroupKey, _Group] = {}
+        where: dict[str, tuple[GroupKey, int]] = {}
         n = 0
         for g in info["groups"]:
             ids = [str(x) for x in g["ids"]]
@@ -599,10 +646,9 @@ class ThematicContext:
                     f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {self.dim_})."
                 )
             key: GroupKey = (g["theme"], int(g["cluster"]))
-            self._groups[key] = _Group(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]))
-            for pos, node_id in enumerate(ids):
-                self._where[node_id] = (key, pos)
+            _set_group(groups, where, key, _Group(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"])))
             n += len(ids)
+        self._publish(groups, where)
         self.n_items_ = n
         return self
 

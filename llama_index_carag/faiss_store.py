@@ -7,8 +7,9 @@ then share one FAISS id and a search returns the wrong node.  Re-adding an
 existing node id also leaves a stale duplicate behind.
 
 :class:`SafeFaissMapVectorStore` keeps the upstream file format and behaviour
-but draws ids from a counter above every id ever used, and replaces the old
-vector when a node id is added again, so no node is ever lost or duplicated.
+but gives new vectors ids above every id in use (never one that is still
+taken), and replaces the old vector when a node id is added again, so no node
+is ever lost or duplicated.
 """
 
 from __future__ import annotations

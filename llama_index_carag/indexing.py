@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["embedding_dimension", "build_faiss_index", "load_faiss_index"]
+__all__ = ["embedding_dimension", "build_faiss_index", "load_faiss_index", "load_persisted_index"]
 
 
 def embedding_dimension(embed_model: "BaseEmbedding") -> int:
@@ -101,3 +101,26 @@ def load_faiss_index(
     storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
     index = load_index_from_storage(storage, embed_model=embed_model)
     return index  # type: ignore[return-value]
+
+
+def load_persisted_index(
+    persist_dir: str | os.PathLike[str], embed_model: "BaseEmbedding", kind: str
+) -> "VectorStoreIndex":
+    """Reload a persisted ``VectorStoreIndex`` of a given store kind (``faiss``, ``faiss_map``, ``simple``).
+
+    Raises:
+        FileNotFoundError: nothing persisted there.
+        ValueError: the files cannot be read as that kind of index.
+    """
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    folder = Path(persist_dir)
+    if not (folder / "docstore.json").is_file():
+        raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
+    try:
+        if kind in ("faiss", "faiss_map"):
+            return load_faiss_index(folder, embed_model, id_map=kind == "faiss_map")
+        storage = StorageContext.from_defaults(persist_dir=str(folder))
+        return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]
+    except RuntimeError as exc:  # FAISS reports unreadable files this way
+        raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None

@@ -9,8 +9,9 @@ provenance the :class:`~llama_index_carag.retriever.ContextAwareRetriever` does.
 Two sources of thematic context:
 
 * ``ThematicContextPostprocessor.from_retriever(retriever)`` reuses a fitted
-  ``ContextAwareRetriever``: the SOI comes from the whole corpus, exactly as the
-  retriever builds it, and node vectors are the stored ones.
+  ``ContextAwareRetriever``: the SOI comes from the whole corpus, built with the
+  retriever's current clustering (also after ``refit()``) and SOI settings, and
+  node vectors are the stored ones.
 * ``ThematicContextPostprocessor.from_clusterer(clusterer, embed_model)`` uses a
   fitted :class:`~llama_index_carag.clustering.ThematicClusterer` only: the
   candidates themselves are assigned to clusters and the SOI is the
@@ -61,6 +62,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     top_n: Optional[int] = Field(default=None, description="Nodes kept after re-ranking.")
 
     _context: ThematicContext | None = PrivateAttr(default=None)
+    _retriever: Any = PrivateAttr(default=None)
     _clusterer: ThematicClusterer | None = PrivateAttr(default=None)
     _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
 
@@ -114,7 +116,13 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         """Reuse a fitted ``ContextAwareRetriever``'s clustering, embed model and (by default) alpha/delta."""
         kwargs.setdefault("alpha", retriever.alpha)
         kwargs.setdefault("delta", retriever.delta)
-        return cls(context=retriever.context, embed_model=retriever.embed_model, **kwargs)
+        pp = cls(context=retriever.context, embed_model=retriever.embed_model, **kwargs)
+        pp._retriever = retriever  # follow its context through refit() and its SOI settings
+        return pp
+
+    @property
+    def _ctx(self) -> ThematicContext | None:
+        return self._retriever.context if self._retriever is not None else self._context
 
     @classmethod
     def from_clusterer(
@@ -135,7 +143,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         """Unit vectors of the candidates: stored (context), their own, or embedded now."""
         out: list[np.ndarray | None] = []
         for n in nodes:
-            vec = self._context.unit_vector(n.node.node_id) if self._context is not None else None
+            vec = self._ctx.unit_vector(n.node.node_id) if self._ctx is not None else None
             if vec is None and n.node.embedding is not None:
                 vec = l2_normalize(np.asarray(n.node.embedding, dtype=np.float32))
             out.append(vec)
@@ -152,17 +160,20 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
 
     def _clusters(self, nodes: List[NodeWithScore], unit: np.ndarray) -> list[int | None]:
         """Cluster of each candidate: stored (context) or predicted (clusterer)."""
-        if self._context is not None:
-            return [self._context.cluster_of(n.node.node_id) for n in nodes]
+        if self._ctx is not None:
+            return self._ctx.clusters_of([n.node.node_id for n in nodes])
         assert self._clusterer is not None
         return [int(c) for c in self._clusterer.predict(unit)]
 
     def _soi(
         self, q: np.ndarray, query_str: str, nodes: List[NodeWithScore], unit: np.ndarray, labels: list[int | None]
     ) -> SubsetOfInterest:
-        if self._context is not None:
-            return self._context.build_soi(
-                as_vector(q, dim=self._context.dim_), self.delta, claim=query_str, include_texts=False
+        ctx = self._ctx
+        if ctx is not None:
+            r = self._retriever
+            return ctx.build_soi(
+                as_vector(q, dim=ctx.dim_), self.delta, claim=query_str, include_texts=False,
+                top_m=None if r is None else r.soi_top_m, n_related_claims=0 if r is None else r.soi_claims,
             )
         assert self._clusterer is not None
         q_unit = l2_normalize(as_vector(q, dim=self._clusterer.n_features_in_))
@@ -178,6 +189,17 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         return build_unsupervised_soi(q, members, self.delta, claim=query_str, cluster=query_cluster)
 
     # ------------------------------------------------------------- postprocess
+    async def apostprocess_nodes(
+        self,
+        nodes: List[NodeWithScore],
+        query_bundle: Optional[QueryBundle] = None,
+        query_str: Optional[str] = None,
+    ) -> List[NodeWithScore]:
+        """Async variant: the embedding and vector maths run in a worker thread, off the event loop."""
+        import asyncio
+
+        return await asyncio.to_thread(self.postprocess_nodes, nodes, query_bundle, query_str)
+
     def _postprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> List[NodeWithScore]:
@@ -205,7 +227,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
             if self.thematic_cutoff is not None and t_sim is not None and t_sim < self.thematic_cutoff:
                 continue
             info = {
-                "mode": self._context.mode if self._context is not None else "unsupervised",
+                "mode": self._ctx.mode if self._ctx is not None else "unsupervised",
                 "alpha": self.alpha,
                 "delta": self.delta,
                 "cluster": labels[r],

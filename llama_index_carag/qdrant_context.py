@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from llama_index_carag.clustering import ThematicClusterer
-from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext, _Group
+from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext, _Group, _set_group
 from llama_index_carag.soi import ClusterMembers, SOICore
 from llama_index_carag.vectors import as_vector, l2_normalize
 
@@ -108,7 +108,9 @@ class QdrantThematicContext(ThematicContext):
         must = [models.FieldCondition(key=CLUSTER_PAYLOAD_KEY, match=models.MatchValue(value=int(key[1])))]
         if key[0] is not None:
             must.append(models.FieldCondition(key=self.theme_key, match=models.MatchValue(value=key[0])))
-        return models.Filter(must=must + (extra or []))
+        claims = getattr(self, "claims_in_collection_", None)
+        must_not = [models.HasIdCondition(has_id=list(claims))] if claims else None
+        return models.Filter(must=must + (extra or []), must_not=must_not)
 
     # -------------------------------------------------------------- fitting
     def fit_store(self, claims: CorpusItems, *, show_progress: bool = False) -> "QdrantThematicContext":
@@ -124,6 +126,11 @@ class QdrantThematicContext(ThematicContext):
                 pl = point.payload or {}
                 themes.append(_str(pl.get(self.theme_key)) if self.mode == "supervised" else None)
                 claim_of.append(_str(pl.get(self.claim_key)) if self.mode == "supervised" else None)
+        claim_set = set(claims.ids)
+        self.claims_in_collection_ = sorted(i for i in ids if i in claim_set)
+        if self.claims_in_collection_:  # claims stored as points are claims, never evidence
+            keep = [k for k, i in enumerate(ids) if i not in claim_set]
+            ids, themes, claim_of = [ids[k] for k in keep], [themes[k] for k in keep], [claim_of[k] for k in keep]
         if not ids:
             raise ValueError("The Qdrant collection is empty: add evidence nodes before fitting CARAG.")
         probe = self._client.retrieve(self._collection, ids=[ids[0]], with_vectors=True, with_payload=False)
@@ -136,8 +143,6 @@ class QdrantThematicContext(ThematicContext):
             )
         self._claim_texts = dict(claims.claim_texts or {})
         self._claim_node_of = {str(c): i for i, c in zip(claims.ids, claims.claim_of)}
-        self._groups = {}
-        self._where = {}
         self._counts: dict[GroupKey, int] = {}
         self.clusterers_ = {}
         self.theme_centroids_ = {}
@@ -156,11 +161,13 @@ class QdrantThematicContext(ThematicContext):
             cl = [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
             self._fit_partition(theme, [ids[i] for i in ev], [claims.ids[i] for i in cl], claim_vectors[cl], show_progress)
         self._assign_all(ids, themes, show_progress)
+        groups: dict[GroupKey, _Group] = {}
+        where: dict[str, tuple[GroupKey, int]] = {}
         for i, (cid, theme) in enumerate(zip(claims.ids, claim_themes)):
             key = (theme if self.mode == "supervised" else None, -1)
             label = int(self.clusterers_[key[0]].predict(claim_vectors[i : i + 1])[0])
             key = (key[0], label)
-            group = self._groups.get(key)
+            group = groups.get(key)
             unit = l2_normalize(claim_vectors[i : i + 1])
             if group is None:
                 group = _Group([cid], unit, np.array([True]), [claims.claim_of[i]])
@@ -169,7 +176,8 @@ class QdrantThematicContext(ThematicContext):
                     group.ids + [cid], np.vstack([group.unit, unit]), np.append(group.is_claim, True),
                     group.claim_of + [claims.claim_of[i]],
                 )
-            self._set_group(key, group)
+            _set_group(groups, where, key, group)
+        self._publish(groups, where)
         self.n_items_ = len(ids) + len(claims.ids)
         self._evidence_count = len(ids)
         logger.info("Fitted %s context on Qdrant collection %r: %d points", self.mode, self._collection, len(ids))
@@ -245,6 +253,8 @@ class QdrantThematicContext(ThematicContext):
         payload = [self.claim_key, "_node_content", "text"] if include_texts else [self.claim_key]
         points: list[Any] = []
         offset = 0
+        if self.mode == "supervised":
+            top_m = None  # the cap applies after the claim-link filter, in supervised_core
         while True:
             limit = _PAGE if top_m is None else min(_PAGE, top_m - len(points))
             page = self._client.query_points(
@@ -282,8 +292,13 @@ class QdrantThematicContext(ThematicContext):
         points = self._client.retrieve(self._collection, ids=remote, with_vectors=True, with_payload=[CLUSTER_PAYLOAD_KEY]) if remote else []
         return {str(p.id): p for p in points}
 
-    def unit_vectors(self, node_ids: Sequence[str]) -> list[np.ndarray | None]:
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        """Unit vectors and clusters of several nodes with one round trip."""
         points = self._fetch(node_ids)
+        return self.unit_vectors(node_ids, points), self.clusters_of(node_ids, points)
+
+    def unit_vectors(self, node_ids: Sequence[str], points: dict[str, Any] | None = None) -> list[np.ndarray | None]:
+        points = self._fetch(node_ids) if points is None else points
         out: list[np.ndarray | None] = []
         for i in node_ids:
             if i in self._where:
@@ -294,8 +309,8 @@ class QdrantThematicContext(ThematicContext):
                 out.append(None)
         return out
 
-    def clusters_of(self, node_ids: Sequence[str]) -> list[int | None]:
-        points = self._fetch(node_ids)
+    def clusters_of(self, node_ids: Sequence[str], points: dict[str, Any] | None = None) -> list[int | None]:
+        points = self._fetch(node_ids) if points is None else points
         out: list[int | None] = []
         for i in node_ids:
             if i in self._where:
@@ -368,11 +383,13 @@ class QdrantThematicContext(ThematicContext):
         themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
         for i in evidence:
             theme = themes[i] if self.mode == "supervised" else None
+            payload: dict[str, Any] = {}
             if self.mode == "supervised" and theme not in self.clusterers_:
-                names = list(self.theme_centroids_)
-                theme = names[int(np.argmax(np.vstack([self.theme_centroids_[t] for t in names]) @ unit[i]))]
+                theme = self.nearest_theme(unit[i])
+                payload[self.theme_key] = theme  # the SOI query filters on it
             label = int(self.clusterers_[theme].predict(unit[i : i + 1])[0])
-            self._client.set_payload(self._collection, payload={CLUSTER_PAYLOAD_KEY: label}, points=[items.ids[i]])
+            payload[CLUSTER_PAYLOAD_KEY] = label
+            self._client.set_payload(self._collection, payload=payload, points=[items.ids[i]])
             self._counts[(theme, label)] = self._counts.get((theme, label), 0) + 1
             keys.append((theme, label))
         self._evidence_count += len(evidence)
@@ -401,6 +418,7 @@ class QdrantThematicContext(ThematicContext):
         info["counts"] = [[k[0], k[1], v] for k, v in self._counts.items()]
         info["theme_key"] = self.theme_key
         info["claim_key"] = self.claim_key
+        info["claims_in_collection"] = list(getattr(self, "claims_in_collection_", []))
         return info, arrays
 
     @classmethod
@@ -422,6 +440,7 @@ class QdrantThematicContext(ThematicContext):
             if name not in ("vector_store", "theme_key", "claim_key", "_lock"):
                 setattr(ctx, name, value)
         ctx._counts = {(t, int(c)): int(n) for t, c, n in info.get("counts", [])}
+        ctx.claims_in_collection_ = list(info.get("claims_in_collection", []))
         ctx._evidence_count = sum(ctx._counts.values())
         ctx.n_items_ = ctx._evidence_count + len(ctx._where)
         return ctx

@@ -22,7 +22,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -42,7 +42,7 @@ from llama_index_carag._validation import (
     sanitize_text,
 )
 from llama_index_carag.context import MODES, CorpusItems, SOIQuery, ThematicContext
-from llama_index_carag.datasets import CLAIM_KEY, LABEL_KEY, THEME_KEY
+from llama_index_carag.datasets import CLAIM_KEY, LABEL_METADATA_KEYS, THEME_KEY
 from llama_index_carag.models import embed_model_name
 from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.soi import SubsetOfInterest
@@ -98,6 +98,7 @@ def _with_carag_metadata(node: BaseNode, info: dict[str, Any]) -> BaseNode:
 
 
 def _warn_on_embedded_labels(nodes: Sequence[BaseNode], keys: Sequence[str]) -> None:
+    """Warn (once) when annotation keys are embedded with the text or shown to the LLM."""
     for node in nodes:
         leaked = [k for k in keys if k in node.metadata and k not in node.excluded_embed_metadata_keys]
         if leaked:
@@ -107,6 +108,15 @@ def _warn_on_embedded_labels(nodes: Sequence[BaseNode], keys: Sequence[str]) -> 
                 "excluded_embed_metadata_keys (llama_index_carag.datasets loaders do).",
                 node.node_id,
                 ", ".join(leaked),
+            )
+            return
+        shown = [k for k in keys if k in node.metadata and k not in node.excluded_llm_metadata_keys]
+        if shown:
+            logger.warning(
+                "Node %r shows its metadata key(s) %s to the LLM; FactCheckSynthesizer hides them, other "
+                "synthesizers will not. Add them to excluded_llm_metadata_keys.",
+                node.node_id,
+                ", ".join(shown),
             )
             return
 
@@ -194,10 +204,12 @@ class ContextAwareRetriever(BaseRetriever):
         self._hub_k = check_top_k(hub_k, "hub_k")
         self._hub_penalty = 0.0
         self.soi_claims = soi_claims
-        self.hub_penalty = hub_penalty
         self.similarity_top_k = similarity_top_k
         self.soi_top_m = soi_top_m
         self.rerank_candidates = rerank_candidates
+        if hub_penalty and rerank_candidates is None:
+            raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
+        self.hub_penalty = hub_penalty
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     # -------------------------------------------------------------- settings
@@ -230,10 +242,20 @@ class ContextAwareRetriever(BaseRetriever):
         self._resize_searchers()
 
     def _resize_searchers(self) -> None:
-        spare = len(self._exclude_ids)
+        # Claims in the index are filtered out of the results: fetch a few spare hits (a second,
+        # larger search happens only when too many of them were claims).
         factor = _DEDUPE_OVERFETCH if self._dedupe else 1
-        self._searcher.similarity_top_k = self._top_k * factor + spare
-        self._pool_searcher.similarity_top_k = max(self._rerank or 0, self._top_k) * factor + spare
+        base = self._top_k * factor
+        self._searcher.similarity_top_k = base + min(len(self._exclude_ids), base + 10)
+        pool = max(self._rerank or 0, self._top_k) * factor
+        self._pool_searcher.similarity_top_k = pool + min(len(self._exclude_ids), pool + 10)
+
+    def _exclude(self, node_ids: Iterable[str]) -> None:
+        """Never return these ids (claims that are also in the index)."""
+        new = set(node_ids) - self._exclude_ids
+        if new:
+            self._exclude_ids = frozenset(self._exclude_ids | new)
+            self._resize_searchers()
 
     @property
     def soi_claims(self) -> int:
@@ -242,7 +264,9 @@ class ContextAwareRetriever(BaseRetriever):
 
     @soi_claims.setter
     def soi_claims(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"soi_claims must be a non-negative integer; got {type(value).__name__} {value!r}.")
+        if value < 0:
             raise ValueError(f"soi_claims must be a non-negative integer; got {value!r}.")
         self._soi_claims = value
 
@@ -371,6 +395,12 @@ class ContextAwareRetriever(BaseRetriever):
             check_top_k(soi_top_m, "soi_top_m")
         if rerank_candidates is not None:
             check_top_k(rerank_candidates, "rerank_candidates")
+        check_unit_interval("hub_penalty", hub_penalty)
+        check_top_k(hub_k, "hub_k")
+        if hub_penalty and rerank_candidates is None:
+            raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
+        if isinstance(soi_claims, bool) or not isinstance(soi_claims, int) or soi_claims < 0:
+            raise ValueError(f"soi_claims must be a non-negative integer; got {soi_claims!r}.")
         n_clusters = check_n_clusters(n_clusters)
         embed_model = embed_model or index._embed_model  # noqa: SLF001
         claim_nodes = list(claim_nodes or [])
@@ -406,6 +436,7 @@ class ContextAwareRetriever(BaseRetriever):
                 index, context, alpha=alpha, delta=delta, similarity_top_k=similarity_top_k, soi_top_m=soi_top_m,
                 rerank_candidates=rerank_candidates, dedupe=dedupe, soi_claims=soi_claims, hub_penalty=hub_penalty,
                 hub_k=hub_k, embed_model=embed_model, claim_vectors=(claim_ids, claim_vectors), theme_key=theme_key,
+                exclude_ids=context.claims_in_collection_,  # type: ignore[attr-defined]
                 claim_key=claim_key, callback_manager=callback_manager, verbose=verbose,
             )
 
@@ -417,7 +448,8 @@ class ContextAwareRetriever(BaseRetriever):
         if len(set(claim_ids)) != len(claim_ids):
             raise ValueError("claim_nodes contain duplicated node ids.")
         claim_set = set(claim_ids)
-        if claim_set & set(index_ids):
+        index_id_set = set(index_ids)
+        if claim_set & index_id_set:
             evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
             evidence_ids = [index_ids[r] for r in evidence_rows]
             evidence_vectors = index_vectors[evidence_rows]
@@ -431,7 +463,9 @@ class ContextAwareRetriever(BaseRetriever):
         missing = [i for i, n in zip(wanted, evidence_nodes) if n is None]
         if missing:
             raise ValueError(f"Node {missing[0]!r} is in the vector store but not in the docstore.")
-        _warn_on_embedded_labels(evidence_nodes[:1000] + claim_nodes[:1000], [theme_key, claim_key, LABEL_KEY])
+        _warn_on_embedded_labels(
+            evidence_nodes[:1000] + claim_nodes[:1000], list(dict.fromkeys([theme_key, claim_key, *LABEL_METADATA_KEYS]))
+        )
 
         claim_vectors = _claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
         if claim_vectors.shape[0] and claim_vectors.shape[1] != evidence_vectors.shape[1]:
@@ -480,7 +514,7 @@ class ContextAwareRetriever(BaseRetriever):
             hub_penalty=hub_penalty,
             hub_k=hub_k,
             embed_model=embed_model,
-            exclude_ids=[i for i in claim_ids if i in set(index_ids)],
+            exclude_ids=[i for i in claim_ids if i in index_id_set],
             claim_vectors=(claim_ids, claim_vectors),
             theme_key=theme_key,
             claim_key=claim_key,
@@ -549,7 +583,18 @@ class ContextAwareRetriever(BaseRetriever):
     def _search(self, plan: _Plan) -> list[NodeWithScore]:
         # The inner retriever's _retrieve, not retrieve: one retrieval event per query (ours), not two.
         searcher = self._pool_searcher if plan.rerank else self._searcher
-        return searcher._retrieve(QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding))  # noqa: SLF001
+        bundle = QueryBundle(query_str=plan.query_str, embedding=plan.search_embedding)
+        results = searcher._retrieve(bundle)  # noqa: SLF001
+        factor = _DEDUPE_OVERFETCH if self._dedupe else 1
+        wanted = (max(self._rerank or 0, self._top_k) if plan.rerank else self._top_k) * factor
+        kept = sum(r.node.node_id not in self._exclude_ids for r in results)
+        if kept < wanted and len(results) == searcher.similarity_top_k:
+            # Too many claims among the hits: search again with room for all of them.
+            wider = VectorIndexRetriever(
+                self._index, similarity_top_k=wanted + len(self._exclude_ids), embed_model=self._embed_model
+            )
+            results = wider._retrieve(bundle)  # noqa: SLF001
+        return results
 
     def _annotate(self, results: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
         soi = plan.soi
@@ -560,8 +605,7 @@ class ContextAwareRetriever(BaseRetriever):
         soi_size = len(soi.core)
         kept = [r for r in results if r.node.node_id not in self._exclude_ids]
         kept_ids = [r.node.node_id for r in kept]
-        vectors = self._context.unit_vectors(kept_ids)
-        clusters = self._context.clusters_of(kept_ids)
+        vectors, clusters = self._context.vectors_and_clusters(kept_ids)
         for i, result in enumerate(kept):
             if vectors[i] is None and result.node.embedding is not None:
                 vectors[i] = l2_normalize(np.asarray(result.node.embedding, dtype=np.float32))
@@ -652,11 +696,11 @@ class ContextAwareRetriever(BaseRetriever):
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         _check_bundle(query_bundle)
-        self._maybe_sync()
+        await asyncio.to_thread(self._maybe_sync)
         embedding = await self._aquery_embedding(query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
         store = self._index.vector_store
-        if type(store).aquery is BasePydanticVectorStore.aquery:
+        if not _has_native_async(store):
             # The store has no native async search (FAISS, simple): run it off the event loop.
             results = await asyncio.to_thread(self._search, plan)
         else:
@@ -720,11 +764,16 @@ class ContextAwareRetriever(BaseRetriever):
         ids = [n.node_id for n in nodes]
         if len(set(ids)) != len(ids):
             raise ValueError("insert_nodes: duplicated node ids in the batch.")
-        existing = [i for i in ids if i in self._context]
+        _warn_on_embedded_labels(nodes, LABEL_METADATA_KEYS)
+        claims = set(self._claim_vectors[0])
+        existing = [i for i in ids if i in self._context and i not in claims]
         if existing:
             self.delete_nodes(existing)
         self._index.insert_nodes(nodes, **insert_kwargs)
-        self._context.add_items(self._evidence_items(ids))
+        self._exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
+        evidence = [i for i in ids if i not in claims]
+        if evidence:
+            self._context.add_items(self._evidence_items(evidence))
         self._seen_size = self._store_size()
 
     def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
@@ -754,9 +803,11 @@ class ContextAwareRetriever(BaseRetriever):
         """
         from llama_index_carag.stores import index_node_ids
 
-        current = [i for i in index_node_ids(self._index) if i not in self._exclude_ids]
-        current_set = set(current)
         claims = set(self._claim_vectors[0])
+        all_ids = index_node_ids(self._index)
+        self._exclude([i for i in all_ids if i in claims])  # claims put into the index directly
+        current = [i for i in all_ids if i not in self._exclude_ids]
+        current_set = set(current)
         known = {i for i, _ in self._context.iter_items() if i not in claims}
         removed = self._context.remove_items([i for i in known if i not in current_set])
         added = [i for i in current if i not in known]
@@ -775,16 +826,24 @@ class ContextAwareRetriever(BaseRetriever):
 
     def refit(self, *, show_progress: bool = False) -> "ContextAwareRetriever":
         """Refit the clustering on the index as it is now (same settings and claims); in place."""
+        from llama_index.core.schema import TextNode
+
         ids, vectors = self._claim_vectors
+        identity = {node: claim for claim, node in self._context._claim_node_of.items()}  # noqa: SLF001
         claims = []
         for node_id, vector in zip(ids, vectors):
-            node = self._index.docstore.get_node(node_id, raise_error=False)
-            if node is None:
-                from llama_index.core.schema import TextNode
-
-                text = self._context._claim_texts.get(node_id, "")  # noqa: SLF001
-                node = TextNode(id_=node_id, text=text)
-            claims.append(node.model_copy(update={"embedding": vector.tolist()}))
+            metadata: dict[str, Any] = {self.claim_key: identity.get(node_id, node_id)}
+            theme = self._context.theme_of(node_id)
+            if theme is not None:
+                metadata[self.theme_key] = theme
+            text = self._context._claim_texts.get(node_id, "")  # noqa: SLF001
+            keys = list(metadata)
+            claims.append(
+                TextNode(
+                    id_=node_id, text=text, metadata=metadata, embedding=vector.tolist(),
+                    excluded_embed_metadata_keys=keys, excluded_llm_metadata_keys=keys,
+                )
+            )
         fresh = ContextAwareRetriever.from_index(
             self._index,
             mode=self.mode,  # type: ignore[arg-type]
@@ -850,6 +909,7 @@ class ContextAwareRetriever(BaseRetriever):
             the state folder.
         """
         folder = Path(persist_dir)
+        self._maybe_sync()  # nodes added to the index directly must be in the saved state too
         if persist_index:
             self._index.storage_context.persist(persist_dir=str(folder))
         info, arrays = self._state()
@@ -890,10 +950,15 @@ class ContextAwareRetriever(BaseRetriever):
         except (KeyError, TypeError, ValueError):
             raise StateError(f"{folder / STATE_SUBDIR} lacks settings; the state is corrupt.") from None
         if index is None:
-            from llama_index_carag.indexing import load_faiss_index
+            from llama_index_carag.indexing import load_persisted_index
 
+            kind = info.get("vector_store")
+            if kind not in ("faiss", "faiss_map", "simple"):
+                raise StateError(
+                    f"The state was fitted on a {kind} index, which is not saved on disk; pass index=... to reload it."
+                )
             model = resolve_embed_model(embed_model if embed_model is not None else recorded_model)
-            index = load_faiss_index(folder, model, id_map=info.get("vector_store") == "faiss_map")
+            index = load_persisted_index(folder, model, kind)
             embed_model = model
         elif embed_model is not None:
             embed_model = resolve_embed_model(embed_model)
@@ -968,6 +1033,13 @@ class ContextAwareRetriever(BaseRetriever):
             callback_manager=callback_manager,
             verbose=verbose,
         )
+
+
+def _has_native_async(store: Any) -> bool:
+    """True when the store's async query is its own and can run (Qdrant needs an async client)."""
+    if type(store).aquery is BasePydanticVectorStore.aquery:
+        return False
+    return getattr(store, "_aclient", True) is not None
 
 
 def _embedding_strs(query_bundle: QueryBundle) -> list[str]:

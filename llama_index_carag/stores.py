@@ -86,8 +86,8 @@ def index_node_ids(index: "VectorStoreIndex") -> list[str]:
     if nodes_dict:
         return list(nodes_dict.values())
     raise ValueError(
-        f"Cannot list the nodes of a {type(index.vector_store).__name__} index; pass the corpus "
-        "nodes explicitly (ContextAwareRetriever.from_index(..., nodes=...))."
+        f"Cannot list the nodes of a {type(index.vector_store).__name__} index: CARAG supports FAISS, "
+        "the simple vector store and Qdrant (or any store whose index keeps a node list)."
     )
 
 

@@ -136,7 +136,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if not nodes:
             return self._no_evidence(additional_source_nodes)
         response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-        return super().synthesize(query, nodes, additional_source_nodes, **response_kwargs)
+        return super().synthesize(query, _hide_labels(nodes), additional_source_nodes, **response_kwargs)
 
     async def asynthesize(
         self,
@@ -146,11 +146,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         if not nodes:
-            return self._no_evidence(additional_source_nodes)
+            return self._no_evidence(additional_source_nodes, use_async=True)
         response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
+        nodes = _hide_labels(nodes)
         return await super().asynthesize(query, nodes, additional_source_nodes, **response_kwargs)
 
-    def _no_evidence(self, additional: Optional[Sequence[NodeWithScore]]) -> RESPONSE_TYPE:
+    def _no_evidence(self, additional: Optional[Sequence[NodeWithScore]], use_async: bool = False) -> RESPONSE_TYPE:
         verdict = Verdict(
             label=VerdictLabel.NOT_ENOUGH_INFO,
             explanation=NO_EVIDENCE_EXPLANATION,
@@ -159,6 +160,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
             parsed=False,
         )
         sources = list(additional or [])
+        if self._streaming and use_async:
+
+            async def one() -> AsyncGenerator[str, None]:
+                yield verdict.explanation
+
+            return AsyncStreamingResponse(one(), source_nodes=sources, metadata={VERDICT_KEY: verdict})
         if self._streaming:
             return StreamingResponse(
                 (t for t in [verdict.explanation]), source_nodes=sources, metadata={VERDICT_KEY: verdict}
@@ -201,6 +208,23 @@ class FactCheckSynthesizer(BaseSynthesizer):
             parts.append(delta)
             yield delta
         response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
+
+
+def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
+    """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
+    whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
+    from llama_index_carag.datasets import LABEL_METADATA_KEYS
+
+    hidden = [*LABEL_METADATA_KEYS, "carag"]
+    out = []
+    for n in nodes:
+        missing = [k for k in hidden if k in n.node.metadata and k not in n.node.excluded_llm_metadata_keys]
+        if missing:
+            node = n.node.model_copy(update={"excluded_llm_metadata_keys": [*n.node.excluded_llm_metadata_keys, *missing]})
+            out.append(NodeWithScore(node=node, score=n.score))
+        else:
+            out.append(n)
+    return out
 
 
 def get_fact_check_synthesizer(

@@ -34,9 +34,10 @@ def corpus(rng):
 
 
 @pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
-def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode):
+@pytest.mark.parametrize("extra", [{}, {"soi_top_m": 2}], ids=["all", "top-2"])
+def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
     evidence, claims, emb = corpus
-    kwargs = dict(mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.5)
+    kwargs = dict(mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.5, **extra)
     on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), **kwargs)
     on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), **kwargs)
     assert isinstance(on_qdrant.context, QdrantThematicContext)
@@ -133,3 +134,25 @@ def assert_same_ranking(a, b, tol=1e-5):
     ta = {a[i].node.get_content() for i in groups[-1]}
     tb = {b[i].node.get_content() for i in groups[-1]}
     assert ta == tb  # the last (possibly cut) tie group holds the same passage text
+
+
+def test_claims_stored_in_the_collection_are_never_evidence(rng):
+    evidence, claims, emb = planted_corpus(rng)
+    evidence = with_uuid_ids(evidence)
+    claims = [c.model_copy(update={"id_": uuid_node_id(c.node_id)}) for c in claims]
+    index = qdrant_index(evidence + claims, emb)
+    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.0)
+    claim_ids = {c.node_id for c in claims}
+    for claim in claims[::3]:
+        assert not claim_ids & {n.node.node_id for n in r.retrieve(claim.text)}
+        soi = r.build_soi(claim.text)
+        assert not claim_ids & {i.id for i in soi.refined_cluster_evidences}
+
+
+def test_async_retrieve_without_an_async_client(corpus):
+    import asyncio
+
+    evidence, claims, emb = corpus
+    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    got = asyncio.run(r.aretrieve(claims[0].text))
+    assert [n.node.node_id for n in got] == [n.node.node_id for n in r.retrieve(claims[0].text)]

@@ -250,3 +250,46 @@ def test_csv_loader_fuzz(tmp_path, body):
     for node in corpus.evidence_nodes + corpus.claim_nodes:
         node.text.encode("utf-8")  # safe text: no lone surrogates, no NULs
         assert "\x00" not in node.text
+
+
+def test_blas_limit_is_restored_after_overlapping_queries():
+    import time
+
+    from threadpoolctl import threadpool_info
+
+    from llama_index_carag.vectors import single_blas_thread
+
+    def blas():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas()
+
+    def hold(seconds):
+        with single_blas_thread():
+            time.sleep(seconds)
+
+    threads = [threading.Thread(target=hold, args=(0.02 * (i % 3 + 1),)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.01)
+    assert all(n == 1 for n in blas())
+    for t in threads:
+        t.join()
+    assert blas() == before
+
+
+def test_refit_keeps_supervised_claims_and_postprocessor_follows(rng):
+    from llama_index_carag.postprocessor import ThematicContextPostprocessor
+
+    evidence, claims, emb = planted_corpus(rng)
+    index = faiss_index(evidence[:-6], emb, id_map=True)
+    r = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.2)
+    pp = ThematicContextPostprocessor.from_retriever(r)
+    r.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-6:]])
+    r.refit()
+    fresh = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.2)
+    for claim in claims[::3]:
+        assert r.build_soi(claim.text).to_dict() == fresh.build_soi(claim.text).to_dict()
+    nodes = index.as_retriever(similarity_top_k=8).retrieve(claims[0].text)
+    out = pp.postprocess_nodes(nodes, query_str=claims[0].text)
+    assert all(n.node.metadata["carag"]["cluster"] == r.context.cluster_of(n.node.node_id) for n in out)

@@ -316,3 +316,52 @@ def test_unsupervised_without_claims_and_id_map_store(corpus, tmp_path):
     r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
     assert [n.node.node_id for n in back.retrieve("free text query")] == [n.node.node_id for n in got]
+
+
+def test_many_claims_in_the_index_trigger_a_wider_search(rng):
+    evidence, claims, emb = planted_corpus(rng, claims_per_theme=15, evidence_per_claim=2)
+    index = faiss_index(evidence + claims, emb)
+    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3, similarity_top_k=4)
+    claim_ids = {c.node_id for c in claims}
+    E = np.array([_unit(e.embedding) for e in evidence])
+    for claim in claims[::5]:
+        got = r.retrieve(claim.text)
+        assert len(got) == 4 and not claim_ids & {n.node.node_id for n in got}
+        r.alpha = 1.0
+        plain = [evidence[i].node_id for i in np.argsort(-(E @ _unit(claim.embedding)))[:4]]
+        assert [n.node.node_id for n in r.retrieve(claim.text)] == plain
+        r.alpha = 0.5
+
+
+def test_claims_inserted_into_the_index_later_stay_claims(rng):
+    evidence, claims, emb = planted_corpus(rng)
+    index = faiss_index(evidence, emb, id_map=True)
+    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
+    r.insert_nodes([c.model_copy(update={"embedding": None}) for c in claims[:3]])
+    index.insert_nodes([c.model_copy(update={"embedding": None}) for c in claims[3:6]])
+    claim_ids = {c.node_id for c in claims}
+    for claim in claims[:6]:
+        got = r.retrieve(claim.text)
+        assert not claim_ids & {n.node.node_id for n in got}
+        assert r.build_soi(claim.text).claim_id == claim.node_id  # still recognised as a corpus claim
+
+
+def test_persisted_simple_store_reloads_without_an_index(corpus, tmp_path):
+    evidence, claims, emb = corpus
+    from llama_index_carag.models import embed_model_name  # noqa: F401
+
+    r = ContextAwareRetriever.from_index(simple_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r.persist(tmp_path, persist_index=True)
+    back = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb)
+    for claim in claims[::4]:
+        assert [n.node.node_id for n in r.retrieve(claim.text)] == [n.node.node_id for n in back.retrieve(claim.text)]
+
+
+def test_persist_includes_nodes_added_directly_to_the_index(corpus, tmp_path):
+    evidence, claims, emb = corpus
+    index = faiss_index(evidence[:-3], emb, id_map=True)
+    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3)
+    index.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-3:]])
+    r.persist(tmp_path)
+    back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
+    assert all(e.node_id in back.context for e in evidence)

@@ -79,7 +79,10 @@ def test_related_claims_and_hub_penalty(corpus):
 
 def test_hub_penalty_needs_rerank(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
+    with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r.hub_penalty = 0.1  # set without re-ranking: refused at query time
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
         r.retrieve(claims[0].text)
 

@@ -117,3 +117,21 @@ def test_chat_bot_engine_with_fact_check_prompts(retriever):
     assert "<evidence>" in llm.prompts[-1] and "Verdict:" in llm.prompts[-1]
     follow = chat.chat("And what about the opposite claim?")
     assert str(follow) == llm.answer
+
+
+def test_gold_labels_never_reach_the_llm_even_when_not_excluded():
+    llm = StubLLM()
+    leaky = TextNode(id_="e1", text="Passage text.", metadata={"label": "T", "theme": "Covid", "source": "bbc"})
+    FactCheckSynthesizer(llm).synthesize("claim", [NodeWithScore(node=leaky, score=1.0)])
+    prompt = llm.prompts[-1]
+    assert "label: T" not in prompt and "Covid" not in prompt and "source: bbc" in prompt
+
+
+def test_async_streaming_without_evidence():
+    synth = FactCheckSynthesizer(StubLLM(), streaming=True)
+
+    async def run():
+        response = await synth.asynthesize("claim", [])
+        return "".join([t async for t in response.async_response_gen()])
+
+    assert asyncio.run(run()).startswith("No evidence")
