@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 dispatcher = instrument.get_dispatcher(__name__)
 
-__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR"]
+__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR", "PAPER_SETTINGS", "TUNED_SETTINGS"]
 
 #: Key of the provenance dict attached to every returned node.
 CARAG_METADATA_KEY = "carag"
@@ -64,6 +64,15 @@ CARAG_METADATA_KEY = "carag"
 STATE_SUBDIR = "carag"
 #: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
 _DEDUPE_OVERFETCH = 4
+
+#: The papers' settings, which are also the defaults of :meth:`ContextAwareRetriever.from_index`.
+PAPER_SETTINGS: dict[str, Any] = {"alpha": 0.5, "delta": 0.75, "n_clusters": 10, "similarity_top_k": 6}
+
+#: The CARAG-u variant chosen on FactVer's tuning half (both encoders, fixed rule; see
+#: docs/RESULTS.md): re-rank the claim's 50 nearest passages with its SOI, one related claim
+#: added to the SOI, and a hubness penalty.  It does not meet the "beat RAG" target there either;
+#: pass ``**TUNED_SETTINGS`` to :meth:`ContextAwareRetriever.from_index` to use it.
+TUNED_SETTINGS: dict[str, Any] = {"alpha": 0.9, "rerank_candidates": 50, "hub_penalty": 0.15, "soi_claims": 1}
 
 
 @dataclass

@@ -119,7 +119,7 @@ def test_eval_limit_5(tmp_path):
     proc = carag("eval", "--limit", "5", "--out", str(tmp_path / "ev"), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert [r["method"] for r in data["results"]] == ["RAG", "CARAG", "CARAG-u"]
+    assert [r["method"] for r in data["results"]] == ["RAG", "CARAG", "CARAG-u", "CARAG-u (tuned)"]
     assert all(r["claims"] == 5 for r in data["results"])
     assert (tmp_path / "ev" / "results.csv").is_file() and (tmp_path / "ev" / "results.md").is_file()
 

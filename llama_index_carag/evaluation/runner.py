@@ -84,12 +84,15 @@ def split_claims(claims: Sequence[Any], seed: int = 0) -> tuple[list[Any], list[
     return tune, report
 
 
-def paper_specs(k: int = 6) -> list[RunSpec]:
-    """RAG, CARAG and CARAG-u at the papers' settings (alpha 0.5, delta 0.75, t 10)."""
+def paper_specs() -> list[RunSpec]:
+    """RAG, CARAG and CARAG-u at the papers' settings (alpha 0.5, delta 0.75, t 10), and the tuned CARAG-u."""
+    from llama_index_carag.retriever import TUNED_SETTINGS
+
     return [
         RunSpec("RAG", mode="rag", alpha=1.0),
         RunSpec("CARAG", mode="supervised"),
         RunSpec("CARAG-u", mode="unsupervised"),
+        RunSpec("CARAG-u (tuned)", mode="unsupervised", **TUNED_SETTINGS),
     ]
 
 
@@ -360,7 +363,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     claims = {"tune": tune, "report": report, "all": setup.claims}[args.split][: args.limit]
     if not claims:
         raise ValueError("no claims to evaluate")
-    specs = paper_specs(args.k) + (sweep_specs() if args.sweep else [])
+    specs = paper_specs() + (sweep_specs() if args.sweep else [])
     results = run_specs(setup, specs, claims, k=args.k, seed=args.seed)
     out = Path(args.out)
     header = (
@@ -377,7 +380,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     }
     if args.explain:
         llm = resolve_llm(args.llm)
-        explained = generate_explanations(setup, paper_specs(args.k), claims, llm, k=args.k, seed=args.seed)
+        explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)
         summary["files"].append(str(_write_explanations(explained, out)))
         gold = explained["gold"]
         verdict_rows = []
