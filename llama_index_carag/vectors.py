@@ -152,9 +152,38 @@ def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray) -> np.ndarra
         query or a zero row).
     """
     q = l2_normalize(np.asarray(query, dtype=np.float32))
-    if unit_matrix.shape[0] == 0:
+    n = unit_matrix.shape[0]
+    if n == 0:
         return np.zeros(0, dtype=np.float32)
-    return np.clip(unit_matrix @ q, -1.0, 1.0)
+    pool = _scan_pool() if n >= _PARALLEL_ROWS else None
+    if pool is None:
+        return np.clip(unit_matrix @ q, -1.0, 1.0)
+    # A large cluster is scanned in slices on all cores (matrix-vector products release the GIL):
+    # the scan is memory-bound, and one thread cannot use the machine's bandwidth.
+    out = np.empty(n, dtype=np.float32)
+    step = -(-n // pool._max_workers)  # noqa: SLF001
+
+    def part(start: int) -> None:
+        np.matmul(unit_matrix[start : start + step], q, out=out[start : start + step])
+
+    list(pool.map(part, range(0, n, step)))
+    return np.clip(out, -1.0, 1.0, out=out)
+
+
+_PARALLEL_ROWS = 16_384
+_POOL: Any = None
+
+
+def _scan_pool() -> Any:
+    """A small thread pool for scanning large clusters (created on first use; ``None`` on one core)."""
+    global _POOL
+    if _POOL is None:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        workers = min(4, os.cpu_count() or 1)
+        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="carag-scan") if workers > 1 else False
+    return _POOL or None
 
 
 def thematic_embedding(soi_vectors: np.ndarray) -> np.ndarray | None:

@@ -325,6 +325,25 @@ def _write_explanations(explained: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def _first_per_theme(claims: Sequence[Any], limit: int | None) -> list[Any]:
+    """The first ``limit`` claims taken round-robin over themes (all claims when ``limit`` is None).
+
+    FactVer is sorted by theme, so a plain prefix would hold one theme only.
+    """
+    if limit is None:
+        return list(claims)
+    by_theme: dict[Any, list[Any]] = {}
+    for c in claims:
+        by_theme.setdefault(c.metadata.get("theme"), []).append(c)
+    queues = list(by_theme.values())
+    out: list[Any] = []
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
+
+
 # ------------------------------------------------------------------ the CLI
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``carag eval``."""
@@ -334,7 +353,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=["report", "tune", "all"], default="report",
                    help="claims to evaluate: the held-out report half (default), the tuning half, or all")
     p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N claims of the split")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="only N claims of the split, taken round-robin over the themes")
     p.add_argument("--k", type=int, default=6)
     p.add_argument("--seed", type=int, default=0, help="clustering seed")
     p.add_argument("--sweep", action="store_true", help="also run the alpha / delta / t sweeps and the variants")
@@ -360,7 +380,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     setup = EvalSetup.prepare(corpus, model, cache_dir=args.cache_dir, show_progress=not args.json)
     tune, report = split_claims(setup.claims, args.split_seed)
-    claims = {"tune": tune, "report": report, "all": setup.claims}[args.split][: args.limit]
+    claims = _first_per_theme({"tune": tune, "report": report, "all": setup.claims}[args.split], args.limit)
     if not claims:
         raise ValueError("no claims to evaluate")
     specs = paper_specs() + (sweep_specs() if args.sweep else [])
