@@ -8,6 +8,7 @@ dimension.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any, Sequence
 
@@ -38,14 +39,18 @@ class _SingleBlasThread:
         self._users = 0
         self._limit: Any = None
         self._controller: Any = None
+        self._modules = 0
 
     def __enter__(self) -> "_SingleBlasThread":
         with self._lock:
             if self._users == 0:
-                if self._controller is None:
+                # A new import may have loaded another BLAS library: rescan when modules were added.
+                loaded = len(sys.modules)
+                if self._controller is None or loaded != self._modules:
                     from threadpoolctl import ThreadpoolController
 
                     self._controller = ThreadpoolController()
+                    self._modules = len(sys.modules)
                 self._limit = self._controller.limit(limits=1, user_api="blas")
             self._users += 1
         return self
