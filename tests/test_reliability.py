@@ -263,16 +263,18 @@ def test_blas_limit_is_restored_after_overlapping_queries():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
     before = blas()
+    inside = threading.Event()
 
     def hold(seconds):
         with single_blas_thread():
+            inside.set()
             time.sleep(seconds)
 
-    threads = [threading.Thread(target=hold, args=(0.02 * (i % 3 + 1),)) for i in range(8)]
+    threads = [threading.Thread(target=hold, args=(0.05 * (i % 3 + 1),)) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(0.01)
-    assert all(n == 1 for n in blas())
+    assert inside.wait(5)
+    assert blas() and all(n == 1 for n in blas())
     for t in threads:
         t.join()
     assert blas() == before
