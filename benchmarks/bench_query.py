@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E402
-from llama_index.core.schema import MetadataMode, QueryBundle  # noqa: E402
+from llama_index.core.schema import QueryBundle  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
 from llama_index_carag.indexing import build_faiss_index  # noqa: E402

@@ -141,9 +141,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
 
     def _node_vectors(self, nodes: List[NodeWithScore]) -> np.ndarray:
         """Unit vectors of the candidates: stored (context), their own, or embedded now."""
+        stored = self._ctx.unit_vectors([n.node.node_id for n in nodes]) if self._ctx is not None else [None] * len(nodes)
         out: list[np.ndarray | None] = []
-        for n in nodes:
-            vec = self._ctx.unit_vector(n.node.node_id) if self._ctx is not None else None
+        for n, vec in zip(nodes, stored):
             if vec is None and n.node.embedding is not None:
                 vec = l2_normalize(np.asarray(n.node.embedding, dtype=np.float32))
             out.append(vec)

@@ -807,6 +807,11 @@ class ContextAwareRetriever(BaseRetriever):
     def sync(self) -> tuple[int, int]:
         """Bring the thematic context in line with nodes inserted into or deleted from the index directly.
 
+        Queries call it by themselves when the vector store's size changed since the last
+        fit or sync (FAISS and the simple store; not Qdrant).  An insert and a delete of the
+        same number of nodes leave the size unchanged: call ``sync()`` after such edits, or
+        edit through :meth:`insert_nodes` / :meth:`delete_nodes`.
+
         Returns:
             ``(added, removed)``.
         """

@@ -342,8 +342,6 @@ def test_loader_paths(tmp_path):
 
 
 if __name__ == "__main__":  # a readable report of the matrix
-    from tests.conftest import FACTVER_CSV  # noqa: F401
-
     from llama_index_carag.datasets import load_demo_corpus
     from llama_index_carag.models import resolve_embed_model
 

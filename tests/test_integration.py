@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import numpy as np
 import pytest
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.query_engine import RetrieverQueryEngine

@@ -10,7 +10,7 @@ from llama_index.core.schema import MetadataMode, QueryBundle, TextNode
 
 from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever
 from llama_index_carag.persistence import StateError
-from tests.helpers import TableEmbedding, faiss_index, planted_corpus, simple_index
+from tests.helpers import faiss_index, planted_corpus, simple_index
 
 REQUIRED_KEYS = {
     "mode", "alpha", "delta", "cluster", "claim_similarity", "thematic_similarity",
@@ -348,8 +348,6 @@ def test_claims_inserted_into_the_index_later_stay_claims(rng):
 
 def test_persisted_simple_store_reloads_without_an_index(corpus, tmp_path):
     evidence, claims, emb = corpus
-    from llama_index_carag.models import embed_model_name  # noqa: F401
-
     r = ContextAwareRetriever.from_index(simple_index(evidence, emb), claim_nodes=claims, n_clusters=3)
     r.persist(tmp_path, persist_index=True)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb)
