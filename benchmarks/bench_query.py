@@ -5,11 +5,8 @@
     python benchmarks/bench_query.py --quick              # small, for CI smoke runs
 
 Variants are timed interleaved (A B C A B C …) in one run; we print medians
-and ratios.  The retriever runs its own vector maths (and so FAISS's search)
-with BLAS limited to one thread, which also speeds FAISS up on few cores;
-``--fair`` gives the plain retriever the same limit (the fair ratio).  On
-FactVer a third variant re-embeds the query's cluster for every query, as the
-papers' reference code did: the anchor to beat.
+and ratios.  On FactVer a third variant re-embeds the query's cluster for every
+query, as the papers' reference code did: the anchor to beat.
 """
 
 from __future__ import annotations
@@ -80,17 +77,7 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
           f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x")
 
 
-def _fair(fn):  # the plain retriever under the same one-thread BLAS limit CARAG uses internally
-    from llama_index_carag.vectors import single_blas_thread
-
-    def wrapped(x):
-        with single_blas_thread():
-            return fn(x)
-
-    return wrapped
-
-
-def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int = 10, fair: bool = False) -> None:
+def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int = 10) -> None:
     from _synthetic import planted_vectors, synthetic_index
 
     t0 = time.perf_counter()
@@ -107,8 +94,7 @@ def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int =
     queries = vectors[picks] + noise
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     bundles = [QueryBundle(f"q{i}", embedding=q.tolist()) for i, q in enumerate(queries)]
-    plain_fn = _fair(plain.retrieve) if fair else plain.retrieve
-    times = interleaved({"plain": plain_fn, "CARAG-u": carag_u.retrieve}, bundles, repeats=2)
+    times = interleaved({"plain": plain.retrieve, "CARAG-u": carag_u.retrieve}, bundles, repeats=2)
     sizes = [len(carag_u.build_soi(b)) for b in bundles[:50]]
     base, ours = median_ms(times["plain"]), median_ms(times["CARAG-u"])
     print(
@@ -124,7 +110,6 @@ def main() -> None:
     p.add_argument("--reembed-queries", type=int, default=10)
     p.add_argument("--synthetic", type=int, nargs="*", metavar="N", help="synthetic corpus sizes, e.g. 10000 100000 1000000")
     p.add_argument("--clusters", type=int, default=10, help="t for the synthetic runs (papers: 10)")
-    p.add_argument("--fair", action="store_true", help="run the plain retriever under the same one-thread BLAS limit")
     p.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
     args = p.parse_args()
     if args.quick:
@@ -136,10 +121,10 @@ def main() -> None:
     if args.synthetic:
         print(f"\nSynthetic corpora (384-d unit vectors, 50 planted centres), retrieval only (query vectors given), "
               f"CARAG-u at alpha=0.5, delta=0.75, t={args.clusters}, k=6; {args.queries} queries x 2 interleaved. "
-              f"{machine()}; plain retriever {'also under a one-thread BLAS limit (fair)' if args.fair else 'as shipped'}")
+              f"{machine()}")
         print(SYNTH_HEADER)
         for n in args.synthetic:
-            bench_synthetic(n, args.queries, clusters=args.clusters, fair=args.fair)
+            bench_synthetic(n, args.queries, clusters=args.clusters)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from llama_index_carag.models import embed_model_name
 from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.soi import SubsetOfInterest
 from llama_index_carag.stores import faiss_metric, get_node_embeddings, vector_store_kind
-from llama_index_carag.vectors import as_matrix, as_vector, blend_query, l2_normalize, single_blas_thread
+from llama_index_carag.vectors import as_matrix, as_vector, blend_query, l2_normalize
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -697,10 +697,8 @@ class ContextAwareRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         _check_bundle(query_bundle)
         self._maybe_sync()
-        embedding = self._query_embedding(query_bundle)
-        with single_blas_thread():
-            plan = self._plan(query_bundle.query_str, embedding)
-            return self._annotate(self._search(plan), plan)
+        plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
+        return self._annotate(self._search(plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -8,8 +8,6 @@ dimension.
 from __future__ import annotations
 
 import logging
-import sys
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,7 +15,6 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "single_blas_thread",
     "as_matrix",
     "as_vector",
     "l2_normalize",
@@ -25,56 +22,6 @@ __all__ = [
     "thematic_embedding",
     "blend_query",
 ]
-
-
-class _SingleBlasThread:
-    """Reference-counted BLAS thread limit: the first query in sets it, the last one out restores it.
-
-    threadpoolctl's limits are process-wide, so nested or concurrent uses must not
-    restore the previous value while another query still runs.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._limit: Any = None
-        self._controller: Any = None
-        self._modules = 0
-
-    def __enter__(self) -> "_SingleBlasThread":
-        with self._lock:
-            if self._users == 0:
-                # A new import may have loaded another BLAS library: rescan when modules were added.
-                loaded = len(sys.modules)
-                if self._controller is None or loaded != self._modules:
-                    from threadpoolctl import ThreadpoolController
-
-                    self._controller = ThreadpoolController()
-                    self._modules = len(sys.modules)
-                self._limit = self._controller.limit(limits=1, user_api="blas")
-            self._users += 1
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0 and self._limit is not None:
-                self._limit.restore_original_limits()
-                self._limit = None
-
-
-_SINGLE_BLAS = _SingleBlasThread()
-
-
-def single_blas_thread() -> _SingleBlasThread:
-    """Context manager: BLAS limited to one thread while any query holds it.
-
-    The per-query vector maths is small; with BLAS's own worker threads spinning
-    beside FAISS's OpenMP threads on a few cores, both slow down (measured on 2
-    cores: FAISS's 100k-passage search took about twice as long).  Safe to use
-    from many threads at once.
-    """
-    return _SINGLE_BLAS
 
 
 def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, *, name: str = "embeddings") -> np.ndarray:
@@ -160,16 +107,18 @@ def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray) -> np.ndarra
     n = unit_matrix.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float32)
+    # einsum, not BLAS: as fast single-threaded, and it never wakes BLAS's worker threads, whose
+    # spinning on a few cores would slow down the vector store's (OpenMP) search that follows.
     pool = _scan_pool() if n >= _PARALLEL_ROWS else None
     if pool is None:
-        return np.clip(unit_matrix @ q, -1.0, 1.0)
-    # A large cluster is scanned in slices on all cores (matrix-vector products release the GIL):
-    # the scan is memory-bound, and one thread cannot use the machine's bandwidth.
+        return np.clip(np.einsum("ij,j->i", unit_matrix, q), -1.0, 1.0)
+    # A large cluster is scanned in slices on all cores (einsum releases the GIL): the scan is
+    # memory-bound, and one thread cannot use the machine's bandwidth.
     out = np.empty(n, dtype=np.float32)
     step = -(-n // pool._max_workers)  # noqa: SLF001
 
     def part(start: int) -> None:
-        np.matmul(unit_matrix[start : start + step], q, out=out[start : start + step])
+        np.einsum("ij,j->i", unit_matrix[start : start + step], q, out=out[start : start + step])
 
     list(pool.map(part, range(0, n, step)))
     return np.clip(out, -1.0, 1.0, out=out)

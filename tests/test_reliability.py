@@ -203,8 +203,10 @@ def test_unsupervised_soi_matches_brute_force(data, delta, top_m):
 )
 def test_blend_matches_formula(q, t, alpha):
     q, t = np.asarray(q), np.asarray(t)
-    out = blend_query(q, t, alpha)
     raw = alpha * q + (1 - alpha) * t
+    assume(np.linalg.norm(raw) == 0 or np.linalg.norm(raw) > 1e-6)  # float32 vectors: no underflow cases
+    assume(np.linalg.norm(q) == 0 or np.linalg.norm(q) > 1e-6)
+    out = blend_query(q, t, alpha)
     if alpha >= 1 or np.linalg.norm(raw) == 0:
         np.testing.assert_allclose(out, q.astype(np.float32))
     else:
@@ -250,34 +252,6 @@ def test_csv_loader_fuzz(tmp_path, body):
     for node in corpus.evidence_nodes + corpus.claim_nodes:
         node.text.encode("utf-8")  # safe text: no lone surrogates, no NULs
         assert "\x00" not in node.text
-
-
-def test_blas_limit_is_restored_after_overlapping_queries():
-    import time
-
-    from threadpoolctl import threadpool_info
-
-    from llama_index_carag.vectors import single_blas_thread
-
-    def blas():
-        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-
-    before = blas()
-    inside = threading.Event()
-
-    def hold(seconds):
-        with single_blas_thread():
-            inside.set()
-            time.sleep(seconds)
-
-    threads = [threading.Thread(target=hold, args=(0.05 * (i % 3 + 1),)) for i in range(8)]
-    for t in threads:
-        t.start()
-    assert inside.wait(5)
-    assert blas() and all(n == 1 for n in blas())
-    for t in threads:
-        t.join()
-    assert blas() == before
 
 
 def test_refit_keeps_supervised_claims_and_postprocessor_follows(rng):
