@@ -26,8 +26,8 @@ from llama_index.core.schema import QueryBundle  # noqa: E402
 from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
 from llama_index_carag.indexing import build_faiss_index  # noqa: E402
 from llama_index_carag.models import resolve_embed_model  # noqa: E402
+from llama_index_carag.retriever import TUNED_SETTINGS  # noqa: E402
 from llama_index_carag.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
-
 
 SYNTH_HEADER = (
     "|   passages | index s |  fit s | mean SOI | plain ms | CARAG-u ms | ratio |\n"
@@ -48,6 +48,7 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
     t0 = time.perf_counter()
     carag = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims_with_vectors)
     print(f"CARAG fit (GMM per theme): {time.perf_counter() - t0:.2f} s")
+    tuned = ContextAwareRetriever.from_index(index, claim_nodes=claims_with_vectors, **TUNED_SETTINGS)
     plain = index.as_retriever(similarity_top_k=6)
     rng = np.random.default_rng(0)
     queries = [corpus.claim_nodes[i].text for i in rng.choice(len(corpus.claim_nodes), n_queries, replace=False)]
@@ -63,7 +64,7 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
         search = blend_query(q, thematic_embedding(keep), carag_u.alpha)
         return plain.retrieve(QueryBundle(query, embedding=search.tolist()))
 
-    variants = {"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "CARAG": carag.retrieve}
+    variants = {"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "CARAG": carag.retrieve, "CARAG-u (tuned)": tuned.retrieve}
     times = interleaved(variants, queries, repeats=2)
     slow = interleaved({"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "re-embed": reembed}, queries[:reembed_queries], warmup=1)
     base = median_ms(times["plain"])

@@ -31,11 +31,11 @@ def check_alpha(value: Any) -> float:
     return check_unit_interval("alpha", value)
 
 
-def check_delta(value: Any) -> float:
-    """``delta`` (SOI cosine threshold) must lie in ``[-1, 1]``."""
-    out = _real("delta", value)
+def check_delta(value: Any, name: str = "delta") -> float:
+    """``delta`` (SOI cosine threshold), or another cosine threshold, must lie in ``[-1, 1]``."""
+    out = _real(name, value)
     if not -1.0 <= out <= 1.0:
-        raise ValueError(f"delta must be in [-1, 1] (a cosine similarity); got {value!r}.")
+        raise ValueError(f"{name} must be in [-1, 1] (a cosine similarity); got {value!r}.")
     return out
 
 

@@ -462,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=["paper", "tuned"], default="paper",
                    help="paper: the papers' settings (default); tuned: the variant chosen on FactVer's tuning half")
     p.add_argument("--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)")
-    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="default 0.5 (tuned: 0.9)")
+    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="default 0.5 (tuned: 0.8)")
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
     p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
     p.add_argument("--seed", type=int, default=0)

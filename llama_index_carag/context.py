@@ -681,13 +681,7 @@ class ThematicContext:
         if getattr(self, "_hubness_k", None) == (k, reference_size, seed) and hasattr(self, "hubness_"):
             return self.hubness_
         self._hub_params = (k, reference_size, seed)
-        ids: list[str] = []
-        blocks: list[np.ndarray] = []
-        for group in self._groups.values():
-            rows = np.flatnonzero(~group.is_claim)
-            ids += [group.ids[r] for r in rows]
-            blocks.append(group.unit[rows])
-        unit = np.vstack(blocks) if blocks else np.zeros((0, self.dim_), np.float32)
+        ids, unit = self.evidence_units()
         n = unit.shape[0]
         rng = np.random.default_rng(seed)
         ref = unit if n <= reference_size else unit[np.sort(rng.choice(n, reference_size, replace=False))]
@@ -701,6 +695,20 @@ class ThematicContext:
         self.hubness_ = dict(zip(ids, r.tolist()))
         self._hubness_k = (k, reference_size, seed)
         return self.hubness_
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        """Ids and unit vectors (shape ``(n, d)``) of the evidence held here, cluster by cluster.
+
+        A server-side context (Qdrant) holds no evidence vectors and returns none.
+        """
+        self._check_fitted()
+        ids: list[str] = []
+        blocks: list[np.ndarray] = []
+        for group in self._groups.values():
+            rows = np.flatnonzero(~group.is_claim)
+            ids += [group.ids[r] for r in rows]
+            blocks.append(group.unit[rows])
+        return ids, (np.vstack(blocks) if blocks else np.zeros((0, self.dim_), np.float32))
 
     def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
         """``(node_id, (theme, cluster))`` for every clustered item."""

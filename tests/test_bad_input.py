@@ -134,6 +134,8 @@ CONSTRUCTION_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("rerank 0", {"rerank_candidates": 0}, "rerank_candidates"),
     ("hub_penalty -1", {"hub_penalty": -1.0}, "hub_penalty"),
     ("soi_claims -1", {"soi_claims": -1}, "soi_claims"),
+    ("claim_contrast NaN", {"rerank_candidates": 10, "claim_contrast": math.nan}, "claim_contrast"),
+    ("contrast_threshold str", {"contrast_threshold": "high"}, "contrast_threshold"),
 ]
 
 

@@ -34,7 +34,11 @@ def corpus(rng):
 
 
 @pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
-@pytest.mark.parametrize("extra", [{}, {"soi_top_m": 2}], ids=["all", "top-2"])
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"soi_top_m": 2}, {"rerank_candidates": 10, "soi_claims": 1, "claim_contrast": 0.2, "contrast_threshold": 0.8}],
+    ids=["all", "top-2", "tuned-style"],
+)
 def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
     evidence, claims, emb = corpus
     kwargs = dict(mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.5, **extra)

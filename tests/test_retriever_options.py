@@ -87,6 +87,74 @@ def test_hub_penalty_needs_rerank(corpus):
         r.retrieve(claims[0].text)
 
 
+@pytest.mark.parametrize("tau", [0.8, 0.95, -1.0])
+def test_claim_contrast_matches_brute_force(corpus, tau):
+    evidence, claims, emb = corpus
+    index = faiss_index(evidence, emb)
+    r = ContextAwareRetriever.from_index(
+        index, claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=1,
+        claim_contrast=0.3, contrast_threshold=tau,
+    )
+    E = {e.node_id: unit(e.embedding) for e in evidence}
+    C = np.array([unit(c.embedding) for c in claims])
+    for claim in claims[::3]:
+        q = unit(claim.embedding)
+        others = C[C @ q <= tau]  # the query claim itself (cosine 1) is never its own competitor
+        soi = r.build_soi(claim.text)
+        t = None if soi.thematic_embedding is None else unit(soi.thematic_embedding)
+        pool = [n.node.node_id for n in index.as_retriever(similarity_top_k=12).retrieve(claim.text)]
+
+        def score(i):
+            base = E[i] @ q if t is None else 0.8 * E[i] @ q + 0.2 * E[i] @ t
+            return base - 0.3 * (float((others @ E[i]).max()) if len(others) else 0.0)
+
+        expect = sorted(pool, key=lambda i: -score(i))[:6]
+        got = r.retrieve(claim.text)
+        assert [n.node.node_id for n in got] == expect
+        np.testing.assert_allclose([n.score for n in got], [score(i) for i in expect], rtol=1e-5, atol=1e-6)
+
+
+def test_claim_contrast_promotes_the_claims_own_evidence(rng):
+    # Two claims with their evidence; the query is claim A.  Passage x is a little closer to A
+    # than A's own passage a, but much closer to claim B: contrast puts a first.
+    base = np.eye(4)
+    vec = {
+        "claim A": base[0],
+        "claim B": unit(base[0] + 1.2 * base[1]),
+        "evidence a": unit(base[0] + 0.55 * base[2]),
+        "evidence x": unit(base[0] + 0.5 * base[1]),
+        "evidence b": unit(base[0] + 2.0 * base[1]),
+        "evidence far": base[3],
+    }
+    emb = TableEmbedding({k: list(v) for k, v in vec.items()})
+    evidence = [TextNode(id_=t, text=t, embedding=list(vec[t])) for t in vec if t.startswith("evidence")]
+    claims = [TextNode(id_=t, text=t, embedding=list(vec[t])) for t in ("claim A", "claim B")]
+    index = faiss_index(evidence, emb)
+    plain = [n.node.node_id for n in index.as_retriever(similarity_top_k=2).retrieve("claim A")]
+    assert plain == ["evidence x", "evidence a"]
+    r = ContextAwareRetriever.from_index(
+        index, claim_nodes=claims, n_clusters=1, alpha=1.0, similarity_top_k=2, rerank_candidates=4, claim_contrast=0.5
+    )
+    assert [n.node.node_id for n in r.retrieve("claim A")] == ["evidence a", "evidence x"]
+    r.claim_contrast = 0.0  # alpha=1 without penalties is plain RAG again
+    assert [n.node.node_id for n in r.retrieve("claim A")] == plain
+
+
+def test_claim_contrast_needs_claims_and_rerank(corpus):
+    evidence, claims, emb = corpus
+    with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, claim_contrast=0.1)
+    with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3, rerank_candidates=10, claim_contrast=0.1)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3)
+    with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
+        r.claim_contrast = 0.1
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r.claim_contrast = 0.1  # set without re-ranking: refused at query time
+    with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
+        r.retrieve(claims[0].text)
+
+
 def test_dedupe_returns_distinct_texts(rng):
     base = [unit(rng.normal(size=8)) for _ in range(6)]
     nodes, table = [], {}
@@ -109,11 +177,12 @@ def test_options_survive_persistence(corpus, tmp_path):
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
         index, claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=20, soi_claims=1, hub_penalty=0.15,
-        dedupe=True, soi_top_m=5,
+        dedupe=True, soi_top_m=5, claim_contrast=0.2, contrast_threshold=0.7,
     )
     r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
     assert (back.rerank_candidates, back.soi_claims, back.hub_penalty, back.dedupe, back.soi_top_m) == (20, 1, 0.15, True, 5)
+    assert (back.claim_contrast, back.contrast_threshold) == (0.2, 0.7)
     for claim in claims[::5]:
         assert [(n.node.node_id, n.score) for n in r.retrieve(claim.text)] == [
             (n.node.node_id, n.score) for n in back.retrieve(claim.text)
@@ -123,7 +192,9 @@ def test_options_survive_persistence(corpus, tmp_path):
 @pytest.mark.parametrize(
     "kwargs, match",
     [({"soi_top_m": 0}, "soi_top_m"), ({"rerank_candidates": 0}, "rerank_candidates"),
-     ({"soi_claims": -1}, "soi_claims"), ({"hub_penalty": 2.0}, "hub_penalty")],
+     ({"soi_claims": -1}, "soi_claims"), ({"hub_penalty": 2.0}, "hub_penalty"),
+     ({"rerank_candidates": 10, "claim_contrast": 1.5}, "claim_contrast"),
+     ({"rerank_candidates": 10, "claim_contrast": 0.1, "contrast_threshold": 2.0}, "contrast_threshold")],
 )
 def test_option_validation(corpus, kwargs, match):
     evidence, claims, emb = corpus

@@ -59,6 +59,8 @@ class RunSpec:
     dedupe: bool = False
     soi_claims: int = 0
     hub_penalty: float = 0.0
+    claim_contrast: float = 0.0
+    contrast_threshold: float = 0.9
     sweep: str = "methods"
 
     def params(self) -> dict[str, Any]:
@@ -72,6 +74,8 @@ class RunSpec:
             "dedupe": self.dedupe,
             "soi_claims": self.soi_claims,
             "hub_penalty": self.hub_penalty,
+            "claim_contrast": self.claim_contrast,
+            "contrast_threshold": self.contrast_threshold,
         }
 
 
@@ -127,6 +131,19 @@ def sweep_specs() -> list[RunSpec]:
                         sweep="related claims + hubness (re-rank)",
                     )
                 )
+    for alpha in (1.0, 0.9, 0.8):
+        for beta in (0.1, 0.15):
+            for m in (0, 1):
+                for tau in (0.7, 0.8):
+                    if alpha == 1.0 and m:
+                        continue  # at alpha=1 the SOI (and so its related claims) has no weight
+                    specs.append(
+                        RunSpec(
+                            f"CARAG-u rerank-50 alpha={alpha} contrast={beta} tau={tau} claims={m}",
+                            alpha=alpha, rerank_candidates=50, claim_contrast=beta, contrast_threshold=tau,
+                            soi_claims=m, sweep="competing-claim contrast (re-rank)",
+                        )
+                    )
     specs.append(RunSpec("RAG + dedupe", mode="rag", alpha=1.0, dedupe=True, sweep="dedupe"))
     specs.append(RunSpec("CARAG-u + dedupe", dedupe=True, sweep="dedupe"))
     return specs
@@ -213,6 +230,7 @@ class EvalSetup:
         r.alpha, r.delta, r.similarity_top_k = spec.alpha, spec.delta, k
         r.soi_top_m, r.rerank_candidates, r.dedupe = spec.soi_top_m, spec.rerank_candidates, spec.dedupe
         r.soi_claims, r.hub_penalty = spec.soi_claims, spec.hub_penalty
+        r.contrast_threshold, r.claim_contrast = spec.contrast_threshold, spec.claim_contrast
         return r
 
 

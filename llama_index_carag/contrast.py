@@ -1,0 +1,127 @@
+"""Competing-claim contrast: how close each evidence passage lies to the corpus's *other* claims.
+
+A fact-checking corpus is a set of claims with evidence written for each.  For a
+query claim ``q`` and a passage ``n``, the contrast ``c(n)`` is the cosine of ``n``
+to the most similar corpus claim that is not ``q`` itself — claims with cosine
+``> threshold`` to ``q`` count as ``q`` (the query when it is a corpus claim, and its
+near-paraphrases).  A passage much closer to another claim than to ``q`` is probably
+that claim's evidence; :class:`~llama_index_carag.retriever.ContextAwareRetriever`
+subtracts ``beta * c(n)`` when it re-ranks (``claim_contrast=beta``).
+
+:class:`ClaimContrast` precomputes each passage's ``top`` nearest claims once, so a
+query costs one claim-vector product plus a table lookup per candidate; a passage
+unknown to the table (inserted later) or whose ``top`` nearest claims are all
+excluded is computed exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from llama_index_carag.vectors import l2_normalize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClaimContrast"]
+
+_BLOCK = 4096
+
+
+class ClaimContrast:
+    """Nearest-claim table for the competing-claim term.
+
+    Args:
+        claim_units: the corpus's claims as unit vectors, shape ``(m, d)``.
+        top: nearest claims kept per passage.
+
+    Attributes (after :meth:`fit`):
+        sims_: shape ``(n, top)``, each passage's cosines to its nearest claims, descending.
+        claims_: shape ``(n, top)``, the matching claim rows.
+    """
+
+    def __init__(self, claim_units: np.ndarray, *, top: int = 8) -> None:
+        units = np.asarray(claim_units, dtype=np.float32)
+        if units.ndim != 2 or units.shape[0] == 0:
+            raise ValueError("ClaimContrast needs at least one claim vector, shape (m, d).")
+        self.claim_units = units
+        self.top = max(1, min(int(top), units.shape[0]))
+        self._rows: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.sims_ = np.zeros((0, self.top), dtype=np.float32)
+        self.claims_ = np.zeros((0, self.top), dtype=np.int32)
+
+    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> "ClaimContrast":
+        """Tabulate the ``top`` nearest claims of each passage.
+
+        Args:
+            node_ids: passage ids, length ``n``.
+            unit_vectors: their unit vectors, shape ``(n, d)``.
+        """
+        vectors = np.asarray(unit_vectors, dtype=np.float32)
+        n, top = len(node_ids), self.top
+        sims = np.empty((n, top), dtype=np.float32)
+        claims = np.empty((n, top), dtype=np.int32)
+        for start in range(0, n, _BLOCK):
+            block = vectors[start : start + _BLOCK] @ self.claim_units.T  # (b, m)
+            part = np.argpartition(-block, top - 1, axis=1)[:, :top] if top < block.shape[1] else np.tile(
+                np.arange(block.shape[1]), (block.shape[0], 1)
+            )
+            values = np.take_along_axis(block, part, axis=1)
+            order = np.argsort(-values, axis=1, kind="stable")
+            sims[start : start + _BLOCK] = np.take_along_axis(values, order, axis=1)
+            claims[start : start + _BLOCK] = np.take_along_axis(part, order, axis=1)
+        with self._lock:
+            self.sims_, self.claims_ = sims, claims
+            self._rows = {node_id: r for r, node_id in enumerate(node_ids)}
+        logger.debug("Claim-contrast table: %d passages x %d nearest claims.", n, top)
+        return self
+
+    def forget(self, node_ids: Sequence[str]) -> None:
+        """Drop passages from the table (changed or deleted); they are computed exactly if seen again."""
+        with self._lock:
+            if any(i in self._rows for i in node_ids):
+                rows = dict(self._rows)
+                for i in node_ids:
+                    rows.pop(i, None)
+                self._rows = rows
+
+    def scores(
+        self, node_ids: Sequence[str], vectors: Sequence[np.ndarray | None], query_unit: np.ndarray, threshold: float
+    ) -> np.ndarray:
+        """``c(n)`` for each candidate.
+
+        Args:
+            node_ids: candidate ids, length ``k``.
+            vectors: their unit vectors (``None`` where unknown), length ``k``.
+            query_unit: the query as a unit vector, shape ``(d,)``.
+            threshold: claims with cosine ``> threshold`` to the query are not competitors.
+
+        Returns:
+            shape ``(k,)``; ``0`` where no competitor is left or the vector is unknown.
+        """
+        out = np.zeros(len(node_ids), dtype=np.float32)
+        excluded = np.einsum("ij,j->i", self.claim_units, l2_normalize(query_unit)) > threshold
+        if excluded.all():
+            return out
+        rows_map = self._rows
+        table_pos = [(i, rows_map.get(node_id)) for i, node_id in enumerate(node_ids) if vectors[i] is not None]
+        known = [(i, r) for i, r in table_pos if r is not None]
+        exact = [i for i, r in table_pos if r is None]
+        if known:
+            at = np.array([i for i, _ in known])
+            rows = np.array([r for _, r in known])
+            open_ = ~excluded[self.claims_[rows]]  # (k', top)
+            found = open_.any(axis=1)
+            first = open_.argmax(axis=1)
+            out[at[found]] = self.sims_[rows[found], first[found]]
+            exact += at[~found].tolist()
+        if exact:
+            others = self.claim_units[~excluded]
+            block = np.stack([vectors[i] for i in exact]).astype(np.float32, copy=False)
+            # einsum, not a BLAS product: BLAS's worker threads would slow the next vector search.
+            out[exact] = np.einsum("ij,kj->ik", block, others).max(axis=1)
+        return out
