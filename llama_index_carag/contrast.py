@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ClaimContrast"]
 
-_BLOCK = 4096
+_BLOCK_CELLS = 1 << 24  # passage x claim similarities held at once while tabulating (64 MB)
 
 
 class ClaimContrast:
@@ -63,17 +63,20 @@ class ClaimContrast:
         """
         vectors = np.asarray(unit_vectors, dtype=np.float32)
         n, top = len(node_ids), self.top
+        if vectors.shape != (n, self.claim_units.shape[1]):
+            raise ValueError(f"Expected {n} unit vectors of dimension {self.claim_units.shape[1]}; got shape {vectors.shape}.")
         sims = np.empty((n, top), dtype=np.float32)
         claims = np.empty((n, top), dtype=np.int32)
-        for start in range(0, n, _BLOCK):
-            block = vectors[start : start + _BLOCK] @ self.claim_units.T  # (b, m)
+        step = max(1, _BLOCK_CELLS // self.claim_units.shape[0])
+        for start in range(0, n, step):
+            block = vectors[start : start + step] @ self.claim_units.T  # (b, m)
             part = np.argpartition(-block, top - 1, axis=1)[:, :top] if top < block.shape[1] else np.tile(
                 np.arange(block.shape[1]), (block.shape[0], 1)
             )
             values = np.take_along_axis(block, part, axis=1)
             order = np.argsort(-values, axis=1, kind="stable")
-            sims[start : start + _BLOCK] = np.take_along_axis(values, order, axis=1)
-            claims[start : start + _BLOCK] = np.take_along_axis(part, order, axis=1)
+            sims[start : start + step] = np.take_along_axis(values, order, axis=1)
+            claims[start : start + step] = np.take_along_axis(part, order, axis=1)
         with self._lock:
             self.sims_, self.claims_ = sims, claims
             self._rows = {node_id: r for r, node_id in enumerate(node_ids)}

@@ -79,3 +79,15 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
         assert [n.node.node_id for n in r.retrieve(claim.text)] == expect
     r.refit()
     assert set(r._claim_contrast_table._rows) == set(E)  # noqa: SLF001 - re-tabulated with the inserted passages
+
+
+def test_table_is_built_in_blocks(rng, monkeypatch):
+    import llama_index_carag.contrast as contrast_module
+
+    monkeypatch.setattr(contrast_module, "_BLOCK_CELLS", 7)  # a few passages per block
+    claims, evidence = units(rng, 3, 5), units(rng, 25, 5)
+    table = ClaimContrast(claims, top=2).fit([f"e{i}" for i in range(25)], evidence)
+    expect = np.sort(evidence @ claims.T, axis=1)[:, ::-1][:, :2]
+    np.testing.assert_allclose(table.sims_, expect, atol=1e-6)
+    with pytest.raises(ValueError, match="unit vectors of dimension 5"):
+        ClaimContrast(claims).fit(["a"], units(rng, 1, 4))
