@@ -22,8 +22,6 @@ from typing import Sequence
 
 import numpy as np
 
-from llama_index_carag.vectors import l2_normalize
-
 logger = logging.getLogger(__name__)
 
 __all__ = ["ClaimContrast"]
@@ -107,7 +105,7 @@ class ClaimContrast:
             shape ``(k,)``; ``0`` where no competitor is left or the vector is unknown.
         """
         out = np.zeros(len(node_ids), dtype=np.float32)
-        excluded = np.einsum("ij,j->i", self.claim_units, l2_normalize(query_unit)) > threshold
+        excluded = np.einsum("ij,j->i", self.claim_units, query_unit) > threshold
         if excluded.all():
             return out
         rows_map = self._rows

@@ -238,12 +238,9 @@ class ContextAwareRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.soi_top_m = soi_top_m
         self.rerank_candidates = rerank_candidates
-        if hub_penalty and rerank_candidates is None:
-            raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
+        _check_rerank_for_penalties(hub_penalty, claim_contrast, rerank_candidates)
         self.hub_penalty = hub_penalty
         self.contrast_threshold = contrast_threshold
-        if claim_contrast and rerank_candidates is None:
-            raise ValueError("claim_contrast needs rerank_candidates (the candidates it re-ranks).")
         self.claim_contrast = claim_contrast
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
@@ -328,7 +325,7 @@ class ContextAwareRetriever(BaseRetriever):
         if value > 0 and self._claim_units is None:
             raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
         if value > 0 and self._claim_contrast_table is None:
-            self._claim_contrast_table = ClaimContrast(self._claim_units).fit(*self._context.evidence_units())
+            self._tabulate_contrast()
         self._claim_contrast = value
 
     @property
@@ -457,12 +454,9 @@ class ContextAwareRetriever(BaseRetriever):
             check_top_k(rerank_candidates, "rerank_candidates")
         check_unit_interval("hub_penalty", hub_penalty)
         check_top_k(hub_k, "hub_k")
-        if hub_penalty and rerank_candidates is None:
-            raise ValueError("hub_penalty needs rerank_candidates (the candidates it re-ranks).")
         check_unit_interval("claim_contrast", claim_contrast)
         check_delta(contrast_threshold, "contrast_threshold")
-        if claim_contrast and rerank_candidates is None:
-            raise ValueError("claim_contrast needs rerank_candidates (the candidates it re-ranks).")
+        _check_rerank_for_penalties(hub_penalty, claim_contrast, rerank_candidates)
         if claim_contrast and not claim_nodes:
             raise ValueError("claim_contrast needs the corpus's claims: pass claim_nodes=[...].")
         if isinstance(soi_claims, bool) or not isinstance(soi_claims, int) or soi_claims < 0:
@@ -639,10 +633,8 @@ class ContextAwareRetriever(BaseRetriever):
             n_related_claims=self._soi_claims, include_texts=include_texts,
         )
         theme = soi.core.thematic_embedding
+        _check_rerank_for_penalties(self._hub_penalty, self._claim_contrast, self._rerank)
         penalties = self._hub_penalty > 0 or self._claim_contrast > 0
-        if penalties and self._rerank is None:
-            name = "hub_penalty" if self._hub_penalty > 0 else "claim_contrast"
-            raise ValueError(f"{name} needs rerank_candidates (the candidates it re-ranks).")
         if self._alpha >= 1.0 and not penalties:
             return _Plan(query_str, q, soi, list(embedding), fallback=theme is None)  # exactly plain RAG's vector
         if self._rerank is not None and (theme is not None or penalties):
@@ -899,6 +891,10 @@ class ContextAwareRetriever(BaseRetriever):
         self._seen_size = self._store_size()
         return len(added), removed
 
+    def _tabulate_contrast(self) -> None:
+        """Build the nearest-claim table of every evidence passage the context holds (fit-time work)."""
+        self._claim_contrast_table = ClaimContrast(self._claim_units).fit(*self._context.evidence_units())
+
     def _forget_contrast(self, node_ids: Sequence[str]) -> None:
         """Changed or deleted passages leave the claim-contrast table (computed exactly if seen again)."""
         if self._claim_contrast_table is not None:
@@ -948,7 +944,7 @@ class ContextAwareRetriever(BaseRetriever):
         if self._hub_penalty > 0:
             self._context.compute_hubness(self._hub_k)
         if self._claim_contrast_table is not None:  # re-tabulate, inserted passages included
-            self._claim_contrast_table = ClaimContrast(self._claim_units).fit(*self._context.evidence_units())
+            self._tabulate_contrast()
         self._seen_size = self._store_size()
         return self
 
@@ -1127,6 +1123,14 @@ class ContextAwareRetriever(BaseRetriever):
             callback_manager=callback_manager,
             verbose=verbose,
         )
+
+
+def _check_rerank_for_penalties(hub_penalty: Any, claim_contrast: Any, rerank_candidates: int | None) -> None:
+    """The re-ranking penalties act on the re-ranked candidates: refuse them without ``rerank_candidates``."""
+    if rerank_candidates is None:
+        for name, value in (("hub_penalty", hub_penalty), ("claim_contrast", claim_contrast)):
+            if value:
+                raise ValueError(f"{name} needs rerank_candidates (the candidates it re-ranks).")
 
 
 def _has_native_async(store: Any) -> bool:

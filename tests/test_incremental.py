@@ -9,12 +9,7 @@ from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.faiss_store import SafeFaissMapVectorStore
-from tests.helpers import faiss_index, planted_corpus
-
-
-def unit(v):
-    v = np.asarray(v, dtype=np.float64)
-    return v / np.linalg.norm(v)
+from tests.helpers import faiss_index, planted_corpus, unit
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ from llama_index.core.schema import QueryBundle
 
 from llama_index_carag import ContextAwareRetriever, ThematicClusterer
 from llama_index_carag.postprocessor import ThematicContextPostprocessor
-from tests.helpers import StubLLM, faiss_index, planted_corpus
+from tests.helpers import StubLLM, faiss_index, planted_corpus, unit
 
 
 @pytest.fixture()
@@ -17,11 +17,6 @@ def setup(rng):
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
     return index, r, evidence, claims, emb
-
-
-def unit(v):
-    v = np.asarray(v, dtype=np.float64)
-    return v / np.linalg.norm(v)
 
 
 def test_reranks_by_claim_and_thematic_similarity(setup):

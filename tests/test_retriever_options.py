@@ -7,17 +7,12 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from tests.helpers import TableEmbedding, faiss_index, planted_corpus
+from tests.helpers import TableEmbedding, faiss_index, planted_corpus, unit
 
 
 @pytest.fixture()
 def corpus(rng):
     return planted_corpus(rng)
-
-
-def unit(v):
-    v = np.asarray(v, dtype=np.float64)
-    return v / np.linalg.norm(v)
 
 
 def test_soi_top_m_keeps_the_most_similar(corpus):
