@@ -1,4 +1,4 @@
-"""The ``carag`` command: index, check, graph, map, chat, demo, eval, paper-table.
+"""The ``carag`` command: index, check, graph, map, chat, demo, eval, paper-table, serve.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -120,22 +120,6 @@ def _llm(args: argparse.Namespace) -> Any:
     return resolve_llm(None if args.llm in (None, "default", "smollm2") else args.llm)
 
 
-def _evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:
-    rows = []
-    for rank, hit in enumerate(nodes, start=1):
-        info = dict(hit.node.metadata.get("carag", {}))
-        rows.append(
-            {
-                "rank": rank,
-                "id": hit.node.node_id,
-                "score": None if hit.score is None else float(hit.score),
-                "text": hit.node.get_content(),
-                "carag": info,
-            }
-        )
-    return rows
-
-
 def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -206,34 +190,12 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]:
-    from llama_index.core.schema import QueryBundle
-
-    from llama_index_carag._validation import check_query_text
+    """One check as the versioned JSON of :class:`~llama_index_carag.checking.CheckResult` (shared with the HTTP API)."""
+    from llama_index_carag.checking import check_claim
     from llama_index_carag.synthesizer import FactCheckSynthesizer
 
-    from llama_index_carag._validation import sanitize_text
-
-    check_query_text(claim, "claim")
-    embedding = retriever.embed_model.get_agg_embedding_from_queries([sanitize_text(claim)])
-    bundle = QueryBundle(claim, embedding=embedding)  # embedded once for the SOI and the search
-    soi = retriever.build_soi(bundle)
-    nodes = retriever.retrieve(bundle)
-    verdict = None
-    if llm is not None:
-        response = FactCheckSynthesizer(llm).synthesize(claim, nodes)
-        verdict = response.metadata["verdict"]
-    return {
-        "claim": claim,
-        "verdict": None if verdict is None else verdict.model_dump(mode="json"),
-        "settings": {
-            "mode": retriever.mode,
-            "alpha": retriever.alpha,
-            "delta": retriever.delta,
-            "k": retriever.similarity_top_k,
-        },
-        "soi": soi.to_dict(),
-        "evidence": _evidence_rows(nodes),
-    }
+    synthesizer = None if llm is None else FactCheckSynthesizer(llm)
+    return check_claim(retriever, claim, synthesizer).to_json_dict()
 
 
 def _print_check(result: dict[str, Any]) -> None:
@@ -434,6 +396,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run_eval_command(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from llama_index_carag.serve.command import bind_socket, load_llm_factory, run_server, settings_from_args
+
+    try:
+        from llama_index_carag.serve.app import create_app
+        from llama_index_carag.synthesizer import get_fact_check_synthesizer
+    except ImportError as exc:
+        raise CLIError(f"carag serve needs the serve extra: pip install 'llama-index-carag[serve]' ({exc})") from None
+    settings = settings_from_args(args)
+    sock = bind_socket(args.host, args.port)  # before loading models: a taken port fails fast
+    retriever = _load_retriever(args)
+    llm = None
+    if not args.no_llm:
+        llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
+    app = create_app(
+        retriever,
+        None if llm is None else get_fact_check_synthesizer(llm),
+        stream_synthesizer=None if llm is None else get_fact_check_synthesizer(llm, streaming=True),
+        llm=llm,
+        settings=settings,
+    )
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
+          f"{'no LLM' if llm is None else 'LLM ' + str(getattr(llm.metadata, 'model_name', type(llm).__name__))})",
+          flush=True)
+    run_server(app, sock, log_level="info" if args.verbose else "warning")
+    return 0
+
+
 # ------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -530,6 +522,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_arguments(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("serve", help="HTTP API and chat page over an index (FastAPI on uvicorn)")
+    add_retrieval_overrides(p)
+    add_llm(p)
+    from llama_index_carag.serve.command import add_serve_arguments
+
+    add_serve_arguments(p, _positive_int)
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

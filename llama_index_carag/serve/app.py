@@ -1,0 +1,192 @@
+"""``create_app``: the FastAPI application of ``carag serve``.
+
+Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``, see :mod:`.errors`):
+
+* ``GET /`` — the chat page (self-contained: its own JS/CSS and plotly.js from the ``plotly`` package).
+* ``GET /healthz`` — ``{"status": "ok"}``.
+* ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits.
+* ``GET /v1/schema/check-result`` — JSON Schema of the check result.
+* ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.checking.CheckResult` (``carag check --json``).
+* ``POST /v1/check/stream`` ``{"claim"}`` — Server-Sent Events: ``evidence`` (the result without the
+  verdict), ``token`` ``{"text"}`` per piece of the model's answer, ``verdict``, ``done`` (the full result);
+  or ``error`` ``{"error": …}`` as the last event.
+* ``POST /v1/graph`` ``{"claim"}`` — the SOI and its Plotly figure.
+* ``POST /v1/sessions`` — a chat session; ``GET``/``DELETE /v1/sessions/{id}``;
+  ``POST /v1/sessions/{id}/messages`` ``{"message"}`` — one turn (verdict, evidence, the model's text).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
+
+from llama_index_carag.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
+from llama_index_carag.serve.engine import CheckEngine
+from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from llama_index_carag.serve.page import CONTENT_SECURITY_POLICY, page_router
+from llama_index_carag.serve.schemas import (
+    ChatTurnOut,
+    ClaimRequest,
+    GraphOut,
+    InfoOut,
+    MessageRequest,
+    SessionInfo,
+    SessionOut,
+)
+from llama_index_carag.serve.sessions import SessionStore
+from llama_index_carag.serve.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    retriever: Any,
+    synthesizer: Any | None = None,
+    *,
+    stream_synthesizer: Any | None = None,
+    llm: Any | None = None,
+    settings: ServeSettings | None = None,
+    clock: Callable[[], float] | None = None,
+) -> FastAPI:
+    """The HTTP API and chat page over one retriever.
+
+    Args:
+        retriever: a fitted ``ContextAwareRetriever`` (e.g. ``from_persist_dir``).
+        synthesizer: a ``FactCheckSynthesizer`` for verdicts; ``None`` serves retrieval only
+            (``verdict`` is null, chat answers 503 ``no_llm``).
+        stream_synthesizer: a ``FactCheckSynthesizer(streaming=True)`` for ``/v1/check/stream``;
+            without one the stream sends ``evidence`` and ``done`` only.
+        llm: the LLM of the chat sessions (a ``FactCheckChatBot`` each; ``None``: no chat); its
+            ``metadata.model_name`` is shown by ``/v1/info``.
+        settings: limits and timeouts (:class:`ServeSettings`).
+        clock: monotonic seconds for session expiry (tests).
+    """
+    settings = settings or ServeSettings()
+    bot_factory = None
+    if llm is not None:
+
+        def bot_factory() -> Any:
+            from llama_index_carag.chat import FactCheckChatBot
+
+            return FactCheckChatBot(retriever, llm)
+
+    engine = CheckEngine(retriever, synthesizer, stream_synthesizer, bot_factory, settings)
+    sessions = SessionStore(settings.max_sessions, settings.session_ttl_s, **({"clock": clock} if clock else {}))
+    app = FastAPI(title="llama-index-carag", version=_version(), docs_url="/docs", redoc_url=None)
+    app.state.engine, app.state.sessions, app.state.settings = engine, sessions, settings
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    _security_headers(app)
+    app.include_router(page_router())
+    _api_routes(app, engine, sessions, settings, llm_name=_llm_name(llm, synthesizer))
+    return app
+
+
+def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, settings: ServeSettings,
+                llm_name: str | None) -> None:
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/info", response_model=InfoOut)
+    def info() -> InfoOut:
+        r = engine.retriever
+        return InfoOut(version=_version(), schema_version=CHECK_SCHEMA_VERSION, mode=r.mode, k=r.similarity_top_k,
+                       n_items=int(r.context.n_items_), llm=llm_name, limits=settings.public())
+
+    @app.get("/v1/schema/check-result")
+    def schema() -> dict[str, Any]:
+        return check_result_json_schema()
+
+    @app.post("/v1/check", response_model=CheckResult)
+    async def check(body: ClaimRequest) -> CheckResult:
+        claim = engine.clean_text(body.claim, "claim", settings.max_claim_chars)
+        async with engine.admitted():
+            return await engine.check(claim)
+
+    @app.post("/v1/check/stream")
+    async def check_stream(body: ClaimRequest) -> StreamingResponse:
+        claim = engine.clean_text(body.claim, "claim", settings.max_claim_chars)
+        engine.check_admission()  # 503 now, while a status can still be sent
+
+        async def events() -> AsyncIterator[str]:
+            async with engine.admitted(check=False):
+                async for event, data in engine.stream(claim):
+                    yield f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.post("/v1/graph", response_model=GraphOut)
+    async def graph(body: ClaimRequest) -> dict[str, Any]:
+        claim = engine.clean_text(body.claim, "claim", settings.max_claim_chars)
+        async with engine.admitted():
+            return await engine.graph(claim)
+
+    _session_routes(app, engine, sessions, settings)
+
+
+def _session_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, settings: ServeSettings) -> None:
+    @app.post("/v1/sessions", response_model=SessionInfo, status_code=201)
+    def create_session() -> SessionInfo:
+        session = sessions.create(engine.require_llm(engine.bot_factory))
+        return SessionInfo(session_id=session.id, max_turns=settings.max_turns, ttl_s=settings.session_ttl_s)
+
+    @app.get("/v1/sessions/{session_id}", response_model=SessionOut)
+    def get_session(session_id: str) -> SessionOut:
+        session = sessions.get(session_id)
+        return SessionOut(session_id=session.id, turns=[ChatTurnOut(**t) for t in session.turns])
+
+    @app.delete("/v1/sessions/{session_id}", status_code=204)
+    def delete_session(session_id: str) -> Response:
+        sessions.delete(session_id)
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{session_id}/messages", response_model=ChatTurnOut)
+    async def message(session_id: str, body: MessageRequest) -> dict[str, Any]:
+        session = sessions.get(session_id)
+        text = engine.clean_text(body.message, "message", settings.max_message_chars)
+        if session.lock.locked():
+            raise ApiError(409, "session_busy", "the session is still answering the previous message")
+        if len(session.turns) >= settings.max_turns:
+            raise ApiError(409, "turn_limit", f"the session has {settings.max_turns} turns; start a new one")
+        async with session.lock, engine.admitted():
+            turn = await engine.chat_turn(session.bot, text, len(session.turns) + 1)
+            session.turns.append(turn)
+            session.last_used = sessions.clock()
+        return turn
+
+
+def _security_headers(app: FastAPI) -> None:
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
+
+def _llm_name(llm: Any | None, synthesizer: Any | None) -> str | None:
+    if llm is not None:
+        try:
+            return str(llm.metadata.model_name)
+        except Exception:  # an LLM without metadata
+            return type(llm).__name__
+    return None if synthesizer is None else type(synthesizer).__name__
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("llama-index-carag")
+    except Exception:  # pragma: no cover - not installed
+        return "0"

@@ -1,0 +1,101 @@
+"""The ``carag serve`` sub-command: its arguments, the LLM factory option, and the uvicorn server.
+
+Only :func:`run_server` imports FastAPI/uvicorn, so building the ``carag`` parser stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import socket
+import sys
+from typing import Any, Callable
+
+from llama_index_carag.serve.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["add_serve_arguments", "load_llm_factory", "settings_from_args", "bind_socket", "run_server"]
+
+
+def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], Callable[[str], int]]) -> None:
+    """The serve-only options (the caller adds ``--index``, the retrieval overrides and ``--llm``)."""
+    p.add_argument("--llm-factory", metavar="MODULE:CALLABLE",
+                   help="a Python callable returning any LlamaIndex LLM (MODULE is imported from the current folder "
+                        "or the installed packages); replaces --llm")
+    p.add_argument("--no-llm", action="store_true", help="retrieval, SOI and graph only: no verdicts, no chat")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
+    d = ServeSettings()
+    p.add_argument("--retrieval-workers", type=positive_int("--retrieval-workers"), default=d.retrieval_workers,
+                   help=f"checks retrieving at once (default {d.retrieval_workers})")
+    p.add_argument("--llm-workers", type=positive_int("--llm-workers"), default=d.llm_workers,
+                   help=f"LLM calls at once (default {d.llm_workers})")
+    p.add_argument("--max-pending", type=positive_int("--max-pending"), default=d.max_pending,
+                   help=f"requests admitted at once before 503 (default {d.max_pending})")
+    p.add_argument("--timeout", type=float, default=d.request_timeout_s,
+                   help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})")
+    p.add_argument("--max-sessions", type=positive_int("--max-sessions"), default=d.max_sessions,
+                   help=f"chat sessions open at once (default {d.max_sessions})")
+    p.add_argument("--max-claim-chars", type=positive_int("--max-claim-chars"), default=d.max_claim_chars,
+                   help=f"longest claim or chat message (default {d.max_claim_chars})")
+
+
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    """:class:`ServeSettings` from the parsed options (ValueError on a bad value)."""
+    return ServeSettings(
+        retrieval_workers=args.retrieval_workers, llm_workers=args.llm_workers, max_pending=args.max_pending,
+        request_timeout_s=args.timeout, max_sessions=args.max_sessions,
+        max_claim_chars=args.max_claim_chars, max_message_chars=args.max_claim_chars,
+    )
+
+
+def load_llm_factory(spec: str) -> Any:
+    """Call ``MODULE:CALLABLE`` and return the LlamaIndex LLM it makes.
+
+    Raises:
+        ValueError: a malformed spec, a missing module or attribute, or a result that is not an LLM.
+    """
+    from llama_index.core.llms import LLM
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"--llm-factory must look like MODULE:CALLABLE, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--llm-factory {spec}: {exc}") from None
+    llm = factory()
+    if not isinstance(llm, LLM):
+        raise ValueError(f"--llm-factory {spec} returned {type(llm).__name__}, not a LlamaIndex LLM")
+    return llm
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535], not {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(app: Any, sock: socket.socket, *, log_level: str = "warning") -> None:
+    """Serve ``app`` on ``sock`` with uvicorn until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level=log_level, access_log=log_level in ("info", "debug"),
+                            timeout_graceful_shutdown=5, lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,193 @@
+"""The work behind the HTTP API: checks, streams, graphs and chat turns on worker threads, under limits.
+
+Retrieval and LLM calls are blocking (local models), so each runs on a worker
+thread; ``retrieval_workers`` and ``llm_workers`` bound how many run at once,
+``max_pending`` bounds how many requests may wait, and ``request_timeout_s``
+bounds how long one may take.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from llama_index_carag._validation import sanitize_text
+from llama_index_carag.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
+from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CheckEngine"]
+
+T = TypeVar("T")
+_END = object()
+
+
+class CheckEngine:
+    """Runs checks for the app.
+
+    Args:
+        retriever: a ``ContextAwareRetriever``.
+        synthesizer: a ``FactCheckSynthesizer`` for ``/v1/check`` (None: no verdicts).
+        stream_synthesizer: one built with ``streaming=True`` for ``/v1/check/stream``.
+        bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
+        settings: limits.
+    """
+
+    def __init__(
+        self,
+        retriever: Any,
+        synthesizer: Any | None,
+        stream_synthesizer: Any | None,
+        bot_factory: Callable[[], Any] | None,
+        settings: ServeSettings,
+    ) -> None:
+        self.retriever, self.synthesizer, self.stream_synthesizer = retriever, synthesizer, stream_synthesizer
+        self.bot_factory, self.settings = bot_factory, settings
+        self.retrieval_limiter = anyio.CapacityLimiter(settings.retrieval_workers)
+        self.llm_limiter = anyio.CapacityLimiter(settings.llm_workers)
+        self.pending = 0
+
+    # ------------------------------------------------------------- admission
+    def check_admission(self) -> None:
+        """503 ``busy`` when ``max_pending`` requests are admitted."""
+        if self.pending >= self.settings.max_pending:
+            raise ApiError(503, "busy", f"{self.settings.max_pending} requests are in progress; retry shortly",
+                           headers={"Retry-After": "1"})
+
+    @asynccontextmanager
+    async def admitted(self, *, check: bool = True) -> AsyncIterator[None]:
+        """Count one request against ``max_pending`` (503 ``busy`` beyond it, unless ``check`` is False)."""
+        if check:
+            self.check_admission()
+        self.pending += 1
+        try:
+            yield
+        finally:
+            self.pending -= 1
+
+    async def _run(self, limiter: anyio.CapacityLimiter, fn: Callable[..., T], *args: Any) -> T:
+        async with limiter:
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+
+    def _timeout(self) -> Any:
+        return anyio.fail_after(self.settings.request_timeout_s)
+
+    def clean_text(self, text: str, name: str, limit: int) -> str:
+        """``text`` with NULs and lone surrogates removed; 422 if empty or over ``limit`` characters."""
+        text = sanitize_text(text)
+        if not text.strip():
+            raise ApiError(422, "invalid_request", f"{name}: is empty; give the claim to check")
+        if len(text.strip()) > limit:
+            raise ApiError(422, "invalid_request", f"{name}: is {len(text.strip())} characters; the limit is {limit}")
+        return text
+
+    def require_llm(self, what: Any) -> Any:
+        if what is None:
+            raise ApiError(503, "no_llm", "this server runs without an LLM (--no-llm): verdicts and chat are off")
+        return what
+
+    # ----------------------------------------------------------------- checks
+    async def retrieve(self, claim: str) -> Retrieved:
+        return await self._run(self.retrieval_limiter, retrieve_claim, self.retriever, claim)
+
+    async def _verdict(self, retrieved: Retrieved) -> dict[str, Any]:
+        response = await self._run(self.llm_limiter, self.synthesizer.synthesize, retrieved.claim, retrieved.nodes)
+        return verdict_dict(response.metadata["verdict"])
+
+    async def check(self, claim: str, *, with_verdict: bool = True) -> CheckResult:
+        """Retrieval, SOI and (with a synthesizer) the verdict; 504 past the timeout, 502 if the LLM fails."""
+        try:
+            with self._timeout():
+                retrieved = await self.retrieve(claim)
+                verdict = None
+                if with_verdict and self.synthesizer is not None:
+                    verdict = await _llm_step(self._verdict(retrieved))
+                return retrieved.result(verdict)
+        except TimeoutError:
+            raise ApiError(504, "timeout", f"the check took over {self.settings.request_timeout_s:g} s") from None
+
+    async def stream(self, claim: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """``(event, data)`` pairs: ``evidence``, ``token``…, ``verdict``, ``done`` — or ``error`` last.
+
+        The deadline is checked around each wait, never across a ``yield``.
+        """
+        deadline = anyio.current_time() + self.settings.request_timeout_s
+        try:
+            retrieved = await _before(deadline, self.retrieve(claim))
+            yield "evidence", retrieved.result(None).to_json_dict()
+            verdict = None
+            if self.stream_synthesizer is not None:
+                async with self.llm_limiter:  # held for the whole generation
+                    synthesize = self.stream_synthesizer.synthesize
+                    response = await _before(deadline, _llm_step(self._thread(synthesize, claim, retrieved.nodes)))
+                    gen = response.response_gen
+                    while (delta := await _before(deadline, _llm_step(self._thread(next, gen, _END)))) is not _END:
+                        yield "token", {"text": delta}
+                verdict = verdict_dict(response.metadata["verdict"])
+                yield "verdict", verdict
+            yield "done", retrieved.result(verdict).to_json_dict()
+        except TimeoutError:
+            yield "error", error_body("timeout", f"the check took over {self.settings.request_timeout_s:g} s")
+        except ApiError as exc:
+            yield "error", error_body(exc.code, exc.message)
+        except Exception:
+            logger.exception("stream failed")
+            yield "error", error_body("internal_error", "internal server error (logged)")
+
+    async def _thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+
+    async def graph(self, claim: str) -> dict[str, Any]:
+        """The SOI and its Plotly figure JSON."""
+        try:
+            with self._timeout():
+                return await self._run(self.retrieval_limiter, _graph, self.retriever, claim)
+        except TimeoutError:
+            raise ApiError(504, "timeout", f"the graph took over {self.settings.request_timeout_s:g} s") from None
+
+    # ------------------------------------------------------------------- chat
+    async def chat_turn(self, bot: Any, message: str, turn: int) -> dict[str, Any]:
+        """Ask ``bot`` one message; the turn as JSON."""
+        try:
+            with self._timeout():
+                answer = await _llm_step(self._run(self.llm_limiter, bot.ask, message))
+        except TimeoutError:
+            raise ApiError(504, "timeout", f"the answer took over {self.settings.request_timeout_s:g} s") from None
+        return {
+            "turn": turn,
+            "message": message,
+            "verdict": verdict_dict(answer.verdict),
+            "evidence": evidence_rows(answer.sources),
+            "text": answer.text,
+        }
+
+
+async def _before(deadline: float, awaitable: Any) -> Any:
+    with anyio.fail_at(deadline):
+        return await awaitable
+
+
+async def _llm_step(awaitable: Any) -> Any:
+    """Await an LLM call; its failures become 502 ``llm_error`` (timeouts pass through)."""
+    try:
+        return await awaitable
+    except (TimeoutError, anyio.get_cancelled_exc_class(), ApiError):
+        raise
+    except Exception as exc:
+        logger.exception("LLM call failed")
+        raise ApiError(502, "llm_error", f"the language model failed ({type(exc).__name__})") from exc
+
+
+def _graph(retriever: Any, claim: str) -> dict[str, Any]:
+    import json
+
+    from llama_index_carag.visualize import soi_figure
+
+    soi = retriever.build_soi(claim)
+    return {"soi": soi.to_dict(), "figure": json.loads(soi_figure(soi).to_json())}

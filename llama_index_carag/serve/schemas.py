@@ -1,0 +1,71 @@
+"""Request and response bodies of the HTTP API (the check result itself is :mod:`llama_index_carag.checking`)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llama_index_carag.checking import EvidenceRow, VerdictPayload
+
+__all__ = ["ClaimRequest", "MessageRequest", "SessionInfo", "ChatTurnOut", "SessionOut", "GraphOut", "InfoOut"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClaimRequest(_Strict):
+    """``POST /v1/check``, ``/v1/check/stream``, ``/v1/graph``."""
+
+    claim: str = Field(description="the claim to check (non-empty, at most max_claim_chars)")
+
+
+class MessageRequest(_Strict):
+    """``POST /v1/sessions/{id}/messages``."""
+
+    message: str = Field(description="a claim or a follow-up question (non-empty, at most max_message_chars)")
+
+
+class SessionInfo(BaseModel):
+    """``POST /v1/sessions``."""
+
+    session_id: str
+    max_turns: int
+    ttl_s: float
+
+
+class ChatTurnOut(BaseModel):
+    """One answered message of a chat session."""
+
+    turn: int = Field(description="1-based turn number")
+    message: str
+    verdict: VerdictPayload
+    evidence: list[EvidenceRow]
+    text: str = Field(description="the model's full answer")
+
+
+class SessionOut(BaseModel):
+    """``GET /v1/sessions/{id}``."""
+
+    session_id: str
+    turns: list[ChatTurnOut]
+
+
+class GraphOut(BaseModel):
+    """``POST /v1/graph``: the SOI and its Plotly figure (text already HTML-escaped by ``visualize``)."""
+
+    soi: dict[str, Any]
+    figure: dict[str, Any] = Field(description="Plotly figure JSON: {data, layout}")
+
+
+class InfoOut(BaseModel):
+    """``GET /v1/info``."""
+
+    version: str
+    schema_version: int
+    mode: str
+    k: int
+    n_items: int
+    llm: Optional[str] = Field(description="the LLM's model name, or None when verdicts are off")
+    limits: dict[str, Any]

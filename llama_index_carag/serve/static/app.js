@@ -1,0 +1,250 @@
+// The chat page of `carag serve`. Every piece of text from the server or the user is
+// written with textContent (never innerHTML), so evidence or claims cannot inject markup.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const limits = { max_claim_chars: 2000, max_message_chars: 2000 };
+let sessionId = null;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function fmt(x) {
+  return typeof x === "number" && isFinite(x) ? x.toFixed(3) : "-";
+}
+
+function setState(key, value) {
+  document.body.dataset[key] = value;
+}
+
+function errorText(payload, status) {
+  const e = payload && payload.error;
+  return e ? `${e.code}: ${e.message}` : `HTTP ${status}`;
+}
+
+async function postJSON(url, body) {
+  const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  let payload = null;
+  try { payload = await r.json(); } catch (_) { payload = null; }
+  if (!r.ok) throw new Error(errorText(payload, r.status));
+  return payload;
+}
+
+// Server-Sent Events over fetch (EventSource cannot POST): yields {event, data}.
+async function* sse(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      yield { event, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = false;
+}
+
+function renderVerdict(verdict) {
+  const label = $("verdict-label");
+  label.textContent = verdict ? verdict.label : "no verdict (retrieval only)";
+  label.className = "badge " + (verdict ? verdict.label : "");
+  $("explanation").textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
+  const cited = new Set(verdict ? verdict.evidence_ids : []);
+  for (const row of $("evidence").tBodies[0].rows) {
+    const isCited = cited.has(row.dataset.id);
+    row.classList.toggle("cited", isCited);
+    row.cells[0].textContent = (isCited ? "★ " : "") + row.dataset.rank;
+  }
+}
+
+function renderEvidence(result) {
+  const body = $("evidence").tBodies[0];
+  body.replaceChildren();
+  for (const row of result.evidence) {
+    const tr = document.createElement("tr");
+    tr.dataset.id = row.id;
+    tr.dataset.rank = String(row.rank);
+    const c = row.carag || {};
+    const kind = c.in_soi ? String(c.soi_kind || "yes").replace(/_.*/, "") : "-";
+    for (const v of [row.rank, fmt(row.score), c.cluster ?? "-", fmt(c.claim_similarity), fmt(c.thematic_similarity), kind, row.id]) {
+      tr.append(el("td", v));
+    }
+    const text = el("td", row.text, "text");
+    text.dir = "auto";
+    tr.append(text);
+    body.append(tr);
+  }
+  const soi = result.soi || {};
+  const size = ["annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"]
+    .reduce((n, k) => n + ((soi[k] || []).length), 0);
+  const s = result.settings;
+  $("soi-summary").textContent =
+    `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.k} · claim cluster ${soi.cluster ?? "-"}` +
+    (soi.theme ? ` (theme ${soi.theme})` : "") + ` · SOI ${size} of ${soi.cluster_size ?? "?"} cluster items` +
+    (size === 0 ? " (empty: searched with the claim vector alone)" : "");
+}
+
+async function drawGraph(claim) {
+  setState("graph", "pending");
+  const div = $("graph");
+  div.replaceChildren();
+  try {
+    const out = await postJSON("/v1/graph", { claim });
+    if (typeof Plotly === "undefined") throw new Error("plotly.js did not load");
+    await Plotly.newPlot(div, out.figure.data, out.figure.layout, { displaylogo: false, responsive: true });
+    setState("graph", "done");
+  } catch (err) {
+    div.append(el("p", `graph unavailable: ${err.message}`, "error"));
+    setState("graph", "error");
+  }
+}
+
+async function check(event) {
+  event.preventDefault();
+  const claim = $("claim").value;
+  if (!claim.trim()) return;
+  $("error").hidden = true;
+  $("check-btn").disabled = true;
+  $("status").textContent = "retrieving evidence…";
+  $("answer").textContent = "";
+  setState("state", "checking");
+  const graph = drawGraph(claim);
+  try {
+    const r = await fetch("/v1/check/stream", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ claim }),
+    });
+    if (!r.ok) {
+      let payload = null;
+      try { payload = await r.json(); } catch (_) { payload = null; }
+      throw new Error(errorText(payload, r.status));
+    }
+    let finished = false;
+    for await (const { event, data } of sse(r)) {
+      if (event === "evidence") {
+        $("result").hidden = false;
+        renderEvidence(data);
+        renderVerdict(null);
+        $("verdict-label").textContent = "…";
+        $("status").textContent = "the model is answering…";
+      } else if (event === "token") {
+        $("answer").textContent += data.text;
+      } else if (event === "verdict") {
+        renderVerdict(data);
+      } else if (event === "done") {
+        renderVerdict(data.verdict);
+        finished = true;
+      } else if (event === "error") {
+        throw new Error(errorText(data, "stream"));
+      }
+    }
+    if (!finished) throw new Error("the stream ended early");
+    $("status").textContent = "done";
+    setState("state", "done");
+  } catch (err) {
+    showError(err.message);
+    $("status").textContent = "";
+    setState("state", "error");
+  } finally {
+    $("check-btn").disabled = false;
+    await graph;
+  }
+}
+
+function chatMessage(cls, text) {
+  const div = el("div", text, "msg " + cls);
+  div.dir = "auto";
+  $("chat-log").append(div);
+  return div;
+}
+
+async function sendChat(event) {
+  event.preventDefault();
+  const message = $("chat-input").value;
+  if (!message.trim()) return;
+  $("chat-send").disabled = true;
+  setState("chat", "sending");
+  $("chat-status").textContent = "thinking…";
+  chatMessage("user", message);
+  try {
+    if (!sessionId) sessionId = (await postJSON("/v1/sessions", {})).session_id;
+    const turn = await postJSON(`/v1/sessions/${encodeURIComponent(sessionId)}/messages`, { message });
+    const div = chatMessage("bot", `${turn.verdict.label}: ${turn.verdict.explanation}`);
+    const list = el("ol");
+    const cited = new Set(turn.verdict.evidence_ids);
+    for (const row of turn.evidence) {
+      const item = el("li", (cited.has(row.id) ? "★ " : "") + `${row.id}: ${row.text}`);
+      item.dir = "auto";
+      list.append(item);
+    }
+    div.append(list);
+    $("chat-input").value = "";
+    $("chat-status").textContent = `turn ${turn.turn}`;
+    setState("chat", "done");
+  } catch (err) {
+    chatMessage("bot error", err.message);
+    $("chat-status").textContent = "";
+    setState("chat", "error");
+  } finally {
+    $("chat-send").disabled = false;
+  }
+}
+
+async function resetChat() {
+  if (sessionId) {
+    try { await fetch(`/v1/sessions/${encodeURIComponent(sessionId)}`, { method: "DELETE" }); } catch (_) { /* gone */ }
+  }
+  sessionId = null;
+  $("chat-log").replaceChildren();
+  $("chat-status").textContent = "new conversation";
+  setState("chat", "idle");
+}
+
+function showTab(name) {
+  for (const t of ["check", "chat"]) {
+    $(`${t}-panel`).hidden = t !== name;
+    $(`tab-${t}`).classList.toggle("active", t === name);
+  }
+}
+
+async function loadInfo() {
+  try {
+    const r = await fetch("/v1/info");
+    const info = await r.json();
+    Object.assign(limits, info.limits);
+    $("claim").maxLength = limits.max_claim_chars;
+    $("chat-input").maxLength = limits.max_message_chars;
+    $("info").textContent = `${info.mode} · ${info.n_items} items · k ${info.k} · ` + (info.llm ? `LLM ${info.llm}` : "no LLM (retrieval only)");
+    if (!info.llm) $("tab-chat").disabled = true;
+  } catch (_) {
+    $("info").textContent = "server info unavailable";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("check-form").addEventListener("submit", check);
+  $("chat-form").addEventListener("submit", sendChat);
+  $("chat-reset").addEventListener("click", resetChat);
+  $("tab-check").addEventListener("click", () => showTab("check"));
+  $("tab-chat").addEventListener("click", () => showTab("chat"));
+  loadInfo().then(() => setState("ready", "1"));
+});

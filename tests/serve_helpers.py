@@ -1,0 +1,300 @@
+"""Test doubles and tools for the ``carag serve`` tests: a stub LLM, the demo index, a live server,
+and a small Chrome DevTools Protocol client (stdlib only) driving headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+DEFAULT_ANSWER = "Verdict: REFUTED. Passage [1] contradicts the claim. Passage [2] agrees with it."
+
+
+class ServeStubLLM(CustomLLM):
+    """A deterministic LLM: answers ``answer`` (streamed word by word).
+
+    ``gate``: a ``threading.Event`` every call waits for (to hold requests in flight without timing);
+    ``fail``: raise instead of answering.  ``calls`` counts completions.
+    """
+
+    answer: str = DEFAULT_ANSWER
+    fail: bool = False
+    gate: Any = None
+    calls: int = 0
+    entered: Any = None  # threading.Semaphore released once per call that started
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="serve-stub", context_window=32000, num_output=256)
+
+    def _start(self) -> None:
+        self.calls += 1
+        if self.entered is not None:
+            self.entered.release()
+        if self.gate is not None:
+            self.gate.wait()
+        if self.fail:
+            raise RuntimeError("stub LLM failure")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self._start()
+        return CompletionResponse(text=self.answer)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        self._start()
+
+        def gen() -> CompletionResponseGen:
+            text = ""
+            for i, word in enumerate(self.answer.split(" ")):
+                delta = word if i == 0 else " " + word
+                text += delta
+                yield CompletionResponse(text=text, delta=delta)
+
+        return gen()
+
+
+def make_stub_llm() -> ServeStubLLM:
+    """``carag serve --llm-factory tests.serve_helpers:make_stub_llm`` (answer from ``CARAG_STUB_ANSWER``)."""
+    return ServeStubLLM(answer=os.environ.get("CARAG_STUB_ANSWER", DEFAULT_ANSWER))
+
+
+def build_demo_index(out: Path, corpus: Any = None, **kwargs: Any) -> Path:
+    """Index ``corpus`` (default: the demo corpus) with MiniLM and persist it to ``out``."""
+    from llama_index_carag.datasets import load_demo_corpus
+    from llama_index_carag.retriever import ContextAwareRetriever
+
+    corpus = corpus or load_demo_corpus()
+    settings = {"n_clusters": 3, "delta": 0.5, **kwargs}
+    retriever = ContextAwareRetriever.from_defaults(
+        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, embed_model="minilm", id_map=True, **settings
+    )
+    retriever.persist(out, persist_index=True)
+    return out
+
+
+# --------------------------------------------------------------------------- live server
+class LiveServer:
+    """``carag serve`` in a subprocess on 127.0.0.1 with a free port (``--port 0``; the URL is read from stdout)."""
+
+    def __init__(self, index: Path, *args: str, env: dict[str, str] | None = None, start_timeout: float = 240) -> None:
+        carag = Path(sys.executable).parent / "carag"
+        cmd = [str(carag), "serve", "--index", str(index), "--host", "127.0.0.1", "--port", "0", *args]
+        full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=full_env)
+        self.url = self._read_url(start_timeout)
+
+    def _read_url(self, timeout: float) -> str:
+        found: list[str] = []
+        done = threading.Event()
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith("carag serve: http://"):
+                    found.append(line.split()[2])
+                    break
+            done.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not done.wait(timeout) or not found:
+            self.stop()
+            raise RuntimeError(f"carag serve did not start: {self.proc.stderr.read()[-3000:]}")
+        return found[0].rstrip("/")
+
+    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=60) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+# --------------------------------------------------------------------------- Chromium over CDP
+class _WebSocket:
+    """A minimal RFC 6455 client: text frames, masking, fragmentation, ping/pong (enough for CDP)."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        request = (f"GET {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        self.sock.sendall(request.encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection during the handshake")
+            head += chunk
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            raise ConnectionError(f"DevTools refused the websocket: {head[:200]!r}")
+        self.buffer = head.split(b"\r\n\r\n", 1)[1]
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection")
+            self.buffer += chunk
+        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        return out
+
+    def send(self, text: str, opcode: int = 1) -> None:
+        data = text.encode() if isinstance(text, str) else text
+        header = bytes([0x80 | opcode])
+        n = len(data)
+        if n < 126:
+            header += bytes([0x80 | n])
+        elif n < 65536:
+            header += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            header += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+        mask = os.urandom(4)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def recv(self) -> str:
+        message = b""
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = int.from_bytes(self._exact(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self._exact(8), "big")
+            mask = self._exact(4) if b1 & 0x80 else None
+            payload = self._exact(n)
+            if mask:
+                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            opcode = b0 & 0x0F
+            if opcode == 9:
+                self.send(payload.decode("latin-1"), opcode=10)
+                continue
+            if opcode == 8:
+                raise ConnectionError("DevTools closed the websocket")
+            message += payload
+            if b0 & 0x80:
+                return message.decode()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Chromium:
+    """Headless Chromium with one page, driven over the DevTools protocol.
+
+    ``timeout`` bounds each protocol call (a guard against a hang, not a measurement).
+    """
+
+    def __init__(self, profile: Path, timeout: float = 120, width: int = 1280, height: int = 1400) -> None:
+        profile.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", "--disable-extensions",
+             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={profile}",
+             f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        port = self._port(profile / "DevToolsActivePort", timeout)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as r:
+            pages = [t for t in json.load(r) if t.get("type") == "page"]
+        self.ws = _WebSocket(pages[0]["webSocketDebuggerUrl"], timeout)
+        self.next_id = 0
+        self.events: list[dict[str, Any]] = []
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable")
+
+    def _port(self, path: Path, timeout: float) -> int:
+        done = threading.Event()
+        while not done.wait(0.1):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chromium exited: {self.proc.stderr.read()[-2000:]}")
+            if path.is_file() and path.read_text().strip():
+                return int(path.read_text().split()[0])
+            timeout -= 0.1
+            if timeout <= 0:
+                raise RuntimeError("chromium did not open its DevTools port")
+        raise AssertionError("unreachable")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of ``expression`` (promises awaited); a page exception raises."""
+        out = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
+        if "exceptionDetails" in out:
+            raise RuntimeError(f"page error: {out['exceptionDetails']}")
+        return out["result"].get("value")
+
+    def navigate(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        self.wait_for("document.readyState === 'complete'")
+
+    def wait_for(self, condition: str) -> None:
+        """Resolve when the JS ``condition`` holds, checked on every DOM change (no sleeping in Python)."""
+        self.evaluate(
+            "new Promise(resolve => { const ok = () => { try { return (" + condition + "); } catch (e) { return false; } };"
+            " if (ok()) return resolve(true);"
+            " const obs = new MutationObserver(() => { if (ok()) { obs.disconnect(); resolve(true); } });"
+            " obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});"
+            " document.addEventListener('readystatechange', () => { if (ok()) resolve(true); }); })"
+        )
+
+    def screenshot(self, path: Path) -> Path:
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def console_errors(self) -> list[str]:
+        out = []
+        for e in self.events:
+            if e.get("method") == "Runtime.exceptionThrown":
+                out.append(str(e["params"]["exceptionDetails"].get("text")))
+            elif e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error":
+                out.append(str(e["params"]["entry"].get("text")))
+        return out
+
+    def close(self) -> None:
+        self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
