@@ -51,7 +51,7 @@ def test_check_json_schema_without_llm(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json", "--k", "4", "--alpha", "0.7")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert set(data) == {"claim", "verdict", "settings", "soi", "evidence"}
+    assert set(data) == {"schema_version", "claim", "verdict", "settings", "soi", "evidence"} and data["schema_version"] == 1
     assert data["verdict"] is None and data["claim"] == CLAIM
     assert data["settings"] == {"mode": "unsupervised", "alpha": 0.7, "delta": 0.5, "k": 4}
     assert {"claim_id", "claim", "annotated_evidences", "related_claims", "refined_cluster_evidences",
