@@ -21,6 +21,12 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 DEFAULT_ANSWER = "Verdict: REFUTED. Passage [1] contradicts the claim. Passage [2] agrees with it."
+#: A prompt containing PROBE gets PROBE_ANSWER: markup that leaves a trace in the DOM if it ever runs.
+PROBE = "XSS-PROBE"
+PROBE_ANSWER = (
+    "Verdict: SUPPORTED. <img src=x onerror=\"document.body.dataset.pwned='answer'\"> Passage [1] "
+    "<script>document.body.dataset.pwned='answer-script'</script> says so."
+)
 
 
 class ServeStubLLM(CustomLLM):
@@ -31,6 +37,7 @@ class ServeStubLLM(CustomLLM):
     """
 
     answer: str = DEFAULT_ANSWER
+    probe_answer: str = PROBE_ANSWER
     fail: bool = False
     gate: Any = None
     calls: int = 0
@@ -39,6 +46,9 @@ class ServeStubLLM(CustomLLM):
     @property
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(model_name="serve-stub", context_window=32000, num_output=256)
+
+    def _answer(self, prompt: str) -> str:
+        return self.probe_answer if PROBE in prompt else self.answer
 
     def _start(self) -> None:
         self.calls += 1
@@ -52,15 +62,16 @@ class ServeStubLLM(CustomLLM):
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         self._start()
-        return CompletionResponse(text=self.answer)
+        return CompletionResponse(text=self._answer(prompt))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
         self._start()
+        answer = self._answer(prompt)
 
         def gen() -> CompletionResponseGen:
             text = ""
-            for i, word in enumerate(self.answer.split(" ")):
+            for i, word in enumerate(answer.split(" ")):
                 delta = word if i == 0 else " " + word
                 text += delta
                 yield CompletionResponse(text=text, delta=delta)
@@ -69,19 +80,36 @@ class ServeStubLLM(CustomLLM):
 
 
 def make_stub_llm() -> ServeStubLLM:
-    """``carag serve --llm-factory tests.serve_helpers:make_stub_llm`` (answer from ``CARAG_STUB_ANSWER``)."""
+    """``carag serve --llm-factory tests.serve_helpers:make_stub_llm`` (answer from ``CARAG_STUB_ANSWER``).
+
+    A prompt with :data:`PROBE` in it (the claim, or evidence) is answered with :data:`PROBE_ANSWER`.
+    """
     return ServeStubLLM(answer=os.environ.get("CARAG_STUB_ANSWER", DEFAULT_ANSWER))
 
 
-def build_demo_index(out: Path, corpus: Any = None, **kwargs: Any) -> Path:
-    """Index ``corpus`` (default: the demo corpus) with MiniLM and persist it to ``out``."""
+#: Evidence passages whose text (and one id) carry markup that marks the DOM if it ever runs.
+HOSTILE_PASSAGES = {  # on a topic of their own, so that only the probe claim retrieves them
+    "xss-img": f"{PROBE} the glass teapot orbit <img src=x onerror=\"document.body.dataset.pwned='evidence'\"> lattice.",
+    "xss-script": f"{PROBE} the glass teapot <script>document.body.dataset.pwned='evidence-script'</script> orbit.",
+    "xss-table": f"{PROBE} teapot orbit </td></tr></table><b id=pwn>broken out</b> glass lattice.",
+    "xss-rtl <i>id</i>": f"{PROBE} \u202eRTL override\u202c \u05e8\u05d5\u05d7 glass teapot orbit \U0001fad6.",
+}
+
+
+def build_demo_index(out: Path, *, hostile: bool = False, **kwargs: Any) -> Path:
+    """Index the demo corpus (plus :data:`HOSTILE_PASSAGES` when ``hostile``) with MiniLM; persist to ``out``."""
+    from llama_index.core.schema import TextNode
+
     from llama_index_carag.datasets import load_demo_corpus
     from llama_index_carag.retriever import ContextAwareRetriever
 
-    corpus = corpus or load_demo_corpus()
+    corpus = load_demo_corpus()
+    nodes = list(corpus.evidence_nodes)
+    if hostile:
+        nodes += [TextNode(id_=node_id, text=text) for node_id, text in HOSTILE_PASSAGES.items()]
     settings = {"n_clusters": 3, "delta": 0.5, **kwargs}
     retriever = ContextAwareRetriever.from_defaults(
-        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, embed_model="minilm", id_map=True, **settings
+        nodes, claim_nodes=corpus.claim_nodes, embed_model="minilm", id_map=True, **settings
     )
     retriever.persist(out, persist_index=True)
     return out
@@ -287,7 +315,7 @@ class Chromium:
             if e.get("method") == "Runtime.exceptionThrown":
                 out.append(str(e["params"]["exceptionDetails"].get("text")))
             elif e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error":
-                out.append(str(e["params"]["entry"].get("text")))
+                out.append(f"{e['params']['entry'].get('text')} {e['params']['entry'].get('url', '')}")
         return out
 
     def close(self) -> None:
