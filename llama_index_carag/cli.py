@@ -105,13 +105,13 @@ def _load_retriever(args: argparse.Namespace) -> Any:
     if not folder.is_dir():
         raise CLIError(f"no index at {folder} (build one with: carag index DATA.csv --out {folder})")
     retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=getattr(args, "embed_model", None))
-    for name in ("alpha", "delta"):
-        value = getattr(args, name, None)
-        if value is not None:
-            setattr(retriever, name, value)
-    if getattr(args, "k", None) is not None:
-        retriever.similarity_top_k = args.k
-    return retriever
+    changes = _setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k")
+    return retriever.with_settings(**changes) if changes else retriever
+
+
+def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
+    """``{settings field: value}`` of the command-line arguments that were given (``field=arg name``)."""
+    return {field: getattr(args, arg) for field, arg in names.items() if getattr(args, arg, None) is not None}
 
 
 def _llm(args: argparse.Namespace) -> Any:
@@ -166,20 +166,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = resolve_embed_model(args.embed_model)
     index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True)
-    from llama_index_carag.retriever import PAPER_SETTINGS, TUNED_SETTINGS
+    from llama_index_carag.settings import CaragSettings
 
-    settings = {**PAPER_SETTINGS, **(TUNED_SETTINGS if args.preset == "tuned" else {})}
-    for name, value in (("alpha", args.alpha), ("delta", args.delta), ("similarity_top_k", args.k), ("n_clusters", args.clusters)):
-        if value is not None:
-            settings[name] = value
-    retriever = ContextAwareRetriever.from_index(
-        index,
-        mode=args.mode,
-        claim_nodes=corpus.claim_nodes,
-        random_state=args.seed,
-        show_progress=True,
-        **settings,
+    settings = CaragSettings.from_options(
+        args.preset, mode=args.mode, random_state=args.seed,
+        **_setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k", n_clusters="clusters"),
     )
+    retriever = ContextAwareRetriever.from_index(index, settings, claim_nodes=corpus.claim_nodes, show_progress=True)
     retriever.persist(out, persist_index=True)
     print(
         f"indexed {len(corpus.evidence_nodes)} evidence passages and {len(corpus.claim_nodes)} claims "
@@ -323,11 +316,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\n" + "=" * 110)
         print(f"CLAIM {claim.node_id} (label {claim.metadata.get('label')}): {claim.text}")
         for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
-            carag_u.alpha = alpha
-            result = _check_result(carag_u, claim.text, llm)
+            result = _check_result(carag_u.with_settings(alpha=alpha), claim.text, llm)
             print(f"\n--- {name}")
             _print_check(result)
-    carag_u.alpha = 0.5
     soi = carag_u.build_soi(claims[0].text)
     html = write_soi_html(soi, out / "soi_graph.html")
     png = write_soi_png(soi, out / "soi_graph.png")
@@ -405,11 +396,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CLIError(f"carag serve needs the serve extra: pip install 'llama-index-carag[serve]' ({exc})") from None
     settings = settings_from_args(args)
+    if args.no_llm and (args.llm or args.llm_factory):
+        raise CLIError("--no-llm cannot be combined with --llm or --llm-factory")
+    if not Path(args.index).is_dir():
+        raise CLIError(f"no index at {args.index} (build one with: carag index DATA.csv --out {args.index})")
     sock = bind_socket(args.host, args.port)  # before loading models: a taken port fails fast
-    retriever = _load_retriever(args)
     llm = None
-    if not args.no_llm:
-        llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
+    if args.llm_factory:
+        llm = load_llm_factory(args.llm_factory)
+    elif not args.no_llm:
+        llm = _llm(args)
+    retriever = _load_retriever(args)
     app = create_app(
         retriever,
         None if llm is None else get_fact_check_synthesizer(llm),
@@ -427,6 +424,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------- parser
+def _presets() -> dict[str, Any]:
+    from llama_index_carag.settings import PRESETS
+
+    return PRESETS
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carag",
@@ -451,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
     p.add_argument("--mode", default="unsupervised", choices=["unsupervised", "supervised"])
-    p.add_argument("--preset", choices=["paper", "tuned"], default="paper",
+    p.add_argument("--preset", choices=sorted(_presets()), default="paper",
                    help="paper: the papers' settings (default); tuned: the variant chosen on FactVer's tuning half")
     p.add_argument("--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)")
     p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="default 0.5 (tuned: 0.8)")
