@@ -73,6 +73,10 @@ def test_health_info_and_schema(client, retriever):
     assert info["llm"] == "serve-stub" and info["limits"]["max_claim_chars"] == ServeSettings().max_claim_chars
     schema = client.get("/v1/schema/check-result").json()
     assert {"schema_version", "claim", "verdict", "settings", "soi", "evidence"} <= set(schema["properties"])
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/check", "/v1/check/stream", "/v1/graph", "/v1/sessions", "/v1/sessions/{session_id}",
+            "/v1/sessions/{session_id}/messages"} <= set(paths)
+    assert_error(client.get("/docs"), 404, "not_found")  # Swagger UI would need a CDN
 
 
 # ------------------------------------------------------------------ check

@@ -6,6 +6,7 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 * ``GET /healthz`` — ``{"status": "ok"}``.
 * ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits.
 * ``GET /v1/schema/check-result`` — JSON Schema of the check result.
+* ``GET /openapi.json`` — the OpenAPI description (no ``/docs``: Swagger UI would need a CDN).
 * ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.checking.CheckResult` (``carag check --json``).
 * ``POST /v1/check/stream`` ``{"claim"}`` — Server-Sent Events: ``evidence`` (the result without the
   verdict), ``token`` ``{"text"}`` per piece of the model's answer, ``verdict``, ``done`` (the full result);
@@ -78,7 +79,8 @@ def create_app(
 
     engine = CheckEngine(retriever, synthesizer, stream_synthesizer, bot_factory, settings)
     sessions = SessionStore(settings.max_sessions, settings.session_ttl_s, **({"clock": clock} if clock else {}))
-    app = FastAPI(title="llama-index-carag", version=_version(), docs_url="/docs", redoc_url=None)
+    # No /docs: Swagger UI loads from a CDN; the OpenAPI JSON stays at /openapi.json.
+    app = FastAPI(title="llama-index-carag", version=_version(), docs_url=None, redoc_url=None)
     app.state.engine, app.state.sessions, app.state.settings = engine, sessions, settings
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
