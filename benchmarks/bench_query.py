@@ -26,7 +26,7 @@ from llama_index.core.schema import QueryBundle  # noqa: E402
 from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
 from llama_index_carag.indexing import build_faiss_index  # noqa: E402
 from llama_index_carag.models import resolve_embed_model  # noqa: E402
-from llama_index_carag.retriever import TUNED_SETTINGS  # noqa: E402
+from llama_index_carag.settings import TUNED  # noqa: E402
 from llama_index_carag.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
 
 SYNTH_HEADER = (
@@ -44,11 +44,11 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
     t0 = time.perf_counter()
     carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", claim_nodes=corpus.claim_nodes)
     print(f"CARAG-u fit (claims embedded + GMM): {time.perf_counter() - t0:.1f} s")
-    claims_with_vectors = [n.model_copy(update={"embedding": carag_u._claim_vectors[1][i].tolist()}) for i, n in enumerate(corpus.claim_nodes)]  # noqa: SLF001
+    claims_with_vectors = [n.model_copy(update={"embedding": carag_u.corpus.claim_vectors[i].tolist()}) for i, n in enumerate(corpus.claim_nodes)]
     t0 = time.perf_counter()
     carag = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims_with_vectors)
     print(f"CARAG fit (GMM per theme): {time.perf_counter() - t0:.2f} s")
-    tuned = ContextAwareRetriever.from_index(index, claim_nodes=claims_with_vectors, **TUNED_SETTINGS)
+    tuned = ContextAwareRetriever.from_index(index, TUNED, claim_nodes=claims_with_vectors)
     plain = index.as_retriever(similarity_top_k=6)
     rng = np.random.default_rng(0)
     queries = [corpus.claim_nodes[i].text for i in rng.choice(len(corpus.claim_nodes), n_queries, replace=False)]

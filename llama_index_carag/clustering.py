@@ -252,9 +252,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
                 ) from None
         return gmm
 
-    def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
-        """Fit and return ``labels_`` (shape ``(n,)``)."""
-        return self.fit(X).labels_
+    def fit_predict(self, X: Any, y: Any = None, *, order: np.ndarray | None = None) -> np.ndarray:
+        """Fit (``order`` as in :meth:`fit`) and return ``labels_`` (shape ``(n,)``)."""
+        return self.fit(X, order=order).labels_
 
     # ----------------------------------------------------------------- predict
     def _transform(self, matrix: np.ndarray) -> np.ndarray:

@@ -394,12 +394,8 @@ class ThematicContext:
             return removed
 
     def _invalidate(self) -> None:
-        """Drop caches derived from the members; hubness (if in use) is recomputed now, not mid-query."""
-        for cached in ("_claim_index", "hubness_", "_hubness_k"):
-            self.__dict__.pop(cached, None)
-        params = getattr(self, "_hub_params", None)
-        if params is not None:
-            self.compute_hubness(params[0], reference_size=params[1], seed=params[2])
+        """Drop caches derived from the members."""
+        self.__dict__.pop("_claim_index", None)
 
     def nearest_theme(self, unit_vector: np.ndarray) -> str:
         """The theme whose centroid is most similar (cosine) to a unit vector (supervised mode)."""
@@ -429,6 +425,15 @@ class ThematicContext:
         """Node ids of the clustered claims."""
         self._check_fitted()
         return list(self._claim_node_of.values())
+
+    def claim_node_of(self) -> dict[str, str]:
+        """``{claim id: its node id}`` of the clustered claims (a copy)."""
+        self._check_fitted()
+        return dict(self._claim_node_of)
+
+    def claim_text(self, node_id: str) -> str:
+        """The text of a clustered claim node (empty when unknown)."""
+        return self._claim_texts.get(node_id, "")
 
     def cluster_of(self, node_id: str) -> int | None:
         """Cluster of a corpus node (``None`` for a node not clustered)."""
@@ -651,50 +656,6 @@ class ThematicContext:
         self._publish(groups, where)
         self.n_items_ = n
         return self
-
-    def hubness(self, node_id: str) -> float | None:
-        """Hubness ``r(n)`` of a corpus evidence passage (see :meth:`compute_hubness`), or ``None``.
-
-        Recomputed on first use after the corpus changed (insert/delete).
-        """
-        table = getattr(self, "hubness_", None)
-        params = getattr(self, "_hub_params", None)
-        if table is None and params is not None:
-            with self._lock:
-                table = getattr(self, "hubness_", None) or self.compute_hubness(*params[:1], reference_size=params[1], seed=params[2])
-        return None if table is None else table.get(node_id)
-
-    def compute_hubness(self, k: int = 20, *, reference_size: int = 5000, seed: int = 0) -> dict[str, float]:
-        """Hubness of every evidence passage: mean cosine of its ``k`` nearest evidence neighbours.
-
-        "Hubs" — generic passages close to many others — crowd the top results of
-        many unrelated queries.  Subtracting ``lambda * r(n)`` from a passage's score
-        (the local-scaling idea of CSLS) pushes them down.  Neighbours are taken
-        among a random reference set of at most ``reference_size`` evidence
-        passages (all of them on small corpora); exact duplicates (cosine > 0.999)
-        are ignored, so copies of one passage do not count as neighbours.
-
-        Returns:
-            ``{node_id: r}``, also stored as ``hubness_`` (computed once per ``k``).
-        """
-        self._check_fitted()
-        if getattr(self, "_hubness_k", None) == (k, reference_size, seed) and hasattr(self, "hubness_"):
-            return self.hubness_
-        self._hub_params = (k, reference_size, seed)
-        ids, unit = self.evidence_units()
-        n = unit.shape[0]
-        rng = np.random.default_rng(seed)
-        ref = unit if n <= reference_size else unit[np.sort(rng.choice(n, reference_size, replace=False))]
-        kk = max(1, min(k, ref.shape[0] - 1))
-        r = np.empty(n, dtype=np.float32)
-        for start in range(0, n, 2048):
-            sims = unit[start : start + 2048] @ ref.T
-            sims[sims > 0.999] = -1.0  # itself and exact copies
-            part = np.partition(sims, sims.shape[1] - kk, axis=1)[:, -kk:]
-            r[start : start + 2048] = part.mean(axis=1)
-        self.hubness_ = dict(zip(ids, r.tolist()))
-        self._hubness_k = (k, reference_size, seed)
-        return self.hubness_
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         """Ids and unit vectors (shape ``(n, d)``) of the evidence held here, cluster by cluster.

@@ -16,11 +16,16 @@ excluded is computed exactly.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+    from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
 
@@ -32,21 +37,28 @@ _BLOCK_CELLS = 1 << 24  # passage x claim similarities held at once while tabula
 class ClaimContrast:
     """Nearest-claim table for the competing-claim term.
 
+    A re-ranking scorer (:class:`~llama_index_carag.ranking.protocols.Scorer`) named
+    ``claim_contrast``, weighted ``-settings.claim_contrast``.
+
     Args:
         claim_units: the corpus's claims as unit vectors, shape ``(m, d)``.
         top: nearest claims kept per passage.
+        threshold: claims with cosine ``> threshold`` to the query are not competitors.
 
     Attributes (after :meth:`fit`):
         sims_: shape ``(n, top)``, each passage's cosines to its nearest claims, descending.
         claims_: shape ``(n, top)``, the matching claim rows.
     """
 
-    def __init__(self, claim_units: np.ndarray, *, top: int = 8) -> None:
+    name = "claim_contrast"
+
+    def __init__(self, claim_units: np.ndarray, *, top: int = 8, threshold: float = 0.9) -> None:
         units = np.asarray(claim_units, dtype=np.float32)
         if units.ndim != 2 or units.shape[0] == 0:
             raise ValueError("ClaimContrast needs at least one claim vector, shape (m, d).")
         self.claim_units = units
         self.top = max(1, min(int(top), units.shape[0]))
+        self.threshold = float(threshold)
         self._rows: dict[str, int] = {}
         self._lock = threading.Lock()
         self.sims_ = np.zeros((0, self.top), dtype=np.float32)
@@ -90,7 +102,40 @@ class ClaimContrast:
                     rows.pop(i, None)
                 self._rows = rows
 
-    def scores(
+    def with_threshold(self, threshold: float) -> "ClaimContrast":
+        """The same fitted table with another ``threshold`` (no refit)."""
+        if float(threshold) == self.threshold:
+            return self
+        other = copy.copy(self)
+        other.threshold = float(threshold)
+        return other
+
+    def scores(self, pool: "CandidatePool", query: "RankQuery") -> np.ndarray:
+        """``c(n)`` of every candidate of ``pool`` (float64, shape ``(len(pool),)``)."""
+        return self.contrast(pool.ids, pool.vectors(), query.unit, self.threshold).astype(np.float64)
+
+    def weight(self, settings: "CaragSettings", query: "RankQuery") -> float:
+        return -settings.claim_contrast
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        rows = sorted(self._rows.items(), key=lambda kv: kv[1])
+        info = {"top": self.top, "threshold": self.threshold, "ids": [i for i, _ in rows]}
+        keep = np.array([r for _, r in rows], dtype=np.int64)
+        return info, {"contrast_sims": self.sims_[keep], "contrast_claims": self.claims_[keep]}
+
+    @classmethod
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], claim_units: np.ndarray) -> "ClaimContrast":
+        self = cls(claim_units, top=int(info["top"]), threshold=float(info["threshold"]))
+        sims, claims = arrays["contrast_sims"], arrays["contrast_claims"]
+        if sims.shape != (len(info["ids"]), self.top) or claims.shape != sims.shape:
+            raise ValueError("The saved claim-contrast table does not match its ids.")
+        if claims.size and int(claims.max()) >= self.claim_units.shape[0]:
+            raise ValueError("The saved claim-contrast table names claims that are not in the state.")
+        self.sims_, self.claims_ = sims.astype(np.float32), claims.astype(np.int32)
+        self._rows = {node_id: r for r, node_id in enumerate(info["ids"])}
+        return self
+
+    def contrast(
         self, node_ids: Sequence[str], vectors: Sequence[np.ndarray | None], query_unit: np.ndarray, threshold: float
     ) -> np.ndarray:
         """``c(n)`` for each candidate.

@@ -2,7 +2,9 @@
 
 :class:`ThematicContextPostprocessor` takes the nodes *any* retriever returned,
 computes the query's Subset of Interest and thematic embedding ``T``, re-ranks
-by ``alpha * sim(q, n) + (1 - alpha) * sim(T, n)``, optionally drops nodes whose
+with the retriever's own :class:`~llama_index_carag.ranking.stage.RerankStage`
+(``alpha * sim(q, n) + (1 - alpha) * sim(T, n)`` minus the penalties its
+:class:`~llama_index_carag.settings.CaragSettings` turn on), optionally drops nodes whose
 thematic similarity is below a cut-off, and attaches the same ``carag``
 provenance the :class:`~llama_index_carag.retriever.ContextAwareRetriever` does.
 
@@ -10,14 +12,14 @@ Two sources of thematic context:
 
 * ``ThematicContextPostprocessor.from_retriever(retriever)`` reuses a fitted
   ``ContextAwareRetriever``: the SOI comes from the whole corpus, built with the
-  retriever's current clustering (also after ``refit()``) and SOI settings, and
-  node vectors are the stored ones.
+  retriever's current clustering (also after ``refit()``) and settings (hubness and
+  claim contrast included), and node vectors are the stored ones.
 * ``ThematicContextPostprocessor.from_clusterer(clusterer, embed_model)`` uses a
   fitted :class:`~llama_index_carag.clustering.ThematicClusterer` only: the
   candidates themselves are assigned to clusters and the SOI is the
   candidates of the query's cluster with similarity ``> delta`` (CARAG-u's rule
   on the retrieved pool).  Candidates without an embedding are embedded, one
-  batch per query.
+  batch per query.  The penalties need fitted tables: use ``from_retriever`` for them.
 
 The docstore is never modified: returned nodes are copies.
 """
@@ -33,10 +35,12 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llama_index_carag._validation import check_alpha, check_delta
+from llama_index_carag._validation import check_delta
 from llama_index_carag.clustering import ThematicClusterer
 from llama_index_carag.context import ThematicContext
-from llama_index_carag.retriever import _with_carag_metadata
+from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.settings import CaragSettings
 from llama_index_carag.soi import ClusterMembers, SubsetOfInterest, build_unsupervised_soi
 from llama_index_carag.vectors import as_vector, l2_normalize
 
@@ -49,15 +53,16 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     """Re-rank any retriever's nodes by claim and thematic similarity (CARAG as a postprocessor).
 
     Attributes:
-        alpha: weight of the claim similarity, ``[0, 1]`` (1 keeps the claim-only ranking).
-        delta: SOI threshold on cosine similarity to the claim, ``[-1, 1]``.
+        settings: the :class:`CaragSettings` (``alpha``, ``delta``, ``soi_top_m``,
+            ``soi_claims``, ``hub_penalty``, ``claim_contrast``, …); any of their fields
+            may also be given as a keyword (``alpha=0.7``).  Default: the retriever's
+            (``from_retriever``) or the papers'.
         thematic_cutoff: drop nodes whose cosine similarity to ``T`` is below
             this (``None`` keeps all; ignored when the SOI is empty).
         top_n: keep at most this many nodes after re-ranking (``None``: all).
     """
 
-    alpha: float = Field(default=0.5, description="Weight of sim(q, n) in the new score.")
-    delta: float = Field(default=0.75, description="SOI cosine threshold.")
+    settings: CaragSettings = Field(default_factory=CaragSettings, description="CARAG options (frozen).")
     thematic_cutoff: Optional[float] = Field(default=None, description="Minimum sim(T, n) to keep a node.")
     top_n: Optional[int] = Field(default=None, description="Nodes kept after re-ranking.")
 
@@ -65,16 +70,6 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     _retriever: Any = PrivateAttr(default=None)
     _clusterer: ThematicClusterer | None = PrivateAttr(default=None)
     _embed_model: BaseEmbedding | None = PrivateAttr(default=None)
-
-    @field_validator("alpha")
-    @classmethod
-    def _check_alpha(cls, v: float) -> float:
-        return check_alpha(v)
-
-    @field_validator("delta")
-    @classmethod
-    def _check_delta(cls, v: float) -> float:
-        return check_delta(v)
 
     @field_validator("thematic_cutoff")
     @classmethod
@@ -96,6 +91,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         embed_model: BaseEmbedding | None = None,
         **kwargs: Any,
     ) -> None:
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in CaragSettings.model_fields}
+        if options:
+            kwargs["settings"] = CaragSettings.from_options(kwargs.get("settings"), **options)
         super().__init__(**kwargs)
         if (context is None) == (clusterer is None):
             raise ValueError("Give exactly one of context= (a fitted ThematicContext) or clusterer=.")
@@ -113,16 +111,35 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def from_retriever(cls, retriever: Any, **kwargs: Any) -> "ThematicContextPostprocessor":
-        """Reuse a fitted ``ContextAwareRetriever``'s clustering, embed model and (by default) alpha/delta."""
-        kwargs.setdefault("alpha", retriever.alpha)
-        kwargs.setdefault("delta", retriever.delta)
+        """Reuse a fitted ``ContextAwareRetriever``'s clustering, embed model, fitted tables and
+        (by default) settings; keywords that name a settings field override it."""
+        kwargs.setdefault("settings", retriever.settings)
         pp = cls(context=retriever.context, embed_model=retriever.embed_model, **kwargs)
-        pp._retriever = retriever  # follow its context through refit() and its SOI settings
+        if pp.settings != retriever.settings:
+            retriever = retriever.with_settings(pp.settings)  # fits the tables the new settings need
+        pp._retriever = retriever  # follow its context through refit()
         return pp
+
+    @property
+    def alpha(self) -> float:
+        """Weight of the claim similarity (``settings.alpha``)."""
+        return self.settings.alpha
+
+    @property
+    def delta(self) -> float:
+        """SOI threshold (``settings.delta``)."""
+        return self.settings.delta
 
     @property
     def _ctx(self) -> ThematicContext | None:
         return self._retriever.context if self._retriever is not None else self._context
+
+    def _stage(self) -> RerankStage:
+        if self._retriever is not None:
+            return self._retriever.stage
+        if self.settings.penalties:
+            raise ValueError("hub_penalty / claim_contrast need fitted tables: build with from_retriever(...).")
+        return RerankStage(self.settings)
 
     @classmethod
     def from_clusterer(
@@ -170,10 +187,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     ) -> SubsetOfInterest:
         ctx = self._ctx
         if ctx is not None:
-            r = self._retriever
             return ctx.build_soi(
                 as_vector(q, dim=ctx.dim_), self.delta, claim=query_str, include_texts=False,
-                top_m=None if r is None else r.soi_top_m, n_related_claims=0 if r is None else r.soi_claims,
+                top_m=self.settings.soi_top_m, n_related_claims=self.settings.soi_claims,
             )
         assert self._clusterer is not None
         q_unit = l2_normalize(as_vector(q, dim=self._clusterer.n_features_in_))
@@ -213,37 +229,22 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
             raise ValueError(f"Node vectors have dimension {unit.shape[1]} but the query has {q.shape[0]}.")
         labels = self._clusters(nodes, unit)
         soi = self._soi(q, query_bundle.query_str, nodes, unit, labels)
-        q_unit = l2_normalize(q)
-        claim_sims = unit @ q_unit
         t = soi.thematic_embedding
-        theme_sims = None if t is None else unit @ l2_normalize(t)
-        scores = claim_sims if theme_sims is None else self.alpha * claim_sims + (1 - self.alpha) * theme_sims
-        order = np.argsort(-scores, kind="stable")
-        kinds = soi.kinds()
-        out: list[NodeWithScore] = []
-        for r in order:
-            node = nodes[r].node
-            t_sim = None if theme_sims is None else float(theme_sims[r])
-            if self.thematic_cutoff is not None and t_sim is not None and t_sim < self.thematic_cutoff:
-                continue
-            info = {
-                "mode": self._ctx.mode if self._ctx is not None else "unsupervised",
-                "alpha": self.alpha,
-                "delta": self.delta,
-                "cluster": labels[r],
-                "query_cluster": soi.cluster,
-                "query_theme": soi.theme,
-                "claim_id": soi.claim_id,
-                "claim_similarity": float(claim_sims[r]),
-                "thematic_similarity": t_sim,
-                "in_soi": node.node_id in kinds,
-                "soi_kind": kinds.get(node.node_id),
-                "soi_size": len(soi),
-                "fallback": t is None,
-                "original_score": nodes[r].score,
-                "postprocessor": True,
-            }
-            out.append(NodeWithScore(node=_with_carag_metadata(node, info), score=float(scores[r])))
-            if self.top_n is not None and len(out) == self.top_n:
-                break
-        return out
+        query = RankQuery(
+            query_bundle.query_str, l2_normalize(q), None if t is None else l2_normalize(t), soi.kinds(), len(soi),
+            soi.cluster, soi.theme, soi.claim_id, self._ctx.mode if self._ctx is not None else "unsupervised",
+        )
+        pool = CandidatePool(
+            [n.node.node_id for n in nodes], unit, np.ones(len(nodes), dtype=bool), list(labels), list(nodes)
+        )
+        pool.columns["dense"] = pool.similarity(query.unit)
+        cutoff = self.thematic_cutoff
+
+        def keep(row: int, info: dict[str, Any]) -> bool:
+            t_sim = info["thematic_similarity"]
+            return cutoff is None or t_sim is None or t_sim >= cutoff
+
+        def extra(row: int) -> dict[str, Any]:
+            return {"original_score": nodes[row].score, "postprocessor": True}
+
+        return self._stage().rank(pool, query, rerank=True, limit=self.top_n, extra=extra, keep=keep)

@@ -369,9 +369,6 @@ class QdrantThematicContext(ThematicContext):
             return True
         return bool(self._client.retrieve(self._collection, ids=[str(node_id)], with_payload=False, with_vectors=False))
 
-    def compute_hubness(self, k: int = 20, *, reference_size: int = 5000, seed: int = 0) -> dict[str, float]:
-        raise ValueError("hub_penalty is not available on a Qdrant collection (it needs every passage's neighbours).")
-
     # ---------------------------------------------------- incremental updates
     def add_items(self, items: CorpusItems) -> list[GroupKey]:
         """Assign clusters to points already added to the collection (payload update, no refit)."""

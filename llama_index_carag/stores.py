@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric"]
+__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric", "store_size"]
 
 
 def vector_store_kind(index: "VectorStoreIndex") -> str:
@@ -44,6 +44,19 @@ def vector_store_kind(index: "VectorStoreIndex") -> str:
     if isinstance(store, SimpleVectorStore):
         return "simple"
     return type(store).__name__
+
+
+def store_size(index: "VectorStoreIndex") -> int | None:
+    """Cheap change signal: the number of vectors in the store (``None`` if unknown, e.g. Qdrant)."""
+    kind = vector_store_kind(index)
+    store: Any = index.vector_store
+    if kind == "faiss_map":
+        return len(store._node_id_to_faiss_id_map)  # noqa: SLF001 - no public accessor
+    if kind == "faiss":
+        return int(store.client.ntotal)
+    if kind == "simple":
+        return len(store.data.embedding_dict)
+    return None
 
 
 def faiss_metric(index: "VectorStoreIndex") -> str | None:

@@ -1,28 +1,53 @@
-"""The ``carag`` command through its real entry point, on the demo corpus, offline."""
+"""The ``carag`` command, run in-process (``cli.main``) on the demo corpus, offline.
+
+Commands run in this process (no subprocess, no long timeout); one test runs the
+installed entry point itself, with ``--help`` only.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from llama_index_carag import cli
 from llama_index_carag.datasets import demo_corpus_path
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-pytestmark = pytest.mark.skipif(CARAG is None, reason="the carag entry point is not installed")
 EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
-def carag(*args: str, stdin: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "140"}
-    return subprocess.run([CARAG, *args], capture_output=True, text=True, input=stdin, timeout=timeout, env=env)
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def carag(*args: str, stdin: str | None = None) -> Run:
+    """``carag ARGS`` in this process: exit status and captured output."""
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse: --help, bad option values
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.stdin = old_stdin
+    return Run(int(code or 0), out.getvalue(), err.getvalue())
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -124,8 +149,13 @@ def test_eval_limit_5(tmp_path):
     assert (tmp_path / "ev" / "results.csv").is_file() and (tmp_path / "ev" / "results.md").is_file()
 
 
-@pytest.mark.slow
-def test_eval_limit_5_with_explanations(tmp_path):
+def test_eval_limit_5_with_explanations(tmp_path, monkeypatch):
+    """``--explain`` end to end with a deterministic stand-in LLM (the offline GGUF model is
+    exercised by ``test_check_with_offline_llm``)."""
+    from llama_index_carag import models
+    from tests.helpers import StubLLM
+
+    monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
     proc = carag("eval", "--limit", "5", "--explain", "--out", str(tmp_path / "ev"), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -167,4 +197,11 @@ def test_bad_option_values(index_dir, value):
 @pytest.mark.parametrize("command", ["index", "check", "graph", "map", "chat", "demo", "eval", "paper-table", None])
 def test_help(command):
     proc = carag(*([command] if command else []), "--help")
+    assert proc.returncode == 0 and "usage: carag" in proc.stdout
+
+
+@pytest.mark.skipif(CARAG is None, reason="the carag entry point is not installed")
+def test_installed_entry_point_runs():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([CARAG, "--help"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and "usage: carag" in proc.stdout

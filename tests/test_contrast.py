@@ -37,7 +37,7 @@ def test_table_matches_brute_force(seed, m, top, threshold):
     q = claims[0] if seed % 2 else units(rng, 1, 6)[0]  # a corpus claim, or a new one
     table = ClaimContrast(claims, top=top).fit([f"e{i}" for i in range(40)], evidence)
     picks = rng.choice(40, 12, replace=False)
-    got = table.scores([f"e{i}" for i in picks], [evidence[i] for i in picks], q, threshold)
+    got = table.contrast([f"e{i}" for i in picks], [evidence[i] for i in picks], q, threshold)
     np.testing.assert_allclose(got, brute(claims, evidence[picks], q, threshold), atol=1e-5)
 
 
@@ -49,9 +49,9 @@ def test_unknown_and_forgotten_passages_are_computed_exactly(rng):
     table.forget(["e4"])
     vectors = [evidence[i] for i in range(20)]
     vectors[4] = changed  # e4 was replaced by a new vector after the table was built
-    got = table.scores([f"e{i}" for i in range(20)], vectors, q, 0.9)
+    got = table.contrast([f"e{i}" for i in range(20)], vectors, q, 0.9)
     np.testing.assert_allclose(got, brute(claims, np.array(vectors), q, 0.9), atol=1e-5)
-    assert table.scores(["e1", "e2"], [None, evidence[2]], q, 0.9)[0] == 0.0
+    assert table.contrast(["e1", "e2"], [None, evidence[2]], q, 0.9)[0] == 0.0
 
 
 def test_needs_claims():
@@ -78,7 +78,7 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
         expect = sorted(pool, key=lambda i: -(E[i] @ q - 0.4 * (others @ E[i]).max()))[:6]
         assert [n.node.node_id for n in r.retrieve(claim.text)] == expect
     r.refit()
-    assert set(r._claim_contrast_table._rows) == set(E)  # noqa: SLF001 - re-tabulated with the inserted passages
+    assert set(r.corpus.contrast.get_state()[0]["ids"]) == set(E)  # re-tabulated with the inserted passages
 
 
 def test_table_is_built_in_blocks(rng, monkeypatch):

@@ -21,7 +21,7 @@ def setup(rng):
 
 
 def evidence_ids(r):
-    claims = set(r._claim_vectors[0])  # noqa: SLF001
+    claims = set(r.corpus.claim_ids)
     return sorted(i for i, _ in r.context.iter_items() if i not in claims)
 
 

@@ -97,7 +97,7 @@ def test_hub_penalty_is_refused_on_qdrant(corpus):
     evidence, claims, emb = corpus
     r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="not available on a Qdrant collection"):
-        r.hub_penalty = 0.1
+        r.with_settings(rerank_candidates=10, hub_penalty=0.1)
 
 
 @pytest.mark.integration

@@ -103,7 +103,7 @@ def test_state_has_no_pickle_and_records_what_it_needs(persisted):
 def test_crash_mid_persist_leaves_previous_state_loadable(persisted, monkeypatch):
     r, index, claims, folder, state = persisted
     before = run(r.retrieve(claims[0].text))
-    r.alpha = 0.2
+    r = r.with_settings(alpha=0.2)
     real = persistence._atomic_write
 
     def crash_on_manifest(path, data):

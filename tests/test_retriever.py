@@ -240,12 +240,21 @@ def test_bad_parameters(corpus, kwargs, exc, match):
         ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, **kwargs)
 
 
-def test_bad_parameter_assignment_keeps_old_value(corpus):
+def test_settings_are_frozen_and_bad_changes_keep_old_value(corpus):
     evidence, claims, emb = corpus
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
-    with pytest.raises(ValueError):
-        r.alpha = 2
-    assert r.alpha == 0.5
+    with pytest.raises(AttributeError, match="with_settings"):
+        r.alpha = 0.3
+    with pytest.raises(ValueError, match="alpha must be in"):
+        r.with_settings(alpha=2)
+    with pytest.raises(TypeError, match="soi_claims must be a non-negative integer"):
+        r.with_settings(soi_claims="x")
+    with pytest.raises(TypeError, match="soi_claims must be a non-negative integer"):
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, soi_claims="x")
+    assert r.alpha == 0.5 and r.settings.alpha == 0.5
+    other = r.with_settings(alpha=0.9, similarity_top_k=2)
+    assert other.context is r.context and other.alpha == 0.9 and r.alpha == 0.5
+    assert len(other.retrieve(claims[0].text)) == 2
 
 
 def test_bad_queries(corpus):
@@ -327,10 +336,8 @@ def test_many_claims_in_the_index_trigger_a_wider_search(rng):
     for claim in claims[::5]:
         got = r.retrieve(claim.text)
         assert len(got) == 4 and not claim_ids & {n.node.node_id for n in got}
-        r.alpha = 1.0
         plain = [evidence[i].node_id for i in np.argsort(-(E @ _unit(claim.embedding)))[:4]]
-        assert [n.node.node_id for n in r.retrieve(claim.text)] == plain
-        r.alpha = 0.5
+        assert [n.node.node_id for n in r.with_settings(alpha=1.0).retrieve(claim.text)] == plain
 
 
 def test_claims_inserted_into_the_index_later_stay_claims(rng):

@@ -77,9 +77,13 @@ def test_hub_penalty_needs_rerank(corpus):
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
         ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
-    r.hub_penalty = 0.1  # set without re-ranking: refused at query time
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
-        r.retrieve(claims[0].text)
+        r.with_settings(hub_penalty=0.1)  # one validator, whichever entry point
+    assert "hubness" not in [s.name for s in r.stage.scorers]
+    ranked = r.with_settings(rerank_candidates=10, hub_penalty=0.1)  # the table is fitted here, not per query
+    assert "hubness" in [s.name for s in ranked.stage.scorers] and r.corpus.hubness
+    info = ranked.retrieve(claims[0].text)[0].node.metadata["carag"]
+    assert set(info["terms"]) == {"dense", "thematic", "hubness"} or set(info["terms"]) == {"dense", "hubness"}
 
 
 @pytest.mark.parametrize("tau", [0.8, 0.95, -1.0])
@@ -131,8 +135,7 @@ def test_claim_contrast_promotes_the_claims_own_evidence(rng):
         index, claim_nodes=claims, n_clusters=1, alpha=1.0, similarity_top_k=2, rerank_candidates=4, claim_contrast=0.5
     )
     assert [n.node.node_id for n in r.retrieve("claim A")] == ["evidence a", "evidence x"]
-    r.claim_contrast = 0.0  # alpha=1 without penalties is plain RAG again
-    assert [n.node.node_id for n in r.retrieve("claim A")] == plain
+    assert [n.node.node_id for n in r.with_settings(claim_contrast=0.0).retrieve("claim A")] == plain  # plain RAG again
 
 
 def test_claim_contrast_needs_claims_and_rerank(corpus):
@@ -143,11 +146,10 @@ def test_claim_contrast_needs_claims_and_rerank(corpus):
         ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3, rerank_candidates=10, claim_contrast=0.1)
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3)
     with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
-        r.claim_contrast = 0.1
+        r.with_settings(rerank_candidates=10, claim_contrast=0.1)
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
-    r.claim_contrast = 0.1  # set without re-ranking: refused at query time
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
-        r.retrieve(claims[0].text)
+        r.with_settings(claim_contrast=0.1)
 
 
 def test_dedupe_returns_distinct_texts(rng):
@@ -163,8 +165,7 @@ def test_dedupe_returns_distinct_texts(rng):
     got = r.retrieve("q")
     texts = [n.node.text for n in got]
     assert len(got) == 4 and len(set(texts)) == 4 and texts[0] == "passage 0"
-    r.dedupe = False
-    assert len({n.node.text for n in r.retrieve("q")}) < 4
+    assert len({n.node.text for n in r.with_settings(dedupe=False).retrieve("q")}) < 4
 
 
 def test_options_survive_persistence(corpus, tmp_path):

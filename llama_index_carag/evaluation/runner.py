@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from llama_index_carag.settings import TUNED, CaragSettings
 from llama_index_carag.evaluation.retrieval import (
     RetrievalSummary,
     evaluate_retrieval,
@@ -45,38 +46,53 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+#: Result-table column of each settings field (fields not listed keep their name; None: not a column).
+_COLUMNS = {"n_clusters": "t", "rerank_candidates": "rerank", "random_state": None, "covariance_type": None,
+            "similarity_top_k": None, "hub_k": None}
+
+
+@dataclass(frozen=True, init=False)
 class RunSpec:
-    """One retrieval configuration.  ``mode="rag"`` means ``alpha=1`` (plain RAG)."""
+    """One retrieval configuration: a name, its :class:`CaragSettings`, the sweep it belongs to.
+
+    ``RunSpec(name, settings=None, *, sweep="methods", **options)``: ``options`` are
+    :class:`CaragSettings` fields on top of ``settings`` (default the papers');
+    ``mode="rag"`` is plain RAG (``alpha=1``, reported as mode ``rag``).
+    """
 
     name: str
-    mode: str = "unsupervised"
-    alpha: float = 0.5
-    delta: float = 0.75
-    n_clusters: int | str = 10
-    soi_top_m: int | None = None
-    rerank_candidates: int | None = None
-    dedupe: bool = False
-    soi_claims: int = 0
-    hub_penalty: float = 0.0
-    claim_contrast: float = 0.0
-    contrast_threshold: float = 0.9
-    sweep: str = "methods"
+    settings: CaragSettings
+    sweep: str
+    baseline: bool
+
+    def __init__(self, name: str, settings: CaragSettings | None = None, *, sweep: str = "methods", **options: Any) -> None:
+        baseline = options.get("mode") == "rag"
+        if baseline:
+            options["mode"] = "unsupervised"
+            options.setdefault("alpha", 1.0)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "settings", CaragSettings.from_options(settings, **options))
+        object.__setattr__(self, "sweep", sweep)
+        object.__setattr__(self, "baseline", baseline)
+
+    @property
+    def mode(self) -> str:
+        """``"rag"`` for the plain-RAG baseline, else the settings' mode."""
+        return "rag" if self.baseline else self.settings.mode
+
+    @property
+    def dedupe(self) -> bool:
+        return self.settings.dedupe
 
     def params(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "alpha": self.alpha,
-            "delta": self.delta,
-            "t": self.n_clusters,
-            "soi_top_m": self.soi_top_m,
-            "rerank": self.rerank_candidates,
-            "dedupe": self.dedupe,
-            "soi_claims": self.soi_claims,
-            "hub_penalty": self.hub_penalty,
-            "claim_contrast": self.claim_contrast,
-            "contrast_threshold": self.contrast_threshold,
-        }
+        """The settings as result-table columns."""
+        out: dict[str, Any] = {}
+        for name, value in self.settings.model_dump().items():
+            column = _COLUMNS.get(name, name)
+            if column is not None:
+                out[column] = value
+        out["mode"] = self.mode
+        return out
 
 
 def split_claims(claims: Sequence[Any], seed: int = 0) -> tuple[list[Any], list[Any]]:
@@ -90,13 +106,11 @@ def split_claims(claims: Sequence[Any], seed: int = 0) -> tuple[list[Any], list[
 
 def paper_specs() -> list[RunSpec]:
     """RAG, CARAG and CARAG-u at the papers' settings (alpha 0.5, delta 0.75, t 10), and the tuned CARAG-u."""
-    from llama_index_carag.retriever import TUNED_SETTINGS
-
     return [
         RunSpec("RAG", mode="rag", alpha=1.0),
         RunSpec("CARAG", mode="supervised"),
         RunSpec("CARAG-u", mode="unsupervised"),
-        RunSpec("CARAG-u (tuned)", mode="unsupervised", **TUNED_SETTINGS),
+        RunSpec("CARAG-u (tuned)", TUNED),
     ]
 
 
@@ -220,18 +234,12 @@ class EvalSetup:
         """A fitted retriever for ``spec`` (clustering reused across alpha/delta)."""
         from llama_index_carag.retriever import ContextAwareRetriever
 
-        mode = "unsupervised" if spec.mode == "rag" else spec.mode
-        key = (mode, spec.n_clusters, seed)
+        settings = spec.settings.replace(similarity_top_k=k, random_state=seed)
+        key = tuple(settings.fit_options().values())
         if key not in self._retrievers:
-            self._retrievers[key] = ContextAwareRetriever.from_index(
-                self.index, mode=mode, claim_nodes=self.claims, n_clusters=spec.n_clusters, random_state=seed
-            )
-        r = self._retrievers[key]
-        r.alpha, r.delta, r.similarity_top_k = spec.alpha, spec.delta, k
-        r.soi_top_m, r.rerank_candidates, r.dedupe = spec.soi_top_m, spec.rerank_candidates, spec.dedupe
-        r.soi_claims, r.hub_penalty = spec.soi_claims, spec.hub_penalty
-        r.contrast_threshold, r.claim_contrast = spec.contrast_threshold, spec.claim_contrast
-        return r
+            fit = CaragSettings(**settings.fit_options())
+            self._retrievers[key] = ContextAwareRetriever.from_index(self.index, fit, claim_nodes=self.claims)
+        return self._retrievers[key].with_settings(settings)  # shares the fitted corpus and its tables
 
 
 def run_specs(

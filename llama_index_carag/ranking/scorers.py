@@ -1,0 +1,116 @@
+"""The re-ranking terms: claim similarity, thematic similarity, hubness, claim contrast.
+
+``alpha * dense + (1 - alpha) * thematic - hub_penalty * hubness - claim_contrast * contrast``
+(``dense`` alone when the SOI is empty).  :class:`Hubness` and
+:class:`~llama_index_carag.contrast.ClaimContrast` are fitted per-passage tables
+(``fit`` / ``scores`` / ``get_state`` / ``from_state``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.settings import CaragSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DenseSimilarity", "ThematicSimilarity", "Hubness"]
+
+
+class DenseSimilarity:
+    """``sim(q, n)``: the pool's ``dense`` column (cosine to the claim)."""
+
+    name = "dense"
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        return pool.columns["dense"]
+
+    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+        return 1.0 if query.theme_unit is None else settings.alpha
+
+
+class ThematicSimilarity:
+    """``sim(T, n)``: cosine to the thematic embedding (0 weight when the SOI is empty)."""
+
+    name = "thematic"
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        if query.theme_unit is None:
+            return np.zeros(len(pool), dtype=np.float32)
+        if "thematic" not in pool.columns:
+            pool.columns["thematic"] = pool.similarity(query.theme_unit)
+        return pool.columns["thematic"]
+
+    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+        return 0.0 if query.theme_unit is None else 1.0 - settings.alpha
+
+
+class Hubness:
+    """Hubness ``r(n)``: mean cosine of a passage to its ``k`` nearest evidence passages.
+
+    "Hubs" — generic passages close to many others — crowd the top results of many
+    unrelated queries; subtracting ``hub_penalty * r(n)`` (the local-scaling idea of CSLS)
+    pushes them down.  Neighbours are taken among a random reference set of at most
+    ``reference_size`` passages (all of them on small corpora); exact duplicates
+    (cosine > 0.999) are ignored, so copies of one passage do not count as neighbours.
+
+    Attributes (after :meth:`fit`):
+        table_: ``{node id: r}``.
+    """
+
+    name = "hubness"
+
+    def __init__(self, k: int = 20, *, reference_size: int = 5000, seed: int = 0) -> None:
+        self.k = k
+        self.reference_size = reference_size
+        self.seed = seed
+
+    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> "Hubness":
+        """Tabulate ``r`` for every passage (``unit_vectors`` of shape ``(n, d)``)."""
+        unit = np.asarray(unit_vectors, dtype=np.float32)
+        n = unit.shape[0]
+        if n == 0:
+            raise ValueError("hub_penalty is not available on a Qdrant collection (it needs every passage's neighbours).")
+        rng = np.random.default_rng(self.seed)
+        ref = unit if n <= self.reference_size else unit[np.sort(rng.choice(n, self.reference_size, replace=False))]
+        kk = max(1, min(self.k, ref.shape[0] - 1))
+        r = np.empty(n, dtype=np.float32)
+        for start in range(0, n, 2048):
+            sims = unit[start : start + 2048] @ ref.T
+            sims[sims > 0.999] = -1.0  # itself and exact copies
+            part = np.partition(sims, sims.shape[1] - kk, axis=1)[:, -kk:]
+            r[start : start + 2048] = part.mean(axis=1)
+        self.table_ = dict(zip(node_ids, r.tolist()))
+        logger.debug("Hubness of %d passages (k=%d).", n, self.k)
+        return self
+
+    def hubness(self, node_id: str) -> float | None:
+        """``r`` of one passage, or ``None`` when it is not in the table."""
+        return self.table_.get(node_id)
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        table = self.table_
+        return np.array([table.get(i) or 0.0 for i in pool.ids], dtype=np.float64)
+
+    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+        return -settings.hub_penalty
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        ids = list(self.table_)
+        info = {"k": self.k, "reference_size": self.reference_size, "seed": self.seed, "ids": ids}
+        return info, {"hubness": np.array([self.table_[i] for i in ids], dtype=np.float64)}
+
+    @classmethod
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Hubness":
+        self = cls(int(info["k"]), reference_size=int(info["reference_size"]), seed=int(info["seed"]))
+        values = arrays["hubness"]
+        if len(values) != len(info["ids"]):
+            raise ValueError("The saved hubness table does not match its ids.")
+        self.table_ = dict(zip(info["ids"], values.tolist()))
+        return self

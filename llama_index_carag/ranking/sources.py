@@ -1,0 +1,82 @@
+"""The dense candidate source: the index's own vector-store search."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable
+
+from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from llama_index_carag.ranking.protocols import SearchRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+__all__ = ["DenseSource"]
+
+
+def _has_native_async(store: Any) -> bool:
+    """True when the store's async query is its own and can run (Qdrant needs an async client)."""
+    if type(store).aquery is BasePydanticVectorStore.aquery:
+        return False
+    return getattr(store, "_aclient", True) is not None
+
+
+class DenseSource:
+    """Nearest neighbours of the request's vector in the index's vector store.
+
+    Excluded ids (claims stored in the index) are never returned: the search fetches a
+    few spare hits, and searches again, wider, when too many of them were excluded.
+
+    Args:
+        index: the vector index.
+        embed_model: the index's query model (the request always carries its vector).
+        excluded: returns the ids never to return.
+    """
+
+    name = "dense"
+
+    def __init__(
+        self, index: "VectorStoreIndex", embed_model: "BaseEmbedding", excluded: Callable[[], frozenset[str]]
+    ) -> None:
+        self._index = index
+        self._embed_model = embed_model
+        self._excluded = excluded
+        self._searchers: dict[int, VectorIndexRetriever] = {}
+
+    def _searcher(self, top_k: int) -> VectorIndexRetriever:
+        searcher = self._searchers.get(top_k)
+        if searcher is None:
+            if len(self._searchers) > 8:
+                self._searchers.clear()
+            searcher = VectorIndexRetriever(self._index, similarity_top_k=top_k, embed_model=self._embed_model)
+            self._searchers[top_k] = searcher
+        return searcher
+
+    def _fetch_size(self, n: int, excluded: frozenset[str]) -> int:
+        return n + min(len(excluded), n + 10)
+
+    def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        excluded = self._excluded()
+        fetch = self._fetch_size(n, excluded)
+        bundle = QueryBundle(query_str=request.query_str, embedding=request.embedding)
+        # The inner retriever's _retrieve, not retrieve: one retrieval event per query (ours), not two.
+        results = self._searcher(fetch)._retrieve(bundle)  # noqa: SLF001
+        kept = [r for r in results if r.node.node_id not in excluded]
+        if len(kept) < n and len(results) == fetch:
+            # Too many excluded ids among the hits: search again with room for all of them.
+            wider = VectorIndexRetriever(self._index, similarity_top_k=n + len(excluded), embed_model=self._embed_model)
+            kept = [r for r in wider._retrieve(bundle) if r.node.node_id not in excluded]  # noqa: SLF001
+        return kept
+
+    async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        if not _has_native_async(self._index.vector_store):
+            # No native async search (FAISS, simple): run it off the event loop.
+            return await asyncio.to_thread(self.search, request, n)
+        excluded = self._excluded()
+        bundle = QueryBundle(query_str=request.query_str, embedding=request.embedding)
+        results = await self._searcher(self._fetch_size(n, excluded))._aretrieve(bundle)  # noqa: SLF001
+        return [r for r in results if r.node.node_id not in excluded]

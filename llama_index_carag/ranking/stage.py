@@ -1,0 +1,120 @@
+"""The one re-ranking stage: combine the scorers' weighted terms, select, write provenance.
+
+Used by :class:`~llama_index_carag.retriever.ContextAwareRetriever` and by
+:class:`~llama_index_carag.postprocessor.ThematicContextPostprocessor` alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from llama_index.core.schema import MetadataMode, NodeWithScore
+
+from llama_index_carag.provenance import with_carag_metadata
+from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+from llama_index_carag.ranking.protocols import Scorer
+from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
+from llama_index_carag.settings import CaragSettings
+
+__all__ = ["RerankStage"]
+
+
+class RerankStage:
+    """Ranks a :class:`CandidatePool` by ``sum(weight * term)`` over its scorers.
+
+    Args:
+        settings: where the weights come from (each scorer's ``weight(settings, query)``).
+        scorers: the terms; :class:`DenseSimilarity` and :class:`ThematicSimilarity` are
+            added in front when missing.
+    """
+
+    def __init__(self, settings: CaragSettings, scorers: Sequence[Scorer] = ()) -> None:
+        names = {s.name for s in scorers}
+        base: list[Scorer] = [s for s in (DenseSimilarity(), ThematicSimilarity()) if s.name not in names]
+        self.settings = settings
+        self.scorers: list[Scorer] = base + list(scorers)
+
+    def score(self, pool: CandidatePool, query: RankQuery) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``(final score (n,) float64, -inf where the vector is unknown; {name: term} of the active terms})``."""
+        total = np.zeros(len(pool), dtype=np.float64)
+        terms: dict[str, np.ndarray] = {}
+        for scorer in self.scorers:
+            weight = scorer.weight(self.settings, query)
+            if weight == 0:
+                continue
+            values = scorer.scores(pool, query)
+            terms[scorer.name] = values
+            total += weight * np.asarray(values, dtype=np.float64)
+        total[~pool.known] = -np.inf
+        return total, terms
+
+    def rank(
+        self,
+        pool: CandidatePool,
+        query: RankQuery,
+        *,
+        rerank: bool = True,
+        limit: int | None = None,
+        dedupe: bool = False,
+        extra: dict[str, Any] | Callable[[int], dict[str, Any]] | None = None,
+        keep: Callable[[int, dict[str, Any]], bool] | None = None,
+    ) -> list[NodeWithScore]:
+        """The pool ranked (or, with ``rerank=False``, in the sources' order and scores), annotated.
+
+        Args:
+            limit: return at most this many nodes.
+            dedupe: at most one node per distinct text (case and spacing ignored).
+            extra: more provenance keys for every node (or ``extra(row) -> dict``).
+            keep: ``keep(row, info) -> bool`` drops candidates (after scoring).
+        """
+        if rerank:
+            final, terms = self.score(pool, query)
+            order = np.argsort(-final, kind="stable")
+            scores: list[Any] = [None if not np.isfinite(v) else float(v) for v in final]
+        else:
+            terms = {}
+            order = np.arange(len(pool))
+            scores = pool.source_scores()
+        thematic = ThematicSimilarity().scores(pool, query) if query.theme_unit is not None else None
+        dense = pool.columns["dense"]
+        out: list[NodeWithScore] = []
+        seen_texts: set[str] = set()
+        for r in order.tolist():
+            node = pool.nodes[r].node
+            if dedupe:
+                text = " ".join(node.get_content(MetadataMode.NONE).split()).casefold()
+                if text in seen_texts:
+                    continue
+                seen_texts.add(text)
+            info = self._provenance(pool, query, r, dense, thematic)
+            if rerank:
+                info["terms"] = {name: float(values[r]) for name, values in terms.items()}
+            info.update((extra(r) if callable(extra) else extra) or {})
+            if keep is not None and not keep(r, info):
+                continue
+            out.append(NodeWithScore(node=with_carag_metadata(node, info), score=scores[r]))
+            if limit is not None and len(out) == limit:
+                break
+        return out
+
+    def _provenance(
+        self, pool: CandidatePool, query: RankQuery, r: int, dense: np.ndarray, thematic: np.ndarray | None
+    ) -> dict[str, Any]:
+        known = bool(pool.known[r])
+        node_id = pool.ids[r]
+        return {
+            "mode": query.mode,
+            "alpha": self.settings.alpha,
+            "delta": self.settings.delta,
+            "cluster": pool.clusters[r],
+            "query_cluster": query.query_cluster,
+            "query_theme": query.query_theme,
+            "claim_id": query.claim_id,
+            "claim_similarity": float(dense[r]) if known else None,
+            "thematic_similarity": float(thematic[r]) if (known and thematic is not None) else None,
+            "in_soi": node_id in query.kinds,
+            "soi_kind": query.kinds.get(node_id),
+            "soi_size": query.soi_size,
+            "fallback": query.fallback,
+        }
