@@ -463,17 +463,18 @@ class ThematicContext:
             }
         return self._claim_index.get(normalize_claim_text(text))
 
-    def locate(self, query_vector: np.ndarray, claim_id: str | None = None) -> GroupKey:
+    def locate(self, query_vector: np.ndarray, claim_id: str | None = None, *, unit: bool = False) -> GroupKey:
         """The ``(theme, cluster)`` of a query: a corpus claim's own, else predicted.
 
         For supervised mode, an unknown claim gets the theme whose centroid is
-        closest (cosine) and then that theme's predicted cluster.
+        closest (cosine) and then that theme's predicted cluster.  ``unit=True``: the
+        vector is already a checked unit vector of the context's dimension.
         """
         self._check_fitted()
         node_id = self._claim_node_of.get(claim_id) if claim_id is not None else None
         if node_id is not None and node_id in self._where:
             return self._where[node_id][0]
-        q = l2_normalize(as_vector(query_vector, dim=self.dim_))
+        q = query_vector if unit else l2_normalize(as_vector(query_vector, dim=self.dim_))
         if self.mode == "supervised":
             theme: str | None = self.nearest_theme(q)
         else:
@@ -528,29 +529,47 @@ class ThematicContext:
         top_m: int | None = None,
         n_related_claims: int = 0,
         include_texts: bool = False,
+        unit: bool = False,
     ) -> "SOIQuery":
-        """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path."""
+        """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path.
+
+        The query vector is checked and normalised once, here; ``unit=True`` says the caller
+        did it already (a finite unit vector of the context's dimension; ``delta`` and
+        ``top_m`` validated).
+        """
         self._check_fitted()
+        q = query_vector if unit else self._unit_query(query_vector, delta, top_m)
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
-        key = self.locate(query_vector, claim_id)
-        members = self._query_members(key, query_vector, delta, top_m, include_texts)
+        key = self.locate(q, claim_id, unit=True)
+        members = self._query_members(key, q, delta, top_m, include_texts)
         if self.mode == "supervised":
-            core = supervised_core(query_vector, members, delta, claim_id=claim_id, top_m=top_m)
+            core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, unit=True)
         else:
             core = unsupervised_core(
-                query_vector, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims
+                q, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims, unit=True
             )
         size = self._cluster_size(key, claim_id, core)
         if size != core.cluster_size:
             core = dataclasses.replace(core, cluster_size=size)
         return SOIQuery(key, claim_id, members, core)
 
+    def _unit_query(self, query_vector: np.ndarray, delta: float, top_m: int | None) -> np.ndarray:
+        from llama_index_carag._validation import check_delta, check_top_k
+
+        check_delta(delta)
+        if top_m is not None:
+            check_top_k(top_m, "top_m")
+        q = as_vector(query_vector, dim=self.dim_, name="claim vector")
+        if not np.any(q):
+            raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
+        return l2_normalize(q)
+
     def _cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
         return core.cluster_size
 
     def _query_members(
-        self, key: GroupKey, query_vector: np.ndarray, delta: float, top_m: int | None, include_texts: bool
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, include_texts: bool
     ) -> ClusterMembers:
         """The members an SOI is built from (here: the whole cluster, held in memory)."""
         return self.members(key, include_texts=include_texts)

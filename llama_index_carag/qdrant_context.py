@@ -29,7 +29,7 @@ import numpy as np
 from llama_index_carag.clustering import ThematicClusterer
 from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext, _Group, _set_group
 from llama_index_carag.soi import ClusterMembers, SOICore
-from llama_index_carag.vectors import as_vector, l2_normalize
+from llama_index_carag.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 
@@ -247,9 +247,9 @@ class QdrantThematicContext(ThematicContext):
         return self._counts.get(key, 0) + len(self._groups.get(key, ()))
 
     def _query_members(
-        self, key: GroupKey, query_vector: np.ndarray, delta: float, top_m: int | None, include_texts: bool
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, include_texts: bool
     ) -> ClusterMembers:
-        q = l2_normalize(as_vector(query_vector, dim=self.dim_))
+        q = query_unit  # checked and normalised once, by query_soi
         payload = [self.claim_key, "_node_content", "text"] if include_texts else [self.claim_key]
         points: list[Any] = []
         offset = 0

@@ -306,19 +306,20 @@ class ContextAwareRetriever(_SettingsView, BaseRetriever):
             raise ValueError("The query embedding is all zeros; cannot compute similarities.")
         return q
 
-    def _soi(self, q: np.ndarray, query_str: str, claim_id: str | None = None) -> SOIQuery:
+    def _soi(self, q_unit: np.ndarray, query_str: str) -> SOIQuery:
         s = self._settings
         return self.context.query_soi(
-            q, s.delta, claim=query_str, claim_id=claim_id, top_m=s.soi_top_m, n_related_claims=s.soi_claims,
+            q_unit, s.delta, claim=query_str, top_m=s.soi_top_m, n_related_claims=s.soi_claims, unit=True,
         )
 
     def _plan(self, query_str: str, embedding: list[float]) -> _Plan:
         s = self._settings
         q = self._checked_vector(embedding)
-        soi = self._soi(q, query_str)
+        q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
+        soi = self._soi(q_unit, query_str)
         theme = soi.core.thematic_embedding
         query = RankQuery(
-            query_str, l2_normalize(q), None if theme is None else l2_normalize(theme), soi.kinds(),
+            query_str, q_unit, None if theme is None else l2_normalize(theme), soi.kinds(),
             len(soi.core), soi.key[1], soi.key[0], soi.claim_id, self.context.mode,
         )
         factor = _DEDUPE_OVERFETCH if s.dedupe else 1

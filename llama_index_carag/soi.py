@@ -268,10 +268,15 @@ def unsupervised_core(
     claim_id: str | None = None,
     top_m: int | None = None,
     n_related_claims: int = 0,
+    unit: bool = False,
 ) -> SOICore:
-    """The rows of CARAG-u's SOI (see :func:`build_unsupervised_soi` for the rules)."""
-    claim_vector = _check_inputs(claim_vector, members, delta, top_m)
-    sims = cosine_similarities(claim_vector, members.unit)
+    """The rows of CARAG-u's SOI (see :func:`build_unsupervised_soi` for the rules).
+
+    ``unit=True``: ``claim_vector`` is a checked unit vector and ``delta``/``top_m`` are valid.
+    """
+    if not unit:
+        claim_vector = _check_inputs(claim_vector, members, delta, top_m)
+    sims = cosine_similarities(claim_vector, members.unit, normalized=unit)
     evidence = ~np.asarray(members.is_claim, dtype=bool)
     keep = np.flatnonzero(evidence & (sims > delta))
     keep = keep[np.argsort(-sims[keep], kind="stable")]
@@ -294,10 +299,13 @@ def supervised_core(
     *,
     claim_id: str | None = None,
     top_m: int | None = None,
+    unit: bool = False,
 ) -> SOICore:
-    """The rows of CARAG's SOI (see :func:`build_supervised_soi` for the rules)."""
-    claim_vector = _check_inputs(claim_vector, members, delta, top_m)
-    sims = cosine_similarities(claim_vector, members.unit)
+    """The rows of CARAG's SOI (see :func:`build_supervised_soi` for the rules; ``unit`` as in
+    :func:`unsupervised_core`)."""
+    if not unit:
+        claim_vector = _check_inputs(claim_vector, members, delta, top_m)
+    sims = cosine_similarities(claim_vector, members.unit, normalized=unit)
     is_claim = np.asarray(members.is_claim, dtype=bool)
     claim_of = np.asarray(members.claim_of, dtype=object)
     passes = sims > delta

@@ -92,18 +92,19 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return arr / norms
 
 
-def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray) -> np.ndarray:
+def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray, *, normalized: bool = False) -> np.ndarray:
     """Cosine similarity of one query with every row of an L2-normalised matrix.
 
     Args:
-        query: shape ``(d,)``; need not be normalised.
+        query: shape ``(d,)``; need not be normalised (``normalized=True``: it is a float32
+            unit vector already, used as is).
         unit_matrix: shape ``(n, d)``, rows already of unit norm (zero rows allowed).
 
     Returns:
         float32 array of shape ``(n,)`` with values in ``[-1, 1]`` (0 for a zero
         query or a zero row).
     """
-    q = l2_normalize(np.asarray(query, dtype=np.float32))
+    q = query if normalized else l2_normalize(np.asarray(query, dtype=np.float32))
     n = unit_matrix.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float32)

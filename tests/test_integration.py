@@ -67,13 +67,9 @@ def test_factver_both_modes_return_k_evidence(factver_retrievers, factver_claims
 
 def test_factver_alpha_one_equals_plain(factver_index, factver_claims, factver_retrievers):
     plain = factver_index.as_retriever(similarity_top_k=6)
-    r = factver_retrievers["unsupervised"]
-    r.alpha = 1.0
-    try:
-        for claim in factver_claims[::25]:
-            assert ids_scores(plain.retrieve(claim.text)) == ids_scores(r.retrieve(claim.text))
-    finally:
-        r.alpha = 0.5
+    r = factver_retrievers["unsupervised"].with_settings(alpha=1.0)
+    for claim in factver_claims[::25]:
+        assert ids_scores(plain.retrieve(claim.text)) == ids_scores(r.retrieve(claim.text))
 
 
 def test_factver_async_equals_sync(factver_retrievers, factver_claims):
