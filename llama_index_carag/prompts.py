@@ -46,9 +46,9 @@ FACT_CHECK_INSTRUCTIONS = (
 )
 
 _ANSWER_FORMAT = (
-    "Reply in exactly this form:\n"
-    "Verdict: SUPPORTED or REFUTED or NOT ENOUGH INFO\n"
-    "Explanation: at most two sentences, citing passages by number like [2]."
+    "Answer in two lines. First line: 'Verdict:' followed by SUPPORTED, REFUTED or NOT ENOUGH INFO. "
+    "Second line: 'Explanation:' followed by at most two sentences that give the reason and cite the "
+    "passages they rely on by number, like [2]."
 )
 
 _DATA_BLOCK = "<claim>\n{query_str}\n</claim>\n\n<evidence>\n{context_str}\n</evidence>\n\n"

@@ -2,25 +2,42 @@
 
 :class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer``: it drops
 into ``RetrieverQueryEngine`` and anything else that takes a
-``response_synthesizer``.  One LLM call per claim: the claim and the numbered
-evidence (with ids) go into :data:`~llama_index_carag.prompts.FACT_CHECK_PROMPT_SEL`;
-the answer is parsed by :func:`~llama_index_carag.verdict.parse_verdict`.
+``response_synthesizer``.  The claim and the numbered evidence (with ids) go
+into :data:`~llama_index_carag.prompts.FACT_CHECK_PROMPT_SEL`; how the label is
+obtained depends on the LLM (``label_mode="auto"``):
+
+* a local ``HuggingFaceLLM`` — ``"score"``: the three label strings are scored
+  by log-likelihood after the prompt (one forward pass, KV cache reused), the
+  best one after the per-label offsets (``label_bias``; by default the offsets
+  measured for the offline models, :mod:`~llama_index_carag.label_calibration`)
+  wins, then the explanation is generated for it
+  (:class:`~llama_index_carag.label_scoring.HFLabelScorer`);
+* an LLM with function calling — ``"structured"``: ``llm.structured_predict``
+  into :class:`VerdictOutput` (label restricted to the three values);
+* any other LLM — ``"text"``: the free-text answer is parsed by
+  :func:`~llama_index_carag.verdict.parse_verdict`.
+
+In every mode the explanation is checked by
+:func:`~llama_index_carag.explanation_checks.check_explanation`: at most
+``max_sentences`` sentences, citations only to the passages shown, no sentence
+contradicting the label.
 
 * ``Response.response`` — the explanation (at most two sentences);
 * ``Response.metadata["verdict"]`` — the :class:`~llama_index_carag.verdict.Verdict`
   (label, explanation, cited evidence ids, raw text);
 * ``Response.source_nodes`` — the evidence, with its ``carag`` provenance.
 
-Streaming yields the model's text as it is generated; when the stream ends,
-``response.metadata["verdict"]`` holds the parsed verdict.
+Streaming always uses the ``"text"`` mode: it yields the model's text as it is
+generated; when the stream ends, ``response.metadata["verdict"]`` holds the parsed verdict.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, AsyncGenerator, Generator, List, Optional, Sequence
+from typing import Any, AsyncGenerator, Generator, List, Literal, Mapping, Optional, Sequence
 
-from llama_index.core.base.response.schema import (
+from llama_index.core.base.response.schema import (  # noqa: I001
     RESPONSE_TYPE,
     AsyncStreamingResponse,
     Response,
@@ -32,19 +49,39 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
 from llama_index.core.schema import NodeWithScore
+from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_carag.explanation_checks import check_explanation
 from llama_index_carag.prompts import FACT_CHECK_PROMPT_SEL, fence, format_evidence
 from llama_index_carag.verdict import Verdict, VerdictLabel, parse_verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY"]
+__all__ = ["FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES"]
 
 #: Key of the parsed verdict in ``Response.metadata``.
 VERDICT_KEY = "verdict"
 #: Explanation given when the retriever found no evidence (the LLM is not called).
 NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
+#: Ways to obtain the label (see the module docstring).
+LABEL_MODES = ("auto", "score", "structured", "text")
+
+
+class VerdictOutput(BaseModel):
+    """The structured-output schema of a verdict (``llm.structured_predict``)."""
+
+    label: Literal["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"] = Field(
+        description="SUPPORTED if the evidence supports the claim, REFUTED if it contradicts it, "
+        "NOT_ENOUGH_INFO if it does not settle it."
+    )
+    explanation: str = Field(description="At most two sentences citing passages by number like [2].")
+
+
+class _VerdictText(str):
+    """The canonical answer text, carrying the verdict built from it (internal)."""
+
+    verdict: Verdict
 
 
 class FactCheckSynthesizer(BaseSynthesizer):
@@ -57,6 +94,13 @@ class FactCheckSynthesizer(BaseSynthesizer):
         streaming: return a ``StreamingResponse``.
         max_sentences: explanation length cap.
         show_ids: show node ids beside the passage numbers in the prompt.
+        label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM``,
+            ``"structured"`` for a function-calling LLM, else ``"text"``) or one of those.
+        label_bias: per-label offsets in nats for ``"score"`` (``None``: the offsets
+            measured for this model in :data:`~llama_index_carag.label_calibration.MEASURED_LABEL_BIAS`,
+            if any; ``{}``: none).
+        max_explanation_tokens: explanation budget in ``"score"`` mode (default:
+            the LLM's ``max_new_tokens``, at most 80).
     """
 
     def __init__(
@@ -68,13 +112,49 @@ class FactCheckSynthesizer(BaseSynthesizer):
         max_sentences: int = 2,
         show_ids: bool = True,
         callback_manager: CallbackManager | None = None,
+        label_mode: str = "auto",
+        label_bias: Mapping[VerdictLabel | str, float] | None = None,
+        max_explanation_tokens: int | None = None,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
         if max_sentences < 1:
             raise ValueError("max_sentences must be >= 1.")
+        if label_mode not in LABEL_MODES:
+            raise ValueError(f"label_mode must be one of {LABEL_MODES}; got {label_mode!r}.")
         self._max_sentences = max_sentences
         self._show_ids = show_ids
+        self._scorer: Any = None
+        self._label_mode = self._resolve_mode(label_mode, max_explanation_tokens)
+        if label_bias is None and self._label_mode == "score":
+            from llama_index_carag.label_calibration import measured_bias
+
+            label_bias = measured_bias(getattr(self._llm, "model_name", None))
+        self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
+
+    def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
+        from llama_index_carag.label_scoring import HFLabelScorer
+
+        if mode in ("auto", "score"):
+            self._scorer = HFLabelScorer.from_llm(self._llm, max_new_tokens=max_tokens, max_sentences=self._max_sentences)
+            if self._scorer is not None:
+                return "score"
+            if mode == "score":
+                raise ValueError("label_mode='score' needs a local HuggingFaceLLM.")
+        if mode in ("auto", "structured"):
+            if getattr(self._llm.metadata, "is_function_calling_model", False) or mode == "structured":
+                return "structured"
+        return "text"
+
+    @property
+    def label_mode(self) -> str:
+        """The resolved way labels are obtained: ``"score"``, ``"structured"`` or ``"text"``."""
+        return self._label_mode
+
+    @property
+    def label_bias(self) -> dict[VerdictLabel, float]:
+        """The per-label offsets used in ``"score"`` mode."""
+        return dict(self._label_bias)
 
     # ----------------------------------------------------------------- prompts
     def _get_prompts(self) -> PromptDictType:
@@ -92,8 +172,66 @@ class FactCheckSynthesizer(BaseSynthesizer):
         return format_evidence(list(text_chunks), ids)
 
     def parse(self, text: str, evidence_ids: Sequence[str] | None = None) -> Verdict:
-        """Parse an LLM answer into a :class:`Verdict` (citations mapped to ``evidence_ids``)."""
-        return parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._max_sentences)
+        """Parse an LLM answer into a :class:`Verdict` (citations mapped to ``evidence_ids``, explanation checked)."""
+        verdict = parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._max_sentences)
+        n = len(evidence_ids) if evidence_ids is not None else None
+        if n is None or not verdict.parsed:
+            return verdict
+        return self._checked(verdict.label, verdict.explanation, list(evidence_ids or []), text, "text", None)
+
+    def _checked(
+        self, label: VerdictLabel, explanation: str, ids: list[str], raw: str, method: str,
+        scores: dict[str, float] | None,
+    ) -> Verdict:
+        check = check_explanation(explanation, label, len(ids), max_sentences=self._max_sentences)
+        return Verdict(
+            label=label, explanation=check.text, evidence_ids=[ids[i - 1] for i in check.cited], raw=raw,
+            parsed=True, method=method, label_scores=scores, cited_passages=check.cited,
+            invalid_citations=check.invalid, explanation_repaired=check.repaired or bool(check.dropped),
+        )
+
+    def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None) -> list:
+        """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them)."""
+        from llama_index_carag.prompts import FACT_CHECK_CHAT_PROMPT
+
+        template = self._template
+        if hasattr(template, "select"):
+            template = template.select(self._llm)
+        if not hasattr(template, "format_messages"):
+            template = FACT_CHECK_CHAT_PROMPT
+        context = self._context(text_chunks, evidence_ids)
+        return template.format_messages(query_str=fence(query_str), context_str=context)
+
+    def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
+        """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
+
+        Returns a :class:`~llama_index_carag.label_scoring.LabelScores` (before ``label_bias``).
+        """
+        from llama_index.core.schema import MetadataMode
+
+        if self._scorer is None:
+            raise ValueError(f"score_labels needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
+        nodes = _hide_labels(nodes)
+        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+        scores, _, _ = self._scorer.score(self.messages(query_str, texts, [n.node.node_id for n in nodes]))
+        return scores
+
+    def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
+        label, scores, explanation = self._scorer.verdict(self.messages(query_str, text_chunks, ids), self._label_bias)
+        return self._wrap(self._checked(label, explanation, ids, "", "scored", scores.as_dict()))
+
+    def _structured_result(self, out: Any, ids: list[str]) -> _VerdictText:
+        label = VerdictLabel(_label_name(out.label))
+        return self._wrap(self._checked(label, out.explanation, ids, out.model_dump_json(), "structured", None))
+
+    @staticmethod
+    def _wrap(verdict: Verdict) -> _VerdictText:
+        if not verdict.raw:
+            label = verdict.label.value.replace("_", " ")
+            verdict = verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
+        text = _VerdictText(verdict.raw)
+        text.verdict = verdict
+        return text
 
     # --------------------------------------------------------------- LLM call
     def get_response(
@@ -103,11 +241,28 @@ class FactCheckSynthesizer(BaseSynthesizer):
         evidence_ids: Sequence[str] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TEXT_TYPE:
-        """The LLM's raw answer (a string, or a generator of text deltas when streaming)."""
+        """The LLM's answer: a string (``"Verdict: …\nExplanation: …"`` in the score and
+        structured modes), or a generator of text deltas when streaming."""
         context = self._context(text_chunks, evidence_ids)
+        ids = self._ids(text_chunks, evidence_ids)
         if self._streaming:
             return self._llm.stream(self._template, query_str=fence(query_str), context_str=context)
+        if self._label_mode == "score":
+            return self._scored(query_str, text_chunks, ids)
+        if self._label_mode == "structured":
+            try:
+                out = self._llm.structured_predict(VerdictOutput, self._template, query_str=fence(query_str),
+                                                   context_str=context)
+                return self._structured_result(out, ids)
+            except Exception as exc:  # a model that cannot follow the schema: fall back to free text
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
         return self._llm.predict(self._template, query_str=fence(query_str), context_str=context)
+
+    @staticmethod
+    def _ids(text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> list[str]:
+        if evidence_ids is not None and len(evidence_ids) == len(text_chunks):
+            return [str(i) for i in evidence_ids]
+        return [str(i) for i in range(1, len(text_chunks) + 1)]
 
     async def aget_response(
         self,
@@ -117,8 +272,18 @@ class FactCheckSynthesizer(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> RESPONSE_TEXT_TYPE:
         context = self._context(text_chunks, evidence_ids)
+        ids = self._ids(text_chunks, evidence_ids)
         if self._streaming:
             return await self._llm.astream(self._template, query_str=fence(query_str), context_str=context)
+        if self._label_mode == "score":
+            return await asyncio.to_thread(self._scored, query_str, text_chunks, ids)
+        if self._label_mode == "structured":
+            try:
+                out = await self._llm.astructured_predict(VerdictOutput, self._template, query_str=fence(query_str),
+                                                          context_str=context)
+                return self._structured_result(out, ids)
+            except Exception as exc:
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
         return await self._llm.apredict(self._template, query_str=fence(query_str), context_str=context)
 
     # ------------------------------------------------------------ synthesize
@@ -158,6 +323,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
             evidence_ids=[],
             raw="",
             parsed=False,
+            method="none",
         )
         sources = list(additional or [])
         if self._streaming and use_async:
@@ -177,6 +343,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         ids = [n.node.node_id for n in source_nodes]
         metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
+        if isinstance(response_str, _VerdictText):
+            metadata[VERDICT_KEY] = response_str.verdict
+            return Response(response_str.verdict.explanation, source_nodes=source_nodes, metadata=metadata)
         if isinstance(response_str, str):
             verdict = self.parse(response_str, ids)
             metadata[VERDICT_KEY] = verdict
@@ -210,6 +379,13 @@ class FactCheckSynthesizer(BaseSynthesizer):
         response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
 
 
+def _label_name(value: Any) -> str:
+    """``VerdictLabel``/``"SUPPORTED"``/``"NOT ENOUGH INFO"``/``"T"`` … → the label's value."""
+    if isinstance(value, VerdictLabel):
+        return value.value
+    return VerdictLabel.from_fever(str(value)).value
+
+
 def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
     """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
     whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
@@ -234,15 +410,19 @@ def get_fact_check_synthesizer(
     fact_check_template: BasePromptTemplate | None = None,
     max_sentences: int = 2,
     callback_manager: CallbackManager | None = None,
+    label_mode: str = "auto",
+    label_bias: Mapping[VerdictLabel | str, float] | None = None,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
 
     Args:
-        llm: a LlamaIndex LLM, a Hugging Face id/path, or ``None`` for the offline
-            default (SmolLM2-135M-Instruct: shows the pipeline, verdicts not reliable).
-        streaming: stream the model's text.
+        llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
+            or ``None`` for the offline default (Qwen2.5-Coder-1.5B-Instruct).
+        streaming: stream the model's text (free-text labels).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         max_sentences: explanation cap (papers: two sentences).
+        label_mode: see :class:`FactCheckSynthesizer`.
+        label_bias: see :class:`FactCheckSynthesizer`.
     """
     from llama_index_carag.models import resolve_llm
 
@@ -252,4 +432,6 @@ def get_fact_check_synthesizer(
         streaming=streaming,
         max_sentences=max_sentences,
         callback_manager=callback_manager,
+        label_mode=label_mode,
+        label_bias=label_bias,
     )

@@ -43,7 +43,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Verdict", "VerdictLabel", "parse_verdict", "split_sentences", "trim_to_sentences"]
+__all__ = ["Verdict", "VerdictLabel", "parse_verdict", "split_sentences", "trim_to_sentences", "sentence_stance"]
 
 _NO_ANSWER = "The model gave no usable answer."
 
@@ -91,6 +91,16 @@ class Verdict(BaseModel):
         evidence_ids: passages the model cited, unique, in first-mention order.
         raw: the model's text, untouched.
         parsed: ``False`` when no label was found and NOT_ENOUGH_INFO is a fallback.
+        method: how the label was obtained: ``"scored"`` (label strings scored
+            by a local model), ``"structured"`` (``llm.structured_predict``),
+            ``"text"`` (read from free text by :func:`parse_verdict`) or
+            ``"none"`` (no evidence, no LLM call).
+        label_scores: for ``"scored"``, the log-likelihood of each label (before any bias).
+        cited_passages: 1-based numbers of the shown passages the explanation cites.
+        invalid_citations: citation numbers the model wrote that are not among the
+            shown passages; they were removed from the explanation.
+        explanation_repaired: sentences contradicting the label were dropped (or,
+            if none was left, a neutral sentence stands in).
     """
 
     label: VerdictLabel
@@ -98,6 +108,11 @@ class Verdict(BaseModel):
     evidence_ids: list[str] = Field(default_factory=list)
     raw: str
     parsed: bool = True
+    method: str = "text"
+    label_scores: dict[str, float] | None = None
+    cited_passages: list[int] = Field(default_factory=list)
+    invalid_citations: list[int] = Field(default_factory=list)
+    explanation_repaired: bool = False
 
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""
@@ -365,6 +380,22 @@ def parse_verdict(
     explanation = (_explain(reading.body, max_sentences) or _explain(reading.cue, max_sentences)
                    or f"The model answered {reading.label.value} without an explanation.")
     return Verdict(label=reading.label, explanation=explanation, evidence_ids=cited, raw=text)
+
+
+def sentence_stance(sentence: str) -> str | None:
+    """The label a sentence states on its own, read like prose by :func:`parse_verdict`.
+
+    Returns ``"SUPPORTED"``, ``"REFUTED"``, ``"NOT_ENOUGH_INFO"``, ``"NOT_SUPPORTED"``
+    (a negated support cue such as "does not support", which fits REFUTED or
+    NOT_ENOUGH_INFO) or ``None`` when the sentence carries no label cue.
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence_stance expects str; got {type(sentence).__name__}.")
+    cue = _first_cue(_clean(sentence))
+    if cue is None:
+        return None
+    return {_SUP: "SUPPORTED", _REF: "REFUTED", _NEI: "NOT_ENOUGH_INFO", _NOT_REF: "SUPPORTED",
+            _NOT_SUP: "NOT_SUPPORTED", _NOT_CONF: "NOT_SUPPORTED"}[cue[0]]
 
 
 # --- readers ----------------------------------------------------------------------------------

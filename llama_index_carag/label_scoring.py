@@ -1,0 +1,202 @@
+"""Labels that always parse for local Hugging Face models: score the three label strings.
+
+For a :class:`~llama_index.llms.huggingface.HuggingFaceLLM` the verdict is not
+read from free text.  :class:`HFLabelScorer` renders the fact-check chat
+prompt with the model's chat template, opens the answer with ``Verdict:`` and
+runs **one forward pass** over it; the KV cache of that pass is reused to
+compute the log-likelihood of each label string (``" SUPPORTED"``,
+``" REFUTED"``, ``" NOT ENOUGH INFO"``: the sum of its token log-probabilities)
+and then, cropped back to the prompt, to generate the explanation after
+``Verdict: <chosen label>\\nExplanation:``.  The label is therefore always one
+of the three, whatever the model would have written.
+
+Per-label offsets (``bias``, in nats, added to the log-likelihoods before the
+arg-max) let a measured rule shift decisions, e.g. towards NOT_ENOUGH_INFO
+(:mod:`~llama_index_carag.label_calibration`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from llama_index_carag.verdict import VerdictLabel
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LABEL_STRINGS", "LabelScores", "HFLabelScorer", "ANSWER_PREFIX"]
+
+#: The text each label is scored as, after ``Verdict:``.
+LABEL_STRINGS: dict[VerdictLabel, str] = {
+    VerdictLabel.SUPPORTED: " SUPPORTED",
+    VerdictLabel.REFUTED: " REFUTED",
+    VerdictLabel.NOT_ENOUGH_INFO: " NOT ENOUGH INFO",
+}
+#: The assistant turn opens with this; the label strings follow it.
+ANSWER_PREFIX = "Verdict:"
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Log-likelihoods of the three label strings after the prompt (natural log, summed over tokens)."""
+
+    logprobs: Mapping[VerdictLabel, float]
+
+    def probabilities(self) -> dict[VerdictLabel, float]:
+        """The three log-likelihoods normalised to sum to 1 (a softmax over the labels)."""
+        top = max(self.logprobs.values())
+        weights = {k: math.exp(v - top) for k, v in self.logprobs.items()}
+        total = sum(weights.values())
+        return {k: w / total for k, w in weights.items()}
+
+    def best(self, bias: Mapping[VerdictLabel, float] | None = None) -> VerdictLabel:
+        """The label with the highest log-likelihood plus its ``bias`` (ties: SUPPORTED, REFUTED, NEI order)."""
+        bias = bias or {}
+        return max(LABEL_STRINGS, key=lambda k: self.logprobs[k] + float(bias.get(k, 0.0)))
+
+    def as_dict(self) -> dict[str, float]:
+        return {k.value: round(float(v), 4) for k, v in self.logprobs.items()}
+
+
+@dataclass
+class HFLabelScorer:
+    """Score labels and write the explanation with a local causal LM (transformers).
+
+    Args:
+        model: a transformers causal LM.
+        tokenizer: its tokenizer (with a chat template, or plain text prompts are used).
+        max_new_tokens: budget of the explanation.
+        max_sentences: generation stops once this many sentences are complete
+            (or at a blank line / a new ``Verdict:``).
+        stop_ids: token ids that end generation (the chat template's end-of-turn).
+        generate_kwargs: extra ``generate`` arguments (greedy decoding by default).
+    """
+
+    model: Any
+    tokenizer: Any
+    max_new_tokens: int = 80
+    stop_ids: Sequence[int] = ()
+    generate_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_sentences: int = 2
+
+    @classmethod
+    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "HFLabelScorer | None":
+        """A scorer for a LlamaIndex ``HuggingFaceLLM`` (its model and tokenizer); ``None`` for other LLMs."""
+        try:
+            from llama_index.llms.huggingface import HuggingFaceLLM
+        except ImportError:  # pragma: no cover - the integration is a dependency
+            return None
+        if not isinstance(llm, HuggingFaceLLM):
+            return None
+        kwargs = {k: v for k, v in dict(llm.generate_kwargs or {}).items() if k in ("repetition_penalty", "pad_token_id")}
+        return cls(
+            model=llm._model,
+            tokenizer=llm._tokenizer,
+            max_new_tokens=int(max_new_tokens or min(llm.max_new_tokens, 72)),
+            stop_ids=list(llm.stopping_ids or []),
+            generate_kwargs=kwargs,
+            max_sentences=max_sentences,
+        )
+
+    # ------------------------------------------------------------ prompt
+    def render(self, messages: Sequence[Any]) -> str:
+        """The prompt text: ``messages`` (LlamaIndex ``ChatMessage``s) through the chat template, then ``Verdict:``."""
+        rows = [{"role": m.role.value, "content": m.content or ""} for m in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+        else:
+            text = "\n\n".join(r["content"] for r in rows) + "\n"
+        return text + ANSWER_PREFIX
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------- scoring
+    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, Any, list[int]]:
+        """``(scores, cache, prompt_ids)``: one forward pass over the prompt, the labels scored on its cache.
+
+        The returned cache holds the prompt only (label tokens are cropped off).
+        """
+        import torch
+
+        prompt_ids = self._ids(self.render(messages))
+        if not prompt_ids:
+            raise ValueError("The rendered prompt is empty.")
+        device = getattr(self.model, "device", "cpu")
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True)
+            cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            logprobs: dict[VerdictLabel, float] = {}
+            for label, text in LABEL_STRINGS.items():
+                ids = self._ids(text)
+                total = float(first[ids[0]])
+                if len(ids) > 1:
+                    step = self.model(
+                        input_ids=torch.tensor([ids[:-1]], device=device), past_key_values=cache, use_cache=True
+                    )
+                    rest = torch.log_softmax(step.logits[0].float(), dim=-1)
+                    total += float(sum(rest[i, t] for i, t in enumerate(ids[1:])))
+                    _crop(cache, len(prompt_ids))
+                logprobs[label] = total
+        return LabelScores(logprobs), cache, prompt_ids
+
+    def explain(self, label: VerdictLabel, cache: Any, prompt_ids: list[int]) -> str:
+        """Generate the explanation after ``Verdict: <label>\\nExplanation:`` (reusing the prompt's cache)."""
+        import torch
+
+        cont = self._ids(LABEL_STRINGS[label] + "\nExplanation:")
+        ids = torch.tensor([prompt_ids + cont], device=getattr(self.model, "device", "cpu"))
+        kwargs: dict[str, Any] = {"do_sample": False, **self.generate_kwargs}
+        if self.stop_ids:
+            kwargs["eos_token_id"] = list(self.stop_ids)
+        if kwargs.get("pad_token_id") is None and self.tokenizer.pad_token_id is None:
+            kwargs["pad_token_id"] = self.tokenizer.eos_token_id
+        from transformers import StoppingCriteriaList
+
+        stop = StoppingCriteriaList([_SentenceStop(self.tokenizer, ids.shape[1], self.max_sentences)])
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                past_key_values=cache,
+                max_new_tokens=self.max_new_tokens,
+                stopping_criteria=stop,
+                **kwargs,
+            )
+        text = self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        return text.split("\n\n")[0].split("Verdict:")[0].strip()
+
+    def verdict(
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
+    ) -> tuple[VerdictLabel, LabelScores, str]:
+        """``(label, scores, explanation)`` for one prompt: the best label after ``bias``, then its explanation."""
+        scores, cache, prompt_ids = self.score(messages)
+        label = scores.best(bias)
+        return label, scores, self.explain(label, cache, prompt_ids)
+
+
+def _crop(cache: Any, length: int) -> None:
+    """Cut ``cache`` back to its first ``length`` tokens (a negative count works on old and new transformers)."""
+    extra = int(cache.get_seq_length()) - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+class _SentenceStop:
+    """Stop generating once ``max_sentences`` sentences are complete, at a blank line, or at a new ``Verdict:``."""
+
+    def __init__(self, tokenizer: Any, start: int, max_sentences: int) -> None:
+        self.tokenizer, self.start, self.max_sentences = tokenizer, start, max_sentences
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        from llama_index_carag.verdict import split_sentences
+
+        text = self.tokenizer.decode(input_ids[0, self.start :], skip_special_tokens=True)
+        done = "\n\n" in text.strip() or "Verdict:" in text
+        if not done and text.rstrip(" \"')]*")[-1:] in (".", "!", "?"):
+            done = len(split_sentences(text)) >= self.max_sentences
+        return torch.full((input_ids.shape[0],), bool(done), dtype=torch.bool, device=input_ids.device)
