@@ -117,7 +117,7 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
 def _llm(args: argparse.Namespace) -> Any:
     from llama_index_carag.models import resolve_llm
 
-    return resolve_llm(None if args.llm in (None, "default", "smollm2") else args.llm)
+    return resolve_llm(None if args.llm in (None, "default") else args.llm)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -191,6 +191,20 @@ def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]
     return check_claim(retriever, claim, synthesizer).to_json_dict()
 
 
+def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
+    """The passages the explanation cites, with their text, under the verdict."""
+    numbers = verdict.get("cited_passages") or [
+        row["rank"] for row in evidence if row["id"] in set(verdict.get("evidence_ids") or [])
+    ]
+    rows = {row["rank"]: row for row in evidence}
+    for n in numbers:
+        if n in rows:
+            text = textwrap.shorten(" ".join(rows[n]["text"].split()), width=150)
+            print(f"  cited [{n}] {rows[n]['id']}: {text}")
+    if verdict.get("invalid_citations"):
+        print(f"  (removed citations to passages that were not shown: {verdict['invalid_citations']})")
+
+
 def _print_check(result: dict[str, Any]) -> None:
     verdict, soi, s = result["verdict"], result["soi"], result["settings"]
     print(f"Claim: {result['claim']}")
@@ -198,8 +212,7 @@ def _print_check(result: dict[str, Any]) -> None:
         note = "" if verdict["parsed"] else "  (no label found in the model's answer)"
         print(f"Verdict: {verdict['label']}{note}")
         print(f"Explanation: {verdict['explanation']}")
-        if verdict["evidence_ids"]:
-            print(f"Cited: {', '.join(verdict['evidence_ids'])}")
+        _print_cited(verdict, result["evidence"])
     size = sum(len(soi[k]) for k in ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"))
     print(
         f"Retrieval: {s['mode']} alpha={s['alpha']} delta={s['delta']} k={s['k']}; "
@@ -384,6 +397,10 @@ def _cached_evidence_vectors(corpus: Any, model: Any, cache_dir: str | None, *, 
 def cmd_eval(args: argparse.Namespace) -> int:
     from llama_index_carag.evaluation.runner import run_eval_command
 
+    if getattr(args, "verdicts", False):
+        from llama_index_carag.evaluation.verdict_bench import run_verdict_command
+
+        return run_verdict_command(args)
     return run_eval_command(args)
 
 
@@ -447,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--embed-model", help="override the recorded embed model (must be the same model)")
 
     def add_llm(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--llm", default=None, help="Hugging Face id/path (default: offline SmolLM2-135M, not reliable)")
+        p.add_argument("--llm", default=None, help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B), smollm2 "
+                       "(offline SmolLM2-135M: fast, not reliable) or a Hugging Face id/path")
 
     p = sub.add_parser("index", help="build and save an index + clustering from a claim/evidence CSV")
     p.add_argument("data", help="CSV in FactVer's layout (or any layout with --claim-col/--evidence-col)")
@@ -524,6 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     from llama_index_carag.evaluation.runner import add_eval_arguments
 
     add_eval_arguments(p)
+    from llama_index_carag.evaluation.verdict_bench import add_verdict_arguments
+
+    add_verdict_arguments(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("serve", help="HTTP API and chat page over an index (FastAPI on uvicorn)")

@@ -168,9 +168,9 @@ def test_load_explanations(tmp_path, factver_path):
 
 
 def test_limit_takes_claims_round_robin_over_themes():
-    from llama_index_carag.evaluation.runner import _first_per_theme
+    from llama_index_carag.evaluation.runner import first_per_theme
 
     claims = [TextNode(id_=f"{t}{i}", text="c", metadata={"theme": t}) for t in "AAB" for i in range(3)]
-    picked = _first_per_theme(claims, 4)
+    picked = first_per_theme(claims, 4)
     assert [c.metadata["theme"] for c in picked] == ["A", "B", "A", "B"]
-    assert _first_per_theme(claims, None) == claims
+    assert first_per_theme(claims, None) == claims

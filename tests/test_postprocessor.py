@@ -89,3 +89,36 @@ def test_needs_exactly_one_source_and_fitted(setup):
         ThematicContextPostprocessor()
     with pytest.raises(ValueError, match="not fitted"):
         ThematicContextPostprocessor(clusterer=ThematicClusterer())
+
+
+def test_postprocessor_gets_every_retriever_option(rng):
+    """Same stage, same scores: the postprocessor over the retriever's own candidates returns the retriever's top-k,
+    penalties included."""
+    evidence, claims, emb = planted_corpus(rng)
+    index = faiss_index(evidence, emb)
+    r = ContextAwareRetriever.from_index(
+        index, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.7, rerank_candidates=10, soi_claims=1,
+        hub_penalty=0.2, claim_contrast=0.3, contrast_threshold=0.8,
+    )
+    pp = ThematicContextPostprocessor.from_retriever(r, top_n=r.similarity_top_k)
+    assert pp.settings == r.settings
+    plain = index.as_retriever(similarity_top_k=10)
+    for claim in claims[::3]:
+        got = r.retrieve(claim.text)
+        post = pp.postprocess_nodes(plain.retrieve(claim.text), query_str=claim.text)
+        assert [n.node.node_id for n in post] == [n.node.node_id for n in got]
+        np.testing.assert_allclose([n.score for n in post], [n.score for n in got], atol=1e-6)
+        assert set(post[0].node.metadata["carag"]["terms"]) >= {"dense", "hubness", "claim_contrast"}
+
+
+def test_postprocessor_options_are_settings(setup):
+    index, r, evidence, claims, emb = setup
+    pp = ThematicContextPostprocessor.from_retriever(r, alpha=0.3, soi_top_m=2)
+    assert pp.alpha == 0.3 and pp.settings.soi_top_m == 2 and pp.delta == r.delta
+    with pytest.raises(ValueError, match="alpha must be in"):
+        ThematicContextPostprocessor.from_retriever(r, alpha=3)
+    clusterer = ThematicClusterer(n_clusters=3).fit(np.array([e.embedding for e in evidence]))
+    with pytest.raises(ValueError, match="need fitted tables"):
+        ThematicContextPostprocessor.from_clusterer(
+            clusterer, emb, rerank_candidates=5, hub_penalty=0.1
+        ).postprocess_nodes(index.as_retriever(similarity_top_k=5).retrieve(claims[0].text), query_str=claims[0].text)

@@ -11,9 +11,7 @@ Claims are split into a *tuning* half and a *report* half with a fixed seed
 
 from __future__ import annotations
 
-import argparse
 import csv
-import json
 import logging
 import math
 import time
@@ -41,8 +39,9 @@ __all__ = [
     "run_specs",
     "write_results",
     "generate_explanations",
-    "add_eval_arguments",
-    "run_eval_command",
+    "write_explanations",
+    "first_per_theme",
+    "markdown_table",
 ]
 
 
@@ -259,7 +258,7 @@ def run_specs(
     return out
 
 
-def _markdown(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+def markdown_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return "" if math.isnan(v) else f"{v:.4f}"
@@ -296,7 +295,7 @@ def write_results(
     ]
     parts = [header] if header else []
     for sweep in dict.fromkeys(r["sweep"] for r in rows):
-        parts.append(f"### {sweep}\n\n" + _markdown([r for r in rows if r["sweep"] == sweep], [c for c in shown if c in columns]))
+        parts.append(f"### {sweep}\n\n" + markdown_table([r for r in rows if r["sweep"] == sweep], [c for c in shown if c in columns]))
     md_path = out / "results.md"
     md_path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
     return csv_path, md_path
@@ -335,7 +334,7 @@ def _explanation_column(name: str) -> str:
     return {"CARAG-u": "CARAG_U"}.get(name, name)
 
 
-def _write_explanations(explained: dict[str, Any], out: Path) -> Path:
+def write_explanations(explained: dict[str, Any], out: Path) -> Path:
     path = out / "explanations.csv"
     methods = list(explained["methods"])
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -351,7 +350,7 @@ def _write_explanations(explained: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def _first_per_theme(claims: Sequence[Any], limit: int | None) -> list[Any]:
+def first_per_theme(claims: Sequence[Any], limit: int | None) -> list[Any]:
     """The first ``limit`` claims taken round-robin over themes (all claims when ``limit`` is None).
 
     FactVer is sorted by theme, so a plain prefix would hold one theme only.
@@ -368,98 +367,3 @@ def _first_per_theme(claims: Sequence[Any], limit: int | None) -> list[Any]:
             if q and len(out) < limit:
                 out.append(q.pop(0))
     return out
-
-
-# ------------------------------------------------------------------ the CLI
-def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``carag eval``."""
-    p.add_argument("--data", default=None, help="CSV in FactVer's layout (default: the packaged demo corpus)")
-    p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
-    p.add_argument("--out", default="carag_eval", help="output folder for results.csv / results.md")
-    p.add_argument("--split", choices=["report", "tune", "all"], default="report",
-                   help="claims to evaluate: the held-out report half (default), the tuning half, or all")
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="only N claims of the split, taken round-robin over the themes")
-    p.add_argument("--k", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0, help="clustering seed")
-    p.add_argument("--sweep", action="store_true", help="also run the alpha / delta / t sweeps and the variants")
-    p.add_argument("--explain", action="store_true", help="generate verdicts + explanations with an LLM")
-    p.add_argument("--llm", default=None, help="LLM for --explain (default: offline SmolLM2-135M)")
-    p.add_argument("--cache-dir", default=None, help="cache corpus embeddings here (per model)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-def run_eval_command(args: argparse.Namespace) -> int:
-    from llama_index_carag.datasets import load_demo_corpus, load_factver
-    from llama_index_carag.evaluation.alignment import thematic_alignment
-    from llama_index_carag.evaluation.verdicts import accuracy, macro_f1
-    from llama_index_carag.models import resolve_embed_model, resolve_llm
-    from llama_index_carag.stores import get_node_embeddings
-
-    if args.k < 1:
-        raise ValueError("--k must be >= 1")
-    if args.limit is not None and args.limit < 1:
-        raise ValueError("--limit must be >= 1")
-    corpus = load_factver(args.data) if args.data else load_demo_corpus()
-    model = resolve_embed_model(args.embed_model)
-    t0 = time.perf_counter()
-    setup = EvalSetup.prepare(corpus, model, cache_dir=args.cache_dir, show_progress=not args.json)
-    tune, report = split_claims(setup.claims, args.split_seed)
-    claims = _first_per_theme({"tune": tune, "report": report, "all": setup.claims}[args.split], args.limit)
-    if not claims:
-        raise ValueError("no claims to evaluate")
-    specs = paper_specs() + (sweep_specs() if args.sweep else [])
-    results = run_specs(setup, specs, claims, k=args.k, seed=args.seed)
-    out = Path(args.out)
-    header = (
-        f"Dataset: {corpus.source} ({len(setup.corpus.evidence_nodes)} evidence, {len(setup.claims)} claims); "
-        f"encoder: {setup.embed_name} for index, claims and queries; split: {args.split} "
-        f"(seed {args.split_seed}), {len(claims)} claims; k={args.k}; clustering seed {args.seed}."
-    )
-    csv_path, md_path = write_results(results, out, header=header, k=args.k)
-    summary: dict[str, Any] = {
-        "header": header,
-        "results": [s.as_row() for _, s in results],
-        "files": [str(csv_path), str(md_path)],
-        "seconds": None,
-    }
-    if args.explain:
-        llm = resolve_llm(args.llm)
-        explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)
-        summary["files"].append(str(_write_explanations(explained, out)))
-        gold = explained["gold"]
-        verdict_rows = []
-        for name, verdicts in explained["methods"].items():
-            pred = [v.label.to_fever() for v in verdicts]
-            pairs = [(g, p) for g, p in zip(gold, pred) if g in ("T", "F", "N")]
-            verdict_rows.append(
-                {
-                    "method": name,
-                    "accuracy": round(accuracy([g for g, _ in pairs], [p for _, p in pairs]), 4),
-                    "macro_F1": round(macro_f1([g for g, _ in pairs], [p for _, p in pairs]), 4),
-                    "parsed": sum(v.parsed for v in verdicts),
-                    "claims": len(verdicts),
-                }
-            )
-        summary["verdicts"] = verdict_rows
-        texts = {_explanation_column(m): [v.explanation for v in vs] for m, vs in explained["methods"].items()}
-        vectors = {m: np.asarray(model.get_text_embedding_batch(t), np.float32) for m, t in texts.items()}
-        themes = [str(t) for t in explained["themes"]]
-        ids, corpus_vectors = get_node_embeddings(setup.index)
-        corpus_themes = [str(setup.evidence_themes.get(i)) for i in ids]
-        table = thematic_alignment(corpus_vectors, corpus_themes, vectors, themes, seed=args.seed)
-        summary["alignment"] = table.to_dict()
-        extra = "\n\n### verdicts (" + f"{len(claims)} claims, LLM {getattr(llm, 'model_name', type(llm).__name__)})\n\n"
-        extra += _markdown(verdict_rows, ["method", "accuracy", "macro_F1", "parsed", "claims"])
-        extra += "\n\n### thematic alignment of the explanations (lower = closer to the theme; t-SNE seed "
-        extra += f"{args.seed})\n\n" + table.to_markdown() + "\n"
-        with md_path.open("a", encoding="utf-8") as fh:
-            fh.write(extra)
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print(md_path.read_text(encoding="utf-8"))
-        print(f"wrote {', '.join(summary['files'])} in {summary['seconds']} s")
-    return 0
