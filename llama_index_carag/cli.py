@@ -395,7 +395,7 @@ def _cached_evidence_vectors(corpus: Any, model: Any, cache_dir: str | None, *, 
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from llama_index_carag.evaluation.runner import run_eval_command
+    from llama_index_carag.cli_eval import run_eval_command
 
     if getattr(args, "verdicts", False):
         from llama_index_carag.evaluation.verdict_bench import run_verdict_command
@@ -539,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_paper_table)
 
     p = sub.add_parser("eval", help="compare RAG, CARAG and CARAG-u with one encoder; sweeps; CSV + Markdown")
-    from llama_index_carag.evaluation.runner import add_eval_arguments
+    from llama_index_carag.cli_eval import add_eval_arguments
 
     add_eval_arguments(p)
     from llama_index_carag.evaluation.verdict_bench import add_verdict_arguments
