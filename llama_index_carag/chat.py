@@ -19,6 +19,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_carag.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
+from llama_index_carag.explanation_checks import checked_verdict
 from llama_index_carag.verdict import Verdict, parse_verdict
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,10 @@ class FactCheckChatBot:
             raise ValueError("Empty message: type a claim to check.")
         reply = self.engine.chat(message)
         sources = list(reply.source_nodes)
-        verdict = parse_verdict(str(reply), evidence_ids=[n.node.node_id for n in sources])
+        ids = [n.node.node_id for n in sources]
+        verdict = parse_verdict(str(reply), evidence_ids=ids)
+        if verdict.parsed:  # citations only to the passages shown, no sentence against the label
+            verdict = checked_verdict(verdict.label, verdict.explanation, ids, raw=verdict.raw, method="text")
         return ChatTurn(verdict, sources, str(reply))
 
     def reset(self) -> None:
@@ -104,8 +108,14 @@ class FactCheckChatBot:
     def render(turn: ChatTurn, width: int = 100) -> str:
         """Human-readable verdict, explanation and evidence table."""
         note = "" if turn.verdict.parsed else "  (no label found in the model's answer)"
-        lines = [f"Verdict: {turn.verdict.label.value}{note}", f"Explanation: {turn.verdict.explanation}", "Evidence:"]
+        lines = [f"Verdict: {turn.verdict.label.value}{note}", f"Explanation: {turn.verdict.explanation}"]
         cited = set(turn.verdict.evidence_ids)
+        for i, n in enumerate(turn.sources, start=1):
+            if n.node.node_id in cited:
+                lines.append(f"  cited [{i}] {n.node.node_id}: {textwrap.shorten(n.node.get_content(), width=140)}")
+        if turn.verdict.invalid_citations:
+            lines.append(f"  (removed citations to passages that were not shown: {turn.verdict.invalid_citations})")
+        lines.append("Evidence:")
         for i, n in enumerate(turn.sources, start=1):
             info = n.node.metadata.get("carag", {})
             mark = "*" if n.node.node_id in cited else " "

@@ -20,9 +20,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from llama_index_carag.verdict import VerdictLabel, sentence_stance, split_sentences, trim_to_sentences
+from typing import Sequence
 
-__all__ = ["ExplanationCheck", "check_explanation", "cited_numbers", "CONTRADICTING_STANCES"]
+from llama_index_carag.verdict import Verdict, VerdictLabel, sentence_stance, split_sentences, trim_to_sentences
+
+__all__ = ["ExplanationCheck", "check_explanation", "checked_verdict", "cited_numbers", "CONTRADICTING_STANCES"]
 
 _CITE_RE = re.compile(r"\[\s*(\d{1,4}(?:\s*(?:,|;|&|and|[-–])\s*\d{1,4})*)\s*\]")
 _PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
@@ -109,3 +111,27 @@ def check_explanation(
     if repaired:
         body = _FALLBACK[label]
     return ExplanationCheck(body, cited_numbers(body), invalid, dropped, repaired)
+
+
+def checked_verdict(
+    label: VerdictLabel,
+    explanation: str,
+    evidence_ids: Sequence[str],
+    *,
+    raw: str,
+    method: str,
+    label_scores: dict[str, float] | None = None,
+    max_sentences: int = 2,
+) -> Verdict:
+    """A :class:`Verdict` whose explanation passed :func:`check_explanation` against the shown passages.
+
+    ``evidence_ids`` are the ids of the passages in prompt order; the verdict's
+    ``evidence_ids`` are those its explanation cites.
+    """
+    ids = [str(i) for i in evidence_ids]
+    check = check_explanation(explanation, label, len(ids), max_sentences=max_sentences)
+    return Verdict(
+        label=label, explanation=check.text, evidence_ids=[ids[i - 1] for i in check.cited], raw=raw,
+        parsed=True, method=method, label_scores=label_scores, cited_passages=check.cited,
+        invalid_citations=check.invalid, explanation_repaired=check.repaired or bool(check.dropped),
+    )

@@ -52,7 +52,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
-from llama_index_carag.explanation_checks import check_explanation
+from llama_index_carag.explanation_checks import checked_verdict
 from llama_index_carag.prompts import FACT_CHECK_PROMPT_SEL, fence, format_evidence
 from llama_index_carag.verdict import Verdict, VerdictLabel, parse_verdict
 
@@ -183,12 +183,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self, label: VerdictLabel, explanation: str, ids: list[str], raw: str, method: str,
         scores: dict[str, float] | None,
     ) -> Verdict:
-        check = check_explanation(explanation, label, len(ids), max_sentences=self._max_sentences)
-        return Verdict(
-            label=label, explanation=check.text, evidence_ids=[ids[i - 1] for i in check.cited], raw=raw,
-            parsed=True, method=method, label_scores=scores, cited_passages=check.cited,
-            invalid_citations=check.invalid, explanation_repaired=check.repaired or bool(check.dropped),
-        )
+        return checked_verdict(label, explanation, ids, raw=raw, method=method, label_scores=scores,
+                               max_sentences=self._max_sentences)
 
     def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None) -> list:
         """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them)."""

@@ -96,7 +96,7 @@ def test_check_table_output(index_dir):
 
 @pytest.mark.slow
 def test_check_with_offline_llm(index_dir):
-    proc = carag("check", CLAIM, "--index", str(index_dir), "--json")
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--json", "--llm", "smollm2")
     assert proc.returncode == 0, proc.stderr
     verdict = json.loads(proc.stdout)["verdict"]
     assert verdict["label"] in {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and verdict["explanation"].strip()
@@ -127,7 +127,7 @@ def test_map_files(index_dir, tmp_path):
 
 
 def test_chat_repl(index_dir):
-    proc = carag("chat", "--index", str(index_dir), stdin=f"{CLAIM}\nquit\n")
+    proc = carag("chat", "--index", str(index_dir), "--llm", "smollm2", stdin=f"{CLAIM}\nquit\n")
     assert proc.returncode == 0, proc.stderr
     assert "Verdict:" in proc.stdout and "[1] Evidence_Claims_" in proc.stdout
 

@@ -1,4 +1,4 @@
-"""The real offline LLM (SmolLM2-135M-Instruct): format only, never correctness."""
+"""The real offline LLMs: SmolLM2-135M (format only, never correctness) and, once, the default Qwen2.5-Coder-1.5B."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def smollm2():
     t0 = time.perf_counter()
-    llm = default_llm(max_new_tokens=96)
+    llm = resolve_llm("smollm2", max_new_tokens=96)
     print(f"SmolLM2 load: {time.perf_counter() - t0:.1f} s")
     return llm
 
@@ -44,3 +44,27 @@ def test_llm_argument_forms(smollm2):
         resolve_llm(42)
     with pytest.raises(OSError):  # offline: a hub id fails fast instead of hanging
         resolve_llm("some-org/definitely-not-a-local-model")
+
+
+def test_default_llm_gives_one_checked_verdict():
+    """The offline default (Qwen2.5-Coder-1.5B, converted once and cached) on one short claim: a scored
+    label, an explanation of at most two sentences citing only the shown passages, agreeing with the label."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.explanation_checks import CONTRADICTING_STANCES
+    from llama_index_carag.verdict import sentence_stance
+
+    t0 = time.perf_counter()
+    llm = default_llm(max_new_tokens=48)
+    print(f"Qwen load: {time.perf_counter() - t0:.1f} s")
+    synth = get_fact_check_synthesizer(llm)
+    assert synth.label_mode == "score"
+    nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]
+    t0 = time.perf_counter()
+    verdict = synth.synthesize("New Zealand has no carbon trading system.", nodes).metadata[VERDICT_KEY]
+    print(f"Qwen verdict in {time.perf_counter() - t0:.1f} s: {verdict.label.value} {verdict.explanation!r}")
+    assert verdict.parsed and verdict.method == "scored"
+    assert set(verdict.label_scores) == {label.value for label in VerdictLabel}
+    assert 1 <= len(split_sentences(verdict.explanation)) <= 2
+    assert set(verdict.cited_passages) <= {1} and verdict.evidence_ids == ["E1"] * len(verdict.cited_passages)
+    assert not any(sentence_stance(s) in CONTRADICTING_STANCES[verdict.label] for s in split_sentences(verdict.explanation))

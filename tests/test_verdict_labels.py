@@ -1,0 +1,235 @@
+"""Labels that always parse: scoring (tiny local HF model), structured output (stub), explanation checks,
+the NOT_ENOUGH_INFO offsets and the verdict benchmark's metrics.  All fast: no real LLM is loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_carag.explanation_checks import check_explanation, cited_numbers
+from llama_index_carag.label_calibration import LabelBiasCalibrator, measured_bias
+from llama_index_carag.label_scoring import LABEL_STRINGS, HFLabelScorer, LabelScores
+from llama_index_carag.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
+from llama_index_carag.verdict import VerdictLabel, sentence_stance, split_sentences
+
+S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
+
+
+def _nodes(*texts: str) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=0.5) for i, t in enumerate(texts, start=1)]
+
+
+# ------------------------------------------------------------ explanation checks
+def test_invalid_citations_are_removed_and_reported():
+    check = check_explanation("Passage [2] says so [7]. See also [1, 9] and [3-4].", S, 3)
+    assert check.invalid == [7, 9, 4]
+    assert check.cited == [2, 1, 3]
+    assert "[7]" not in check.text and "[1]" in check.text and "[3]" in check.text
+    assert all(1 <= n <= 3 for n in cited_numbers(check.text))
+
+
+def test_sentences_contradicting_the_label_are_dropped():
+    text = "The evidence supports the claim [1]. However passage [2] refutes the claim."
+    check = check_explanation(text, S, 2)
+    assert check.text == "The evidence supports the claim [1]."
+    assert check.dropped == ["However passage [2] refutes the claim."]
+    refuted = check_explanation(text, R, 2)
+    assert refuted.text == "However passage [2] refutes the claim."
+
+
+def test_nothing_left_gives_a_neutral_sentence_of_the_label():
+    check = check_explanation("The claim is true [1].", R, 1)
+    assert check.repaired and check.text == "The passages shown contradict the claim."
+    assert check_explanation("", N, 0).repaired
+
+
+def test_explanations_are_cut_to_two_sentences():
+    check = check_explanation("One [1]. Two [2]. Three [3].", N, 3, max_sentences=2)
+    assert len(split_sentences(check.text)) == 2 and check.cited == [1, 2]
+    with pytest.raises(ValueError):
+        check_explanation("x", S, -1)
+
+
+def test_sentence_stance():
+    assert sentence_stance("Passage [1] confirms the claim.") == "SUPPORTED"
+    assert sentence_stance("This contradicts the claim.") == "REFUTED"
+    assert sentence_stance("The evidence does not support the claim.") == "NOT_SUPPORTED"
+    assert sentence_stance("There is not enough information.") == "NOT_ENOUGH_INFO"
+    assert sentence_stance("Passage [2] describes the 2005 launch.") is None
+
+
+# ---------------------------------------------------------- scores and offsets
+def test_label_scores_best_with_bias_and_probabilities():
+    scores = LabelScores({S: -1.0, R: -2.0, N: -3.0})
+    assert scores.best() is S
+    assert scores.best({N: 2.5}) is N
+    assert math.isclose(sum(scores.probabilities().values()), 1.0)
+    assert scores.as_dict() == {"SUPPORTED": -1.0, "REFUTED": -2.0, "NOT_ENOUGH_INFO": -3.0}
+
+
+def test_calibrator_learns_a_not_enough_info_offset():
+    # NEI is never the top score, but NEI claims have it close behind: an offset recovers them.
+    rows = [({S: -0.1, R: -3.0, N: -4.0}, "T")] * 4 + [({S: -3.0, R: -0.1, N: -4.0}, "F")] * 4
+    rows += [({S: -0.5, R: -3.0, N: -1.5}, "N")] * 4
+    cal = LabelBiasCalibrator().fit([r for r, _ in rows], [g for _, g in rows])
+    assert 1.0 < cal.bias_[N] < 3.0
+    assert cal.predict([r for r, _ in rows]) == [VerdictLabel.from_fever(g) for _, g in rows]
+    assert cal.score_ == 1.0
+    with pytest.raises(RuntimeError, match="not fitted"):
+        LabelBiasCalibrator().predict([rows[0][0]])
+    with pytest.raises(ValueError):
+        LabelBiasCalibrator().fit([rows[0][0]], ["T", "F"])
+    assert measured_bias(None) is None and measured_bias("no-such-model") is None
+
+
+# --------------------------------------------- scoring with a tiny local model
+@pytest.fixture(scope="module")
+def tiny_hf(tmp_path_factory):
+    """A 2-layer random Llama with SmolLM2's tokenizer and chat template, loaded through resolve_llm."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from llama_index_carag.models import resolve_llm, smollm2_path
+
+    tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    folder = tmp_path_factory.mktemp("tiny")
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return resolve_llm(str(folder), max_new_tokens=12)
+
+
+def test_cached_label_scores_equal_full_forward_passes(tiny_hf):
+    import torch
+
+    scorer = HFLabelScorer.from_llm(tiny_hf)
+    synth = FactCheckSynthesizer(tiny_hf)
+    messages = synth.messages("The sky is green.", ["The sky is blue [1]."], ["E1"])
+    scores, _, prompt_ids = scorer.score(messages)
+    for label, text in LABEL_STRINGS.items():
+        ids = scorer._ids(text)
+        full = torch.tensor([prompt_ids + ids])
+        with torch.inference_mode():
+            logits = scorer.model(input_ids=full).logits[0].float().log_softmax(-1)
+        expected = sum(float(logits[len(prompt_ids) - 1 + i, t]) for i, t in enumerate(ids))
+        assert math.isclose(scores.logprobs[label], expected, abs_tol=1e-3), label
+
+
+def test_scored_verdicts_always_have_a_label(tiny_hf):
+    synth = FactCheckSynthesizer(tiny_hf)
+    assert synth.label_mode == "score"
+    nodes = _nodes("The sky is blue.", "Grass is green.")
+    verdict = synth.synthesize("The sky is green.", nodes).metadata[VERDICT_KEY]
+    assert verdict.parsed and verdict.method == "scored" and verdict.label in set(VerdictLabel)
+    assert set(verdict.label_scores) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
+    assert all(1 <= n <= 2 for n in verdict.cited_passages)
+    assert verdict.evidence_ids == [f"E{n}" for n in verdict.cited_passages]
+    assert 1 <= len(split_sentences(verdict.explanation)) <= 2
+    best = max(verdict.label_scores, key=verdict.label_scores.get)
+    forced = FactCheckSynthesizer(tiny_hf, label_bias={N: 1e6}).synthesize("The sky is green.", nodes)
+    assert forced.metadata[VERDICT_KEY].label is N  # the offset decides
+    assert verdict.label.value == best  # no offset: the arg-max
+    again = asyncio.run(synth.asynthesize("The sky is green.", nodes)).metadata[VERDICT_KEY]
+    assert again.label == verdict.label and again.explanation == verdict.explanation
+    scores = synth.score_labels("The sky is green.", nodes)
+    assert scores.as_dict() == verdict.label_scores
+
+
+def test_score_mode_needs_a_local_model():
+    from llama_index.core.llms import MockLLM
+
+    with pytest.raises(ValueError, match="HuggingFaceLLM"):
+        FactCheckSynthesizer(MockLLM(), label_mode="score")
+    with pytest.raises(ValueError, match="label_mode"):
+        FactCheckSynthesizer(MockLLM(), label_mode="guess")
+    with pytest.raises(ValueError, match="score_labels"):
+        FactCheckSynthesizer(MockLLM()).score_labels("c", _nodes("x"))
+
+
+# ------------------------------------------------- structured output (stub LLM)
+class _FunctionCallingStub(CustomLLM):
+    """Claims function calling; ``structured_predict`` returns a fixed output (or raises)."""
+
+    output: Any = None
+    text: str = "Verdict: REFUTED\nExplanation: Passage [1] contradicts it."
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(is_function_calling_model=True)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self.text)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        yield CompletionResponse(text=self.text, delta=self.text)
+
+    def structured_predict(self, output_cls, prompt, **kwargs):
+        assert output_cls is VerdictOutput and "<claim>" in prompt.format(**kwargs)
+        if isinstance(self.output, Exception):
+            raise self.output
+        return self.output
+
+    async def astructured_predict(self, output_cls, prompt, **kwargs):
+        return self.structured_predict(output_cls, prompt, **kwargs)
+
+
+def test_structured_output_path_and_its_checks():
+    out = VerdictOutput(label="NOT_ENOUGH_INFO", explanation="Passage [2] is about another year [5]. Extra. More.")
+    synth = FactCheckSynthesizer(_FunctionCallingStub(output=out))
+    assert synth.label_mode == "structured"
+    verdict = synth.synthesize("c", _nodes("a", "b")).metadata[VERDICT_KEY]
+    assert (verdict.label, verdict.method, verdict.parsed) == (N, "structured", True)
+    assert verdict.invalid_citations == [5] and verdict.cited_passages == [2] and verdict.evidence_ids == ["E2"]
+    assert verdict.explanation == "Passage [2] is about another year. Extra."
+    averdict = asyncio.run(synth.asynthesize("c", _nodes("a", "b"))).metadata[VERDICT_KEY]
+    assert averdict.model_dump() == verdict.model_dump()
+
+
+def test_structured_failure_falls_back_to_parsing_text(caplog):
+    synth = FactCheckSynthesizer(_FunctionCallingStub(output=ValueError("bad json")))
+    verdict = synth.synthesize("c", _nodes("a")).metadata[VERDICT_KEY]
+    assert (verdict.label, verdict.method) == (R, "text")
+    assert verdict.cited_passages == [1] and "structured_predict failed" in caplog.text
+
+
+def test_text_mode_repairs_citations_too():
+    from llama_index.core.llms import MockLLM
+
+    class Fixed(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            return CompletionResponse(text="Verdict: SUPPORTED\nExplanation: See [1] and [8].")
+
+    verdict = FactCheckSynthesizer(Fixed()).synthesize("c", _nodes("a")).metadata[VERDICT_KEY]
+    assert verdict.method == "text" and verdict.invalid_citations == [8] and verdict.evidence_ids == ["E1"]
+
+
+# ------------------------------------------------------------ benchmark metrics
+def test_benchmark_metrics_and_subset():
+    from llama_index_carag.evaluation.verdict_bench import balanced_subset, summarize_rows
+
+    claims = [TextNode(text=str(i), id_=f"c{i}", metadata={"label": "TFN"[i % 3], "theme": "ab"[i % 2]})
+              for i in range(30)]
+    subset = balanced_subset(claims, 4)
+    assert [c.metadata["label"] for c in subset] == ["T"] * 4 + ["F"] * 4 + ["N"] * 4
+    assert {c.metadata["theme"] for c in subset[:4]} == {"a", "b"}
+    rows = [
+        {"gold": "T", "pred": "T", "parsed": "True", "seconds": "2", "n_passages": "2", "cited": "[1]",
+         "invalid_citations": "[]", "repaired": "False"},
+        {"gold": "N", "pred": "T", "parsed": "True", "seconds": "4", "n_passages": "2", "cited": "[]",
+         "invalid_citations": "[3]", "repaired": "True"},
+    ]
+    m = summarize_rows(rows, [0.5, 0.7])
+    assert m["accuracy"] == 0.5 and m["recall_T"] == 1.0 and m["recall_N"] == 0.0
+    assert m["s_per_verdict"] == 3.0 and m["citation_validity_raw"] == 0.5 and m["citation_validity"] == 1.0
+    assert m["cites_passage"] == 0.5 and m["cos_reason_mpnet"] == 0.6 and m["parse_rate"] == 1.0
