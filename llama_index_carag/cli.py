@@ -304,6 +304,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return 0
 
 
+_FEVER_LABEL = {"T": "SUPPORTED", "F": "REFUTED", "N": "NOT_ENOUGH_INFO"}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_carag.datasets import load_demo_corpus
     from llama_index_carag.indexing import build_faiss_index
@@ -325,13 +328,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     carag_u.persist(out / "index", persist_index=True)
     llm = None if args.no_llm else _llm(args)
     claims = [corpus.claim_nodes[i] for i in (1, 8, 15)][: args.claims]
+    agree = 0
     for claim in claims:
         print("\n" + "=" * 110)
         print(f"CLAIM {claim.node_id} (label {claim.metadata.get('label')}): {claim.text}")
         for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
-            result = _check_result(carag_u.with_settings(alpha=alpha), claim.text, llm)
-            print(f"\n--- {name}")
+            with_llm = llm if (alpha == 0.5 or args.rag_verdicts) else None  # one verdict per claim by default
+            result = _check_result(carag_u.with_settings(alpha=alpha), claim.text, with_llm)
+            print(f"\n--- {name}" + ("" if with_llm is not None or llm is None else " (retrieval only; --rag-verdicts adds its verdict)"))
             _print_check(result)
+            if alpha == 0.5 and result["verdict"] is not None:
+                agree += result["verdict"]["label"] == _FEVER_LABEL.get(str(claim.metadata.get("label")))
+    if llm is not None:
+        print(f"\nCARAG-u verdicts agreeing with the demo corpus's labels: {agree} of {len(claims)}")
     soi = carag_u.build_soi(claims[0].text)
     html = write_soi_html(soi, out / "soi_graph.html")
     png = write_soi_png(soi, out / "soi_graph.png")
@@ -523,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="carag_demo_output", help="output folder (default: ./carag_demo_output)")
     p.add_argument("--claims", type=_positive_int("--claims"), default=3)
     p.add_argument("--no-llm", action="store_true", help="skip the verdicts (retrieval only)")
+    p.add_argument("--rag-verdicts", action="store_true", help="also give verdicts for the plain-RAG evidence")
     add_llm(p)
     p.set_defaults(func=cmd_demo)
 

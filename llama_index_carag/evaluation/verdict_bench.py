@@ -227,12 +227,12 @@ def run_verdict_bench(
         t0 = time.perf_counter()
         llm = (load_llm or resolve_llm)(name)
         load_s = time.perf_counter() - t0
-        synth = FactCheckSynthesizer(llm, label_bias={})
+        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
         info: dict[str, Any] = {"load_s": round(load_s, 1), "label_mode": synth.label_mode}
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)
             info.update(bias=tuned["bias"], tune_macro_F1=round(tuned["tune_macro_F1"], 4), tune_n=tuned["n"])
-            synth = FactCheckSynthesizer(llm, label_bias=tuned["bias"])
+            synth = FactCheckSynthesizer(llm, label_bias=tuned["bias"], show_ids=False)
         _report(bench, synth, report, name, rows_path)
         meta["llms"][name] = info
         del synth, llm
