@@ -2,7 +2,7 @@
 
     python benchmarks/bench_serve.py                       # 200 concurrent, stub LLM, demo index
     python benchmarks/bench_serve.py --requests 500 --concurrency 100
-    python benchmarks/bench_serve.py --llm default --requests 20 --concurrency 20   # the real offline LLM (slow)
+    python benchmarks/bench_serve.py --llm smollm2 --requests 20 --concurrency 20 --baseline 5 --no-stream
 
 The server is the real ``carag serve`` in a subprocess on 127.0.0.1 (a free port), on the demo
 index (built once into ``--index`` if missing).  With ``--llm stub`` it answers through
@@ -66,6 +66,13 @@ def make_stub_llm() -> Any:
     return BenchStubLLM()
 
 
+def make_named_llm() -> Any:
+    """``--llm-factory benchmarks.bench_serve:make_named_llm``: ``resolve_llm($CARAG_BENCH_LLM)``."""
+    from llama_index_carag.models import resolve_llm
+
+    return resolve_llm(os.environ["CARAG_BENCH_LLM"])
+
+
 def ensure_index(path: Path) -> Path:
     if (path / "carag").is_dir():
         return path
@@ -82,12 +89,13 @@ def ensure_index(path: Path) -> Path:
 
 
 def start_server(index: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    llm = ["--llm-factory", "benchmarks.bench_serve:make_stub_llm"] if args.llm == "stub" else (
-        [] if args.llm == "default" else ["--llm", args.llm])
+    factory = "make_stub_llm" if args.llm == "stub" else "make_named_llm"
+    llm = ["--llm-factory", f"benchmarks.bench_serve:{factory}"]
     cmd = [str(Path(sys.executable).parent / "carag"), "serve", "--index", str(index), "--port", "0",
            "--host", "127.0.0.1", "--max-pending", str(max(256, args.concurrency)),
            "--retrieval-workers", str(args.workers), "--timeout", str(args.timeout), *llm]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "CARAG_BENCH_LLM": args.llm}
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, env=env)
     for line in proc.stdout:
         if line.startswith("carag serve: http://"):
             return proc, line.split()[2].rstrip("/")
@@ -189,16 +197,17 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=200)
     p.add_argument("--workers", type=int, default=4, help="--retrieval-workers of the server")
-    p.add_argument("--llm", default="stub", help="stub (default), default (the offline LLM), or a model name")
+    p.add_argument("--llm", default="stub",
+                   help="stub (default), or a name for resolve_llm: default, smollm2, qwen1.5b, a hub id/path")
+    p.add_argument("--baseline", type=int, default=None,
+                   help="demo claims in the sequential pass (default all 21); the load cycles over them")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
     args = p.parse_args()
     index = ensure_index(Path(args.index))
     from llama_index_carag.datasets import load_demo_corpus
 
-    claims = [c.text for c in load_demo_corpus().claim_nodes]
-    if args.llm != "stub":
-        claims = claims[: min(len(claims), args.requests)]
+    claims = [c.text for c in load_demo_corpus().claim_nodes][: args.baseline]
     proc, url = start_server(index, args)
     try:
         rows = asyncio.run(run(url, claims, args))

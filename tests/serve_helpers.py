@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.parse
 import urllib.request
@@ -123,7 +124,8 @@ class LiveServer:
         carag = Path(sys.executable).parent / "carag"
         cmd = [str(carag), "serve", "--index", str(index), "--host", "127.0.0.1", "--port", "0", *args]
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        self.log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty server never blocks
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      env=full_env)
         self.url = self._read_url(start_timeout)
 
@@ -141,7 +143,7 @@ class LiveServer:
         threading.Thread(target=read, daemon=True).start()
         if not done.wait(timeout) or not found:
             self.stop()
-            raise RuntimeError(f"carag serve did not start: {self.proc.stderr.read()[-3000:]}")
+            raise RuntimeError(f"carag serve did not start: {self.stop()[-3000:]}")
         return found[0].rstrip("/")
 
     def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -159,7 +161,8 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(30)
-        return self.proc.stderr.read() if self.proc.stderr else ""
+        self.log.seek(0)
+        return self.log.read()
 
 
 # --------------------------------------------------------------------------- Chromium over CDP
@@ -243,12 +246,13 @@ class Chromium:
 
     def __init__(self, profile: Path, timeout: float = 120, width: int = 1280, height: int = 1400) -> None:
         profile.mkdir(parents=True, exist_ok=True)
+        self._log = tempfile.TemporaryFile(mode="w+")  # Chromium logs a lot; a pipe could fill and block it
         self.proc = subprocess.Popen(
             [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
              "--disable-background-networking", "--disable-component-update", "--disable-extensions",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={profile}",
              f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL, stderr=self._log, text=True,
         )
         port = self._port(profile / "DevToolsActivePort", timeout)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as r:
@@ -263,7 +267,8 @@ class Chromium:
         done = threading.Event()
         while not done.wait(0.1):
             if self.proc.poll() is not None:
-                raise RuntimeError(f"chromium exited: {self.proc.stderr.read()[-2000:]}")
+                self._log.seek(0)
+                raise RuntimeError(f"chromium exited: {self._log.read()[-2000:]}")
             if path.is_file() and path.read_text().strip():
                 return int(path.read_text().split()[0])
             timeout -= 0.1

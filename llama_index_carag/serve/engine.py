@@ -82,7 +82,7 @@ class CheckEngine:
         """``text`` with NULs and lone surrogates removed; 422 if empty or over ``limit`` characters."""
         text = sanitize_text(text)
         if not text.strip():
-            raise ApiError(422, "invalid_request", f"{name}: is empty; give the claim to check")
+            raise ApiError(422, "invalid_request", f"{name}: is empty (after removing NUL characters)")
         if len(text.strip()) > limit:
             raise ApiError(422, "invalid_request", f"{name}: is {len(text.strip())} characters; the limit is {limit}")
         return text
@@ -100,13 +100,13 @@ class CheckEngine:
         response = await self._run(self.llm_limiter, self.synthesizer.synthesize, retrieved.claim, retrieved.nodes)
         return verdict_dict(response.metadata["verdict"])
 
-    async def check(self, claim: str, *, with_verdict: bool = True) -> CheckResult:
+    async def check(self, claim: str) -> CheckResult:
         """Retrieval, SOI and (with a synthesizer) the verdict; 504 past the timeout, 502 if the LLM fails."""
         try:
             with self._timeout():
                 retrieved = await self.retrieve(claim)
                 verdict = None
-                if with_verdict and self.synthesizer is not None:
+                if self.synthesizer is not None:
                     verdict = await _llm_step(self._verdict(retrieved))
                 return retrieved.result(verdict)
         except TimeoutError:

@@ -20,7 +20,8 @@ class ServeSettings:
         llm_workers: LLM calls (verdicts, chat turns) at the same time; 1 suits one local model.
         max_pending: requests admitted at once (running + waiting for a worker); one more gets 503.
         request_timeout_s: a request still running after this many seconds gets 504 (a stream
-            ends with an ``error`` event); its worker thread finishes in the background.
+            ends with an ``error`` event); its worker slot is freed, and the thread (which Python
+            cannot stop) finishes in the background.
         max_sessions: chat sessions kept at once; creating one more (after expired ones are
             dropped) gets 503.
         session_ttl_s: a chat session unused this long expires.
