@@ -127,14 +127,15 @@ class HFLabelScorer:
         device = getattr(self.model, "device", "cpu")
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True)
-            cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            cache, first = _returned_cache(out), torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             logprobs: dict[VerdictLabel, float] = {}
             for label, text in LABEL_STRINGS.items():
                 ids = self._ids(text)
                 total = float(first[ids[0]])
                 if len(ids) > 1:
                     step = self.model(
-                        input_ids=torch.tensor([ids[:-1]], device=device), past_key_values=cache, use_cache=True
+                        input_ids=torch.tensor([ids[:-1]], device=device), use_cache=True,
+                        **{_cache_arg(self.model): cache},
                     )
                     rest = torch.log_softmax(step.logits[0].float(), dim=-1)
                     total += float(sum(rest[i, t] for i, t in enumerate(ids[1:])))
@@ -160,9 +161,9 @@ class HFLabelScorer:
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
-                past_key_values=cache,
                 max_new_tokens=self.max_new_tokens,
                 stopping_criteria=stop,
+                **{_cache_arg(self.model): cache},
                 **kwargs,
             )
         text = self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
@@ -175,6 +176,21 @@ class HFLabelScorer:
         scores, cache, prompt_ids = self.score(messages)
         label = scores.best(bias)
         return label, scores, self.explain(label, cache, prompt_ids)
+
+
+def _cache_arg(model: Any) -> str:
+    """The KV-cache keyword of ``model.forward``/``generate``: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+    import inspect
+
+    try:
+        return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    except (TypeError, ValueError):  # pragma: no cover - unusual wrappers
+        return "past_key_values"
+
+
+def _returned_cache(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def _crop(cache: Any, length: int) -> None:

