@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
+from llama_index_carag.cluster_store import ClusterGroup, GroupKey, MemoryClusters
 from llama_index_carag.clustering import ThematicClusterer
 from llama_index_carag.soi import (
     ClusterMembers,
@@ -39,11 +40,10 @@ from llama_index_carag.vectors import as_matrix, as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CorpusItems", "ThematicContext", "MODES", "normalize_claim_text"]
+__all__ = ["CorpusItems", "ThematicContext", "MODES", "normalize_claim_text", "GroupKey"]
 
 MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]
-GroupKey = tuple[str | None, int]
 
 
 def normalize_claim_text(text: str) -> str:
@@ -96,33 +96,6 @@ class SOIQuery:
     def kinds(self) -> dict[str, str]:
         """``{item id: SOI key}``."""
         return self.core.kinds(self.members)
-
-
-class _Group:
-    """Members of one cluster, stored contiguously."""
-
-    __slots__ = ("ids", "unit", "is_claim", "claim_of")
-
-    def __init__(self, ids: list[str], unit: np.ndarray, is_claim: np.ndarray, claim_of: list[str | None]) -> None:
-        self.ids = ids
-        self.unit = np.ascontiguousarray(unit, dtype=np.float32)
-        self.is_claim = np.asarray(is_claim, dtype=bool)
-        self.claim_of = claim_of
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-def _set_group(
-    groups: dict[GroupKey, "_Group"], where: dict[str, tuple[GroupKey, int]], key: GroupKey, group: "_Group"
-) -> None:
-    """Put ``group`` under ``key`` (dropping it when empty) and index its members' positions."""
-    if len(group):
-        groups[key] = group
-    else:
-        groups.pop(key, None)
-    for pos, node_id in enumerate(group.ids):
-        where[node_id] = (key, pos)
 
 
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
@@ -261,37 +234,33 @@ class ThematicContext:
         order = np.lexsort((is_claim, labels, theme_index))
         unit = X[order]
         unit /= norms[order, None].astype(np.float32)
-        groups: dict[GroupKey, _Group] = {}
-        where: dict[str, tuple[GroupKey, int]] = {}
+        groups: dict[GroupKey, ClusterGroup] = {}
         theme_names = list(partitions)
         keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
         for start, stop in zip(bounds[:-1], bounds[1:]):
             rows = order[start:stop]
             key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
-            _set_group(groups, where, key, _Group([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]))
+            groups[key] = ClusterGroup([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows])
         for theme in theme_names:
             if theme is not None:
                 members = [g.unit for (t, _), g in groups.items() if t == theme]
                 total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
                 self.theme_centroids_[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
-        self._publish(groups, where)
-        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._groups))
+        self._publish(MemoryClusters(groups, self.dim_))
+        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._clusters.groups))
         return self
 
-    # A fitted context's clusters live in one immutable view, ``(groups, where)``.  Writers
-    # (add/remove) build a new view under the lock and publish it with one assignment, so a
-    # concurrent query always reads a consistent snapshot.
+    # A fitted context's members live in one immutable MemoryClusters snapshot.  Writers
+    # (add/remove) build a new one under the lock and publish it with one assignment, so a
+    # concurrent query always reads a consistent view.
     @property
-    def _groups(self) -> dict[GroupKey, _Group]:
-        return self._view[0]
+    def clusters(self) -> MemoryClusters:
+        """The members held in memory (all items; for Qdrant, the claims)."""
+        return self._clusters
 
-    @property
-    def _where(self) -> dict[str, tuple[GroupKey, int]]:
-        return self._view[1]
-
-    def _publish(self, groups: dict[GroupKey, _Group], where: dict[str, tuple[GroupKey, int]]) -> None:
-        self._view = (groups, where)
+    def _publish(self, clusters: MemoryClusters) -> None:
+        self._clusters = clusters
         names = list(self.theme_centroids_) if getattr(self, "theme_centroids_", None) else []
         self._centroid_names = names
         self._centroid_matrix = np.vstack([self.theme_centroids_[t] for t in names]) if names else None
@@ -320,7 +289,7 @@ class ThematicContext:
             return self._add_locked(items, unit)
 
     def _add_locked(self, items: CorpusItems, unit: np.ndarray) -> list[GroupKey]:
-        self.remove_items([i for i in items.ids if i in self._where])
+        self.remove_items([i for i in items.ids if i in self._clusters])
         themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
         keys: list[GroupKey] = []
         for i in range(len(items.ids)):
@@ -333,26 +302,19 @@ class ThematicContext:
             for i, label in zip(rows, self.clusterers_[theme].predict(unit[rows])):
                 keys[i] = (theme, int(label))
         claim_of = list(items.claim_of)
-        groups, where = dict(self._groups), dict(self._where)
+        added: dict[GroupKey, ClusterGroup] = {}
         for key in dict.fromkeys(keys):
             rows = [i for i, k in enumerate(keys) if k == key]
-            old = groups.get(key)
-            new = _Group(
+            added[key] = ClusterGroup(
                 [items.ids[r] for r in rows], unit[rows], np.asarray(items.is_claim, dtype=bool)[rows],
                 [claim_of[r] for r in rows],
             )
-            if old is not None:
-                new = _Group(
-                    old.ids + new.ids, np.vstack([old.unit, new.unit]), np.concatenate([old.is_claim, new.is_claim]),
-                    old.claim_of + new.claim_of,
-                )
-            _set_group(groups, where, key, new)
         claim_node_of, claim_texts = dict(self._claim_node_of), dict(self._claim_texts)
         for i in np.flatnonzero(np.asarray(items.is_claim, dtype=bool)):
             claim_node_of[str(claim_of[i])] = items.ids[i]
         claim_texts.update(items.claim_texts or {})
         self._claim_node_of, self._claim_texts = claim_node_of, claim_texts
-        self._publish(groups, where)
+        self._publish(self._clusters.with_added(added))
         self.n_items_ += len(items.ids)
         self._invalidate()
         return keys
@@ -365,30 +327,17 @@ class ThematicContext:
         """
         self._check_fitted()
         with self._lock:
-            groups, where = dict(self._groups), dict(self._where)
-            by_group: dict[GroupKey, set[int]] = {}
-            for node_id in ids:
-                found = where.pop(node_id, None)
-                if found is not None:
-                    by_group.setdefault(found[0], set()).add(found[1])
-            if not by_group:
+            before = self._clusters
+            after, claims = before.without(ids)
+            if after is before:
                 return 0
-            removed = 0
             claim_node_of, claim_texts = dict(self._claim_node_of), dict(self._claim_texts)
-            for key, positions in by_group.items():
-                group = groups[key]
-                keep = np.array([p for p in range(len(group)) if p not in positions], dtype=np.int64)
-                removed += len(positions)
-                for p in positions:
-                    if group.is_claim[p]:
-                        claim_node_of.pop(str(group.claim_of[p]), None)
-                        claim_texts.pop(group.ids[p], None)
-                _set_group(
-                    groups, where, key,
-                    _Group([group.ids[p] for p in keep], group.unit[keep], group.is_claim[keep], [group.claim_of[p] for p in keep]),
-                )
+            for node_id, claim in claims:
+                claim_node_of.pop(str(claim), None)
+                claim_texts.pop(node_id, None)
             self._claim_node_of, self._claim_texts = claim_node_of, claim_texts
-            self._publish(groups, where)
+            self._publish(after)
+            removed = len(before) - len(after)
             self.n_items_ -= removed
             self._invalidate()
             return removed
@@ -405,20 +354,20 @@ class ThematicContext:
 
     # ----------------------------------------------------------------- queries
     def _check_fitted(self) -> None:
-        if not hasattr(self, "_view"):
+        if not hasattr(self, "_clusters"):
             raise RuntimeError("ThematicContext is not fitted; call fit() first.")
 
     @property
     def groups(self) -> list[GroupKey]:
         """``(theme, cluster)`` keys of the non-empty clusters."""
         self._check_fitted()
-        return list(self._groups)
+        return self._clusters.keys()
 
     def group_size(self, key: GroupKey) -> int:
-        return len(self._groups.get(key, ()))
+        return self._clusters.size(key)
 
     def __contains__(self, node_id: object) -> bool:
-        return hasattr(self, "_view") and node_id in self._where
+        return hasattr(self, "_clusters") and node_id in self._clusters
 
     @property
     def claim_node_ids(self) -> list[str]:
@@ -437,22 +386,17 @@ class ThematicContext:
 
     def cluster_of(self, node_id: str) -> int | None:
         """Cluster of a corpus node (``None`` for a node not clustered)."""
-        where = self._where.get(node_id)
-        return None if where is None else where[0][1]
+        key = self._clusters.key_of(node_id)
+        return None if key is None else key[1]
 
     def theme_of(self, node_id: str) -> str | None:
         """Theme group of a corpus node (supervised mode), else ``None``."""
-        where = self._where.get(node_id)
-        return None if where is None else where[0][0]
+        key = self._clusters.key_of(node_id)
+        return None if key is None else key[0]
 
     def unit_vector(self, node_id: str) -> np.ndarray | None:
         """The stored unit embedding of a corpus node, shape ``(d,)``, or ``None``."""
-        groups, index = self._view  # one snapshot: position and group always agree
-        where = index.get(node_id)
-        if where is None:
-            return None
-        key, pos = where
-        return groups[key].unit[pos]
+        return self._clusters.unit_vector(node_id)  # one snapshot: position and group always agree
 
     def match_claim(self, text: str) -> str | None:
         """Claim id of the corpus claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
@@ -472,8 +416,9 @@ class ThematicContext:
         """
         self._check_fitted()
         node_id = self._claim_node_of.get(claim_id) if claim_id is not None else None
-        if node_id is not None and node_id in self._where:
-            return self._where[node_id][0]
+        key = None if node_id is None else self._clusters.key_of(node_id)
+        if key is not None:
+            return key
         q = query_vector if unit else l2_normalize(as_vector(query_vector, dim=self.dim_))
         if self.mode == "supervised":
             theme: str | None = self.nearest_theme(q)
@@ -485,14 +430,10 @@ class ThematicContext:
     def members(self, key: GroupKey, *, include_texts: bool = True) -> ClusterMembers:
         """The members of cluster ``key`` (views, no copies; texts looked up lazily, or not at all)."""
         self._check_fitted()
-        group = self._groups.get(key)
-        if group is None:
-            return ClusterMembers([], [], np.zeros((0, self.dim_), np.float32), np.zeros(0, bool), [])
-        texts = None
-        if include_texts:
-            lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
-            texts = _Texts(group.ids, lambda node_id: self._claim_texts.get(node_id) or lookup(node_id))
-        return ClusterMembers(group.ids, texts, group.unit, group.is_claim, group.claim_of)
+        if not include_texts:
+            return self._clusters.members(key)
+        lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
+        return self._clusters.members(key, lambda ids: _Texts(ids, lambda i: self._claim_texts.get(i) or lookup(i)))
 
     def build_soi(
         self,
@@ -613,16 +554,7 @@ class ThematicContext:
                 arrays[f"clusterer{i}_{name}"] = arr
             if theme is not None:
                 arrays[f"centroid{i}"] = self.theme_centroids_[theme]
-        for key, group in self._groups.items():
-            info["groups"].append(
-                {
-                    "theme": key[0],
-                    "cluster": key[1],
-                    "ids": group.ids,
-                    "is_claim": group.is_claim.astype(int).tolist(),
-                    "claim_of": group.claim_of,
-                }
-            )
+        info["groups"] = self._clusters.get_state()
         return info, arrays
 
     @classmethod
@@ -659,21 +591,11 @@ class ThematicContext:
             self.clusterers_[theme] = ThematicClusterer.from_state(c_info, c_arrays)
             if theme is not None:
                 self.theme_centroids_[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
-        groups: dict[GroupKey, _Group] = {}
-        where: dict[str, tuple[GroupKey, int]] = {}
-        n = 0
-        for g in info["groups"]:
-            ids = [str(x) for x in g["ids"]]
-            unit = l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))
-            if unit.shape != (len(ids), self.dim_):
-                raise ValueError(
-                    f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {self.dim_})."
-                )
-            key: GroupKey = (g["theme"], int(g["cluster"]))
-            _set_group(groups, where, key, _Group(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"])))
-            n += len(ids)
-        self._publish(groups, where)
-        self.n_items_ = n
+        clusters = MemoryClusters.from_state(
+            info["groups"], self.dim_, lambda ids: l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))
+        )
+        self._publish(clusters)
+        self.n_items_ = len(clusters)
         return self
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
@@ -682,14 +604,8 @@ class ThematicContext:
         A server-side context (Qdrant) holds no evidence vectors and returns none.
         """
         self._check_fitted()
-        ids: list[str] = []
-        blocks: list[np.ndarray] = []
-        for group in self._groups.values():
-            rows = np.flatnonzero(~group.is_claim)
-            ids += [group.ids[r] for r in rows]
-            blocks.append(group.unit[rows])
-        return ids, (np.vstack(blocks) if blocks else np.zeros((0, self.dim_), np.float32))
+        return self._clusters.evidence_units()
 
     def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
         """``(node_id, (theme, cluster))`` for every clustered item."""
-        return ((node_id, where[0]) for node_id, where in self._where.items())
+        return self._clusters.iter_items()

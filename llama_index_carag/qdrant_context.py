@@ -27,7 +27,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from llama_index_carag.clustering import ThematicClusterer
-from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext, _Group, _set_group
+from llama_index_carag.cluster_store import ClusterGroup, MemoryClusters
+from llama_index_carag.context import CorpusItems, GroupKey, ThematicContext
 from llama_index_carag.soi import ClusterMembers, SOICore
 from llama_index_carag.vectors import l2_normalize
 
@@ -161,23 +162,13 @@ class QdrantThematicContext(ThematicContext):
             cl = [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
             self._fit_partition(theme, [ids[i] for i in ev], [claims.ids[i] for i in cl], claim_vectors[cl], show_progress)
         self._assign_all(ids, themes, show_progress)
-        groups: dict[GroupKey, _Group] = {}
-        where: dict[str, tuple[GroupKey, int]] = {}
+        groups: dict[GroupKey, ClusterGroup] = {}  # the claims stay in memory
         for i, (cid, theme) in enumerate(zip(claims.ids, claim_themes)):
-            key = (theme if self.mode == "supervised" else None, -1)
-            label = int(self.clusterers_[key[0]].predict(claim_vectors[i : i + 1])[0])
-            key = (key[0], label)
-            group = groups.get(key)
-            unit = l2_normalize(claim_vectors[i : i + 1])
-            if group is None:
-                group = _Group([cid], unit, np.array([True]), [claims.claim_of[i]])
-            else:
-                group = _Group(
-                    group.ids + [cid], np.vstack([group.unit, unit]), np.append(group.is_claim, True),
-                    group.claim_of + [claims.claim_of[i]],
-                )
-            _set_group(groups, where, key, group)
-        self._publish(groups, where)
+            part = theme if self.mode == "supervised" else None
+            key = (part, int(self.clusterers_[part].predict(claim_vectors[i : i + 1])[0]))
+            one = ClusterGroup([cid], l2_normalize(claim_vectors[i : i + 1]), np.array([True]), [claims.claim_of[i]])
+            groups[key] = one if key not in groups else groups[key].extended(one)
+        self._publish(MemoryClusters(groups, self.dim_))
         self.n_items_ = len(ids) + len(claims.ids)
         self._evidence_count = len(ids)
         logger.info("Fitted %s context on Qdrant collection %r: %d points", self.mode, self._collection, len(ids))
@@ -241,10 +232,10 @@ class QdrantThematicContext(ThematicContext):
     # -------------------------------------------------------------- queries
     @property
     def groups(self) -> list[GroupKey]:
-        return sorted(set(self._counts) | set(self._groups), key=lambda k: (str(k[0]), k[1]))
+        return sorted(set(self._counts) | set(self.clusters.keys()), key=lambda k: (str(k[0]), k[1]))
 
     def group_size(self, key: GroupKey) -> int:
-        return self._counts.get(key, 0) + len(self._groups.get(key, ()))
+        return self._counts.get(key, 0) + self.clusters.size(key)
 
     def _query_members(
         self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, include_texts: bool
@@ -265,7 +256,7 @@ class QdrantThematicContext(ThematicContext):
             offset += len(page)
             if len(page) < limit or (top_m is not None and len(points) >= top_m):
                 break
-        claims = self._groups.get(key)
+        claims = self.clusters.group(key)
         ids = [str(p.id) for p in points]
         unit = l2_normalize(np.vstack([self._vector(p) for p in points])) if points else np.zeros((0, self.dim_), np.float32)
         claim_of: list[str | None] = [
@@ -282,12 +273,12 @@ class QdrantThematicContext(ThematicContext):
         return ClusterMembers(ids, texts, unit, is_claim, claim_of)
 
     def _cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
-        claims = self._groups.get(key)
+        claims = self.clusters.group(key)
         other_claims = sum(1 for c in claims.claim_of if c != claim_id) if claims is not None else 0
         return self._counts.get(key, 0) + (other_claims if self.mode == "supervised" else 0)
 
     def _fetch(self, node_ids: Sequence[str]) -> dict[str, Any]:
-        local = {i for i in node_ids if i in self._where}
+        local = {i for i in node_ids if i in self.clusters}
         remote = [i for i in node_ids if i not in local]
         points = self._client.retrieve(self._collection, ids=remote, with_vectors=True, with_payload=[CLUSTER_PAYLOAD_KEY]) if remote else []
         return {str(p.id): p for p in points}
@@ -301,7 +292,7 @@ class QdrantThematicContext(ThematicContext):
         points = self._fetch(node_ids) if points is None else points
         out: list[np.ndarray | None] = []
         for i in node_ids:
-            if i in self._where:
+            if i in self.clusters:
                 out.append(super().unit_vector(i))
             elif i in points:
                 out.append(l2_normalize(self._vector(points[i])))
@@ -313,7 +304,7 @@ class QdrantThematicContext(ThematicContext):
         points = self._fetch(node_ids) if points is None else points
         out: list[int | None] = []
         for i in node_ids:
-            if i in self._where:
+            if i in self.clusters:
                 out.append(super().cluster_of(i))
             elif i in points and CLUSTER_PAYLOAD_KEY in (points[i].payload or {}):
                 out.append(int(points[i].payload[CLUSTER_PAYLOAD_KEY]))
@@ -343,7 +334,7 @@ class QdrantThematicContext(ThematicContext):
         return self._merge_claims(key, points, include_texts, zero)
 
     def _merge_claims(self, key: GroupKey, points: list[Any], include_texts: bool, zero: np.ndarray) -> ClusterMembers:
-        claims = self._groups.get(key)
+        claims = self.clusters.group(key)
         ids = [str(p.id) for p in points] + (claims.ids if claims else [])
         unit = np.vstack([l2_normalize(self._vector(p)) for p in points] + ([claims.unit] if claims else []) or [zero[None, :0]])
         is_claim = np.array([False] * len(points) + [True] * (len(claims) if claims else 0), dtype=bool)
@@ -396,10 +387,10 @@ class QdrantThematicContext(ThematicContext):
     def remove_items(self, ids: Iterable[str]) -> int:
         """Points deleted from the collection leave every SOI by themselves; only local counts change."""
         ids = list(ids)
-        removed = super().remove_items([i for i in ids if i in self._where])
-        gone = [i for i in ids if i not in self._where]
+        removed = super().remove_items([i for i in ids if i in self.clusters])
+        gone = [i for i in ids if i not in self.clusters]
         self._counts = {}
-        for _, key in ((i, k) for i, k in self.iter_items() if i not in self._where):
+        for _, key in ((i, k) for i, k in self.iter_items() if i not in self.clusters):
             self._counts[key] = self._counts.get(key, 0) + 1
         total = sum(self._counts.values())
         delta = self._evidence_count - total
@@ -439,7 +430,7 @@ class QdrantThematicContext(ThematicContext):
         ctx._counts = {(t, int(c)): int(n) for t, c, n in info.get("counts", [])}
         ctx.claims_in_collection_ = list(info.get("claims_in_collection", []))
         ctx._evidence_count = sum(ctx._counts.values())
-        ctx.n_items_ = ctx._evidence_count + len(ctx._where)
+        ctx.n_items_ = ctx._evidence_count + len(ctx.clusters)
         return ctx
 
 
