@@ -10,8 +10,8 @@ the number of passages in the prompt and returns an :class:`ExplanationCheck`:
 * **agreement with the label** — a sentence whose own stance
   (:func:`~llama_index_carag.verdict.sentence_stance`) contradicts the label is
   dropped: for SUPPORTED a refuting, not-supported or not-enough-info sentence;
-  for REFUTED a supporting one; for NOT_ENOUGH_INFO a supporting or refuting
-  one.  If no sentence is left, a neutral sentence naming the label stands in
+  for REFUTED a supporting or not-enough-info one ("does not support" fits
+  REFUTED); for NOT_ENOUGH_INFO a supporting or refuting one.  If no sentence is left, a neutral sentence naming the label stands in
   and ``repaired`` is set.
 """
 
@@ -32,7 +32,7 @@ _PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
 #: Sentence stances that contradict each label.
 CONTRADICTING_STANCES: dict[VerdictLabel, frozenset[str]] = {
     VerdictLabel.SUPPORTED: frozenset({"REFUTED", "NOT_SUPPORTED", "NOT_ENOUGH_INFO"}),
-    VerdictLabel.REFUTED: frozenset({"SUPPORTED"}),
+    VerdictLabel.REFUTED: frozenset({"SUPPORTED", "NOT_ENOUGH_INFO"}),
     VerdictLabel.NOT_ENOUGH_INFO: frozenset({"SUPPORTED", "REFUTED"}),
 }
 _FALLBACK = {

@@ -41,6 +41,8 @@ def test_sentences_contradicting_the_label_are_dropped():
     assert check.dropped == ["However passage [2] refutes the claim."]
     refuted = check_explanation(text, R, 2)
     assert refuted.text == "However passage [2] refutes the claim."
+    nei_for_refuted = check_explanation("Passage [1] does not support it. There is not enough information.", R, 1)
+    assert nei_for_refuted.text == "Passage [1] does not support it."
 
 
 def test_nothing_left_gives_a_neutral_sentence_of_the_label():
