@@ -48,10 +48,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval_command(args: argparse.Namespace) -> int:
     from llama_index_carag.datasets import load_demo_corpus, load_factver
-    from llama_index_carag.evaluation.alignment import thematic_alignment
-    from llama_index_carag.evaluation.verdicts import accuracy, macro_f1
-    from llama_index_carag.models import resolve_embed_model, resolve_llm
-    from llama_index_carag.stores import get_node_embeddings
+    from llama_index_carag.models import resolve_embed_model
 
     if args.k < 1:
         raise ValueError("--k must be >= 1")
@@ -81,37 +78,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         "seconds": None,
     }
     if args.explain:
-        llm = resolve_llm(args.llm)
-        explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)
-        summary["files"].append(str(write_explanations(explained, out)))
-        gold = explained["gold"]
-        verdict_rows = []
-        for name, verdicts in explained["methods"].items():
-            pred = [v.label.to_fever() for v in verdicts]
-            pairs = [(g, p) for g, p in zip(gold, pred) if g in ("T", "F", "N")]
-            verdict_rows.append(
-                {
-                    "method": name,
-                    "accuracy": round(accuracy([g for g, _ in pairs], [p for _, p in pairs]), 4),
-                    "macro_F1": round(macro_f1([g for g, _ in pairs], [p for _, p in pairs]), 4),
-                    "parsed": sum(v.parsed for v in verdicts),
-                    "claims": len(verdicts),
-                }
-            )
-        summary["verdicts"] = verdict_rows
-        texts = {_explanation_column(m): [v.explanation for v in vs] for m, vs in explained["methods"].items()}
-        vectors = {m: np.asarray(model.get_text_embedding_batch(t), np.float32) for m, t in texts.items()}
-        themes = [str(t) for t in explained["themes"]]
-        ids, corpus_vectors = get_node_embeddings(setup.index)
-        corpus_themes = [str(setup.evidence_themes.get(i)) for i in ids]
-        table = thematic_alignment(corpus_vectors, corpus_themes, vectors, themes, seed=args.seed)
-        summary["alignment"] = table.to_dict()
-        extra = "\n\n### verdicts (" + f"{len(claims)} claims, LLM {getattr(llm, 'model_name', type(llm).__name__)})\n\n"
-        extra += markdown_table(verdict_rows, ["method", "accuracy", "macro_F1", "parsed", "claims"])
-        extra += "\n\n### thematic alignment of the explanations (lower = closer to the theme; t-SNE seed "
-        extra += f"{args.seed})\n\n" + table.to_markdown() + "\n"
-        with md_path.open("a", encoding="utf-8") as fh:
-            fh.write(extra)
+        summary.update(_explain(args, setup, claims, model, out, md_path, summary["files"]))
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
@@ -119,3 +86,49 @@ def run_eval_command(args: argparse.Namespace) -> int:
         print(md_path.read_text(encoding="utf-8"))
         print(f"wrote {', '.join(summary['files'])} in {summary['seconds']} s")
     return 0
+
+
+def _verdict_rows(explained: dict[str, Any]) -> list[dict[str, Any]]:
+    from llama_index_carag.evaluation.verdicts import accuracy, macro_f1
+
+    rows = []
+    for name, verdicts in explained["methods"].items():
+        pred = [v.label.to_fever() for v in verdicts]
+        pairs = [(g, p) for g, p in zip(explained["gold"], pred) if g in ("T", "F", "N")]
+        rows.append(
+            {
+                "method": name,
+                "accuracy": round(accuracy([g for g, _ in pairs], [p for _, p in pairs]), 4),
+                "macro_F1": round(macro_f1([g for g, _ in pairs], [p for _, p in pairs]), 4),
+                "parsed": sum(v.parsed for v in verdicts),
+                "claims": len(verdicts),
+            }
+        )
+    return rows
+
+
+def _explain(
+    args: argparse.Namespace, setup: EvalSetup, claims: list[Any], model: Any, out: Path, md_path: Path, files: list[str]
+) -> dict[str, Any]:
+    """``--explain``: verdicts and explanations, their scores and thematic alignment (appended to results.md)."""
+    from llama_index_carag.evaluation.alignment import thematic_alignment
+    from llama_index_carag.models import resolve_llm
+    from llama_index_carag.stores import get_node_embeddings
+
+    llm = resolve_llm(args.llm)
+    explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)
+    files.append(str(write_explanations(explained, out)))
+    verdict_rows = _verdict_rows(explained)
+    texts = {_explanation_column(m): [v.explanation for v in vs] for m, vs in explained["methods"].items()}
+    vectors = {m: np.asarray(model.get_text_embedding_batch(t), np.float32) for m, t in texts.items()}
+    themes = [str(t) for t in explained["themes"]]
+    ids, corpus_vectors = get_node_embeddings(setup.index)
+    corpus_themes = [str(setup.evidence_themes.get(i)) for i in ids]
+    table = thematic_alignment(corpus_vectors, corpus_themes, vectors, themes, seed=args.seed)
+    extra = "\n\n### verdicts (" + f"{len(claims)} claims, LLM {getattr(llm, 'model_name', type(llm).__name__)})\n\n"
+    extra += markdown_table(verdict_rows, ["method", "accuracy", "macro_F1", "parsed", "claims"])
+    extra += "\n\n### thematic alignment of the explanations (lower = closer to the theme; t-SNE seed "
+    extra += f"{args.seed})\n\n" + table.to_markdown() + "\n"
+    with md_path.open("a", encoding="utf-8") as fh:
+        fh.write(extra)
+    return {"verdicts": verdict_rows, "alignment": table.to_dict()}

@@ -15,10 +15,26 @@ import numpy as np
 
 from llama_index_carag.soi import ClusterMembers
 
-__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters"]
+__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters", "LazyTexts"]
 
 #: ``(theme or None, cluster)``.
 GroupKey = tuple[str | None, int]
+
+
+class LazyTexts(Sequence[str]):
+    """Texts of some members, looked up by id only for the items that are read (SOI items kept)."""
+
+    def __init__(self, ids: Sequence[str], lookup: Callable[[str], str]) -> None:
+        self._ids = ids
+        self._lookup = lookup
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._lookup(x) for x in self._ids[i]]
+        return self._lookup(self._ids[int(i)])
 
 
 class ClusterGroup:

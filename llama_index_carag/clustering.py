@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -27,7 +27,7 @@ from llama_index_carag.vectors import as_matrix, l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ThematicClusterer", "COVARIANCE_TYPES"]
+__all__ = ["ThematicClusterer", "COVARIANCE_TYPES", "clusterers_state", "clusterers_from_state"]
 
 COVARIANCE_TYPES = ("diag", "full", "spherical", "tied")
 _STATE_VERSION = 1
@@ -381,3 +381,34 @@ def _count_distinct(matrix: np.ndarray, *, limit: int) -> int:
         return int(np.unique(matrix, axis=0).shape[0])
     head = matrix[: max(limit * 100, 1000)]
     return int(np.unique(head, axis=0).shape[0])
+
+
+def clusterers_state(
+    clusterers: dict[str | None, "ThematicClusterer"], centroids: dict[str, np.ndarray]
+) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """``(infos, arrays)`` of a context's clusterers (one per theme) and theme centroids."""
+    infos: list[dict[str, Any]] = []
+    arrays: dict[str, np.ndarray] = {}
+    for i, theme in enumerate(clusterers):
+        c_info, c_arrays = clusterers[theme].get_state()
+        infos.append(c_info)
+        for name, arr in c_arrays.items():
+            arrays[f"clusterer{i}_{name}"] = arr
+        if theme is not None:
+            arrays[f"centroid{i}"] = centroids[theme]
+    return infos, arrays
+
+
+def clusterers_from_state(
+    themes: list[str | None], infos: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]
+) -> tuple[dict[str | None, "ThematicClusterer"], dict[str, np.ndarray]]:
+    """The clusterers and theme centroids saved by :func:`clusterers_state`."""
+    clusterers: dict[str | None, ThematicClusterer] = {}
+    centroids: dict[str, np.ndarray] = {}
+    for i, (theme, c_info) in enumerate(zip(themes, infos)):
+        prefix = f"clusterer{i}_"
+        c_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        clusterers[theme] = ThematicClusterer.from_state(c_info, c_arrays)
+        if theme is not None:
+            centroids[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
+    return clusterers, centroids

@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from llama_index_carag.cluster_store import ClusterGroup, GroupKey, MemoryClusters
-from llama_index_carag.clustering import ThematicClusterer
+from llama_index_carag.cluster_store import ClusterGroup, GroupKey, LazyTexts, MemoryClusters
+from llama_index_carag.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
+from llama_index_carag.corpus_items import CorpusItems, SOIQuery, normalize_claim_text
 from llama_index_carag.soi import (
     ClusterMembers,
     SOICore,
@@ -46,80 +46,12 @@ MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]
 
 
-def normalize_claim_text(text: str) -> str:
-    """Key used to recognise a query as a corpus claim: case-folded, whitespace collapsed."""
-    return " ".join(str(text).split()).casefold()
-
-
-@dataclass
-class CorpusItems:
-    """Everything clustered, as parallel arrays (evidence and claims together).
-
-    Attributes:
-        ids: node ids, length ``n`` (unique).
-        vectors: embeddings, shape ``(n, d)`` (normalised internally).
-        is_claim: shape ``(n,)`` bool.
-        claim_of: evidence → its claim's id (or ``None``); claim → its own id.
-        themes: theme of each item, or ``None`` (required by supervised mode).
-        claim_texts: claim node id → text (to recognise a query as a corpus
-            claim, and to show claims in SOIs).
-    """
-
-    ids: Sequence[str]
-    vectors: np.ndarray
-    is_claim: np.ndarray
-    claim_of: Sequence[str | None]
-    themes: Sequence[str | None] | None = None
-    claim_texts: Mapping[str, str] | None = None
-
-    def validate(self) -> None:
-        n = len(self.ids)
-        if self.vectors.shape[0] != n or len(self.is_claim) != n or len(self.claim_of) != n:
-            raise ValueError("CorpusItems: ids, vectors, is_claim and claim_of must have the same length.")
-        if self.themes is not None and len(self.themes) != n:
-            raise ValueError("CorpusItems: themes must have one entry per item.")
-        if len(set(self.ids)) != n:
-            seen: set[str] = set()
-            dup = next(i for i in self.ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
-            raise ValueError(f"Duplicated node id {dup!r}: every evidence and claim node needs a unique id.")
-
-
-@dataclass(frozen=True)
-class SOIQuery:
-    """A located query and its SOI rows: ``key`` = ``(theme, cluster)``, the members the rows index."""
-
-    key: GroupKey
-    claim_id: str | None
-    members: ClusterMembers
-    core: SOICore
-
-    def kinds(self) -> dict[str, str]:
-        """``{item id: SOI key}``."""
-        return self.core.kinds(self.members)
-
-
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
     if not enabled:
         return iterable
     from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit="theme" if total > 1 else "step")
-
-
-class _Texts(Sequence[str]):
-    """Lazy texts of a group: looked up by id only for the SOI items that are kept."""
-
-    def __init__(self, ids: Sequence[str], lookup: Callable[[str], str]) -> None:
-        self._ids = ids
-        self._lookup = lookup
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self._lookup(x) for x in self._ids[i]]
-        return self._lookup(self._ids[int(i)])
 
 
 class ThematicContext:
@@ -185,6 +117,14 @@ class ThematicContext:
         self._claim_texts = dict(items.claim_texts or {})
         self._claim_node_of = {str(claim_of[i]): ids[i] for i in np.flatnonzero(is_claim)}
 
+        partitions = self._partitions(items, ids)
+        labels, theme_index = self._cluster(X, ids, partitions, show_progress)
+        self._store_sorted(X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions))
+        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._clusters.groups))
+        return self
+
+    def _partitions(self, items: CorpusItems, ids: list[str]) -> dict[str | None, np.ndarray]:
+        """Rows clustered together: one theme each (supervised), or all (unsupervised)."""
         if self.mode == "supervised":
             themes = list(items.themes) if items.themes is not None else [None] * len(ids)
             missing = [i for i, t in enumerate(themes) if t is None or str(t) == ""]
@@ -197,13 +137,17 @@ class ThematicContext:
             partitions = {t: np.flatnonzero(theme_arr == t) for t in sorted(set(themes))}
         else:
             partitions = {None: np.arange(len(ids))}
-
         if isinstance(self.n_clusters, (int, np.integer)) and not isinstance(self.n_clusters, bool):
             if self.n_clusters > len(ids):
                 raise ValueError(
                     f"n_clusters={self.n_clusters} is larger than the number of nodes to cluster ({len(ids)})."
                 )
+        return partitions
 
+    def _cluster(
+        self, X: np.ndarray, ids: list[str], partitions: dict[str | None, np.ndarray], show_progress: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fit one mixture per partition; ``(labels, partition index)`` of every row."""
         self.clusterers_: dict[str | None, ThematicClusterer] = {}
         self.theme_centroids_: dict[str, np.ndarray] = {}
         labels = np.empty(len(ids), dtype=np.int64)
@@ -229,13 +173,17 @@ class ThematicContext:
             del part
             theme_index[rows] = t_i
             self.clusterers_[theme] = clusterer
+        return labels, theme_index
 
-        # One sorted, normalised copy of the corpus; every cluster is a contiguous view of it.
+    def _store_sorted(
+        self, X: np.ndarray, norms: np.ndarray, ids: list[str], is_claim: np.ndarray, claim_of: list[str | None],
+        labels: np.ndarray, theme_index: np.ndarray, theme_names: list[str | None],
+    ) -> None:
+        """One sorted, normalised copy of the corpus; every cluster is a contiguous view of it."""
         order = np.lexsort((is_claim, labels, theme_index))
         unit = X[order]
         unit /= norms[order, None].astype(np.float32)
         groups: dict[GroupKey, ClusterGroup] = {}
-        theme_names = list(partitions)
         keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
         for start, stop in zip(bounds[:-1], bounds[1:]):
@@ -248,8 +196,6 @@ class ThematicContext:
                 total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
                 self.theme_centroids_[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
         self._publish(MemoryClusters(groups, self.dim_))
-        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self._clusters.groups))
-        return self
 
     # A fitted context's members live in one immutable MemoryClusters snapshot.  Writers
     # (add/remove) build a new one under the lock and publish it with one assignment, so a
@@ -433,7 +379,7 @@ class ThematicContext:
         if not include_texts:
             return self._clusters.members(key)
         lookup = self.text_lookup or (lambda node_id: self._claim_texts.get(node_id, ""))
-        return self._clusters.members(key, lambda ids: _Texts(ids, lambda i: self._claim_texts.get(i) or lookup(i)))
+        return self._clusters.members(key, lambda ids: LazyTexts(ids, lambda i: self._claim_texts.get(i) or lookup(i)))
 
     def build_soi(
         self,
@@ -546,14 +492,7 @@ class ThematicContext:
             "claim_texts": self._claim_texts,
             "claim_node_of": self._claim_node_of,
         }
-        arrays: dict[str, np.ndarray] = {}
-        for i, theme in enumerate(self.clusterers_):
-            c_info, c_arrays = self.clusterers_[theme].get_state()
-            info.setdefault("clusterers", []).append(c_info)
-            for name, arr in c_arrays.items():
-                arrays[f"clusterer{i}_{name}"] = arr
-            if theme is not None:
-                arrays[f"centroid{i}"] = self.theme_centroids_[theme]
+        info["clusterers"], arrays = clusterers_state(self.clusterers_, self.theme_centroids_)
         info["groups"] = self._clusters.get_state()
         return info, arrays
 
@@ -583,14 +522,7 @@ class ThematicContext:
         self.dim_ = int(info["dim"])
         self._claim_texts = dict(info.get("claim_texts") or {})
         self._claim_node_of = dict(info.get("claim_node_of") or {})
-        self.clusterers_ = {}
-        self.theme_centroids_ = {}
-        for i, (theme, c_info) in enumerate(zip(info["themes"], info["clusterers"])):
-            prefix = f"clusterer{i}_"
-            c_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-            self.clusterers_[theme] = ThematicClusterer.from_state(c_info, c_arrays)
-            if theme is not None:
-                self.theme_centroids_[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
+        self.clusterers_, self.theme_centroids_ = clusterers_from_state(info["themes"], info["clusterers"], arrays)
         clusters = MemoryClusters.from_state(
             info["groups"], self.dim_, lambda ids: l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))
         )

@@ -46,7 +46,7 @@ from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer, SearchRequest
 from llama_index_carag.ranking.sources import DenseSource
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings
+from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView
 from llama_index_carag.soi import SubsetOfInterest
 from llama_index_carag.vectors import as_vector, blend_query, l2_normalize
 
@@ -75,31 +75,7 @@ class _Plan:
     rerank: bool = False
 
 
-class _SettingsView:
-    """Read-only attributes mirroring the settings (``retriever.alpha`` is ``retriever.settings.alpha``)."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name, info in CaragSettings.model_fields.items():
-            if name not in cls.__dict__:
-                setattr(cls, name, property(_getter(name), _frozen(name), doc=info.description))
-
-
-def _getter(name: str) -> Any:
-    return lambda self: getattr(self._settings, name)
-
-
-def _frozen(name: str) -> Any:
-    def setter(self: Any, value: Any) -> None:
-        raise AttributeError(
-            f"The retriever's settings are frozen; use retriever.with_settings({name}={value!r}), "
-            "which returns a retriever with the new settings (fitting what they need)."
-        )
-
-    return setter
-
-
-class ContextAwareRetriever(_SettingsView, BaseRetriever):
+class ContextAwareRetriever(SettingsView, BaseRetriever):
     """Context-aware evidence retriever (CARAG / CARAG-u) over a ``VectorStoreIndex``.
 
     Build it with :meth:`from_index` (or :meth:`from_defaults` from nodes), use

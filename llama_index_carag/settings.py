@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from llama_index_carag._validation import check_delta, check_n_clusters, check_top_k, check_unit_interval
 
-__all__ = ["CaragSettings", "PAPER", "TUNED", "PRESETS", "PAPER_SETTINGS", "TUNED_SETTINGS", "FIT_FIELDS"]
+__all__ = ["CaragSettings", "PAPER", "TUNED", "PRESETS", "PAPER_SETTINGS", "TUNED_SETTINGS", "FIT_FIELDS", "SettingsView"]
 
 
 def _positive(name: str) -> Any:
@@ -199,3 +199,30 @@ PAPER_SETTINGS: dict[str, Any] = {"alpha": 0.5, "delta": 0.75, "n_clusters": 10,
 TUNED_SETTINGS: dict[str, Any] = {
     name: getattr(TUNED, name) for name in CaragSettings.model_fields if getattr(TUNED, name) != getattr(PAPER, name)
 }
+
+
+class SettingsView:
+    """Mixin: one read-only attribute per settings field (``obj.alpha`` is ``obj._settings.alpha``).
+
+    Assigning one raises ``AttributeError`` that points to ``with_settings``: settings are frozen.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, info in CaragSettings.model_fields.items():
+            if name not in cls.__dict__:
+                setattr(cls, name, property(_getter(name), _frozen(name), doc=info.description))
+
+
+def _getter(name: str) -> Any:
+    return lambda self: getattr(self._settings, name)
+
+
+def _frozen(name: str) -> Any:
+    def setter(self: Any, value: Any) -> None:
+        raise AttributeError(
+            f"The retriever's settings are frozen; use retriever.with_settings({name}={value!r}), "
+            "which returns a retriever with the new settings (fitting what they need)."
+        )
+
+    return setter
