@@ -15,7 +15,7 @@ from llama_index_carag.fitting import FittedCorpus, docstore_text_lookup
 from llama_index_carag.models import embed_model_name
 from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.settings import FIT_FIELDS, CaragSettings
-from llama_index_carag.stores import faiss_metric, get_node_embeddings, index_node_ids, vector_store_kind
+from llama_index_carag.stores import PERSISTED_KINDS, faiss_metric, get_node_embeddings, index_node_ids, vector_store_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -127,13 +127,14 @@ def _resolve_index(
         from llama_index_carag.indexing import load_persisted_index
 
         kind = info.get("vector_store")
-        if kind not in ("faiss", "faiss_map", "simple"):
+        if kind not in PERSISTED_KINDS:
             raise StateError(
                 f"The state was fitted on a {kind} index, which is not saved on disk; pass index=... to reload it."
             )
         model = resolve_embed_model(embed_model if embed_model is not None else recorded_model)
-        return load_persisted_index(folder.parent, model, kind), model
-    model = resolve_embed_model(embed_model) if embed_model is not None else index._embed_model  # noqa: SLF001
+        index = load_persisted_index(folder.parent, model, kind)
+    else:
+        model = resolve_embed_model(embed_model) if embed_model is not None else index._embed_model  # noqa: SLF001
     if embed_model_name(model) != recorded_model:
         raise StateError(
             f"The state was fitted with embed model {recorded_model!r} but the index/query model is "
@@ -155,11 +156,6 @@ def load_retriever(
         raise StateError(f"{folder} lacks settings; the state is corrupt.") from None
     settings = settings_from_state(saved, ctx_info)
     index, model = _resolve_index(folder, info, index, embed_model)
-    if embed_model_name(model) != info["embed_model"]:
-        raise StateError(
-            f"The state was fitted with embed model {info['embed_model']!r} but the index/query model is "
-            f"{embed_model_name(model)!r}; reload with the same model."
-        )
     claim_ids = [str(i) for i in info.get("claim_ids", [])]
     claim_vectors = arrays.get("claim_vectors", np.zeros((0, dim), np.float32))
     if claim_vectors.shape[0] != len(claim_ids):

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric", "store_size"]
+__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric", "store_size", "PERSISTED_KINDS"]
 
 
 def vector_store_kind(index: "VectorStoreIndex") -> str:
@@ -123,47 +123,56 @@ def get_node_embeddings(
     ids = index_node_ids(index) if node_ids is None else list(node_ids)
     if not ids:
         return ids, np.zeros((0, 0), dtype=np.float32)
-    kind = vector_store_kind(index)
-    store: Any = index.vector_store
-    if kind == "faiss":
-        raw = store.client
-        if raw.ntotal == 0:
-            raise ValueError("The FAISS index is empty.")
-        all_vectors = _faiss_vectors(raw)
-        position = {node_id: int(k) for k, node_id in index.index_struct.nodes_dict.items()}
-        try:
-            rows = np.fromiter((position[i] for i in ids), dtype=np.int64, count=len(ids))
-        except KeyError as exc:
-            raise ValueError(f"Node {exc.args[0]!r} has no embedding in the FAISS index.") from None
-        if not copy and len(rows) == all_vectors.shape[0] and np.array_equal(rows, np.arange(len(rows))):
-            return ids, all_vectors  # storage order: a read-only view, no copy
-        return ids, np.ascontiguousarray(all_vectors[rows], dtype=np.float32)
-    if kind == "faiss_map":
-        import faiss
+    reader = _EMBEDDINGS.get(vector_store_kind(index), _generic_embeddings)
+    return ids, reader(index, ids, copy)
 
-        raw = store.client
-        id_map = store._node_id_to_faiss_id_map  # noqa: SLF001
-        missing = [i for i in ids if i not in id_map]
-        if missing:
-            raise ValueError(f"Node {missing[0]!r} has no embedding in the FAISS index.")
-        inner = faiss.downcast_index(raw.index)
-        if isinstance(inner, faiss.IndexFlat) and raw.ntotal:
-            row_of = {int(fid): r for r, fid in enumerate(faiss.vector_to_array(raw.id_map))}
-            rows = np.fromiter((row_of[int(id_map[i])] for i in ids), dtype=np.int64, count=len(ids))
-            return ids, np.ascontiguousarray(_faiss_vectors(inner)[rows], dtype=np.float32)
-        out = np.empty((len(ids), raw.d), dtype=np.float32)
-        for r, node_id in enumerate(ids):
-            out[r] = raw.reconstruct(int(id_map[node_id]))
-        return ids, out
-    if kind == "simple":
-        table = store.data.embedding_dict
-        missing = [i for i in ids if i not in table or table[i] is None]
-        if missing:
-            raise ValueError(f"Node {missing[0]!r} has no embedding in the vector store.")
-        return ids, np.asarray([table[i] for i in ids], dtype=np.float32)
-    if kind == "QdrantVectorStore":
-        return ids, _qdrant_vectors(store, ids)
-    # Generic: some stores return nodes with their embeddings.
+
+def _faiss_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
+    raw = index.vector_store.client
+    if raw.ntotal == 0:
+        raise ValueError("The FAISS index is empty.")
+    all_vectors = _faiss_vectors(raw)
+    position = {node_id: int(k) for k, node_id in index.index_struct.nodes_dict.items()}
+    try:
+        rows = np.fromiter((position[i] for i in ids), dtype=np.int64, count=len(ids))
+    except KeyError as exc:
+        raise ValueError(f"Node {exc.args[0]!r} has no embedding in the FAISS index.") from None
+    if not copy and len(rows) == all_vectors.shape[0] and np.array_equal(rows, np.arange(len(rows))):
+        return all_vectors  # storage order: a read-only view, no copy
+    return np.ascontiguousarray(all_vectors[rows], dtype=np.float32)
+
+
+def _faiss_map_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
+    import faiss
+
+    store: Any = index.vector_store
+    raw = store.client
+    id_map = store._node_id_to_faiss_id_map  # noqa: SLF001 - no public accessor
+    missing = [i for i in ids if i not in id_map]
+    if missing:
+        raise ValueError(f"Node {missing[0]!r} has no embedding in the FAISS index.")
+    inner = faiss.downcast_index(raw.index)
+    if isinstance(inner, faiss.IndexFlat) and raw.ntotal:
+        row_of = {int(fid): r for r, fid in enumerate(faiss.vector_to_array(raw.id_map))}
+        rows = np.fromiter((row_of[int(id_map[i])] for i in ids), dtype=np.int64, count=len(ids))
+        return np.ascontiguousarray(_faiss_vectors(inner)[rows], dtype=np.float32)
+    out = np.empty((len(ids), raw.d), dtype=np.float32)
+    for r, node_id in enumerate(ids):
+        out[r] = raw.reconstruct(int(id_map[node_id]))
+    return out
+
+
+def _simple_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
+    table = index.vector_store.data.embedding_dict  # type: ignore[attr-defined]
+    missing = [i for i in ids if i not in table or table[i] is None]
+    if missing:
+        raise ValueError(f"Node {missing[0]!r} has no embedding in the vector store.")
+    return np.asarray([table[i] for i in ids], dtype=np.float32)
+
+
+def _generic_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
+    """Any other store: some return nodes with their embeddings; else the docstore's."""
+    store: Any = index.vector_store
     nodes: list[Any] = []
     try:
         nodes = list(store.get_nodes(node_ids=ids))
@@ -180,7 +189,7 @@ def get_node_embeddings(
             f"Node {missing[0]!r} has no embedding that a {type(store).__name__} returns; "
             "CARAG needs the corpus embeddings once, at fit time."
         )
-    return ids, np.asarray([by_id[i] for i in ids], dtype=np.float32)
+    return np.asarray([by_id[i] for i in ids], dtype=np.float32)
 
 
 def _qdrant_ids(store: Any) -> list[str]:
@@ -205,3 +214,18 @@ def _qdrant_vectors(store: Any, ids: list[str]) -> np.ndarray:
     if missing:
         raise ValueError(f"Node {missing[0]!r} is not in the Qdrant collection {store.collection_name!r}.")
     return np.asarray([found[i] for i in ids], dtype=np.float32)
+
+
+def _qdrant_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
+    return _qdrant_vectors(index.vector_store, ids)
+
+
+#: How each store kind returns stored embeddings (any other kind: :func:`_generic_embeddings`).
+_EMBEDDINGS = {
+    "faiss": _faiss_embeddings,
+    "faiss_map": _faiss_map_embeddings,
+    "simple": _simple_embeddings,
+    "QdrantVectorStore": _qdrant_embeddings,
+}
+#: Store kinds whose index ``persist_index=True`` saves on disk (reloadable without ``index=``).
+PERSISTED_KINDS = ("faiss", "faiss_map", "simple")
