@@ -88,8 +88,21 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
-    sock.set_inheritable(True)
+    if not _is_loopback(host):
+        logger.warning("listening on %s: the API has no authentication; anyone who can reach this address "
+                       "can use it (put it behind an authenticating proxy)", host)
     return sock
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def run_server(app: Any, sock: socket.socket, *, log_level: str = "warning") -> None:
