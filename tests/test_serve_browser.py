@@ -185,3 +185,24 @@ def test_control_page_proves_the_detector(server, browser, tmp_path):
     browser.wait_for("document.body.dataset.pwned")  # an injected onerror handler ran
     found = browser.evaluate(DETECT)
     assert found["pwned"] in {"evidence", "answer", "claim"} and found["injected"] > 0, found
+
+
+def test_retrieval_only_server_in_the_browser(server, browser, tmp_path):
+    index = Path(server.proc.args[server.proc.args.index("--index") + 1])
+    live = LiveServer(index, "--no-llm")
+    try:
+        open_page(browser, live)
+        check_claim(browser, CLAIM)
+        page = browser.evaluate("""(() => ({
+          state: document.body.dataset.state, graph: document.body.dataset.graph,
+          label: document.getElementById('verdict-label').textContent,
+          rows: document.querySelectorAll('#evidence tbody tr').length,
+          cited: document.querySelectorAll('#evidence tbody tr.cited').length,
+          chat: document.getElementById('tab-chat').disabled,
+          info: document.getElementById('info').textContent,
+        }))()""")
+        assert page == {"state": "done", "graph": "done", "label": "no verdict (retrieval only)", "rows": 6,
+                        "cited": 0, "chat": True, "info": page["info"]}
+        assert "no LLM" in page["info"] and browser.console_errors() == []
+    finally:
+        live.stop()
