@@ -27,8 +27,18 @@ __all__ = ["LabelBiasCalibrator", "MEASURED_LABEL_BIAS", "measured_bias"]
 
 _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
 
-#: Offsets chosen on FactVer's tuning half (docs/VERDICTS.md), keyed by the LLM's ``model_name``.
-MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {}
+#: Offsets chosen on FactVer's tuning half (docs/VERDICTS.md), keyed by the LLM's ``model_name``:
+#: 9 balanced tuning-half claims x (annotated, retrieved top-6) evidence, prompts without node ids
+#: (``carag eval --verdicts --per-label 4 --tune-per-label 3``; docs/results/verdicts_tuning_*.json).
+#: Qwen puts REFUTED first for most claims, so its offsets move decisions towards SUPPORTED.
+MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {
+    "Qwen2.5-Coder-1.5B-Instruct": {
+        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: -3.25, VerdictLabel.NOT_ENOUGH_INFO: -2.25,
+    },
+    "SmolLM2-135M-Instruct": {
+        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 5.5, VerdictLabel.NOT_ENOUGH_INFO: 2.25,
+    },
+}
 
 
 def measured_bias(model_name: str | None) -> dict[VerdictLabel, float] | None:

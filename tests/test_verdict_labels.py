@@ -88,6 +88,7 @@ def test_calibrator_learns_a_not_enough_info_offset():
     with pytest.raises(ValueError):
         LabelBiasCalibrator().fit([rows[0][0]], ["T", "F"])
     assert measured_bias(None) is None and measured_bias("no-such-model") is None
+    assert set(measured_bias("Qwen2.5-Coder-1.5B-Instruct")) == {S, R, N}
 
 
 # --------------------------------------------- scoring with a tiny local model
