@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -141,3 +142,34 @@ def simple_index(nodes: Sequence[TextNode], embed_model: BaseEmbedding):
     from llama_index.core import VectorStoreIndex
 
     return VectorStoreIndex([n.model_copy() for n in nodes], embed_model=embed_model)
+
+
+@dataclass
+class CLIRun:
+    """Exit status and captured output of one in-process ``carag`` command."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, stdin: str | None = None) -> CLIRun:
+    """``carag ARGS`` in this process (``cli.main``): no subprocess, no timeout to outlast."""
+    import contextlib
+    import io
+    import sys
+
+    from llama_index_carag import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse: --help, bad option values
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.stdin = old_stdin
+    return CLIRun(int(code or 0), out.getvalue(), err.getvalue())

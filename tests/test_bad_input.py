@@ -384,19 +384,14 @@ def test_soi_graph_with_hostile_text(tmp_path, text):
     ],
 )
 def test_cli_inputs(tmp_path_factory, demo_corpus, args, code, text):
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from llama_index_carag.datasets import demo_corpus_path
+    from tests.helpers import run_cli
 
-    carag = shutil.which("carag", path=str(Path(sys.executable).parent))
     index = tmp_path_factory.getbasetemp() / "cli-bad-input-index"
     if not index.exists():
-        subprocess.run([carag, "index", str(demo_corpus_path()), "--out", str(index), "--clusters", "3"], check=True,
-                       capture_output=True)
-    proc = subprocess.run([carag, *args[:2], "--index", str(index), *args[2:]], capture_output=True, text=True)
+        built = run_cli("index", str(demo_corpus_path()), "--out", str(index), "--clusters", "3")
+        assert built.returncode == 0, built.stderr
+    proc = run_cli(*args[:2], "--index", str(index), *args[2:])
     assert proc.returncode == code, proc.stderr
     assert text in (proc.stdout + proc.stderr)
     assert "Traceback" not in proc.stderr

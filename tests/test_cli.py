@@ -6,48 +6,25 @@ installed entry point itself, with ``--help`` only.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from llama_index_carag import cli
 from llama_index_carag.datasets import demo_corpus_path
+from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
 EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def carag(*args: str, stdin: str | None = None) -> Run:
-    """``carag ARGS`` in this process: exit status and captured output."""
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin or "")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main(list(args))
-            except SystemExit as exc:  # argparse: --help, bad option values
-                code = exc.code if isinstance(exc.code, int) else 2
-    finally:
-        sys.stdin = old_stdin
-    return Run(int(code or 0), out.getvalue(), err.getvalue())
+carag = run_cli
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -126,7 +103,12 @@ def test_map_files(index_dir, tmp_path):
     assert min(png_size(out)) > 300 and min(png_size(panels)) > 300
 
 
-def test_chat_repl(index_dir):
+def test_chat_repl(index_dir, monkeypatch):
+    """The REPL end to end with a deterministic stand-in LLM (the offline model: test_check_with_offline_llm)."""
+    from llama_index_carag import models
+    from tests.helpers import StubLLM
+
+    monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
     proc = carag("chat", "--index", str(index_dir), "--llm", "smollm2", stdin=f"{CLAIM}\nquit\n")
     assert proc.returncode == 0, proc.stderr
     assert "Verdict:" in proc.stdout and "[1] Evidence_Claims_" in proc.stdout
