@@ -26,6 +26,8 @@ from llama_index_carag.vectors import as_matrix, l2_normalize
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
+
+    from llama_index_carag.lexical import LexicalIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class FittedCorpus:
         clusterer_params: extra :class:`ThematicClusterer` arguments used by the fit.
         contrast: the claim-contrast table, once fitted.
         hubness: hubness tables by ``hub_k``, once fitted.
+        lexical: the BM25 index of the evidence, once fitted (``lexical_weight > 0``).
     """
 
     context: ThematicContext
@@ -57,6 +60,7 @@ class FittedCorpus:
     clusterer_params: dict[str, Any] = field(default_factory=dict)
     contrast: ClaimContrast | None = None
     hubness: dict[int, Hubness] = field(default_factory=dict)
+    lexical: "LexicalIndex | None" = None
 
     @property
     def claim_units(self) -> np.ndarray | None:

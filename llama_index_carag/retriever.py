@@ -42,6 +42,7 @@ from llama_index_carag.context import SOIQuery, ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.fitting import FittedCorpus, fit_components, fit_corpus
 from llama_index_carag.provenance import CARAG_METADATA_KEY
+from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource, ensure_lexical, lexical_provenance
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer, SearchRequest
 from llama_index_carag.ranking.sources import DenseSource
@@ -115,16 +116,34 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         if self._settings.mode != corpus.context.mode:
             raise ValueError(f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}.")
         fit_components(corpus, self._settings)  # no-op when the tables are fitted already
+        ensure_lexical(index, corpus, self._settings)  # the BM25 index, when lexical_weight > 0
         self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
-        self._sources = list(sources) if sources is not None else [DenseSource(index, self._embed_model, lambda: self._corpus.exclude_ids)]
+        self._custom_sources = sources is not None
+        self._sources = list(sources) if sources is not None else self._default_sources()
         self._extra_scorers = list(scorers)
         self._stage = RerankStage(self._settings, self._scorers())
         self._seen_size = updates.store_size(index)
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
+    def _default_sources(self) -> list[CandidateSource]:
+        """The dense search, plus BM25 when ``lexical_weight > 0``."""
+        sources: list[CandidateSource] = [DenseSource(self._index, self._embed_model, lambda: self._corpus.exclude_ids)]
+        if self._settings.lexical_weight > 0 and self._corpus.lexical is not None:
+            sources.append(LexicalSource(self._corpus.lexical, self._nodes, lambda: self._corpus.exclude_ids))
+        return sources
+
+    def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
+        return updates.nodes_by_id(self._index, ids)
+
+    def _lexical_source(self) -> LexicalSource | None:
+        return next((src for src in self._sources if isinstance(src, LexicalSource)), None)
+
     def _scorers(self) -> list[Scorer]:
         s, corpus = self._settings, self._corpus
         out: list[Scorer] = []
+        lexical = self._lexical_source()
+        if s.lexical_weight > 0 and lexical is not None:
+            out.append(LexicalRelevance(lexical))
         if s.hub_penalty > 0:
             out.append(corpus.hubness[s.hub_k])
         if s.claim_contrast > 0 and corpus.contrast is not None:
@@ -154,7 +173,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         )
 
     def _sources_if_custom(self) -> list[CandidateSource] | None:
-        return None if len(self._sources) == 1 and isinstance(self._sources[0], DenseSource) else self._sources
+        return self._sources if self._custom_sources else None
 
     @property
     def context(self) -> ThematicContext:
@@ -319,9 +338,14 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     def _rank(self, hits: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
         pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)
+        extra: Any = {"reranked": plan.rerank}
+        lexical = self._lexical_source()
+        if lexical is not None and plan.rerank:
+            lexical_info = lexical_provenance(lexical, pool, plan.query.query_str, plan.n)
+            extra = lambda row: {"reranked": True, **lexical_info(row)}  # noqa: E731
         out = self._stage.rank(
             pool, plan.query, rerank=plan.rerank, limit=self._settings.similarity_top_k,
-            dedupe=self._settings.dedupe, extra={"reranked": plan.rerank},
+            dedupe=self._settings.dedupe, extra=extra,
         )
         if self._verbose:
             logger.info(
@@ -367,6 +391,9 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     def _after_update(self) -> None:
         """Refit the per-passage tables in use (after an insert/delete/sync) and note the store's size."""
         fit_components(self._corpus, self._settings)
+        ensure_lexical(self._index, self._corpus, self._settings, refit=True)  # BM25 has no incremental update
+        if not self._custom_sources:
+            self._sources = self._default_sources()
         self._stage = RerankStage(self._settings, self._scorers())
         self._seen_size = updates.store_size(self._index)
 

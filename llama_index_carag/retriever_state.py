@@ -19,12 +19,16 @@ from llama_index_carag.stores import PERSISTED_KINDS, faiss_metric, get_node_emb
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
+
+    from llama_index_carag.lexical import LexicalIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["save_retriever", "load_retriever", "settings_from_state"]
 
+#: Sub-folder of the state folder that holds the BM25 index.
+LEXICAL_SUBDIR = "lexical"
 #: Keys kept beside the settings in the state's "settings" block (not options).
 _KEYS = ("theme_key", "claim_key", "exclude_ids")
 
@@ -58,6 +62,9 @@ def save_retriever(
         c_info, c_arrays = corpus.contrast.get_state()
         info["claim_contrast_table"] = c_info
         arrays.update(c_arrays)
+    if corpus.lexical is not None:  # bm25s's own files (.npy + JSON, no pickle) in a sub-folder
+        corpus.lexical.persist(folder / LEXICAL_SUBDIR)
+        info["lexical"] = {"dir": LEXICAL_SUBDIR, "n": len(corpus.lexical)}
     save_state(folder, info, arrays)
     return folder
 
@@ -184,4 +191,21 @@ def load_retriever(
             corpus.contrast = ClaimContrast.from_state(info["claim_contrast_table"], arrays, corpus.claim_units)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"The saved claim-contrast table is unreadable ({exc}).") from None
+    if "lexical" in info:
+        corpus.lexical = _load_lexical(folder / LEXICAL_SUBDIR, corpus)
     return index, corpus, settings, model
+
+
+def _load_lexical(folder: Path, corpus: FittedCorpus) -> "LexicalIndex | None":
+    """The saved BM25 index, or ``None`` (refitted from the docstore) when it does not match the evidence."""
+    from llama_index_carag.lexical import LexicalIndex
+    from llama_index_carag.ranking.lexical import evidence_ids
+
+    try:
+        lexical = LexicalIndex.from_persist_dir(folder)
+    except (OSError, ValueError, KeyError) as exc:
+        raise StateError(f"The saved BM25 index in {folder} is unreadable ({exc}).") from None
+    if set(lexical.ids_) != set(evidence_ids(corpus)):
+        logger.warning("The saved BM25 index does not cover the saved evidence; it is rebuilt from the docstore.")
+        return None
+    return lexical

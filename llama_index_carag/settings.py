@@ -36,6 +36,17 @@ def _unit(name: str) -> Any:
     return BeforeValidator(lambda v: check_unit_interval(name, v))
 
 
+def _nonnegative(name: str, high: float) -> Any:
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name} must be a number in [0, {high:g}]; got {type(v).__name__} {v!r}.")
+        if not 0.0 <= float(v) <= high:  # NaN fails too
+            raise ValueError(f"{name} must be in [0, {high:g}]; got {v!r}.")
+        return float(v)
+
+    return BeforeValidator(check)
+
+
 def _cosine(name: str) -> Any:
     return BeforeValidator(lambda v: check_delta(v, name))
 
@@ -131,11 +142,18 @@ class CaragSettings(BaseModel):
     contrast_threshold: Annotated[float, _cosine("contrast_threshold")] = Field(
         0.9, description="Claims with cosine > this to the query count as the query itself in claim_contrast, [-1, 1]."
     )
+    lexical_weight: Annotated[float, _nonnegative("lexical_weight", 10.0)] = Field(
+        0.0,
+        description="Weight of BM25 in '+ w * l(n)': the query's top rerank_candidates BM25 passages join the pool and "
+        "l = the BM25 score min-max scaled in the pool, times the pool's spread of claim cosines (so w = 1 gives "
+        "the best lexical match as much pull as the spread of dense scores).  Needs rerank_candidates; 0 = off "
+        "(no BM25 index is built).",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> "CaragSettings":
         if self.rerank_candidates is None:
-            for name in ("hub_penalty", "claim_contrast"):
+            for name in ("hub_penalty", "claim_contrast", "lexical_weight"):
                 if getattr(self, name):
                     raise ValueError(f"{name} needs rerank_candidates (the candidates it re-ranks).")
         return self
@@ -147,8 +165,8 @@ class CaragSettings(BaseModel):
 
     @property
     def penalties(self) -> bool:
-        """True when a re-ranking penalty (hubness, claim contrast) is on."""
-        return self.hub_penalty > 0 or self.claim_contrast > 0
+        """True when a re-ranking term beyond the claim and its SOI (hubness, claim contrast, BM25) is on."""
+        return self.hub_penalty > 0 or self.claim_contrast > 0 or self.lexical_weight > 0
 
     def fit_options(self) -> dict[str, Any]:
         """The clustering options (:data:`FIT_FIELDS`)."""

@@ -28,7 +28,7 @@ def _meta(node: BaseNode | None, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
-def _nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> list[BaseNode | None]:
+def nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> list[BaseNode | None]:
     """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant)."""
     found = {n.node_id: n for n in index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
     missing = [i for i in ids if i not in found]
@@ -42,7 +42,7 @@ def _nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> list[BaseNode
 
 def _evidence_items(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str]) -> CorpusItems:
     ids, vectors = get_node_embeddings(index, list(node_ids))
-    nodes = _nodes_by_id(index, ids)
+    nodes = nodes_by_id(index, ids)
     supervised = corpus.context.mode == "supervised"
     return CorpusItems(
         ids=ids,

@@ -336,3 +336,22 @@ def evaluate_methods(
         rows.append(row)
         logger.info("%s: %s", name, row)
     return rows
+
+
+def carag_retrievers(
+    prepared: PreparedTask, presets: Mapping[str, Any], k: int = NDCG_K
+) -> dict[str, Callable[[], "BaseRetriever"]]:
+    """``ContextAwareRetriever`` factories, one per named settings (a ``CaragSettings`` or preset
+    name), fitted on the task's index with its corpus claims (never its query claims)."""
+    from llama_index_carag.retriever import ContextAwareRetriever
+    from llama_index_carag.settings import CaragSettings
+
+    def factory(settings: Any) -> Callable[[], "BaseRetriever"]:
+        resolved = CaragSettings.from_options(settings, similarity_top_k=k)
+
+        def build() -> "BaseRetriever":
+            return ContextAwareRetriever.from_index(prepared.index, resolved, claim_nodes=prepared.corpus_claims or None)
+
+        return build
+
+    return {name: factory(settings) for name, settings in presets.items()}

@@ -1,0 +1,197 @@
+"""Lexical candidates and the lexical term: BM25 beside the dense search.
+
+* :class:`LexicalSource` adds the query's top BM25 passages to the candidate pool
+  (a :class:`~llama_index_carag.ranking.protocols.CandidateSource`).
+* :class:`LexicalRelevance` is the re-ranking term ``lexical_weight * l(n)``, where ``l`` is
+  the candidate's BM25 score min-max scaled within the pool and then stretched to the
+  pool's range of dense cosines: ``l = (b - min b) / (max b - min b) * (max d - min d)``.
+  So ``lexical_weight = 1`` gives the best lexical match as much pull as the spread of claim
+  similarities, whatever BM25's raw scale on the corpus; ``0`` ignores BM25.
+
+Both read one :class:`~llama_index_carag.lexical.LexicalIndex`; a query's BM25 scores are
+computed once (every passage at once) and shared by the two through a small cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+from llama_index.core.schema import BaseNode, NodeWithScore
+
+from llama_index_carag.lexical import LexicalHits, LexicalIndex
+from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+from llama_index_carag.ranking.protocols import SearchRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+
+    from llama_index_carag.fitting import FittedCorpus
+    from llama_index_carag.settings import CaragSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LexicalSource", "LexicalRelevance", "scaled_lexical", "fit_lexical", "ensure_lexical", "evidence_ids", "lexical_provenance",
+]
+
+_CACHE_SIZE = 64
+
+
+class _HitCache:
+    """The last few queries' BM25 hits (search and scoring of one query share them)."""
+
+    def __init__(self, index: LexicalIndex) -> None:
+        self.index = index
+        self._lock = threading.Lock()
+        self._hits: OrderedDict[tuple[str, int], LexicalHits] = OrderedDict()
+
+    def get(self, query_str: str, n: int) -> LexicalHits:
+        key = (query_str, n)
+        with self._lock:
+            hit = self._hits.get(key)
+            if hit is not None:
+                self._hits.move_to_end(key)
+                return hit
+        hit = self.index.query(query_str, n)
+        with self._lock:
+            self._hits[key] = hit
+            while len(self._hits) > _CACHE_SIZE:
+                self._hits.popitem(last=False)
+        return hit
+
+    def scores_of(self, query_str: str, node_ids: Sequence[str]) -> np.ndarray:
+        """BM25 scores of ``node_ids`` (shape ``(k,)``), from a cached query when there is one."""
+        with self._lock:
+            cached = next((h for (q, _), h in reversed(self._hits.items()) if q == query_str), None)
+        if cached is None:
+            cached = self.get(query_str, 0)
+        return self.index.lookup(cached, node_ids)
+
+
+class LexicalSource:
+    """The top-``n`` BM25 passages of the query (``name = "lexical"``).
+
+    Args:
+        index: the fitted BM25 index of the evidence.
+        nodes: ``nodes(ids) -> list[BaseNode | None]`` (docstore, or the vector store when it
+            keeps the text).
+        excluded: returns the ids never to return (claims stored in the index).
+    """
+
+    name = "lexical"
+
+    def __init__(
+        self,
+        index: LexicalIndex,
+        nodes: Callable[[Sequence[str]], list[BaseNode | None]],
+        excluded: Callable[[], frozenset[str]] = frozenset,
+    ) -> None:
+        self.index = index
+        self.cache = _HitCache(index)
+        self._nodes = nodes
+        self._excluded = excluded
+
+    def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        excluded = self._excluded()
+        hits = self.cache.get(request.query_str, n + len(excluded & set(self.index.ids_)) if excluded else n)
+        ids = [i for i in hits.ids if i not in excluded][:n]
+        score_of = dict(zip(hits.ids, hits.scores.tolist()))
+        return [NodeWithScore(node=node, score=score_of[i]) for i, node in zip(ids, self._nodes(ids)) if node is not None]
+
+    async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self.search, request, n)
+
+
+def scaled_lexical(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    """BM25 scores min-max scaled within the pool, times the pool's range of dense cosines.
+
+    Args:
+        bm25: shape ``(n,)``.
+        dense: shape ``(n,)``.
+
+    Returns:
+        shape ``(n,)`` float64, in ``[0, max(dense) - min(dense)]`` (zeros when BM25 does not
+        separate the candidates).
+    """
+    b = np.asarray(bm25, dtype=np.float64)
+    d = np.asarray(dense, dtype=np.float64)
+    if b.size == 0:
+        return b
+    spread = float(b.max() - b.min())
+    if spread <= 0:
+        return np.zeros_like(b)
+    return (b - b.min()) / spread * float(d.max() - d.min())
+
+
+class LexicalRelevance:
+    """The term ``lexical_weight * l(n)`` (see the module docstring); adds the pool column ``lexical``."""
+
+    name = "lexical"
+
+    def __init__(self, source: LexicalSource) -> None:
+        self.source = source
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        if "lexical" not in pool.columns:
+            pool.columns["lexical"] = self.source.cache.scores_of(query.query_str, pool.ids)
+        known = pool.known
+        out = np.zeros(len(pool), dtype=np.float64)
+        if known.any():
+            out[known] = scaled_lexical(pool.columns["lexical"][known], pool.columns["dense"][known])
+        return out
+
+    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+        return float(getattr(settings, "lexical_weight", 0.0))
+
+
+def evidence_ids(corpus: "FittedCorpus") -> list[str]:
+    """The fitted corpus's evidence passages (its items that are not claims), in the context's order."""
+    claims = set(corpus.claim_ids)
+    return [i for i, _ in corpus.context.iter_items() if i not in claims]
+
+
+def fit_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", *, show_progress: bool = False) -> LexicalIndex:
+    """A BM25 index of the corpus's evidence, text read from the docstore (or the vector store).
+
+    Raises:
+        ValueError: no evidence text could be found.
+    """
+    from llama_index_carag.updates import nodes_by_id
+
+    ids = evidence_ids(corpus)
+    nodes = [n for n in nodes_by_id(index, ids) if n is not None]
+    if len(nodes) < len(ids):
+        logger.warning("BM25: %d of %d evidence passages have no stored text; they get no lexical score.", len(ids) - len(nodes), len(ids))
+    if not nodes:
+        raise ValueError("lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it.")
+    return LexicalIndex().fit(nodes, show_progress=show_progress)
+
+
+def ensure_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", settings: "CaragSettings", *, refit: bool = False) -> None:
+    """Fit (or, with ``refit`` and a changed evidence set, refit) the corpus's BM25 index when the
+    settings use it.  bm25s has no incremental update, so an insert or delete rebuilds it: O(corpus)."""
+    if settings.lexical_weight <= 0:
+        return
+    current = corpus.lexical
+    if current is not None and refit and set(current.ids_) != set(evidence_ids(corpus)):
+        current = None
+    if current is None:
+        corpus.lexical = fit_lexical(index, corpus)
+
+
+def lexical_provenance(source: LexicalSource, pool: CandidatePool, query_str: str, n: int) -> Callable[[int], dict]:
+    """``row -> {"lexical_score", "lexical_rank"}``: each candidate's raw BM25 score and its rank in the
+    query's top-``n`` BM25 list (``None`` when BM25 did not find it)."""
+    hits = source.cache.get(query_str, n)
+    rank = {node_id: r + 1 for r, node_id in enumerate(hits.ids)}
+    scores = source.index.lookup(hits, pool.ids)
+
+    def info(row: int) -> dict:
+        return {"lexical_score": float(scores[row]), "lexical_rank": rank.get(pool.ids[row])}
+
+    return info

@@ -1,0 +1,97 @@
+"""BM25 candidates and the lexical term in ContextAwareRetriever (the hybrid pool)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llama_index.core.schema import QueryBundle, TextNode
+
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.indexing import build_faiss_index
+from llama_index_carag.lexical import LexicalIndex
+from llama_index_carag.ranking.lexical import scaled_lexical
+from llama_index_carag.settings import CaragSettings
+
+HYBRID = CaragSettings(alpha=1.0, rerank_candidates=30, lexical_weight=0.8)
+
+
+@pytest.fixture(scope="module")
+def hybrid(demo_index, demo_corpus):
+    return ContextAwareRetriever.from_index(demo_index, HYBRID, claim_nodes=demo_corpus.claim_nodes)
+
+
+def test_scaled_lexical_by_hand():
+    out = scaled_lexical(np.array([0.0, 5.0, 10.0]), np.array([0.2, 0.5, 0.6]))
+    assert np.allclose(out, [0.0, 0.2, 0.4])
+    assert not scaled_lexical(np.array([3.0, 3.0]), np.array([0.1, 0.9])).any()
+    assert scaled_lexical(np.zeros(0), np.zeros(0)).shape == (0,)
+
+
+def test_needs_a_pool():
+    with pytest.raises(ValueError, match="lexical_weight needs rerank_candidates"):
+        CaragSettings(lexical_weight=0.5)
+    with pytest.raises(ValueError, match=r"in \[0, 10\]"):
+        CaragSettings(rerank_candidates=10, lexical_weight=-1)
+    with pytest.raises(TypeError):
+        CaragSettings(rerank_candidates=10, lexical_weight="much")
+
+
+def test_lexical_only_matches_appear_with_provenance(hybrid, demo_index, demo_corpus):
+    assert isinstance(hybrid.corpus.lexical, LexicalIndex)
+    claim = demo_corpus.claim_nodes[0].get_content()
+    hits = hybrid.retrieve(claim)
+    assert len(hits) == HYBRID.similarity_top_k
+    info = hits[0].node.metadata["carag"]
+    assert info["reranked"] is True
+    assert set(info["terms"]) >= {"dense", "lexical"}
+    assert info["lexical_score"] >= 0 and (info["lexical_rank"] is None or info["lexical_rank"] >= 1)
+    # the final score is the sum of the weighted terms
+    for hit in hits:
+        terms = hit.node.metadata["carag"]["terms"]
+        assert hit.score == pytest.approx(terms["dense"] + HYBRID.lexical_weight * terms["lexical"], abs=1e-6)
+
+
+def test_weight_zero_is_the_plain_reranker(demo_index, demo_corpus, hybrid):
+    off = hybrid.with_settings(lexical_weight=0.0, alpha=1.0, rerank_candidates=None)
+    plain = demo_index.as_retriever(similarity_top_k=6)
+    claim = demo_corpus.claim_nodes[3].get_content()
+    assert [h.node.node_id for h in off.retrieve(claim)] == [h.node.node_id for h in plain.retrieve(claim)]
+
+
+def test_query_with_no_known_term(hybrid):
+    hits = hybrid.retrieve("zzqv qqxz")
+    assert len(hits) == 6
+    assert all(h.node.metadata["carag"]["lexical_score"] == 0.0 for h in hits)
+
+
+def test_async_matches_sync(hybrid, demo_corpus):
+    import asyncio
+
+    claim = demo_corpus.claim_nodes[5].get_content()
+    sync = [(h.node.node_id, h.score) for h in hybrid.retrieve(claim)]
+    got = [(h.node.node_id, h.score) for h in asyncio.run(hybrid.aretrieve(QueryBundle(claim)))]
+    assert got == sync
+
+
+def test_persist_round_trip_keeps_bm25(tmp_path, hybrid, demo_corpus):
+    hybrid.persist(tmp_path, persist_index=True)
+    assert (tmp_path / "carag" / "lexical" / "carag_lexical_ids.json").is_file()
+    again = ContextAwareRetriever.from_persist_dir(tmp_path)
+    assert again.settings == hybrid.settings
+    claim = demo_corpus.claim_nodes[7].get_content()
+    assert [(h.node.node_id, round(h.score, 6)) for h in again.retrieve(claim)] == [
+        (h.node.node_id, round(h.score, 6)) for h in hybrid.retrieve(claim)
+    ]
+
+
+def test_inserted_passages_are_found_lexically(minilm, demo_corpus):
+    index = build_faiss_index(demo_corpus.evidence_nodes, minilm, id_map=True)
+    retriever = ContextAwareRetriever.from_index(index, HYBRID, claim_nodes=demo_corpus.claim_nodes)
+    new = TextNode(id_="fresh-1", text="Quokkaflux zebrabanana levels rose sharply in 2031.")
+    retriever.insert_nodes([new])
+    assert "fresh-1" in retriever.corpus.lexical.ids_
+    hits = retriever.retrieve("quokkaflux zebrabanana")
+    assert hits[0].node.node_id == "fresh-1"
+    assert hits[0].node.metadata["carag"]["lexical_rank"] == 1
+    retriever.delete_nodes(["fresh-1"])
+    assert "fresh-1" not in retriever.corpus.lexical.ids_
