@@ -44,12 +44,25 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", default=None, help="LLM for --explain (default: offline SmolLM2-135M)")
     p.add_argument("--cache-dir", default=None, help="cache corpus embeddings here (per model)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--protocol", action="store_true",
+                   help="the new-claims benchmark on --data (FactVer layout): dense, BM25, hybrid RRF and the CARAG "
+                   "variants side by side (report half by default; --split tune for the tuning half)")
+    p.add_argument("--beir", default=None, metavar="DIR",
+                   help="the same benchmark on a BEIR-format folder (e.g. ../shared/data/scifact): queries from "
+                   "--beir-split, corpus claims = the train split's queries")
+    p.add_argument("--beir-split", default="test", help="BEIR qrels split of the queries (default test)")
+    p.add_argument("--tune-half", type=int, choices=[0, 1], default=0,
+                   help="with --beir and --split tune: which half of the train queries are the queries")
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
     from llama_index_carag.datasets import load_demo_corpus, load_factver
     from llama_index_carag.models import resolve_embed_model
 
+    if args.protocol or args.beir:
+        from llama_index_carag.evaluation.benchmark import run_protocol_command
+
+        return run_protocol_command(args)
     if args.k < 1:
         raise ValueError("--k must be >= 1")
     if args.limit is not None and args.limit < 1:

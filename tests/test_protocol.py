@@ -67,3 +67,20 @@ def test_stock_baselines_run_and_score(minilm):
             assert 0.0 <= row[key] <= 1.0
         assert row["nDCG@10"] > 0.3  # the demo claims' own evidence is easy to find
         assert row["median_ms"] > 0
+
+
+def test_eval_protocol_command_on_the_demo_corpus(tmp_path, capsys):
+    import json
+
+    from llama_index_carag.cli import main
+
+    assert main(["eval", "--protocol", "--limit", "4", "--out", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    methods = [r["method"] for r in out["results"]]
+    assert methods[:3] == ["dense (index.as_retriever)", "BM25 (BM25Retriever)", "hybrid RRF (QueryFusionRetriever)"]
+    assert any("preset default" in m for m in methods) and any("preset paper" in m for m in methods)
+    assert all(r["queries"] == 4 for r in out["results"])
+    md = (tmp_path / "protocol_factver_report_half_first_4_queries_minilm.md").read_text(encoding="utf-8")
+    assert "never the queries" in md and "| dense (index.as_retriever) |" in md
+    assert (tmp_path / "protocol_factver_report_half_first_4_queries_minilm.csv").is_file()
+    assert main(["eval", "--protocol", "--split", "all", "--out", str(tmp_path)]) == 2  # new claims only
