@@ -201,6 +201,11 @@ class ThematicContext:
     # (add/remove) build a new one under the lock and publish it with one assignment, so a
     # concurrent query always reads a consistent view.
     @property
+    def lock(self) -> "threading.RLock":
+        """The writers' lock (add/remove/sync hold it)."""
+        return self._lock
+
+    @property
     def clusters(self) -> MemoryClusters:
         """The members held in memory (all items; for Qdrant, the claims)."""
         return self._clusters

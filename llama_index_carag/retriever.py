@@ -326,18 +326,29 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         search = list(embedding) if theme is None else blend_query(q, theme, s.alpha).tolist()
         return _Plan(SearchRequest(query_str, search), query, s.similarity_top_k * factor)
 
-    def _search(self, plan: _Plan) -> list[NodeWithScore]:
+    def _by_ids(self, plan: _Plan) -> bool:
+        """Re-ranking with sources that can search by id: nodes are read only for what is returned."""
+        return plan.rerank and all(hasattr(src, "search_ids") for src in self._sources)
+
+    def _search(self, plan: _Plan) -> list[NodeWithScore] | list[str]:
+        if self._by_ids(plan):
+            return [i for src in self._sources for i in src.search_ids(plan.request, plan.n)]  # type: ignore[attr-defined]
         hits: list[NodeWithScore] = []
         for source in self._sources:
             hits += source.search(plan.request, plan.n)
         return hits
 
-    async def _asearch(self, plan: _Plan) -> list[NodeWithScore]:
+    async def _asearch(self, plan: _Plan) -> list[NodeWithScore] | list[str]:
+        if self._by_ids(plan):
+            return await asyncio.to_thread(self._search, plan)
         found = await asyncio.gather(*(source.asearch(plan.request, plan.n) for source in self._sources))
         return [hit for hits in found for hit in hits]
 
-    def _rank(self, hits: list[NodeWithScore], plan: _Plan) -> list[NodeWithScore]:
-        pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)
+    def _rank(self, hits: list[NodeWithScore] | list[str], plan: _Plan) -> list[NodeWithScore]:
+        if hits and isinstance(hits[0], str):
+            pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)  # type: ignore[arg-type]
+        else:
+            pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)  # type: ignore[arg-type]
         extra: Any = {"reranked": plan.rerank}
         lexical = self._lexical_source()
         if lexical is not None and plan.rerank:
@@ -434,7 +445,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     def _maybe_sync(self) -> None:
         size = updates.store_size(self._index)
         if size is not None and size != self._seen_size:
-            with self.context._lock:  # noqa: SLF001 - the context's writer lock
+            with self.context.lock:
                 if updates.store_size(self._index) != self._seen_size:
                     logger.info("The index changed since the last fit/sync; syncing the thematic context.")
                     self.sync()
