@@ -15,7 +15,7 @@ from tests.helpers import faiss_index, planted_corpus
 
 
 def test_presets_and_aliases():
-    assert PAPER == CaragSettings() and PRESETS == {"paper": PAPER, "tuned": TUNED}
+    assert PAPER == CaragSettings() and PRESETS["paper"] == PAPER and PRESETS["tuned"] == TUNED
     assert CaragSettings.from_options(**{**PAPER_SETTINGS, **TUNED_SETTINGS}) == TUNED
     assert TUNED.rerank_candidates == 50 and TUNED.claim_contrast == 0.1 and TUNED.alpha == 0.8
     assert CaragSettings.from_options("tuned", alpha=0.7) == TUNED.replace(alpha=0.7)
