@@ -96,10 +96,15 @@ class LexicalSource:
         self._nodes = nodes
         self._excluded = excluded
 
-    def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+    def search_ids(self, request: SearchRequest, n: int) -> list[str]:
+        """The top-``n`` BM25 ids (positive score, never an excluded id), best first."""
         excluded = self._excluded()
-        hits = self.cache.get(request.query_str, n + len(excluded & set(self.index.ids_)) if excluded else n)
-        ids = [i for i in hits.ids if i not in excluded][:n]
+        hits = self.cache.get(request.query_str, n + len(excluded) if excluded else n)
+        return [i for i in hits.ids if i not in excluded][:n]
+
+    def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        ids = self.search_ids(request, n)
+        hits = self.cache.get(request.query_str, n + len(self._excluded()) if self._excluded() else n)
         score_of = dict(zip(hits.ids, hits.scores.tolist()))
         return [NodeWithScore(node=node, score=score_of[i]) for i, node in zip(ids, self._nodes(ids)) if node is not None]
 

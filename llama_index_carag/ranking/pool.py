@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_index_carag.vectors import l2_normalize
 
@@ -62,11 +62,48 @@ class CandidatePool:
     units: np.ndarray
     known: np.ndarray
     clusters: list[int | None]
-    nodes: list[NodeWithScore]
+    nodes: list[NodeWithScore | None]
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    loader: Callable[[list[str]], list[BaseNode | None]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @classmethod
+    def from_ids(
+        cls,
+        ids: Sequence[str],
+        query_unit: np.ndarray,
+        lookup: Callable[[list[str]], tuple[list[np.ndarray | None], list[int | None]]],
+        loader: Callable[[list[str]], list[BaseNode | None]],
+    ) -> "CandidatePool":
+        """A pool of node ids (first occurrence wins) whose nodes are loaded only when asked for
+        (:meth:`prefetch` / :meth:`node_at`) — re-ranking 100 candidates then reads ~k nodes, not 100."""
+        unique = list(dict.fromkeys(ids))
+        vectors, clusters = lookup(unique) if unique else ([], [])
+        units = np.zeros((len(unique), query_unit.shape[0]), dtype=np.float32)
+        known = np.array([v is not None for v in vectors], dtype=bool)
+        for i, vector in enumerate(vectors):
+            if vector is not None:
+                units[i] = vector
+        pool = cls(unique, units, known, list(clusters), [None] * len(unique), loader=loader)
+        pool.columns["dense"] = pool.similarity(query_unit)
+        return pool
+
+    def prefetch(self, rows: Sequence[int]) -> None:
+        """Load the nodes of ``rows`` that are not loaded yet, in one call of the loader."""
+        missing = [r for r in rows if self.nodes[r] is None]
+        if missing and self.loader is not None:
+            for r, node in zip(missing, self.loader([self.ids[r] for r in missing])):
+                if node is not None:
+                    self.nodes[r] = NodeWithScore(node=node, score=None)
+
+    def node_at(self, row: int) -> BaseNode | None:
+        """The node of a candidate (loaded on demand; ``None`` when the store has no such node)."""
+        if self.nodes[row] is None:
+            self.prefetch([row])
+        hit = self.nodes[row]
+        return None if hit is None else hit.node
 
     @classmethod
     def build(
@@ -112,5 +149,5 @@ class CandidatePool:
         return [self.units[i] if self.known[i] else None for i in range(len(self.ids))]
 
     def source_scores(self) -> list[Any]:
-        """The scores the candidate sources gave."""
-        return [n.score for n in self.nodes]
+        """The scores the candidate sources gave (``None`` for a pool built from ids)."""
+        return [None if n is None else n.score for n in self.nodes]

@@ -72,6 +72,29 @@ class DenseSource:
             kept = [r for r in wider._retrieve(bundle) if r.node.node_id not in excluded]  # noqa: SLF001
         return kept
 
+    def search_ids(self, request: SearchRequest, n: int) -> list[str]:
+        """The ids :meth:`search` would return, best first, without reading any node from the docstore."""
+        excluded = self._excluded()
+        fetch = self._fetch_size(n, excluded)
+        ids = self._query_ids(request.embedding, fetch)
+        kept = [i for i in ids if i not in excluded]
+        if len(kept) < n and len(ids) == fetch:
+            kept = [i for i in self._query_ids(request.embedding, n + len(excluded)) if i not in excluded]
+        return kept
+
+    def _query_ids(self, embedding: list[float], top_k: int) -> list[str]:
+        # What VectorIndexRetriever does, minus building the nodes: query, then map store ids to node ids.
+        from llama_index.core.vector_stores.types import VectorStoreQuery
+
+        store = self._index.vector_store
+        result = store.query(VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k))
+        if result.ids is None:
+            return [n.node_id for n in result.nodes or []]
+        if not store.stores_text:
+            nodes_dict = self._index.index_struct.nodes_dict
+            return [nodes_dict.get(i, i) for i in result.ids]
+        return list(result.ids)
+
     async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         if not _has_native_async(self._index.vector_store):
             # No native async search (FAISS, simple): run it off the event loop.

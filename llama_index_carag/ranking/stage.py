@@ -80,8 +80,13 @@ class RerankStage:
         dense = pool.columns["dense"]
         out: list[NodeWithScore] = []
         seen_texts: set[str] = set()
-        for r in order.tolist():
-            node = pool.nodes[r].node
+        rows = order.tolist()
+        if limit is not None:  # nodes of a pool built from ids are read only for what is returned
+            pool.prefetch(rows[: limit * (4 if dedupe else 1)])
+        for r in rows:
+            node = pool.node_at(r)
+            if node is None:
+                continue
             if dedupe:
                 text = " ".join(node.get_content(MetadataMode.NONE).split()).casefold()
                 if text in seen_texts:
