@@ -277,6 +277,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         """Hard cluster of each row of ``X`` (shape ``(n, d)``) → int array ``(n,)``."""
         matrix = self._checked(X)
         n = matrix.shape[0]
+        if n == 1 and self.gmm_.covariance_type == "diag":
+            return np.array([_diag_argmax(self.gmm_, self._transform(matrix))], dtype=np.int64)
         out = np.empty(n, dtype=np.int64)
         starts = range(0, n, int(self.batch_size))
         for start in _progress(starts, total=len(starts), desc="Assigning clusters", enabled=self.show_progress and len(starts) > 1):
@@ -412,3 +414,15 @@ def clusterers_from_state(
         if theme is not None:
             centroids[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)
     return clusterers, centroids
+
+
+def _diag_argmax(gmm: Any, x: np.ndarray) -> int:
+    """``gmm.predict(x)`` for one row of a diagonal mixture: scikit-learn's own formula
+    (``_estimate_log_gaussian_prob`` + log weights, same operations in the same order), without its
+    input validation, which costs ~0.5 ms per query, 20x the arithmetic."""
+    precisions = gmm.precisions_cholesky_**2
+    means = gmm.means_
+    log_prob = np.sum(means**2 * precisions, 1) - 2.0 * np.dot(x, (means * precisions).T) + np.dot(x**2, precisions.T)
+    log_det = np.sum(np.log(gmm.precisions_cholesky_), axis=1)
+    weighted = -0.5 * (x.shape[1] * np.log(2 * np.pi) + log_prob) + log_det + np.log(gmm.weights_)
+    return int(weighted.argmax(axis=1)[0])

@@ -36,6 +36,16 @@ _IDS_FILE = "carag_lexical_ids.json"
 _FORMAT = 1
 
 
+def _bm25s():  # type: ignore[no-untyped-def]
+    """bm25s, imported on first use; it sets its own logger to DEBUG, which would flood a root handler."""
+    import bm25s
+
+    bm25s_logger = logging.getLogger("bm25s")
+    if bm25s_logger.level == logging.DEBUG:
+        bm25s_logger.setLevel(logging.WARNING)
+    return bm25s
+
+
 @dataclass(frozen=True)
 class LexicalHits:
     """The lexical side of one query.
@@ -108,7 +118,7 @@ class LexicalIndex:
 
     def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> "LexicalIndex":
         """Index ``texts`` under ``ids`` (same length)."""
-        import bm25s
+        bm25s = _bm25s()
 
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
@@ -187,7 +197,7 @@ class LexicalIndex:
             FileNotFoundError: nothing saved there.
             ValueError: the files do not belong together.
         """
-        import bm25s
+        bm25s = _bm25s()
 
         path = Path(folder)
         if not (path / _IDS_FILE).is_file():

@@ -98,3 +98,13 @@ def test_predict_checks_dimension(rng):
     c = ThematicClusterer(n_clusters=2).fit(X)
     with pytest.raises(ValueError, match="dimension 5 but the clusterer was fitted on dimension 6"):
         c.predict(np.zeros((1, 5)))
+
+
+def test_one_row_fast_path_equals_batch_predict():
+    """predict() of one row (the per-query path) takes a shortcut; it must agree with the batch path."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 32)).astype(np.float32)
+    clusterer = ThematicClusterer(n_clusters=7, random_state=0).fit(X)
+    Y = rng.normal(size=(500, 32)).astype(np.float32)
+    batch = clusterer.gmm_.predict(clusterer._transform(Y))  # scikit-learn's own predict
+    assert [int(clusterer.predict(y[None])[0]) for y in Y] == batch.tolist()
