@@ -483,10 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
     p.add_argument("--mode", default="unsupervised", choices=["unsupervised", "supervised"])
-    p.add_argument("--preset", choices=sorted(_presets()), default="paper",
-                   help="paper: the papers' settings (default); tuned: the variant chosen on FactVer's tuning half")
+    p.add_argument("--preset", choices=sorted(_presets()), default="default",
+                   help="default: the hybrid pool (dense + BM25) with claim contrast and the thematic term, chosen on "
+                   "tuning data; paper: the papers' CARAG-u/CARAG exactly; tuned: the earlier dense-only variant")
     p.add_argument("--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)")
-    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="default 0.5 (tuned: 0.8)")
+    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default/tuned 0.8)")
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
     p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
     p.add_argument("--seed", type=int, default=0)

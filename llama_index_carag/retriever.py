@@ -47,7 +47,7 @@ from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer, SearchRequest
 from llama_index_carag.ranking.sources import DenseSource
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView
+from llama_index_carag.settings import DEFAULT, FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView
 from llama_index_carag.soi import SubsetOfInterest
 from llama_index_carag.vectors import as_vector, blend_query, l2_normalize
 
@@ -227,8 +227,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
         Args:
             index: a ``VectorStoreIndex`` of evidence nodes (FAISS, simple store or Qdrant).
-            settings: a :class:`CaragSettings` or a preset name (``"paper"``, ``"tuned"``);
-                default the papers' settings.
+            settings: a :class:`CaragSettings` or a preset name (``"default"``, ``"paper"``,
+                ``"tuned"``); default :data:`~llama_index_carag.settings.DEFAULT` (the hybrid
+                pool with claim contrast; without ``claim_nodes`` its claim contrast is off).
+                ``"paper"`` is the papers' CARAG-u/CARAG exactly.
             claim_nodes: the corpus's claims as ``TextNode``s with the same metadata
                 keys; required in supervised mode, optional (clustered with the
                 evidence) in unsupervised mode.  Embedded once with the index's
@@ -247,7 +249,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 without embeddings, dimension mismatches, NaN vectors, or
                 supervised mode with nodes lacking ``theme_key``.
         """
-        resolved = CaragSettings.from_options(settings, **options)
+        resolved = CaragSettings.from_options(_package_default(settings, claim_nodes), **options)
         embed_model = embed_model or index._embed_model  # noqa: SLF001
         corpus = fit_corpus(
             index, claim_nodes, resolved, embed_model=embed_model, theme_key=theme_key, claim_key=claim_key,
@@ -522,3 +524,13 @@ def _check_bundle(query_bundle: Any) -> QueryBundle:
         raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
     check_query_text(query_bundle.query_str)
     return query_bundle
+
+
+def _package_default(settings: CaragSettings | str | None, claim_nodes: Sequence[BaseNode] | None) -> CaragSettings | str:
+    """``settings``, or the package default: :data:`DEFAULT`, without claim contrast when there are no claims."""
+    if settings is not None:
+        return settings
+    if claim_nodes:
+        return DEFAULT
+    logger.info("No claim_nodes: the default settings run without claim contrast (it compares passages with claims).")
+    return DEFAULT.replace(claim_contrast=0.0)

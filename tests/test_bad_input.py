@@ -61,7 +61,7 @@ def expect_clear_error(fn: Callable[[], Any], *words: str) -> str:
 # ------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
 def demo_retriever(demo_index, demo_corpus):
-    return ContextAwareRetriever.from_index(demo_index, claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4)
+    return ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4)
 
 
 @pytest.fixture()
@@ -188,9 +188,9 @@ def test_empty_index_missing_theme_and_duplicate_claims(planted):
     expect_clear_error(lambda: ContextAwareRetriever.from_index(VectorStoreIndex([], embed_model=emb)), "empty")
     no_theme = [c.model_copy(update={"metadata": {"claim_id": c.node_id}}) for c in claims]
     expect_clear_error(
-        lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), mode="supervised", claim_nodes=no_theme), "theme"
+        lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", mode="supervised", claim_nodes=no_theme), "theme"
     )
-    expect_clear_error(lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims + claims[:1]), "duplicated")
+    expect_clear_error(lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims + claims[:1]), "duplicated")
 
 
 # --------------------------------------------------------------- clusterer
@@ -266,7 +266,7 @@ def test_soi_builders_accept_empty_clusters():
 # ----------------------------------------------------------- postprocessor
 def test_postprocessor_bad_input(planted):
     evidence, claims, emb = planted
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     pp = ThematicContextPostprocessor.from_retriever(r)
     nodes = [NodeWithScore(node=TextNode(id_=e.node_id, text=e.text), score=0.5) for e in evidence[:5]]
     assert pp.postprocess_nodes([], query_str="x") == []
@@ -349,7 +349,7 @@ if __name__ == "__main__":  # a readable report of the matrix
 
     corpus = load_demo_corpus()
     retriever = ContextAwareRetriever.from_defaults(
-        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, embed_model=resolve_embed_model("minilm"), n_clusters=3
+        corpus.evidence_nodes, settings="paper", claim_nodes=corpus.claim_nodes, embed_model=resolve_embed_model("minilm"), n_clusters=3
     )
     print("| entry point | input | outcome |\n|---|---|---|")
     for name, query, *_ in QUERY_CASES:

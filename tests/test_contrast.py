@@ -64,7 +64,7 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence[:-6], emb, id_map=True)
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=3, alpha=1.0, rerank_candidates=15, claim_contrast=0.4,
+        index, "paper", claim_nodes=claims, n_clusters=3, alpha=1.0, rerank_candidates=15, claim_contrast=0.4,
         contrast_threshold=0.95,
     )
     r.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-6:]])

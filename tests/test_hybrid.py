@@ -95,3 +95,18 @@ def test_inserted_passages_are_found_lexically(minilm, demo_corpus):
     assert hits[0].node.metadata["carag"]["lexical_rank"] == 1
     retriever.delete_nodes(["fresh-1"])
     assert "fresh-1" not in retriever.corpus.lexical.ids_
+
+
+def test_package_default_is_the_default_preset(demo_index, demo_corpus):
+    from llama_index_carag.settings import DEFAULT, PRESETS
+
+    assert PRESETS["default"] is DEFAULT and DEFAULT.lexical_weight > 0 and DEFAULT.claim_contrast > 0
+    with_claims = ContextAwareRetriever.from_index(demo_index, claim_nodes=demo_corpus.claim_nodes)
+    assert with_claims.settings == DEFAULT
+    without = ContextAwareRetriever.from_index(demo_index)  # no claims: contrast cannot apply, the rest stays
+    assert without.settings == DEFAULT.replace(claim_contrast=0.0)
+    assert len(without.retrieve(demo_corpus.claim_nodes[0].get_content())) == DEFAULT.similarity_top_k
+    paper = ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes)
+    assert paper.settings.lexical_weight == 0 and paper.settings.rerank_candidates is None
+    with pytest.raises(ValueError, match="claim_contrast needs"):  # asked for explicitly: a clear error
+        ContextAwareRetriever.from_index(demo_index, DEFAULT)

@@ -16,7 +16,7 @@ from tests.helpers import faiss_index, planted_corpus, unit
 def setup(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence[:-10], emb, id_map=True)  # hold 10 passages back for insertion
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.2)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.2)
     return r, index, evidence, claims, emb
 
 
@@ -82,7 +82,7 @@ def test_refit_equals_a_fresh_fit(setup):
     r, index, evidence, claims, emb = setup
     r.insert_nodes([TextNode(id_=e.node_id, text=e.text) for e in evidence[-10:]])
     r.refit()
-    fresh = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.2)
+    fresh = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.2)
     for claim in claims[::3]:
         assert [(n.node.node_id, n.score) for n in r.retrieve(claim.text)] == [
             (n.node.node_id, n.score) for n in fresh.retrieve(claim.text)
@@ -91,7 +91,7 @@ def test_refit_equals_a_fresh_fit(setup):
 
 def test_plain_faiss_store_cannot_delete(rng):
     evidence, claims, emb = planted_corpus(rng)
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="cannot delete nodes"):
         r.delete_nodes([evidence[0].node_id])
 

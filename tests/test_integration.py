@@ -23,7 +23,7 @@ def ids_scores(nodes):
 @pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
 def test_demo_corpus_both_modes(demo_index, demo_corpus, mode):
     r = ContextAwareRetriever.from_index(
-        demo_index, mode=mode, claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4
+        demo_index, "paper", mode=mode, claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4
     )
     evidence_ids = {n.node_id for n in demo_corpus.evidence_nodes}
     for claim in demo_corpus.claim_nodes[::4]:
@@ -36,7 +36,7 @@ def test_demo_corpus_both_modes(demo_index, demo_corpus, mode):
 
 def test_demo_persist_with_index_and_reload_offline(demo_corpus, minilm, tmp_path):
     r = ContextAwareRetriever.from_defaults(
-        demo_corpus.evidence_nodes, claim_nodes=demo_corpus.claim_nodes, embed_model=minilm, n_clusters=3, delta=0.4
+        demo_corpus.evidence_nodes, settings="paper", claim_nodes=demo_corpus.claim_nodes, embed_model=minilm, n_clusters=3, delta=0.4
     )
     r.persist(tmp_path, persist_index=True)
     back = ContextAwareRetriever.from_persist_dir(tmp_path)  # index and model resolved from disk
@@ -47,7 +47,7 @@ def test_demo_persist_with_index_and_reload_offline(demo_corpus, minilm, tmp_pat
 @pytest.fixture(scope="module")
 def factver_retrievers(factver_index, factver_claims):
     return {
-        mode: ContextAwareRetriever.from_index(factver_index, mode=mode, claim_nodes=factver_claims)
+        mode: ContextAwareRetriever.from_index(factver_index, "paper", mode=mode, claim_nodes=factver_claims)
         for mode in ("unsupervised", "supervised")
     }
 
@@ -102,7 +102,7 @@ def test_retriever_in_query_engine_and_chat_engine(factver_retrievers, factver_c
     assert len(response.source_nodes) == 6
     assert all("carag" in n.node.metadata for n in response.source_nodes)
 
-    chat = CondensePlusContextChatEngine.from_defaults(retriever=r, llm=llm)
+    chat = CondensePlusContextChatEngine.from_defaults(retriever=r, settings="paper", llm=llm)
     reply = chat.chat(claim)
     assert str(reply) == llm.answer
     assert len(reply.source_nodes) == 6 and all("carag" in n.node.metadata for n in reply.source_nodes)

@@ -24,7 +24,7 @@ def smollm2():
 
 
 def test_real_model_gives_a_well_formed_verdict(smollm2, demo_index, demo_corpus):
-    r = ContextAwareRetriever.from_index(demo_index, claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
+    r = ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
     engine = RetrieverQueryEngine(retriever=r, response_synthesizer=get_fact_check_synthesizer(smollm2))
     for claim in demo_corpus.claim_nodes[:2]:
         t0 = time.perf_counter()

@@ -15,7 +15,7 @@ from tests.helpers import StubLLM, faiss_index, planted_corpus, unit
 def setup(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3)
     return index, r, evidence, claims, emb
 
 
@@ -97,7 +97,7 @@ def test_postprocessor_gets_every_retriever_option(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.7, rerank_candidates=10, soi_claims=1,
+        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.7, rerank_candidates=10, soi_claims=1,
         hub_penalty=0.2, claim_contrast=0.3, contrast_threshold=0.8,
     )
     pp = ThematicContextPostprocessor.from_retriever(r, top_n=r.similarity_top_k)

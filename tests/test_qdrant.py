@@ -70,7 +70,7 @@ def test_client_fetches_only_the_fit_sample(corpus, monkeypatch):
         return real(collection, ids=ids, **kw)
 
     monkeypatch.setattr(client, "retrieve", spy)
-    r = ContextAwareRetriever.from_index(index, n_clusters=3, clusterer_params={"max_fit_samples": 20})
+    r = ContextAwareRetriever.from_index(index, "paper", n_clusters=3, clusterer_params={"max_fit_samples": 20})
     assert len(fetched) <= 21  # the sample (plus one dimension probe), not the 100-point corpus
     point = client.retrieve(index.vector_store.collection_name, ids=[evidence[0].node_id], with_payload=True)[0]
     assert point.payload[CLUSTER_PAYLOAD_KEY] == r.context.cluster_of(evidence[0].node_id)
@@ -79,7 +79,7 @@ def test_client_fetches_only_the_fit_sample(corpus, monkeypatch):
 def test_persist_reload_and_insert(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = qdrant_index(evidence[:-5], emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3)
     r.persist(tmp_path / "state")
     back = ContextAwareRetriever.from_persist_dir(tmp_path / "state", index=index)
     for claim in claims[::4]:
@@ -95,7 +95,7 @@ def test_persist_reload_and_insert(corpus, tmp_path):
 
 def test_hub_penalty_is_refused_on_qdrant(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="not available on a Qdrant collection"):
         r.with_settings(rerank_candidates=10, hub_penalty=0.1)
 
@@ -145,7 +145,7 @@ def test_claims_stored_in_the_collection_are_never_evidence(rng):
     evidence = with_uuid_ids(evidence)
     claims = [c.model_copy(update={"id_": uuid_node_id(c.node_id)}) for c in claims]
     index = qdrant_index(evidence + claims, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.0)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.0)
     claim_ids = {c.node_id for c in claims}
     for claim in claims[::3]:
         assert not claim_ids & {n.node.node_id for n in r.retrieve(claim.text)}
@@ -157,6 +157,6 @@ def test_async_retrieve_without_an_async_client(corpus):
     import asyncio
 
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     got = asyncio.run(r.aretrieve(claims[0].text))
     assert [n.node.node_id for n in got] == [n.node.node_id for n in r.retrieve(claims[0].text)]

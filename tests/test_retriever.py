@@ -46,7 +46,7 @@ def reference_topk(evidence, q, soi_rows_vectors, alpha, k):
 def test_unsupervised_matches_brute_force(corpus, store):
     evidence, claims, emb = corpus
     index = (faiss_index if store == "faiss" else simple_index)(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.5, alpha=0.5, similarity_top_k=5)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.5, alpha=0.5, similarity_top_k=5)
     ctx = r.context
     for claim in claims[::3]:
         q = np.asarray(claim.embedding)
@@ -67,7 +67,7 @@ def test_unsupervised_matches_brute_force(corpus, store):
 def test_supervised_matches_brute_force(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.3)
     ctx = r.context
     by_claim = {}
     for e in evidence:
@@ -98,7 +98,7 @@ def test_supervised_matches_brute_force(corpus):
 def test_supervised_unknown_claim_takes_nearest_theme(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.0)
+    r = ContextAwareRetriever.from_index(index, "paper", mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.0)
     target = claims[5]  # theme T1
     emb.add("a brand new claim", target.embedding)
     soi = r.build_soi("a brand new claim")
@@ -111,7 +111,7 @@ def test_alpha_one_equals_plain_retriever(corpus, store):
     evidence, claims, emb = corpus
     index = (faiss_index if store == "faiss" else simple_index)(evidence, emb)
     for mode in ("unsupervised", "supervised"):
-        r = ContextAwareRetriever.from_index(index, mode=mode, claim_nodes=claims, n_clusters=3, alpha=1.0, delta=0.2)
+        r = ContextAwareRetriever.from_index(index, "paper", mode=mode, claim_nodes=claims, n_clusters=3, alpha=1.0, delta=0.2)
         plain = index.as_retriever(similarity_top_k=6)
         for claim in claims:
             a, b = plain.retrieve(claim.text), r.retrieve(claim.text)
@@ -122,7 +122,7 @@ def test_alpha_one_equals_plain_retriever(corpus, store):
 def test_empty_soi_falls_back_to_claim_vector(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.9999, alpha=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.9999, alpha=0.3)
     plain = index.as_retriever(similarity_top_k=6)
     got = r.retrieve(claims[0].text)
     assert [n.node.node_id for n in got] == [n.node.node_id for n in plain.retrieve(claims[0].text)]
@@ -133,7 +133,7 @@ def test_empty_soi_falls_back_to_claim_vector(corpus):
 def test_metadata_attached_hidden_and_docstore_untouched(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3)
     got = r.retrieve(claims[1].text)
     assert len(got) == 6
     for n in got:
@@ -156,7 +156,7 @@ def test_metadata_attached_hidden_and_docstore_untouched(corpus):
 def test_claims_in_the_index_are_never_returned(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence + claims, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3, similarity_top_k=6)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, similarity_top_k=6)
     claim_ids = {c.node_id for c in claims}
     for claim in claims:
         got = r.retrieve(claim.text)
@@ -167,14 +167,14 @@ def test_claims_in_the_index_are_never_returned(corpus):
 def test_k_larger_than_corpus_returns_whole_corpus(corpus):
     evidence, claims, emb = corpus
     for make in (faiss_index, simple_index):
-        r = ContextAwareRetriever.from_index(make(evidence, emb), claim_nodes=claims, n_clusters=3, similarity_top_k=1000)
+        r = ContextAwareRetriever.from_index(make(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, similarity_top_k=1000)
         got = r.retrieve(claims[0].text)
         assert sorted(n.node.node_id for n in got) == sorted(e.node_id for e in evidence)
 
 
 def test_async_equals_sync(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=0.3)
 
     async def run():
         return await asyncio.gather(*(r.aretrieve(c.text) for c in claims))
@@ -190,7 +190,7 @@ def test_persist_round_trip_identical(corpus, tmp_path):
     evidence, claims, emb = corpus
     for mode in ("unsupervised", "supervised"):
         index = faiss_index(evidence, emb)
-        r = ContextAwareRetriever.from_index(index, mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.4)
+        r = ContextAwareRetriever.from_index(index, "paper", mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.4)
         r.persist(tmp_path / mode)
         back = ContextAwareRetriever.from_persist_dir(tmp_path / mode, index=index)
         assert (back.alpha, back.delta, back.similarity_top_k, back.mode) == (0.4, 0.3, 6, mode)
@@ -205,7 +205,7 @@ def test_persist_round_trip_identical(corpus, tmp_path):
 def test_persisted_state_rejects_other_index_and_tampering(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3)
     state = r.persist(tmp_path)
     other = faiss_index(evidence[:-1], emb)
     with pytest.raises(StateError, match="differ"):
@@ -242,7 +242,7 @@ def test_bad_parameters(corpus, kwargs, exc, match):
 
 def test_settings_are_frozen_and_bad_changes_keep_old_value(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(AttributeError, match="with_settings"):
         r.alpha = 0.3
     with pytest.raises(ValueError, match="alpha must be in"):
@@ -250,7 +250,7 @@ def test_settings_are_frozen_and_bad_changes_keep_old_value(corpus):
     with pytest.raises(TypeError, match="soi_claims must be a non-negative integer"):
         r.with_settings(soi_claims="x")
     with pytest.raises(TypeError, match="soi_claims must be a non-negative integer"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, soi_claims="x")
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, soi_claims="x")
     assert r.alpha == 0.5 and r.settings.alpha == 0.5
     other = r.with_settings(alpha=0.9, similarity_top_k=2)
     assert other.context is r.context and other.alpha == 0.9 and r.alpha == 0.5
@@ -259,7 +259,7 @@ def test_settings_are_frozen_and_bad_changes_keep_old_value(corpus):
 
 def test_bad_queries(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     for bad in ("", "   \n"):
         with pytest.raises(ValueError, match="empty"):
             r.retrieve(bad)
@@ -274,10 +274,10 @@ def test_bad_queries(corpus):
 def test_supervised_needs_themes_and_claims(corpus):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="claim_nodes"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), mode="supervised")
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", mode="supervised")
     stripped = [TextNode(id_=e.node_id, text=e.text, embedding=e.embedding, metadata={"claim_id": e.metadata["claim_id"]}) for e in evidence]
     with pytest.raises(ValueError, match=r"needs a theme on every node; 60 node\(s\) lack it"):
-        ContextAwareRetriever.from_index(faiss_index(stripped, emb), mode="supervised", claim_nodes=claims)
+        ContextAwareRetriever.from_index(faiss_index(stripped, emb), "paper", mode="supervised", claim_nodes=claims)
 
 
 def test_empty_index_and_dimension_mismatch(corpus):
@@ -285,10 +285,10 @@ def test_empty_index_and_dimension_mismatch(corpus):
 
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="empty"):
-        ContextAwareRetriever.from_index(VectorStoreIndex([], embed_model=emb), claim_nodes=claims)
+        ContextAwareRetriever.from_index(VectorStoreIndex([], embed_model=emb), "paper", claim_nodes=claims)
     short = [c.model_copy(update={"embedding": c.embedding[:8]}) for c in claims]
     with pytest.raises(ValueError, match="dimension 8 but the index's have 16"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=short)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=short)
 
 
 def test_node_without_embedding_in_simple_store(corpus):
@@ -296,7 +296,7 @@ def test_node_without_embedding_in_simple_store(corpus):
     index = simple_index(evidence, emb)
     index.vector_store.data.embedding_dict[evidence[0].node_id] = None
     with pytest.raises(ValueError, match="has no embedding"):
-        ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3)
+        ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3)
 
 
 def test_nan_embedding_in_index_is_rejected(corpus):
@@ -304,21 +304,21 @@ def test_nan_embedding_in_index_is_rejected(corpus):
     index = simple_index(evidence, emb)
     index.vector_store.data.embedding_dict[evidence[3].node_id] = [float("nan")] * 16
     with pytest.raises(ValueError, match="NaN"):
-        ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3)
+        ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3)
 
 
 def test_warns_when_labels_are_embedded(corpus, caplog):
     evidence, claims, emb = corpus
     leaky = [e.model_copy(update={"excluded_embed_metadata_keys": []}) for e in evidence]
     with caplog.at_level("WARNING"):
-        ContextAwareRetriever.from_index(faiss_index(leaky, emb), claim_nodes=claims, n_clusters=3)
+        ContextAwareRetriever.from_index(faiss_index(leaky, emb), "paper", claim_nodes=claims, n_clusters=3)
     assert "excluded_embed_metadata_keys" in caplog.text
 
 
 def test_unsupervised_without_claims_and_id_map_store(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb, id_map=True)
-    r = ContextAwareRetriever.from_index(index, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", n_clusters=3, delta=0.3)
     emb.add("free text query", claims[2].embedding)
     got = r.retrieve("free text query")
     assert len(got) == 6 and all(n.node.metadata["carag"]["claim_id"] is None for n in got)
@@ -330,7 +330,7 @@ def test_unsupervised_without_claims_and_id_map_store(corpus, tmp_path):
 def test_many_claims_in_the_index_trigger_a_wider_search(rng):
     evidence, claims, emb = planted_corpus(rng, claims_per_theme=15, evidence_per_claim=2)
     index = faiss_index(evidence + claims, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3, similarity_top_k=4)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, similarity_top_k=4)
     claim_ids = {c.node_id for c in claims}
     E = np.array([_unit(e.embedding) for e in evidence])
     for claim in claims[::5]:
@@ -343,7 +343,7 @@ def test_many_claims_in_the_index_trigger_a_wider_search(rng):
 def test_claims_inserted_into_the_index_later_stay_claims(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb, id_map=True)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3)
     r.insert_nodes([c.model_copy(update={"embedding": None}) for c in claims[:3]])
     index.insert_nodes([c.model_copy(update={"embedding": None}) for c in claims[3:6]])
     claim_ids = {c.node_id for c in claims}
@@ -355,7 +355,7 @@ def test_claims_inserted_into_the_index_later_stay_claims(rng):
 
 def test_persisted_simple_store_reloads_without_an_index(corpus, tmp_path):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(simple_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(simple_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     r.persist(tmp_path, persist_index=True)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb)
     for claim in claims[::4]:
@@ -365,7 +365,7 @@ def test_persisted_simple_store_reloads_without_an_index(corpus, tmp_path):
 def test_persist_includes_nodes_added_directly_to_the_index(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = faiss_index(evidence[:-3], emb, id_map=True)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3)
     index.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-3:]])
     r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)

@@ -17,7 +17,7 @@ def corpus(rng):
 
 def test_soi_top_m_keeps_the_most_similar(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, delta=-1.0, soi_top_m=4)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=-1.0, soi_top_m=4)
     for claim in claims[:4]:
         soi = r.build_soi(claim.text)
         assert len(soi) == 4
@@ -30,7 +30,7 @@ def test_soi_top_m_keeps_the_most_similar(corpus):
 def test_rerank_reorders_the_claim_neighbourhood(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.6, rerank_candidates=10)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.6, rerank_candidates=10)
     by_id = {e.node_id: unit(e.embedding) for e in evidence}
     for claim in claims[::3]:
         pool = [n.node.node_id for n in index.as_retriever(similarity_top_k=10).retrieve(claim.text)]
@@ -46,7 +46,7 @@ def test_related_claims_and_hub_penalty(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=2, hub_penalty=0.2, hub_k=3
+        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=2, hub_penalty=0.2, hub_k=3
     )
     E = np.array([unit(e.embedding) for e in evidence])
     sims = E @ E.T
@@ -75,8 +75,8 @@ def test_related_claims_and_hub_penalty(corpus):
 def test_hub_penalty_needs_rerank(corpus):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
         r.with_settings(hub_penalty=0.1)  # one validator, whichever entry point
     assert "hubness" not in [s.name for s in r.stage.scorers]
@@ -91,7 +91,7 @@ def test_claim_contrast_matches_brute_force(corpus, tau):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=1,
+        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=1,
         claim_contrast=0.3, contrast_threshold=tau,
     )
     E = {e.node_id: unit(e.embedding) for e in evidence}
@@ -132,7 +132,7 @@ def test_claim_contrast_promotes_the_claims_own_evidence(rng):
     plain = [n.node.node_id for n in index.as_retriever(similarity_top_k=2).retrieve("claim A")]
     assert plain == ["evidence x", "evidence a"]
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=1, alpha=1.0, similarity_top_k=2, rerank_candidates=4, claim_contrast=0.5
+        index, "paper", claim_nodes=claims, n_clusters=1, alpha=1.0, similarity_top_k=2, rerank_candidates=4, claim_contrast=0.5
     )
     assert [n.node.node_id for n in r.retrieve("claim A")] == ["evidence a", "evidence x"]
     assert [n.node.node_id for n in r.with_settings(claim_contrast=0.0).retrieve("claim A")] == plain  # plain RAG again
@@ -141,13 +141,13 @@ def test_claim_contrast_promotes_the_claims_own_evidence(rng):
 def test_claim_contrast_needs_claims_and_rerank(corpus):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, claim_contrast=0.1)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, claim_contrast=0.1)
     with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3, rerank_candidates=10, claim_contrast=0.1)
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), n_clusters=3)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", n_clusters=3, rerank_candidates=10, claim_contrast=0.1)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", n_clusters=3)
     with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
         r.with_settings(rerank_candidates=10, claim_contrast=0.1)
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3)
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
         r.with_settings(claim_contrast=0.1)
 
@@ -161,7 +161,7 @@ def test_dedupe_returns_distinct_texts(rng):
         table[f"passage {i}"] = v
     table["q"] = base[0]
     emb = TableEmbedding({k: v.tolist() for k, v in table.items()})
-    r = ContextAwareRetriever.from_index(faiss_index(nodes, emb), n_clusters=2, similarity_top_k=4, dedupe=True)
+    r = ContextAwareRetriever.from_index(faiss_index(nodes, emb), "paper", n_clusters=2, similarity_top_k=4, dedupe=True)
     got = r.retrieve("q")
     texts = [n.node.text for n in got]
     assert len(got) == 4 and len(set(texts)) == 4 and texts[0] == "passage 0"
@@ -172,7 +172,7 @@ def test_options_survive_persistence(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=20, soi_claims=1, hub_penalty=0.15,
+        index, "paper", claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=20, soi_claims=1, hub_penalty=0.15,
         dedupe=True, soi_top_m=5, claim_contrast=0.2, contrast_threshold=0.7,
     )
     r.persist(tmp_path)

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def retriever(demo_index, demo_corpus):
-    return ContextAwareRetriever.from_index(demo_index, claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
+    return ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
 
 
 def make_app(retriever, llm: ServeStubLLM | None = None, clock=None, **settings):

@@ -20,7 +20,7 @@ from tests.helpers import StubLLM, faiss_index, planted_corpus
 @pytest.fixture()
 def retriever(rng):
     evidence, claims, emb = planted_corpus(rng)
-    return ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, delta=0.3), claims
+    return ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=0.3), claims
 
 
 def test_query_engine_returns_verdict_explanation_and_sources(retriever):
@@ -109,7 +109,7 @@ def test_chat_bot_engine_with_fact_check_prompts(retriever):
     r, claims = retriever
     llm = StubLLM()
     chat = CondensePlusContextChatEngine.from_defaults(
-        retriever=r, llm=llm, system_prompt=FACT_CHECK_CHAT_SYSTEM_PROMPT, context_prompt=FACT_CHECK_CONTEXT_PROMPT
+        retriever=r, settings="paper", llm=llm, system_prompt=FACT_CHECK_CHAT_SYSTEM_PROMPT, context_prompt=FACT_CHECK_CONTEXT_PROMPT
     )
     reply = chat.chat(claims[4].text)
     verdict = parse_verdict(str(reply), evidence_ids=[n.node.node_id for n in reply.source_nodes])
