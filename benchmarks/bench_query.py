@@ -42,11 +42,11 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
     index = build_faiss_index(corpus.evidence_nodes, model)
     print(f"indexed {len(corpus.evidence_nodes)} evidence passages in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
-    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", claim_nodes=corpus.claim_nodes)
+    carag_u = ContextAwareRetriever.from_index(index, "paper", mode="unsupervised", claim_nodes=corpus.claim_nodes)
     print(f"CARAG-u fit (claims embedded + GMM): {time.perf_counter() - t0:.1f} s")
     claims_with_vectors = [n.model_copy(update={"embedding": carag_u.corpus.claim_vectors[i].tolist()}) for i, n in enumerate(corpus.claim_nodes)]
     t0 = time.perf_counter()
-    carag = ContextAwareRetriever.from_index(index, mode="supervised", claim_nodes=claims_with_vectors)
+    carag = ContextAwareRetriever.from_index(index, "paper", mode="supervised", claim_nodes=claims_with_vectors)
     print(f"CARAG fit (GMM per theme): {time.perf_counter() - t0:.2f} s")
     tuned = ContextAwareRetriever.from_index(index, TUNED, claim_nodes=claims_with_vectors)
     plain = index.as_retriever(similarity_top_k=6)
@@ -86,7 +86,7 @@ def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int =
     index = synthetic_index(vectors)
     t_index = time.perf_counter() - t0
     t0 = time.perf_counter()
-    carag_u = ContextAwareRetriever.from_index(index, mode="unsupervised", n_clusters=clusters, show_progress=False)
+    carag_u = ContextAwareRetriever.from_index(index, "paper", mode="unsupervised", n_clusters=clusters, show_progress=False)
     t_fit = time.perf_counter() - t0
     plain = index.as_retriever(similarity_top_k=6)
     rng = np.random.default_rng(1)

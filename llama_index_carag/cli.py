@@ -324,7 +324,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     model = resolve_embed_model("minilm")
     index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True)
     carag_u = ContextAwareRetriever.from_index(
-        index, mode="unsupervised", claim_nodes=corpus.claim_nodes, n_clusters=3, delta=0.5, alpha=0.5,
+        index, "paper", mode="unsupervised", claim_nodes=corpus.claim_nodes, n_clusters=3, delta=0.5, alpha=0.5,
         show_progress=True,
     )
     carag_u.persist(out / "index", persist_index=True)

@@ -142,7 +142,7 @@ CONSTRUCTION_CASES: list[tuple[str, dict[str, Any], str]] = [
 @pytest.mark.parametrize("name, kwargs, word", CONSTRUCTION_CASES, ids=[c[0] for c in CONSTRUCTION_CASES])
 def test_retriever_parameters(planted, name, kwargs, word):
     evidence, claims, emb = planted
-    expect_clear_error(lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, **kwargs), word)
+    expect_clear_error(lambda: ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, **kwargs), word)
 
 
 def _nodes(vectors: np.ndarray, prefix: str = "e", meta: dict | None = None) -> tuple[list[TextNode], TableEmbedding]:
@@ -172,7 +172,7 @@ def test_degenerate_corpora(rng, name, make, kwargs, kind, word):
     nodes, emb = make(rng)
 
     def fit():
-        r = ContextAwareRetriever.from_index(faiss_index(nodes, emb), **kwargs)
+        r = ContextAwareRetriever.from_index(faiss_index(nodes, emb), "paper", **kwargs)
         return r.retrieve(QueryBundle("q", embedding=nodes[0].embedding))
 
     got, text = outcome(fit)

@@ -110,3 +110,20 @@ def test_package_default_is_the_default_preset(demo_index, demo_corpus):
     assert paper.settings.lexical_weight == 0 and paper.settings.rerank_candidates is None
     with pytest.raises(ValueError, match="claim_contrast needs"):  # asked for explicitly: a clear error
         ContextAwareRetriever.from_index(demo_index, DEFAULT)
+
+
+def test_same_hybrid_results_on_faiss_simple_and_qdrant(rng):
+    """BM25 comes from the docstore (FAISS, simple store) or from Qdrant's payloads: the results agree."""
+    pytest.importorskip("qdrant_client")
+    from tests.helpers import faiss_index, planted_corpus, simple_index
+    from tests.test_qdrant import qdrant_index, with_uuid_ids
+
+    evidence, claims, emb = planted_corpus(rng, claims_per_theme=5)
+    evidence = with_uuid_ids(evidence)
+    settings = CaragSettings(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3)
+    built = [ContextAwareRetriever.from_index(make(evidence, emb), settings, claim_nodes=claims)
+             for make in (faiss_index, simple_index, qdrant_index)]
+    assert all(b.corpus.lexical is not None and len(b.corpus.lexical) == len(evidence) for b in built)
+    for claim in claims:
+        runs = [[(h.node.node_id, round(h.score, 5)) for h in b.retrieve(claim.text)] for b in built]
+        assert runs[0] == runs[1] == runs[2]

@@ -42,8 +42,8 @@ def corpus(rng):
 def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
     evidence, claims, emb = corpus
     kwargs = dict(mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.5, **extra)
-    on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), **kwargs)
-    on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), **kwargs)
+    on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", **kwargs)
+    on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", **kwargs)
     assert isinstance(on_qdrant.context, QdrantThematicContext)
     ids = [e.node_id for e in evidence]
     assert on_faiss.context.clusters_of(ids) == on_qdrant.context.clusters_of(ids)
@@ -114,8 +114,8 @@ def test_factver_qdrant_equals_faiss(factver_index, factver_claims, minilm, mode
         for n, v in zip(factver_index.docstore.get_nodes(ids), vectors)
     ]
     kwargs = dict(mode=mode, claim_nodes=factver_claims)  # the papers' settings: alpha .5, delta .75, t 10, k 6
-    on_faiss = ContextAwareRetriever.from_index(faiss_index(nodes, minilm), **kwargs)
-    on_qdrant = ContextAwareRetriever.from_index(qdrant_index(nodes, minilm), **kwargs)
+    on_faiss = ContextAwareRetriever.from_index(faiss_index(nodes, minilm), "paper", **kwargs)
+    on_qdrant = ContextAwareRetriever.from_index(qdrant_index(nodes, minilm), "paper", **kwargs)
     for claim in factver_claims[::7]:
         q = QueryBundle(claim.text, embedding=claim.embedding)
         assert_same_ranking(on_faiss.retrieve(q), on_qdrant.retrieve(q))

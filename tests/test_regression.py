@@ -72,7 +72,7 @@ def top6(index: Any, claims: list[Any], config: dict[str, Any]) -> list[dict[str
 
     from llama_index_carag import ContextAwareRetriever
 
-    retriever = ContextAwareRetriever.from_index(index, claim_nodes=claims, **config)
+    retriever = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, **config)
     out = []
     for claim in claim_slice(claims):
         got = retriever.retrieve(QueryBundle(claim.text, embedding=claim.embedding))

@@ -237,7 +237,7 @@ def test_persisted_state_rejects_other_index_and_tampering(corpus, tmp_path):
 def test_bad_parameters(corpus, kwargs, exc, match):
     evidence, claims, emb = corpus
     with pytest.raises(exc, match=match):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, **kwargs)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, **kwargs)
 
 
 def test_settings_are_frozen_and_bad_changes_keep_old_value(corpus):

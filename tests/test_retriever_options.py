@@ -195,4 +195,4 @@ def test_options_survive_persistence(corpus, tmp_path):
 def test_option_validation(corpus, kwargs, match):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match=match):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, n_clusters=3, **kwargs)
+        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, **kwargs)

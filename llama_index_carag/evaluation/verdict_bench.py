@@ -127,7 +127,7 @@ class _Bench:
         self.tune, self.report = split_claims(self.setup.claims, seed)
         self.nodes = {n.node_id: n for n in corpus.evidence_nodes}
         self.retriever = ContextAwareRetriever.from_index(
-            self.setup.index, mode="unsupervised", claim_nodes=self.setup.claims, random_state=0, similarity_top_k=k
+            self.setup.index, "paper", mode="unsupervised", claim_nodes=self.setup.claims, random_state=0, similarity_top_k=k
         )
         self.reasons = factver_reasons(data)
         out.mkdir(parents=True, exist_ok=True)
