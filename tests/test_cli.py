@@ -67,7 +67,7 @@ def test_check_json_schema_without_llm(index_dir):
 def test_check_table_output(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm")
     assert proc.returncode == 0, proc.stderr
-    assert "Retrieval: unsupervised alpha=0.5 delta=0.5 k=6" in proc.stdout
+    assert "Retrieval: unsupervised alpha=0.8 delta=0.5 k=6" in proc.stdout  # the default preset
     assert "sim(q)" in proc.stdout and proc.stdout.count("Evidence_Claims_") == 6
 
 
