@@ -92,7 +92,7 @@ def start_server(index: Path, args: argparse.Namespace) -> tuple[subprocess.Pope
     factory = "make_stub_llm" if args.llm == "stub" else "make_named_llm"
     llm = ["--llm-factory", f"benchmarks.bench_serve:{factory}"]
     cmd = [str(Path(sys.executable).parent / "carag"), "serve", "--index", str(index), "--port", "0",
-           "--host", "127.0.0.1", "--max-pending", str(max(256, args.concurrency)),
+           "--host", "127.0.0.1", "--max-pending", str(args.max_pending or max(256, args.concurrency)),
            "--retrieval-workers", str(args.workers), "--timeout", str(args.timeout), *llm]
     env = {**os.environ, "CARAG_BENCH_LLM": args.llm}
     if args.server_threads:
@@ -114,7 +114,27 @@ def peak_rss_mb(pid: int) -> float:
 async def one_check(client: Any, claim: str) -> tuple[int, float, dict | None]:
     t0 = time.perf_counter()
     r = await client.post("/v1/check", json={"claim": claim})
+    if r.status_code == 503 and "retry-after" not in r.headers:
+        return 598, time.perf_counter() - t0, r.json()  # a 503 must say when to retry
     return r.status_code, time.perf_counter() - t0, r.json()
+
+
+async def poll_health(url: str, stop: asyncio.Event, latencies: list[float]) -> None:
+    """``GET /healthz`` every 100 ms on its own connection until ``stop``; records each latency (inf on error)."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                ok = (await client.get("/healthz")).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            latencies.append(time.perf_counter() - t0 if ok else float("inf"))
+            try:
+                await asyncio.wait_for(stop.wait(), 0.1)
+            except asyncio.TimeoutError:
+                pass
 
 
 async def one_stream(client: Any, claim: str) -> tuple[int, float, float, dict | None]:
@@ -173,24 +193,35 @@ async def run(url: str, claims: list[str], args: argparse.Namespace) -> list[lis
             expected[claim] = body
             seq.append(dt)
     rows.append(["sequential /v1/check", str(len(claims)), "1", f"200×{len(claims)}", f"{sum(seq):.2f}",
-                 f"{len(claims) / sum(seq):.2f}", *percentiles(seq), "-"])
+                 f"{len(claims) / sum(seq):.2f}", *percentiles(seq), "-", "-"])
     batch = [claims[i % len(claims)] for i in range(args.requests)]
     sem = asyncio.Semaphore(args.concurrency)
     for name, fn in (("concurrent /v1/check", one_check), ("concurrent /v1/check/stream", one_stream)):
         if fn is one_stream and args.no_stream:
             continue
+        health: list[float] = []
+        stop = asyncio.Event()
+        poller = asyncio.create_task(poll_health(url, stop, health))
         async with _client(url, args) as client:
             t0 = time.perf_counter()
             results = await asyncio.gather(*(_guarded(fn, client, c, sem) for c in batch))
             wall = time.perf_counter() - t0
+        stop.set()
+        await poller
         codes = Counter(r[0] for r in results)
         wrong = sum(1 for c, r in zip(batch, results) if r[0] == 200 and r[-1] != expected[c])
         ok = [r[1] for r in results if r[0] == 200]
         first = [r[2] for r in results if r[0] == 200] if fn is one_stream else []
         rows.append([name, str(args.requests), str(args.concurrency), _codes(codes, wrong), f"{wall:.2f}",
                      f"{len(ok) / wall:.2f}", *percentiles(ok),
-                     f"{statistics.median(first) * 1000:.0f}" if first else "-"])
+                     f"{statistics.median(first) * 1000:.0f}" if first else "-",
+                     f"{_p95_ms(health)} ({len(health)})" if health else "-"])
     return rows
+
+
+def _p95_ms(values: list[float]) -> str:
+    s = sorted(values)
+    return f"{s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))] * 1000:.0f}"
 
 
 def _codes(codes: Counter, wrong: int) -> str:
@@ -211,6 +242,9 @@ def main() -> int:
                    help="demo claims in the sequential pass (default all 21); the load cycles over them")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
+    p.add_argument("--max-pending", type=int, default=None,
+                   help="the server's --max-pending (default max(256, concurrency)); below the concurrency, "
+                   "the excess must get 503 with Retry-After")
     p.add_argument("--server-threads", type=int, default=None,
                    help="OMP_NUM_THREADS of the server (torch intra-op threads); default: torch's own choice")
     args = p.parse_args()
@@ -229,7 +263,7 @@ def main() -> int:
     print(f"carag serve load test — {machine()}; LLM {args.llm}; demo index; server torch threads {threads}; "
           f"server peak RSS {rss:.0f} MB")
     print(table(rows, ["phase", "requests", "concurrency", "status", "wall s", "req/s", "p50 ms", "p90 ms",
-                       "p99 ms", "max ms", "first event ms (median)"]))
+                       "p99 ms", "max ms", "first event ms (median)", "/healthz p95 ms (polls)"]))
     return 0
 
 
