@@ -42,12 +42,12 @@ from llama_index_carag.context import SOIQuery, ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.fitting import FittedCorpus, fit_components, fit_corpus
 from llama_index_carag.provenance import CARAG_METADATA_KEY
-from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource, ensure_lexical, lexical_provenance
+from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
+from llama_index_carag.ranking.lexical import LexicalSource, ensure_lexical, lexical_provenance
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer, SearchRequest
-from llama_index_carag.ranking.sources import DenseSource
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import DEFAULT, FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView
+from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
 from llama_index_carag.soi import SubsetOfInterest
 from llama_index_carag.vectors import as_vector, blend_query, l2_normalize
 
@@ -126,29 +126,16 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
-        """The dense search, plus BM25 when ``lexical_weight > 0``."""
-        sources: list[CandidateSource] = [DenseSource(self._index, self._embed_model, lambda: self._corpus.exclude_ids)]
-        if self._settings.lexical_weight > 0 and self._corpus.lexical is not None:
-            sources.append(LexicalSource(self._corpus.lexical, self._nodes, lambda: self._corpus.exclude_ids))
-        return sources
+        return default_sources(self._index, self._corpus, self._settings, self._embed_model)
 
     def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         return updates.nodes_by_id(self._index, ids)
 
     def _lexical_source(self) -> LexicalSource | None:
-        return next((src for src in self._sources if isinstance(src, LexicalSource)), None)
+        return lexical_source(self._sources)
 
     def _scorers(self) -> list[Scorer]:
-        s, corpus = self._settings, self._corpus
-        out: list[Scorer] = []
-        lexical = self._lexical_source()
-        if s.lexical_weight > 0 and lexical is not None:
-            out.append(LexicalRelevance(lexical))
-        if s.hub_penalty > 0:
-            out.append(corpus.hubness[s.hub_k])
-        if s.claim_contrast > 0 and corpus.contrast is not None:
-            out.append(corpus.contrast.with_threshold(s.contrast_threshold))
-        return out + self._extra_scorers
+        return settings_scorers(self._settings, self._corpus, self._sources) + self._extra_scorers
 
     # -------------------------------------------------------------- settings
     @property
@@ -249,7 +236,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 without embeddings, dimension mismatches, NaN vectors, or
                 supervised mode with nodes lacking ``theme_key``.
         """
-        resolved = CaragSettings.from_options(_package_default(settings, claim_nodes), **options)
+        resolved = CaragSettings.from_options(package_default(settings, bool(claim_nodes)), **options)
         embed_model = embed_model or index._embed_model  # noqa: SLF001
         corpus = fit_corpus(
             index, claim_nodes, resolved, embed_model=embed_model, theme_key=theme_key, claim_key=claim_key,
@@ -524,13 +511,3 @@ def _check_bundle(query_bundle: Any) -> QueryBundle:
         raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
     check_query_text(query_bundle.query_str)
     return query_bundle
-
-
-def _package_default(settings: CaragSettings | str | None, claim_nodes: Sequence[BaseNode] | None) -> CaragSettings | str:
-    """``settings``, or the package default: :data:`DEFAULT`, without claim contrast when there are no claims."""
-    if settings is not None:
-        return settings
-    if claim_nodes:
-        return DEFAULT
-    logger.info("No claim_nodes: the default settings run without claim contrast (it compares passages with claims).")
-    return DEFAULT.replace(claim_contrast=0.0)

@@ -14,6 +14,7 @@ Adding an option = one field here (plus the scorer or code that reads it).
 
 from __future__ import annotations
 
+import logging
 from numbers import Integral
 from typing import Annotated, Any, Literal, Mapping, Optional
 
@@ -21,7 +22,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from llama_index_carag._validation import check_delta, check_n_clusters, check_top_k, check_unit_interval
 
-__all__ = ["CaragSettings", "DEFAULT", "PAPER", "TUNED", "PRESETS", "PAPER_SETTINGS", "TUNED_SETTINGS", "FIT_FIELDS", "SettingsView"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["CaragSettings", "DEFAULT", "PAPER", "TUNED", "PRESETS", "PAPER_SETTINGS", "TUNED_SETTINGS", "FIT_FIELDS", "SettingsView", "package_default"]
 
 
 def _positive(name: str) -> Any:
@@ -213,6 +216,16 @@ TUNED = PAPER.replace(alpha=0.8, rerank_candidates=50, soi_claims=1, claim_contr
 #: (the claim's 50 nearest passages and its 50 best BM25 passages), re-ranked by
 #: ``alpha * sim(q) + (1 - alpha) * sim(T) + lexical_weight * l - claim_contrast * c``.
 DEFAULT = PAPER.replace(alpha=0.8, rerank_candidates=50, lexical_weight=0.6, claim_contrast=0.45, contrast_threshold=0.9)
+
+def package_default(settings: "CaragSettings | str | None", has_claims: bool) -> "CaragSettings | str":
+    """``settings``, or the package default: :data:`DEFAULT`, without claim contrast when there are no claims."""
+    if settings is not None:
+        return settings
+    if has_claims:
+        return DEFAULT
+    logger.info("No claim_nodes: the default settings run without claim contrast (it compares passages with claims).")
+    return DEFAULT.replace(claim_contrast=0.0)
+
 
 #: Presets by name (``carag index --preset NAME``).
 PRESETS: dict[str, CaragSettings] = {"default": DEFAULT, "paper": PAPER, "tuned": TUNED}
