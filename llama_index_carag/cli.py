@@ -37,8 +37,6 @@ def _offline_defaults() -> None:
 
 
 def _quiet_libraries() -> None:
-    # bm25s sets its own logger to DEBUG at import, which a root handler would print.
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
     # Our own bars (embedding, clustering) stay; the weight-loading bars of transformers go.
     try:
         from transformers.utils import logging as hf_logging

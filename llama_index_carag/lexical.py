@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalIndex", "LexicalHits", "TOKEN_PATTERN"]
+__all__ = ["LexicalIndex", "LexicalHits", "TOKEN_PATTERN", "import_bm25s"]
 
 #: The token pattern of ``llama-index-retrievers-bm25``.
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -36,7 +36,7 @@ _IDS_FILE = "carag_lexical_ids.json"
 _FORMAT = 1
 
 
-def _bm25s():  # type: ignore[no-untyped-def]
+def import_bm25s():  # type: ignore[no-untyped-def]
     """bm25s, imported on first use; it sets its own logger to DEBUG, which would flood a root handler."""
     import bm25s
 
@@ -118,7 +118,7 @@ class LexicalIndex:
 
     def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> "LexicalIndex":
         """Index ``texts`` under ``ids`` (same length)."""
-        bm25s = _bm25s()
+        bm25s = import_bm25s()
 
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
@@ -197,7 +197,7 @@ class LexicalIndex:
             FileNotFoundError: nothing saved there.
             ValueError: the files do not belong together.
         """
-        bm25s = _bm25s()
+        bm25s = import_bm25s()
 
         path = Path(folder)
         if not (path / _IDS_FILE).is_file():

@@ -250,6 +250,10 @@ def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Calla
     from llama_index.core.retrievers import QueryFusionRetriever
     from llama_index.retrievers.bm25 import BM25Retriever
 
+    from llama_index_carag.lexical import import_bm25s
+
+    import_bm25s()  # quietens bm25s's DEBUG logger, which BM25Retriever's import turned on
+
     def dense() -> "BaseRetriever":
         return prepared.index.as_retriever(similarity_top_k=k)
 

@@ -43,34 +43,32 @@ _CACHE_SIZE = 64
 
 
 class _HitCache:
-    """The last few queries' BM25 hits (search and scoring of one query share them)."""
+    """The last few queries' BM25 hits: one scoring pass per query, shared by the search, the
+    lexical term and the provenance (a request for fewer hits is served from a longer list)."""
 
     def __init__(self, index: LexicalIndex) -> None:
         self.index = index
         self._lock = threading.Lock()
-        self._hits: OrderedDict[tuple[str, int], LexicalHits] = OrderedDict()
+        self._hits: OrderedDict[str, tuple[int, LexicalHits]] = OrderedDict()
 
     def get(self, query_str: str, n: int) -> LexicalHits:
-        key = (query_str, n)
+        """The query's hits, at least its top ``n`` (the list may be longer: slice it)."""
         with self._lock:
-            hit = self._hits.get(key)
-            if hit is not None:
-                self._hits.move_to_end(key)
-                return hit
-        hit = self.index.query(query_str, n)
+            entry = self._hits.get(query_str)
+            if entry is not None and entry[0] >= n:
+                self._hits.move_to_end(query_str)
+                return entry[1]
+        hits = self.index.query(query_str, n)
         with self._lock:
-            self._hits[key] = hit
+            self._hits[query_str] = (n, hits)
+            self._hits.move_to_end(query_str)
             while len(self._hits) > _CACHE_SIZE:
                 self._hits.popitem(last=False)
-        return hit
+        return hits
 
     def scores_of(self, query_str: str, node_ids: Sequence[str]) -> np.ndarray:
-        """BM25 scores of ``node_ids`` (shape ``(k,)``), from a cached query when there is one."""
-        with self._lock:
-            cached = next((h for (q, _), h in reversed(self._hits.items()) if q == query_str), None)
-        if cached is None:
-            cached = self.get(query_str, 0)
-        return self.index.lookup(cached, node_ids)
+        """BM25 scores of ``node_ids`` (shape ``(k,)``), from the cached pass when there is one."""
+        return self.index.lookup(self.get(query_str, 0), node_ids)
 
 
 class LexicalSource:
@@ -99,14 +97,13 @@ class LexicalSource:
     def search_ids(self, request: SearchRequest, n: int) -> list[str]:
         """The top-``n`` BM25 ids (positive score, never an excluded id), best first."""
         excluded = self._excluded()
-        hits = self.cache.get(request.query_str, n + len(excluded) if excluded else n)
+        hits = self.cache.get(request.query_str, n + len(excluded))
         return [i for i in hits.ids if i not in excluded][:n]
 
     def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         ids = self.search_ids(request, n)
-        hits = self.cache.get(request.query_str, n + len(self._excluded()) if self._excluded() else n)
-        score_of = dict(zip(hits.ids, hits.scores.tolist()))
-        return [NodeWithScore(node=node, score=score_of[i]) for i, node in zip(ids, self._nodes(ids)) if node is not None]
+        scores = self.cache.scores_of(request.query_str, ids)
+        return [NodeWithScore(node=node, score=float(score)) for score, node in zip(scores, self._nodes(ids)) if node is not None]
 
     async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         return await asyncio.to_thread(self.search, request, n)
@@ -191,12 +188,13 @@ def ensure_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", settings: 
 
 def lexical_provenance(source: LexicalSource, pool: CandidatePool, query_str: str, n: int) -> Callable[[int], dict]:
     """``row -> {"lexical_score", "lexical_rank"}``: each candidate's raw BM25 score and its rank in the
-    query's top-``n`` BM25 list (``None`` when BM25 did not find it)."""
-    hits = source.cache.get(query_str, n)
-    rank = {node_id: r + 1 for r, node_id in enumerate(hits.ids)}
-    scores = source.index.lookup(hits, pool.ids)
+    query's top-``n`` BM25 list (``None`` when BM25 did not find it).  Reads the pool's ``lexical``
+    column and the cached BM25 pass: nothing is scored again."""
+    rank = {node_id: r + 1 for r, node_id in enumerate(source.cache.get(query_str, n).ids[:n])}
 
     def info(row: int) -> dict:
-        return {"lexical_score": float(scores[row]), "lexical_rank": rank.get(pool.ids[row])}
+        if "lexical" not in pool.columns:  # set by LexicalRelevance when the term is active
+            pool.columns["lexical"] = source.cache.scores_of(query_str, pool.ids)
+        return {"lexical_score": float(pool.columns["lexical"][row]), "lexical_rank": rank.get(pool.ids[row])}
 
     return info
