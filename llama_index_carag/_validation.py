@@ -6,7 +6,7 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["sanitize_text", "check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval"]
+__all__ = ["sanitize_text", "check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval", "check_interval"]
 
 
 def _real(name: str, value: Any) -> float:
@@ -18,12 +18,17 @@ def _real(name: str, value: Any) -> float:
     return out
 
 
+def check_interval(name: str, value: Any, low: float, high: float) -> float:
+    """A number in ``[low, high]`` (``TypeError`` for a non-number, ``ValueError`` out of range or NaN)."""
+    out = _real(name, value)
+    if not low <= out <= high:
+        raise ValueError(f"{name} must be in [{low:g}, {high:g}]; got {value!r}.")
+    return out
+
+
 def check_unit_interval(name: str, value: Any) -> float:
     """A number in ``[0, 1]``."""
-    out = _real(name, value)
-    if not 0.0 <= out <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1]; got {value!r}.")
-    return out
+    return check_interval(name, value, 0.0, 1.0)
 
 
 def check_alpha(value: Any) -> float:

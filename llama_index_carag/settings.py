@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from llama_index_carag._validation import check_delta, check_n_clusters, check_top_k, check_unit_interval
+from llama_index_carag._validation import check_delta, check_interval, check_n_clusters, check_top_k, check_unit_interval
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +40,7 @@ def _unit(name: str) -> Any:
 
 
 def _nonnegative(name: str, high: float) -> Any:
-    def check(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"{name} must be a number in [0, {high:g}]; got {type(v).__name__} {v!r}.")
-        if not 0.0 <= float(v) <= high:  # NaN fails too
-            raise ValueError(f"{name} must be in [0, {high:g}]; got {v!r}.")
-        return float(v)
-
-    return BeforeValidator(check)
+    return BeforeValidator(lambda v: check_interval(name, v, 0.0, high))
 
 
 def _cosine(name: str) -> Any:
