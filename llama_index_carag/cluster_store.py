@@ -1,24 +1,27 @@
-"""The members of each cluster, held in memory: contiguous per cluster, one immutable snapshot.
+"""Where the members of each cluster live: the :class:`ClusterStore` protocol and its in-memory adapter.
 
-:class:`MemoryClusters` is where a fitted :class:`~llama_index_carag.context.ThematicContext`
-keeps the unit vectors of its items (evidence and claims of the in-memory stores; only the
-claims for Qdrant, whose evidence clusters live in the point payloads).  A snapshot never
-changes: a writer (add/remove) builds a new one and the context publishes it with one
-assignment, so a concurrent query always reads a consistent view.
+:class:`MemoryClusters` holds unit vectors contiguously per cluster in one immutable
+snapshot (evidence and claims of the in-memory stores; only the claims for Qdrant,
+whose evidence clusters live in the point payloads).  A snapshot never changes: a
+writer (add/remove) builds a new one and publishes it with one assignment, so a
+concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is the
+:class:`ClusterStore` adapter over it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from llama_index_carag.soi import ClusterMembers
+from llama_index_carag.soi import ClusterMembers, SOICore
 
-__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters", "LazyTexts"]
+__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters", "LazyTexts", "ClusterStore", "MemoryClusterStore", "TextsOf"]
 
 #: ``(theme or None, cluster)``.
 GroupKey = tuple[str | None, int]
+#: member ids -> their texts (a lazy sequence is fine).
+TextsOf = Callable[[Sequence[str]], Sequence[str]]
 
 
 class LazyTexts(Sequence[str]):
@@ -181,3 +184,126 @@ class MemoryClusters:
                 raise ValueError(f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {dim}).")
             out[(g["theme"], int(g["cluster"]))] = ClusterGroup(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]))
         return cls(out, dim)
+
+
+class ClusterStore(Protocol):
+    """Where a fitted :class:`~llama_index_carag.context.ThematicContext` keeps its cluster members.
+
+    Two adapters implement it: :class:`MemoryClusterStore` (every member's unit vector
+    in memory) and :class:`~llama_index_carag.qdrant_store.QdrantClusterStore` (evidence
+    clusters in a Qdrant collection's payloads, claims in memory).  The context holds one
+    and never looks inside it.  ``texts`` arguments map member ids to their texts (or are
+    ``None`` when no texts are wanted).
+    """
+
+    def __len__(self) -> int: ...  # noqa: D105  (items clustered: evidence and claims)
+
+    def __contains__(self, node_id: object) -> bool: ...  # noqa: D105
+
+    def keys(self) -> list[GroupKey]:
+        """``(theme, cluster)`` of the non-empty clusters."""
+
+    def size(self, key: GroupKey) -> int:
+        """Members of one cluster (evidence and claims)."""
+
+    def key_of(self, node_id: str) -> GroupKey | None:
+        """``(theme, cluster)`` of a member, or ``None``."""
+
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        """Unit vectors (shape ``(d,)``) and clusters of several nodes (``None`` for unknown ones)."""
+
+    def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
+        """Every member of one cluster."""
+
+    def query_members(
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+    ) -> ClusterMembers:
+        """The members an SOI of a unit query vector (shape ``(d,)``) is built from (at least those above ``delta``)."""
+
+    def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        """The cluster size an SOI reports."""
+
+    def add(self, groups: Mapping[GroupKey, ClusterGroup], themes: Mapping[str, str]) -> list[tuple[str, str | None]]:
+        """Add members by cluster (ids already present are replaced); ``themes``: ids whose theme was assigned.
+
+        Returns the ``(id, claim_of)`` of the claims that were replaced.
+        """
+
+    def remove(self, node_ids: Sequence[str]) -> tuple[int, list[tuple[str, str | None]]]:
+        """Drop members (unknown ids ignored): how many went, and the ``(id, claim_of)`` of removed claims."""
+
+    def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
+        """``(node_id, (theme, cluster))`` of every member."""
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        """Ids and unit vectors (shape ``(n, d)``) of the evidence held in memory."""
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-safe description (no vectors), merged into the context's state."""
+
+
+class MemoryClusterStore:
+    """:class:`ClusterStore` over one :class:`MemoryClusters` snapshot, replaced (never changed) by each write.
+
+    Writers run under the context's lock; a reader takes ``self.clusters`` once and
+    reads a consistent view.
+    """
+
+    def __init__(self, clusters: MemoryClusters) -> None:
+        self.clusters = clusters
+
+    def __len__(self) -> int:
+        return len(self.clusters)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.clusters
+
+    def keys(self) -> list[GroupKey]:
+        return self.clusters.keys()
+
+    def size(self, key: GroupKey) -> int:
+        return self.clusters.size(key)
+
+    def key_of(self, node_id: str) -> GroupKey | None:
+        return self.clusters.key_of(node_id)
+
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        clusters = self.clusters  # one snapshot: position and group always agree
+        keys = [clusters.key_of(i) for i in node_ids]
+        return [clusters.unit_vector(i) for i in node_ids], [None if k is None else k[1] for k in keys]
+
+    def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
+        return self.clusters.members(key, texts)
+
+    def query_members(
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+    ) -> ClusterMembers:
+        return self.clusters.members(key, texts)  # the whole cluster: the SOI builder filters it
+
+    def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        return core.cluster_size
+
+    def add(self, groups: Mapping[GroupKey, ClusterGroup], themes: Mapping[str, str]) -> list[tuple[str, str | None]]:
+        kept, replaced = self.clusters.without([i for g in groups.values() for i in g.ids])
+        self.clusters = kept.with_added(groups)
+        return replaced
+
+    def remove(self, node_ids: Sequence[str]) -> tuple[int, list[tuple[str, str | None]]]:
+        before = self.clusters
+        after, claims = before.without(node_ids)
+        self.clusters = after
+        return len(before) - len(after), claims
+
+    def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
+        return self.clusters.iter_items()
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        return self.clusters.evidence_units()
+
+    def get_state(self) -> dict[str, Any]:
+        return {"groups": self.clusters.get_state()}
+
+    @classmethod
+    def from_state(cls, info: Mapping[str, Any], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]) -> "MemoryClusterStore":
+        """Rebuild from :meth:`get_state`; ``unit_vectors(ids)``: their unit vectors, shape ``(len(ids), dim)``."""
+        return cls(MemoryClusters.from_state(info["groups"], dim, unit_vectors))

@@ -174,6 +174,21 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         if n_samples == 0:
             raise ValueError("Cannot cluster an empty set of embeddings.")
         candidates = self._check_params(n_samples)
+        sample = self._fit_sample(matrix, order)
+        n_distinct = _count_distinct(sample, limit=max(candidates))
+        if n_distinct < min(candidates):
+            raise ValueError(
+                f"The embeddings hold only {n_distinct} distinct vector(s), fewer than "
+                f"n_clusters={min(candidates)}; lower n_clusters."
+            )
+        self.n_features_in_ = matrix.shape[1]
+        self._select_mixture(self._fit_projection(sample), [k for k in candidates if k <= n_distinct])
+        self.labels_ = self.predict(matrix)
+        return self
+
+    def _fit_sample(self, matrix: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+        """The rows EM is fitted on (the random sample, in canonical order), unit-normalised if asked."""
+        n_samples = matrix.shape[0]
         if order is not None:
             order = np.asarray(order, dtype=np.int64)
             if order.shape != (n_samples,):
@@ -184,25 +199,18 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             logger.info("Fitting the mixture on a random sample of %d of %d rows", len(positions), n_samples)
         else:
             sample = matrix if order is None else matrix[order]
-        if self.normalize:
-            sample = l2_normalize(sample)
+        return l2_normalize(sample) if self.normalize else sample
 
-        n_distinct = _count_distinct(sample, limit=max(candidates))
-        if n_distinct < min(candidates):
-            raise ValueError(
-                f"The embeddings hold only {n_distinct} distinct vector(s), fewer than "
-                f"n_clusters={min(candidates)}; lower n_clusters."
-            )
-        candidates = [k for k in candidates if k <= n_distinct]
-
-        self.n_features_in_ = matrix.shape[1]
+    def _fit_projection(self, sample: np.ndarray) -> np.ndarray:
+        """Fit ``pca_`` (or set it to ``None``) and return the sample in the space EM works in (float32)."""
         self.pca_ = None
         if self.reduce_dim is not None and self.reduce_dim < min(sample.shape):
             self.pca_ = PCA(n_components=int(self.reduce_dim), random_state=self.random_state).fit(sample)
-            sample_t = self.pca_.transform(sample).astype(np.float32)
-        else:
-            sample_t = np.asarray(sample, dtype=np.float32)  # float32 halves EM's temporaries
+            return self.pca_.transform(sample).astype(np.float32)
+        return np.asarray(sample, dtype=np.float32)  # float32 halves EM's temporaries
 
+    def _select_mixture(self, sample_t: np.ndarray, candidates: list[int]) -> None:
+        """Fit one mixture per candidate ``t``; keep the lowest BIC (``gmm_``, ``n_clusters_``, ``bic_``)."""
         self.bic_: dict[int, float] = {}
         best: GaussianMixture | None = None
         for k in _progress(candidates, total=len(candidates), desc="GMM-EM (BIC)", enabled=self.show_progress and len(candidates) > 1):
@@ -215,8 +223,6 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         self.n_clusters_ = int(best.n_components)
         if len(candidates) > 1:
             logger.info("BIC chose %d clusters out of %s", self.n_clusters_, candidates)
-        self.labels_ = self.predict(matrix)
-        return self
 
     def sample_positions(self, n_samples: int) -> np.ndarray | None:
         """Sorted positions (in canonical order) of the rows EM is fitted on, or ``None`` for all rows.

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FittedCorpus", "fit_corpus", "fit_components", "warn_on_embedded_labels", "docstore_text_lookup"]
+__all__ = ["FittedCorpus", "fit_corpus", "fit_components", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
 
 
 @dataclass
@@ -127,15 +127,18 @@ def fit_corpus(
     if len(set(claim_ids)) != len(claim_ids):
         raise ValueError("claim_nodes contain duplicated node ids.")
 
-    from llama_index_carag.qdrant_context import QdrantThematicContext, is_qdrant_store
+    from llama_index_carag.qdrant_store import is_qdrant_store
 
     if is_qdrant_store(index.vector_store):
         # Server-side: clusters go into the payloads; only a bounded sample of vectors is fetched.
+        from llama_index_carag.qdrant_fit import fit_qdrant_context
+
         claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
-        context: ThematicContext = QdrantThematicContext(
-            settings.mode, vector_store=index.vector_store, theme_key=theme_key, claim_key=claim_key, **options
-        ).fit_store(_claim_items(claim_nodes, claim_vectors, claim_key, theme_key), show_progress=show_progress)
-        exclude = context.claims_in_collection_  # type: ignore[attr-defined]
+        context = fit_qdrant_context(
+            index.vector_store, _claim_items(claim_nodes, claim_vectors, claim_key, theme_key), mode=settings.mode,
+            theme_key=theme_key, claim_key=claim_key, show_progress=show_progress, **options,
+        )
+        exclude = context.store.exclude  # type: ignore[attr-defined]
     else:
         items, claim_vectors, exclude = _memory_items(index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress)
         context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
@@ -147,6 +150,23 @@ def fit_corpus(
     )
     fit_components(corpus, settings)
     return corpus
+
+
+def restore_context(
+    info: dict[str, Any], arrays: dict[str, np.ndarray], index: "VectorStoreIndex", vectors: Callable[[list[str]], np.ndarray]
+) -> ThematicContext:
+    """A saved context (:meth:`ThematicContext.get_state`) rebuilt on ``index``: in memory, or on its Qdrant collection.
+
+    ``vectors(ids)`` gives the stored embeddings of evidence and claims, shape ``(len(ids), d)``.
+    """
+    if info.get("backend") == "qdrant":
+        from llama_index_carag.qdrant_store import QdrantClusterStore
+
+        return ThematicContext.from_state(
+            info, arrays, vectors,
+            store=lambda i, dim, unit: QdrantClusterStore.from_state(i, index.vector_store, dim, unit),
+        )
+    return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index))
 
 
 def _meta(node: BaseNode | None, key: str) -> str | None:

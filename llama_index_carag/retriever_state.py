@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.context import ThematicContext
 from llama_index_carag.contrast import ClaimContrast
-from llama_index_carag.fitting import FittedCorpus, docstore_text_lookup
+from llama_index_carag.fitting import FittedCorpus, restore_context
 from llama_index_carag.models import embed_model_name
 from llama_index_carag.persistence import StateError, ids_checksum, load_state, save_state
+from llama_index_carag.ranking.scorers import Hubness
 from llama_index_carag.settings import FIT_FIELDS, CaragSettings
 from llama_index_carag.stores import PERSISTED_KINDS, faiss_metric, get_node_embeddings, index_node_ids, vector_store_kind
 
@@ -62,6 +62,12 @@ def save_retriever(
         c_info, c_arrays = corpus.contrast.get_state()
         info["claim_contrast_table"] = c_info
         arrays.update(c_arrays)
+    if corpus.hubness:
+        info["hubness_tables"] = []
+        for k, table in sorted(corpus.hubness.items()):
+            h_info, h_arrays = table.get_state()
+            info["hubness_tables"].append({**h_info, "array": f"hubness_{k}"})
+            arrays[f"hubness_{k}"] = h_arrays["hubness"]
     if corpus.lexical is not None:  # bm25s's own files (.npy + JSON, no pickle) in a sub-folder
         corpus.lexical.persist(folder / LEXICAL_SUBDIR)
         info["lexical"] = {"dir": LEXICAL_SUBDIR, "n": len(corpus.lexical)}
@@ -171,12 +177,7 @@ def load_retriever(
     _check_evidence(info, index, claim_lookup)
     vectors = _vector_reader(index, dim, claim_lookup)
     try:
-        if ctx_info.get("backend") == "qdrant":
-            from llama_index_carag.qdrant_context import QdrantThematicContext
-
-            context = QdrantThematicContext.from_store_state(ctx_info, arrays, index.vector_store, vectors)
-        else:
-            context = ThematicContext.from_state(ctx_info, arrays, vectors, text_lookup=docstore_text_lookup(index))
+        context = restore_context(ctx_info, arrays, index, vectors)
     except (KeyError, TypeError) as exc:
         raise StateError(f"The saved clustering state is incomplete ({exc}).") from None
     params = info.get("clusterer_params")
@@ -191,9 +192,22 @@ def load_retriever(
             corpus.contrast = ClaimContrast.from_state(info["claim_contrast_table"], arrays, corpus.claim_units)
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"The saved claim-contrast table is unreadable ({exc}).") from None
+    corpus.hubness = _load_hubness(info, arrays)
     if "lexical" in info:
         corpus.lexical = _load_lexical(folder / LEXICAL_SUBDIR, corpus)
     return index, corpus, settings, model
+
+
+def _load_hubness(info: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[int, Hubness]:
+    """The saved hubness tables by ``hub_k`` (states without them get them refitted on first use)."""
+    tables: dict[int, Hubness] = {}
+    for h_info in info.get("hubness_tables", []):
+        try:
+            table = Hubness.from_state(h_info, {"hubness": arrays[h_info["array"]]})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"A saved hubness table is unreadable ({exc}).") from None
+        tables[table.k] = table
+    return tables
 
 
 def _load_lexical(folder: Path, corpus: FittedCorpus) -> "LexicalIndex | None":

@@ -196,3 +196,24 @@ def test_option_validation(corpus, kwargs, match):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match=match):
         ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, **kwargs)
+
+
+def test_hubness_table_is_saved_and_reloaded_not_refitted(corpus, tmp_path, monkeypatch):
+    evidence, claims, emb = corpus
+    index = faiss_index(evidence, emb)
+    r = ContextAwareRetriever.from_index(
+        index, "paper", claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=12, hub_penalty=0.2, hub_k=3
+    )
+    r.persist(tmp_path)
+    from llama_index_carag.ranking import scorers
+
+    def refit(*args, **kwargs):  # a reload must read the saved table
+        raise AssertionError("hubness was refitted on reload")
+
+    monkeypatch.setattr(scorers.Hubness, "fit", refit)
+    again = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
+    assert again.corpus.hubness[3].table_ == pytest.approx(r.corpus.hubness[3].table_)
+    for claim in claims[::5]:
+        a, b = r.retrieve(claim.text), again.retrieve(claim.text)
+        assert [n.node.node_id for n in a] == [n.node.node_id for n in b]
+        np.testing.assert_allclose([n.score for n in a], [n.score for n in b], rtol=1e-6)
