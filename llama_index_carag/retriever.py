@@ -26,30 +26,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import llama_index.core.instrumentation as instrument
-import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_carag import updates
-from llama_index_carag._validation import check_query_text, sanitize_text
-from llama_index_carag.context import SOIQuery, ThematicContext
+from llama_index_carag.context import ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.fitting import FittedCorpus, fit_components, fit_corpus
 from llama_index_carag.provenance import CARAG_METADATA_KEY
+from llama_index_carag.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
 from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
 from llama_index_carag.ranking.lexical import LexicalSource, ensure_lexical, lexical_provenance
-from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.protocols import CandidateSource, Scorer, SearchRequest
+from llama_index_carag.ranking.pool import CandidatePool
+from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
 from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
 from llama_index_carag.soi import SubsetOfInterest
-from llama_index_carag.vectors import as_vector, blend_query, l2_normalize
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -62,18 +59,6 @@ __all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR", "PAPER
 
 #: Sub-folder of a persist dir that holds the retriever's state.
 STATE_SUBDIR = "carag"
-#: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
-_DEDUPE_OVERFETCH = 4
-
-
-@dataclass
-class _Plan:
-    """Everything decided for one query before the candidate search."""
-
-    request: SearchRequest
-    query: RankQuery
-    n: int
-    rerank: bool = False
 
 
 class ContextAwareRetriever(SettingsView, BaseRetriever):
@@ -276,50 +261,21 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     def _query_embedding(self, query_bundle: QueryBundle) -> list[float]:
         if query_bundle.embedding is not None:
             return list(query_bundle.embedding)
-        return self._embed_model.get_agg_embedding_from_queries(_embedding_strs(query_bundle))
+        return self._embed_model.get_agg_embedding_from_queries(embedding_strs(query_bundle))
 
     async def _aquery_embedding(self, query_bundle: QueryBundle) -> list[float]:
         if query_bundle.embedding is not None:
             return list(query_bundle.embedding)
-        return await self._embed_model.aget_agg_embedding_from_queries(_embedding_strs(query_bundle))
+        return await self._embed_model.aget_agg_embedding_from_queries(embedding_strs(query_bundle))
 
-    def _checked_vector(self, embedding: Sequence[float]) -> np.ndarray:
-        """The query embedding as a finite float32 vector of the context's dimension (checked once)."""
-        q = as_vector(embedding, dim=self.context.dim_)
-        if not np.any(q):
-            raise ValueError("The query embedding is all zeros; cannot compute similarities.")
-        return q
+    def _plan(self, query_str: str, embedding: list[float]) -> QueryPlan:
+        return plan_query(self._settings, self.context, query_str, embedding)
 
-    def _soi(self, q_unit: np.ndarray, query_str: str) -> SOIQuery:
-        s = self._settings
-        return self.context.query_soi(
-            q_unit, s.delta, claim=query_str, top_m=s.soi_top_m, n_related_claims=s.soi_claims, unit=True,
-        )
-
-    def _plan(self, query_str: str, embedding: list[float]) -> _Plan:
-        s = self._settings
-        q = self._checked_vector(embedding)
-        q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
-        soi = self._soi(q_unit, query_str)
-        theme = soi.core.thematic_embedding
-        query = RankQuery(
-            query_str, q_unit, None if theme is None else l2_normalize(theme), soi.kinds(),
-            len(soi.core), soi.key[1], soi.key[0], soi.claim_id, self.context.mode,
-        )
-        factor = _DEDUPE_OVERFETCH if s.dedupe else 1
-        if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector
-            return _Plan(SearchRequest(query_str, list(embedding)), query, s.similarity_top_k * factor)
-        if s.rerank_candidates is not None and (theme is not None or s.penalties):
-            n = max(s.rerank_candidates, s.similarity_top_k) * factor
-            return _Plan(SearchRequest(query_str, list(embedding)), query, n, rerank=True)
-        search = list(embedding) if theme is None else blend_query(q, theme, s.alpha).tolist()
-        return _Plan(SearchRequest(query_str, search), query, s.similarity_top_k * factor)
-
-    def _by_ids(self, plan: _Plan) -> bool:
+    def _by_ids(self, plan: QueryPlan) -> bool:
         """Re-ranking with sources that can search by id: nodes are read only for what is returned."""
         return plan.rerank and all(hasattr(src, "search_ids") for src in self._sources)
 
-    def _search(self, plan: _Plan) -> list[NodeWithScore] | list[str]:
+    def _search(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
         if self._by_ids(plan):
             return [i for src in self._sources for i in src.search_ids(plan.request, plan.n)]  # type: ignore[attr-defined]
         hits: list[NodeWithScore] = []
@@ -327,13 +283,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             hits += source.search(plan.request, plan.n)
         return hits
 
-    async def _asearch(self, plan: _Plan) -> list[NodeWithScore] | list[str]:
+    async def _asearch(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
         if self._by_ids(plan):
             return await asyncio.to_thread(self._search, plan)
         found = await asyncio.gather(*(source.asearch(plan.request, plan.n) for source in self._sources))
         return [hit for hits in found for hit in hits]
 
-    def _rank(self, hits: list[NodeWithScore] | list[str], plan: _Plan) -> list[NodeWithScore]:
+    def _rank(self, hits: list[NodeWithScore] | list[str], plan: QueryPlan) -> list[NodeWithScore]:
         if hits and isinstance(hits[0], str):
             pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)  # type: ignore[arg-type]
         else:
@@ -363,8 +319,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             query: the claim text or a ``QueryBundle`` (its ``embedding`` is used if set).
             claim_id: mark the query as this corpus claim (else found by exact text match).
         """
-        bundle = _check_bundle(QueryBundle(query_str=query) if isinstance(query, str) else query)
-        q = self._checked_vector(self._query_embedding(bundle))
+        bundle = check_bundle(QueryBundle(query_str=query) if isinstance(query, str) else query)
+        q = checked_vector(self._query_embedding(bundle), self.context.dim_)
         s = self._settings
         return self.context.build_soi(
             q, s.delta, claim=bundle.query_str, claim_id=claim_id, top_m=s.soi_top_m,
@@ -373,14 +329,14 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        _check_bundle(query_bundle)
+        check_bundle(query_bundle)
         self._maybe_sync()
         plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
         return self._rank(self._search(plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        _check_bundle(query_bundle)
+        check_bundle(query_bundle)
         await asyncio.to_thread(self._maybe_sync)
         embedding = await self._aquery_embedding(query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
@@ -497,17 +453,3 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         index, corpus, settings, model = load_retriever(Path(persist_dir), STATE_SUBDIR, index, embed_model)
         return cls(index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose)
 
-
-def _embedding_strs(query_bundle: QueryBundle) -> list[str]:
-    """The bundle's texts to embed, made safe for tokenizers (NULs, lone surrogates)."""
-    strs = [sanitize_text(t) for t in query_bundle.embedding_strs]
-    if not any(t.strip() for t in strs):
-        raise ValueError("query is empty; give the claim to check.")
-    return strs
-
-
-def _check_bundle(query_bundle: Any) -> QueryBundle:
-    if not isinstance(query_bundle, QueryBundle):
-        raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
-    check_query_text(query_bundle.query_str)
-    return query_bundle
