@@ -177,6 +177,153 @@ def _stable_id(prefix: str, *parts: str) -> str:
     return f"{prefix}-{digest}"
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """Which columns of a record hold what (``None``: the data has no such column)."""
+
+    claim: str
+    evidence: str
+    claim_id: str | None
+    evidence_id: str | None
+    label: str | None
+    theme: str | None
+    theme_from_claim_id: Callable[[str], str] | None
+
+
+@dataclass(frozen=True)
+class _RowFields:
+    """One record's cleaned cells; ``claim_id`` falls back to a hash of a non-empty claim text."""
+
+    claim_text: str
+    evidence_text: str
+    claim_id: str
+    evidence_id: str
+    label: str
+
+
+def _cell(row: Mapping[str, Any], col: str | None) -> str:
+    """Take a record and a column name (or ``None``); return the cleaned cell, ``""`` without a column."""
+    return _clean(row.get(col)) if col else ""
+
+
+def _read_row(row: Mapping[str, Any], cols: _Columns) -> _RowFields:
+    """Take a record and its column layout; return its cleaned fields (pure)."""
+    claim_text = _clean(row.get(cols.claim))
+    claim_id = _cell(row, cols.claim_id)
+    if not claim_id and claim_text:
+        claim_id = _stable_id("claim", claim_text)
+    return _RowFields(
+        claim_text=claim_text,
+        evidence_text=_clean(row.get(cols.evidence)),
+        claim_id=claim_id,
+        evidence_id=_cell(row, cols.evidence_id),
+        label=_cell(row, cols.label),
+    )
+
+
+def _row_theme(row: Mapping[str, Any], claim_id: str, cols: _Columns) -> str:
+    """Take a record, its claim id and the column layout; return its theme.
+
+    The theme column wins; otherwise the theme is derived from the claim id
+    (``""`` when there is no deriver or it raises ``ValueError``).
+    """
+    theme = _cell(row, cols.theme)
+    if not theme and cols.theme_from_claim_id is not None:
+        try:
+            theme = cols.theme_from_claim_id(claim_id)
+        except ValueError:
+            theme = ""
+    return theme
+
+
+def _evidence_metadata(claim_id: str, evidence_id: str, theme: str, label: str) -> dict[str, Any]:
+    """Take an evidence row's ids, theme and label; return its node metadata (empty theme/label left out)."""
+    metadata: dict[str, Any] = {KIND_KEY: "evidence", CLAIM_KEY: claim_id, EVIDENCE_KEY: evidence_id}
+    if theme:
+        metadata[THEME_KEY] = theme
+    if label:
+        metadata[LABEL_KEY] = label
+    return metadata
+
+
+def _majority_label(labels: list[str]) -> str:
+    """Take a non-empty list of labels; return the most frequent (ties: the first seen) (pure)."""
+    counts = Counter(labels)
+    best = max(counts.values())
+    return next(lab for lab in labels if counts[lab] == best)
+
+
+def _claim_node(claim_id: str, info: Mapping[str, Any]) -> TextNode:
+    """Take a claim id and its collected ``text``/``theme``/``labels``; return the claim node."""
+    metadata: dict[str, Any] = {KIND_KEY: "claim", CLAIM_KEY: claim_id}
+    if info["theme"]:
+        metadata[THEME_KEY] = info["theme"]
+    if info["labels"]:
+        metadata[LABEL_KEY] = _majority_label(info["labels"])
+    return _make_node(claim_id, info["text"], metadata)
+
+
+def _check_disjoint_ids(evidence_nodes: list[TextNode], claim_nodes: list[TextNode]) -> None:
+    """Take the evidence and claim nodes; raise ``ValueError`` if a claim id is also an evidence node id."""
+    evidence_ids = {n.node_id for n in evidence_nodes}
+    clash = [n.node_id for n in claim_nodes if n.node_id in evidence_ids]
+    if clash:
+        raise ValueError(f"Claim ids and evidence ids overlap (e.g. {clash[0]!r}); ids must be unique across both.")
+
+
+class _CorpusBuilder:
+    """Accumulates records, in order, into evidence nodes, claims and skipped rows."""
+
+    def __init__(self, cols: _Columns, uuid_ids: bool) -> None:
+        self.cols = cols
+        self.uuid_ids = uuid_ids
+        self.evidence_nodes: list[TextNode] = []
+        self.skipped: list[SkippedRow] = []
+        self.seen_evidence: dict[str, str] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.n_rows = 0
+
+    def add(self, line: int, row: Mapping[str, Any]) -> None:
+        """Take a record and its 1-based line; index its evidence or record why it was skipped."""
+        self.n_rows += 1
+        fields = _read_row(row, self.cols)
+        if not fields.claim_text:
+            self.skipped.append(SkippedRow(line, "empty claim text", fields.evidence_id or None))
+            return
+        theme = _row_theme(row, fields.claim_id, self.cols)
+        info = self.claims.setdefault(
+            fields.claim_id, {"text": fields.claim_text, "theme": theme, "labels": [], "first_line": line}
+        )
+        if info["text"] != fields.claim_text:
+            self.skipped.append(
+                SkippedRow(line, "claim id reused for a different claim text", fields.evidence_id or None)
+            )
+            return
+        if fields.label:
+            info["labels"].append(fields.label)
+        if not fields.evidence_text:
+            self.skipped.append(SkippedRow(line, "empty evidence text", fields.evidence_id or None))
+            return
+        self._add_evidence(line, fields, theme)
+
+    def _add_evidence(self, line: int, fields: _RowFields, theme: str) -> None:
+        """Take a row with a claim and an evidence text; add its evidence node unless its id was seen."""
+        evidence_id = fields.evidence_id or _stable_id("evidence", fields.claim_id, fields.evidence_text)
+        if evidence_id in self.seen_evidence:
+            same = self.seen_evidence[evidence_id] == fields.evidence_text
+            reason = "duplicate row" if same else "evidence id reused for a different text"
+            self.skipped.append(SkippedRow(line, reason, evidence_id))
+            return
+        self.seen_evidence[evidence_id] = fields.evidence_text
+        metadata = _evidence_metadata(fields.claim_id, evidence_id, theme, fields.label)
+        node_id = uuid_node_id(evidence_id) if self.uuid_ids else evidence_id
+        self.evidence_nodes.append(_make_node(node_id, fields.evidence_text, metadata))
+
+    def claim_nodes(self) -> list[TextNode]:
+        """Return one node per claim seen, in first-seen order."""
+        return [_claim_node(claim_id, info) for claim_id, info in self.claims.items()]
+
+
 def _build_corpus(
     records: Iterable[tuple[int, Mapping[str, Any]]],
     *,
@@ -190,75 +337,18 @@ def _build_corpus(
     source: str,
     uuid_ids: bool = False,
 ) -> ClaimEvidenceCorpus:
-    evidence_nodes: list[TextNode] = []
-    skipped: list[SkippedRow] = []
-    seen_evidence: dict[str, str] = {}
-    claims: dict[str, dict[str, Any]] = {}
-    n_rows = 0
+    """Take ``(line, record)`` pairs and their column names; return the corpus (logged at INFO).
+
+    Raises:
+        ValueError: claim ids and evidence node ids overlap.
+    """
+    cols = _Columns(claim_col, evidence_col, claim_id_col, evidence_id_col, label_col, theme_col, theme_from_claim_id)
+    builder = _CorpusBuilder(cols, uuid_ids)
     for line, row in records:
-        n_rows += 1
-        claim_text = _clean(row.get(claim_col))
-        evidence_text = _clean(row.get(evidence_col))
-        claim_id = _clean(row.get(claim_id_col)) if claim_id_col else ""
-        if not claim_id and claim_text:
-            claim_id = _stable_id("claim", claim_text)
-        evidence_id = _clean(row.get(evidence_id_col)) if evidence_id_col else ""
-        if not claim_text:
-            skipped.append(SkippedRow(line, "empty claim text", evidence_id or None))
-            continue
-        theme = _clean(row.get(theme_col)) if theme_col else ""
-        if not theme and theme_from_claim_id is not None:
-            try:
-                theme = theme_from_claim_id(claim_id)
-            except ValueError:
-                theme = ""
-        label = _clean(row.get(label_col)) if label_col else ""
-        info = claims.setdefault(
-            claim_id, {"text": claim_text, "theme": theme, "labels": [], "first_line": line}
-        )
-        if info["text"] != claim_text:
-            skipped.append(SkippedRow(line, "claim id reused for a different claim text", evidence_id or None))
-            continue
-        if label:
-            info["labels"].append(label)
-        if not evidence_text:
-            skipped.append(SkippedRow(line, "empty evidence text", evidence_id or None))
-            continue
-        if not evidence_id:
-            evidence_id = _stable_id("evidence", claim_id, evidence_text)
-        if evidence_id in seen_evidence:
-            reason = (
-                "duplicate row"
-                if seen_evidence[evidence_id] == evidence_text
-                else "evidence id reused for a different text"
-            )
-            skipped.append(SkippedRow(line, reason, evidence_id))
-            continue
-        seen_evidence[evidence_id] = evidence_text
-        metadata: dict[str, Any] = {KIND_KEY: "evidence", CLAIM_KEY: claim_id, EVIDENCE_KEY: evidence_id}
-        if theme:
-            metadata[THEME_KEY] = theme
-        if label:
-            metadata[LABEL_KEY] = label
-        node_id = uuid_node_id(evidence_id) if uuid_ids else evidence_id
-        evidence_nodes.append(_make_node(node_id, evidence_text, metadata))
-
-    claim_nodes: list[TextNode] = []
-    for claim_id, info in claims.items():
-        metadata = {KIND_KEY: "claim", CLAIM_KEY: claim_id}
-        if info["theme"]:
-            metadata[THEME_KEY] = info["theme"]
-        if info["labels"]:
-            counts = Counter(info["labels"])
-            best = max(counts.values())
-            metadata[LABEL_KEY] = next(lab for lab in info["labels"] if counts[lab] == best)
-        claim_nodes.append(_make_node(claim_id, info["text"], metadata))
-
-    evidence_ids = {n.node_id for n in evidence_nodes}
-    clash = [n.node_id for n in claim_nodes if n.node_id in evidence_ids]
-    if clash:
-        raise ValueError(f"Claim ids and evidence ids overlap (e.g. {clash[0]!r}); ids must be unique across both.")
-    corpus = ClaimEvidenceCorpus(evidence_nodes, claim_nodes, skipped, n_rows, source)
+        builder.add(line, row)
+    claim_nodes = builder.claim_nodes()
+    _check_disjoint_ids(builder.evidence_nodes, claim_nodes)
+    corpus = ClaimEvidenceCorpus(builder.evidence_nodes, claim_nodes, builder.skipped, builder.n_rows, source)
     logger.info("%s: %s", source, corpus.summary())
     return corpus
 
@@ -347,16 +437,7 @@ def load_claim_evidence_csv(
     }
     _require_columns(fieldnames, needed, str(file))
     return _build_corpus(
-        records,
-        claim_col=claim_col,
-        evidence_col=evidence_col,
-        claim_id_col=claim_id_col,
-        evidence_id_col=evidence_id_col,
-        label_col=label_col,
-        theme_col=theme_col,
-        theme_from_claim_id=theme_from_claim_id,
-        source=str(file),
-        uuid_ids=uuid_ids,
+        records, **needed, theme_from_claim_id=theme_from_claim_id, source=str(file), uuid_ids=uuid_ids
     )
 
 
@@ -392,31 +473,19 @@ def load_factver(path_or_dataset_id: str | os.PathLike[str], *, uuid_ids: bool =
     """
     source = os.fspath(path_or_dataset_id)
     cols = FACTVER_COLUMNS
+    layout: dict[str, Any] = {
+        "claim_col": cols["claim"],
+        "evidence_col": cols["evidence"],
+        "claim_id_col": cols["claim_id"],
+        "evidence_id_col": cols["evidence_id"],
+        "label_col": cols["label"],
+        "theme_from_claim_id": factver_theme,
+    }
     if Path(source).exists() or not _HF_DATASET_ID.match(source):
-        return load_claim_evidence_csv(
-            source,
-            claim_col=cols["claim"],
-            evidence_col=cols["evidence"],
-            claim_id_col=cols["claim_id"],
-            evidence_id_col=cols["evidence_id"],
-            label_col=cols["label"],
-            theme_from_claim_id=factver_theme,
-            uuid_ids=uuid_ids,
-        )
+        return load_claim_evidence_csv(source, **layout, uuid_ids=uuid_ids)
     fieldnames, records = _load_hf_rows(source)
     _require_columns(fieldnames, dict(cols), source)
-    return _build_corpus(
-        records,
-        claim_col=cols["claim"],
-        evidence_col=cols["evidence"],
-        claim_id_col=cols["claim_id"],
-        evidence_id_col=cols["evidence_id"],
-        label_col=cols["label"],
-        theme_col=None,
-        theme_from_claim_id=factver_theme,
-        source=source,
-        uuid_ids=uuid_ids,
-    )
+    return _build_corpus(records, **layout, theme_col=None, source=source, uuid_ids=uuid_ids)
 
 
 def demo_corpus_path() -> Path:

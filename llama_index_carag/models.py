@@ -407,23 +407,12 @@ def resolve_llm(
         return llm
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
-    import torch
-    from llama_index.llms.huggingface import HuggingFaceLLM
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from llama_index.llms.huggingface import HuggingFaceLLM  # imports torch and transformers
 
-    name = DEFAULT_LLM if llm is None or llm.strip().lower() == "default" else llm.strip()
+    name = _llm_name(llm)
     offline = offline_llm_path(name)
     path = str(offline) if offline is not None else name
-    dtype = torch.float32 if device_map == "cpu" else "auto"
-    logger.info("Loading LLM %s", path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map, dtype=dtype)
-    model.eval()
-    stop_ids = [tid for tid in {tokenizer.eos_token_id, *(_stop_token_ids(tokenizer))} if tid is not None]
-    kwargs = {"do_sample": False, "repetition_penalty": 1.1}
-    kwargs.update(generate_kwargs or {})
-    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
-        kwargs.setdefault("pad_token_id", tokenizer.eos_token_id)
+    tokenizer, model = _load_hf_model(path, device_map)
     has_template = bool(getattr(tokenizer, "chat_template", None))
     return HuggingFaceLLM(
         model=model,
@@ -432,12 +421,54 @@ def resolve_llm(
         tokenizer_name=path,
         context_window=context_window,
         max_new_tokens=max_new_tokens,
-        stopping_ids=stop_ids,
-        generate_kwargs=kwargs,
+        stopping_ids=_stopping_ids(tokenizer),
+        generate_kwargs=_generation_kwargs(tokenizer, generate_kwargs),
         is_chat_model=has_template,
         query_wrapper_prompt=_chat_wrapper(tokenizer, system_prompt) if has_template else "{query_str}",
         device_map=device_map,
     )
+
+
+def _llm_name(llm: str | None) -> str:
+    """Take ``resolve_llm``'s ``llm`` (``None`` or a non-blank string); return the name to load (pure).
+
+    ``None`` and ``"default"`` (any case) give :data:`DEFAULT_LLM`; other names are stripped.
+    """
+    return DEFAULT_LLM if llm is None or llm.strip().lower() == "default" else llm.strip()
+
+
+def _load_hf_model(path: str, device_map: str) -> tuple[Any, Any]:
+    """Take a hub id or folder and a ``device_map``; return ``(tokenizer, model)``, the model in eval mode.
+
+    Weights load in float32 on ``"cpu"`` and in their own dtype (``"auto"``) elsewhere.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.float32 if device_map == "cpu" else "auto"
+    logger.info("Loading LLM %s", path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map, dtype=dtype)
+    model.eval()
+    return tokenizer, model
+
+
+def _stopping_ids(tokenizer: Any) -> list[int]:
+    """Take a tokenizer; return its EOS id and known end-of-turn token ids, deduplicated, without ``None``."""
+    return [tid for tid in {tokenizer.eos_token_id, *(_stop_token_ids(tokenizer))} if tid is not None]
+
+
+def _generation_kwargs(tokenizer: Any, generate_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """Take a tokenizer and the caller's ``generate_kwargs``; return the kwargs for ``generate``.
+
+    Greedy decoding with a mild repetition penalty unless overridden, and the
+    EOS id as ``pad_token_id`` when the tokenizer has no pad token (unless given).
+    """
+    kwargs = {"do_sample": False, "repetition_penalty": 1.1}
+    kwargs.update(generate_kwargs or {})
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        kwargs.setdefault("pad_token_id", tokenizer.eos_token_id)
+    return kwargs
 
 
 def _stop_token_ids(tokenizer: Any) -> list[int]:

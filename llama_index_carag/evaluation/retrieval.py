@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.base_retriever import BaseRetriever
-    from llama_index.core.schema import BaseNode
+    from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 logger = logging.getLogger(__name__)
 
@@ -205,42 +205,73 @@ def evaluate_retrieval(
         k: cut-off.
         gold_texts: claim id → annotated evidence texts (enables ``text_recall``).
     """
-    from llama_index.core.schema import QueryBundle
-
-    iterator: Iterable[BaseNode] = claims
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(claims, desc="Evaluating", unit="claim")
     out: list[RetrievalResult] = []
-    for claim in iterator:
-        bundle = QueryBundle(
-            claim.get_content(),
-            embedding=claim.embedding if (use_claim_embeddings and claim.embedding is not None) else None,
-        )
-        t0 = time.perf_counter()
-        nodes = retriever.retrieve(bundle)
-        seconds = time.perf_counter() - t0
-        ids = [n.node.node_id for n in nodes][:k]
-        texts = [n.node.get_content() for n in nodes][:k]
-        theme = claim.metadata.get(theme_key)
-        info = nodes[0].node.metadata.get("carag", {}) if nodes else {}
+    for claim in _progress(claims, show_progress):
+        nodes, seconds = _timed_retrieve(retriever, _claim_query(claim, use_claim_embeddings))
         out.append(
-            RetrievalResult(
-                claim_id=claim.node_id,
-                theme=theme,
-                retrieved=ids,
-                theme_precision=theme_precision_at_k([evidence_themes.get(i) for i in ids], theme, k),
-                recall=annotated_recall_at_k(ids, gold.get(claim.node_id, ()), k),
-                rr=reciprocal_rank(ids, gold.get(claim.node_id, ()), k),
-                text_recall=(
-                    annotated_text_recall_at_k(texts, gold_texts.get(claim.node_id, ()), k)
-                    if gold_texts is not None
-                    else math.nan
-                ),
-                soi_size=info.get("soi_size"),
-                fallback=info.get("fallback"),
-                seconds=seconds,
-            )
+            _score_claim(claim, nodes, seconds, evidence_themes, gold, k=k, gold_texts=gold_texts, theme_key=theme_key)
         )
     return out
+
+
+def _progress(claims: Sequence["BaseNode"], show_progress: bool) -> Iterable["BaseNode"]:
+    """Take the claims and whether to show progress; return them as is, or wrapped in a ``tqdm`` bar."""
+    if not show_progress:
+        return claims
+    from tqdm.auto import tqdm
+
+    return tqdm(claims, desc="Evaluating", unit="claim")
+
+
+def _claim_query(claim: "BaseNode", use_claim_embeddings: bool) -> "QueryBundle":
+    """Take a claim node; return its ``QueryBundle`` (text, plus its embedding when asked for and set)."""
+    from llama_index.core.schema import QueryBundle
+
+    return QueryBundle(
+        claim.get_content(),
+        embedding=claim.embedding if (use_claim_embeddings and claim.embedding is not None) else None,
+    )
+
+
+def _timed_retrieve(retriever: "BaseRetriever", bundle: "QueryBundle") -> tuple[list["NodeWithScore"], float]:
+    """Take a retriever and a query bundle; return the retrieved nodes and the seconds retrieval took."""
+    t0 = time.perf_counter()
+    nodes = retriever.retrieve(bundle)
+    return nodes, time.perf_counter() - t0
+
+
+def _score_claim(
+    claim: "BaseNode",
+    nodes: Sequence["NodeWithScore"],
+    seconds: float,
+    evidence_themes: Mapping[str, str | None],
+    gold: Mapping[str, Iterable[str]],
+    *,
+    k: int,
+    gold_texts: Mapping[str, Iterable[str]] | None,
+    theme_key: str,
+) -> RetrievalResult:
+    """Take a claim, its retrieved ``NodeWithScore`` list and timing; return its scored :class:`RetrievalResult`.
+
+    The CARAG ``soi_size``/``fallback`` come from the first node's ``carag`` metadata (``None`` if absent).
+    """
+    ids = [n.node.node_id for n in nodes][:k]
+    texts = [n.node.get_content() for n in nodes][:k]
+    theme = claim.metadata.get(theme_key)
+    info = nodes[0].node.metadata.get("carag", {}) if nodes else {}
+    return RetrievalResult(
+        claim_id=claim.node_id,
+        theme=theme,
+        retrieved=ids,
+        theme_precision=theme_precision_at_k([evidence_themes.get(i) for i in ids], theme, k),
+        recall=annotated_recall_at_k(ids, gold.get(claim.node_id, ()), k),
+        rr=reciprocal_rank(ids, gold.get(claim.node_id, ()), k),
+        text_recall=(
+            annotated_text_recall_at_k(texts, gold_texts.get(claim.node_id, ()), k)
+            if gold_texts is not None
+            else math.nan
+        ),
+        soi_size=info.get("soi_size"),
+        fallback=info.get("fallback"),
+        seconds=seconds,
+    )
