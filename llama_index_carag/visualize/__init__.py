@@ -1,0 +1,72 @@
+"""Pictures of CARAG's context: the SOI graph, cluster graphs and thematic maps.
+
+Three families of figures, after the CARAG and CARAG-u papers:
+
+* **SOI graph** (Figure 6b): the claim at the centre and the items of its
+  Subset of Interest around it, one colour, size and marker per SOI key, edges
+  weighted by cosine similarity.  :func:`soi_graph` builds the
+  :class:`networkx.Graph`, :func:`soi_figure` an interactive Plotly figure,
+  :func:`write_soi_html` a self-contained HTML file (plotly.js inlined, opens
+  offline) and :func:`write_soi_png` a static Matplotlib PNG.
+* **Cluster graph** (Figure 6a/c/d): every member of one cluster, edges between
+  pairs above a similarity threshold (:func:`cluster_graph`,
+  :func:`cluster_figure`, :func:`write_cluster_html`, :func:`write_cluster_png`).
+* **Thematic maps** (Figures 8-9 of CARAG, the 3-D view of CARAG-u): per-theme
+  density contours (or convex hulls in 3-D) of already projected corpus
+  embeddings, with each method's explanation points on top
+  (:func:`thematic_map`, :func:`thematic_panels`, :func:`thematic_map_3d`,
+  :func:`save_figure`).
+
+Security: claims, passages and ids come from the open web.  Plotly renders a
+subset of HTML in titles, texts and hover labels, so every user string is
+passed through :func:`html.escape` *before* this package adds its own ``<br>``
+/ ``<b>`` tags; Matplotlib labels have their ``$`` escaped so user text never
+turns into mathtext.
+
+Plotly, Matplotlib, NetworkX and SciPy are imported lazily inside the
+functions: importing this package costs nothing.  Matplotlib figures are built
+as :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas, so no
+GUI backend is ever selected.  All layouts are deterministic.
+
+Modules (this package re-exports their public names):
+
+* :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph, its layout, HTML and PNG;
+* :mod:`~llama_index_carag.visualize.cluster_plots` — the cluster graph, HTML and PNG;
+* :mod:`~llama_index_carag.visualize.thematic_2d` — density-contour maps and per-theme panels;
+* :mod:`~llama_index_carag.visualize.thematic_3d` — the 3-D map with convex hulls;
+* :mod:`~llama_index_carag.visualize.thematic_common` — input checks and legends of the thematic maps;
+* :mod:`~llama_index_carag.visualize.graph_drawing` — node traces, hovers and Matplotlib drawing of both graphs;
+* :mod:`~llama_index_carag.visualize.styles` — node-kind styles, theme and method colours;
+* :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text;
+* :mod:`~llama_index_carag.visualize.output` — Agg figures and atomic PNG / HTML writing.
+"""
+
+from __future__ import annotations
+
+from llama_index_carag.visualize.cluster_plots import cluster_figure, cluster_graph, write_cluster_html, write_cluster_png
+from llama_index_carag.visualize.output import save_figure
+from llama_index_carag.visualize.soi_plots import soi_figure, soi_graph, soi_layout, write_soi_html, write_soi_png
+from llama_index_carag.visualize.styles import EMPTY_SOI_MESSAGE, KIND_STYLES, SOI_KIND_OF_KEY, theme_colors
+from llama_index_carag.visualize.thematic_2d import thematic_map, thematic_panels
+from llama_index_carag.visualize.thematic_3d import thematic_map_3d
+from llama_index_carag.visualize.thematic_common import PointsByMethod  # re-exported: the type of the maps' ``points``
+
+__all__ = [
+    "KIND_STYLES",
+    "SOI_KIND_OF_KEY",
+    "EMPTY_SOI_MESSAGE",
+    "soi_graph",
+    "soi_layout",
+    "soi_figure",
+    "write_soi_html",
+    "write_soi_png",
+    "cluster_graph",
+    "cluster_figure",
+    "write_cluster_html",
+    "write_cluster_png",
+    "thematic_map",
+    "thematic_panels",
+    "thematic_map_3d",
+    "save_figure",
+    "theme_colors",
+]

@@ -1,0 +1,84 @@
+"""Figure canvases and files: Agg-backed Matplotlib figures and atomic PNG / self-contained HTML writing."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import matplotlib.figure
+    import plotly.graph_objects
+
+logger = logging.getLogger(__name__)
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temp file beside ``path``, then ``os.replace`` it onto ``path``.
+
+    The parent folder is created when missing.  The file gets the mode of the file
+    it replaces, else ``0o644`` (``mkstemp`` alone would leave ``0o600``).
+    Returns the resolved path.
+    """
+    target = Path(path).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = (target.stat().st_mode & 0o777) if target.is_file() else 0o644
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    logger.debug("Wrote %s", target)
+    return target.resolve()
+
+
+def _write_plotly_html(fig: "plotly.graph_objects.Figure", path: str | os.PathLike[str], div_id: str) -> Path:
+    """Write ``fig`` as a full, self-contained HTML page (plotly.js inlined)."""
+    import plotly.io as pio
+
+    page = pio.to_html(
+        fig,
+        include_plotlyjs=True,
+        include_mathjax=False,
+        full_html=True,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )
+    return _atomic_write(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+
+
+def _new_figure(width_in: float, height_in: float, dpi: float, *, layout: str | None = None) -> "matplotlib.figure.Figure":
+    """A Matplotlib Figure on an Agg canvas (no pyplot, no GUI backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _pixel_figure(width: int, height: int, dpi: float) -> "matplotlib.figure.Figure":
+    """A figure that saves to exactly ``width`` × ``height`` pixels at ``dpi``."""
+    if width <= 0 or height <= 0 or dpi <= 0:
+        raise ValueError(f"width, height and dpi must be positive; got {width}, {height}, {dpi}.")
+    # Agg truncates figsize*dpi to int: nudge up so e.g. 10.01 in * 100 dpi gives 1001, not 1000
+    return _new_figure((width + 1e-3) / dpi, (height + 1e-3) / dpi, dpi)
+
+
+def save_figure(fig: "matplotlib.figure.Figure", path: str | os.PathLike[str], *, dpi: float = 150) -> Path:
+    """Save a Matplotlib figure as PNG, atomically.
+
+    The image is ``figsize * dpi`` pixels (no tight cropping).
+
+    Returns:
+        the resolved path written.
+    """
+    return _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+

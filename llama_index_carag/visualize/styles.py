@@ -1,0 +1,86 @@
+"""Shared styles of the figures: per-kind node styles of the SOI and cluster graphs, theme and method colours.
+
+Colours of node kinds are the Okabe-Ito palette; themes get the Tableau 10
+palette in sorted order; methods keep the markers of the papers' figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+#: SOI key → node ``kind`` in :func:`soi_graph`.
+SOI_KIND_OF_KEY: dict[str, str] = {
+    "annotated_evidences": "annotated_evidence",
+    "related_claims": "related_claim",
+    "thematic_cluster_evidences": "thematic_evidence",
+    "refined_cluster_evidences": "refined_evidence",
+}
+
+#: Per node kind: legend label, colour, Plotly marker size / symbol, Matplotlib
+#: marker area (points²) / marker.  Colours are the Okabe-Ito palette.
+KIND_STYLES: dict[str, dict[str, Any]] = {
+    "claim": {"label": "claim", "color": "#000000", "size": 30, "symbol": "star", "mpl_size": 520, "mpl_marker": "*"},
+    "annotated_evidence": {
+        "label": "annotated evidence", "color": "#E69F00", "size": 20, "symbol": "diamond",
+        "mpl_size": 200, "mpl_marker": "D",
+    },
+    "related_claim": {
+        "label": "related claim", "color": "#56B4E9", "size": 17, "symbol": "square",
+        "mpl_size": 170, "mpl_marker": "s",
+    },
+    "thematic_evidence": {
+        "label": "thematic cluster evidence", "color": "#009E73", "size": 13, "symbol": "circle",
+        "mpl_size": 110, "mpl_marker": "o",
+    },
+    "refined_evidence": {
+        "label": "refined cluster evidence", "color": "#0072B2", "size": 15, "symbol": "triangle-up",
+        "mpl_size": 140, "mpl_marker": "^",
+    },
+    "evidence": {"label": "evidence", "color": "#009E73", "size": 9, "symbol": "circle", "mpl_size": 110, "mpl_marker": "o"},
+}
+
+#: Order in which kinds are laid out and listed in legends.
+_KIND_ORDER = ("claim", "annotated_evidence", "related_claim", "thematic_evidence", "refined_evidence", "evidence")
+
+#: Annotation of an SOI figure whose SOI is empty.
+EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"
+
+#: Qualitative palette for themes (Tableau 10), assigned to themes in sorted order.
+_THEME_PALETTE = (
+    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#EDC948",
+    "#76B7B2", "#FF9DA7", "#9C755F", "#BAB0AC", "#E15759",
+)
+
+#: Method name (normalised) → (label colour, Matplotlib marker) as in the papers' figures.
+_METHOD_STYLES: dict[str, tuple[str, str]] = {
+    "rag": ("#D62728", "o"),
+    "carag": ("#2CA02C", "D"),
+    "caragu": ("#1F77B4", "^"),
+}
+_EXTRA_METHOD_STYLES = (
+    ("#9467BD", "s"), ("#FF7F0E", "P"), ("#8C564B", "X"), ("#E377C2", "v"),
+    ("#7F7F7F", "h"), ("#BCBD22", "p"), ("#17BECF", "*"),
+)
+
+_EDGE_GREY = "#8C8C8C"
+
+
+def theme_colors(themes: Iterable[Any]) -> dict[str, str]:
+    """Theme (as ``str``) → colour, assigned in sorted order from a fixed qualitative palette."""
+    ordered = sorted({str(t) for t in themes})
+    return {t: _THEME_PALETTE[i % len(_THEME_PALETTE)] for i, t in enumerate(ordered)}
+
+
+def _method_styles(methods: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Method → (colour, marker): RAG red circles, CARAG green diamonds, CARAG-u blue triangles, then others."""
+    out: dict[str, tuple[str, str]] = {}
+    extra = 0
+    for method in methods:
+        norm = "".join(ch for ch in str(method).lower() if ch.isalnum())
+        if norm in _METHOD_STYLES:
+            out[method] = _METHOD_STYLES[norm]
+        else:
+            out[method] = _EXTRA_METHOD_STYLES[extra % len(_EXTRA_METHOD_STYLES)]
+            extra += 1
+    return out
+
