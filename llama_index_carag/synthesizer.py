@@ -93,7 +93,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
             (numbered evidence); default picks a chat or completion variant.
         streaming: return a ``StreamingResponse``.
         max_sentences: explanation length cap.
-        show_ids: show node ids beside the passage numbers in the prompt.
+        show_ids: show node ids beside the passage numbers in the prompt (default: not in
+            ``"score"`` mode, whose measured label rule was fitted on prompts without them; yes otherwise).
         label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM``,
             ``"structured"`` for a function-calling LLM, else ``"text"``) or one of those.
         label_bias: per-label offsets in nats for ``"score"`` (``None``: the offsets
@@ -110,7 +111,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         fact_check_template: BasePromptTemplate | None = None,
         streaming: bool = False,
         max_sentences: int = 2,
-        show_ids: bool = True,
+        show_ids: bool | None = None,
         callback_manager: CallbackManager | None = None,
         label_mode: str = "auto",
         label_bias: Mapping[VerdictLabel | str, float] | None = None,
@@ -123,9 +124,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if label_mode not in LABEL_MODES:
             raise ValueError(f"label_mode must be one of {LABEL_MODES}; got {label_mode!r}.")
         self._max_sentences = max_sentences
-        self._show_ids = show_ids
         self._scorer: Any = None
         self._label_mode = self._resolve_mode(label_mode, max_explanation_tokens)
+        self._show_ids = self._label_mode != "score" if show_ids is None else bool(show_ids)
         if label_bias is None and self._label_mode == "score":
             from llama_index_carag.label_calibration import measured_bias
 

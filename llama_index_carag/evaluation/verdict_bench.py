@@ -12,7 +12,8 @@ offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
 2. **report** — a balanced subset of the report half (``--per-label`` claims of
    each of T, F, N, round-robin over the themes), each claim (a) with its
    annotated evidence (at most k passages, corpus order) and (b) with the
-   retriever's top-k (CARAG-u, MiniLM, the papers' settings), through the
+   retriever's top-k (the package default, MiniLM; its corpus claims are the tuning
+   half without the tuning subset, so no claim checked is a corpus claim), through the
    public :class:`~llama_index_carag.synthesizer.FactCheckSynthesizer` with the
    tuned offsets.
 
@@ -119,18 +120,29 @@ class _Bench:
         from llama_index_carag.datasets import load_factver
         from llama_index_carag.evaluation.runner import EvalSetup, split_claims
         from llama_index_carag.models import resolve_embed_model
-        from llama_index_carag.retriever import ContextAwareRetriever
 
         self.k, self.out = k, out
         corpus = load_factver(data)
         self.setup = EvalSetup.prepare(corpus, resolve_embed_model("minilm"), cache_dir=cache_dir)
         self.tune, self.report = split_claims(self.setup.claims, seed)
         self.nodes = {n.node_id: n for n in corpus.evidence_nodes}
-        self.retriever = ContextAwareRetriever.from_index(
-            self.setup.index, "paper", mode="unsupervised", claim_nodes=self.setup.claims, random_state=0, similarity_top_k=k
-        )
+        self.retriever: Any = None
         self.reasons = factver_reasons(data)
         out.mkdir(parents=True, exist_ok=True)
+
+    def fit_retriever(self, held_out: Sequence[Any]) -> None:
+        """The package default retriever, its corpus claims the tuning half without ``held_out``.
+
+        New-claims protocol: no claim a verdict is asked for (report half, tuning subset) is a
+        corpus claim.
+        """
+        from llama_index_carag.retriever import ContextAwareRetriever
+
+        skip = {c.node_id for c in held_out}
+        self.retriever = ContextAwareRetriever.from_index(
+            self.setup.index, "default", claim_nodes=[c for c in self.tune if c.node_id not in skip], random_state=0,
+            similarity_top_k=self.k,
+        )
 
     def evidence(self, claim: Any, source: str) -> list[Any]:
         from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -161,9 +173,9 @@ def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> d
             path.write_text(json.dumps(cached, indent=1))
     rows = cached["scores"]
     cal = LabelBiasCalibrator().fit([{VerdictLabel(k): v for k, v in r["scores"].items()} for r in rows],
-                                    [r["gold"] for r in rows])
+                                    [r["gold"] for r in rows], groups=[r["claim_id"] for r in rows])
     cached.update(bias={k.value: v for k, v in cal.bias_.items()}, tune_macro_F1=cal.score_,
-                  tune_accuracy=cal.accuracy_, n=len(rows))
+                  tune_accuracy=cal.accuracy_, n=len(rows), cv_macro_F1=cal.cv_scores_)
     path.write_text(json.dumps(cached, indent=1))
     return cached
 
@@ -221,6 +233,7 @@ def run_verdict_bench(
     out = Path(out)
     bench = _Bench(data, out, k=k, cache_dir=cache_dir, seed=split_seed)
     report, tune = balanced_subset(bench.report, per_label), balanced_subset(bench.tune, tune_per_label)
+    bench.fit_retriever(tune)
     rows_path = out / "verdicts_rows.csv"
     meta: dict[str, Any] = {"report_claims": len(report), "tune_claims": len(tune), "k": k, "llms": {}}
     for name in llms:
