@@ -32,14 +32,14 @@ _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_
 #: Offsets chosen on FactVer's tuning half (docs/VERDICTS.md), keyed by the LLM's ``model_name``:
 #: 9 balanced tuning-half claims x (annotated, default retriever's top-6) evidence, prompts without
 #: node ids (``carag eval --verdicts --per-label 4 --tune-per-label 3``; docs/results/verdicts_tuning_*.json).
-#: For Qwen the grid's offsets lost to no offsets in grouped 3-fold cross-validation (macro-F1 0.36
-#: vs 0.45), so they are 0: its plain arg-max is used.
+#: For both models the grid's offsets lost to no offsets in grouped 3-fold cross-validation (macro-F1
+#: Qwen 0.36 vs 0.45, SmolLM2 0.13 vs 0.27), so they are 0: the plain arg-max is used.
 MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {
     "Qwen2.5-Coder-1.5B-Instruct": {
         VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 0.0, VerdictLabel.NOT_ENOUGH_INFO: 0.0,
     },
     "SmolLM2-135M-Instruct": {
-        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 5.5, VerdictLabel.NOT_ENOUGH_INFO: 2.25,
+        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 0.0, VerdictLabel.NOT_ENOUGH_INFO: 0.0,
     },
 }
 

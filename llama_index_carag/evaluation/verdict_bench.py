@@ -191,11 +191,12 @@ def _report(bench: _Bench, synth: Any, claims: Sequence[Any], name: str, rows_pa
     from tqdm.auto import tqdm
 
     done = {(r["llm"], r["evidence"], r["claim_id"]) for r in _done_rows(rows_path)}
-    new_file = not rows_path.is_file()
+    new_file = not rows_path.is_file() or rows_path.stat().st_size == 0  # an interrupted run may leave it empty
     with rows_path.open("a", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=_ROW_FIELDS)
         if new_file:
             writer.writeheader()
+            fh.flush()
         for source in ("annotated", "retrieved"):
             for claim in tqdm(claims, desc=f"{name} {source}"):
                 if (name, source, claim.node_id) in done:
