@@ -406,11 +406,20 @@ def resolve_llm(
         return llm
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
+    name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
+    return _huggingface_llm(
+        name, int8, context_window=context_window, max_new_tokens=max_new_tokens, system_prompt=system_prompt,
+        device_map=device_map, generate_kwargs=generate_kwargs,
+    )
+
+
+def _huggingface_llm(name: str, int8: bool, *, system_prompt: str, device_map: str, generate_kwargs: dict[str, Any] | None,
+                     **llm_kwargs: Any) -> Any:
+    """Take a model name (offline alias, hub id or folder) and options; return its :class:`HuggingFaceLLM`."""
     from llama_index.llms.huggingface import HuggingFaceLLM  # imports torch and transformers
 
     from llama_index_carag.hf_llm import chat_wrapper, generation_kwargs, load_hf_model, quantize_int8, stopping_ids
 
-    name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
     offline = offline_llm_path(name)
     path = str(offline) if offline is not None else name
     tokenizer, model = load_hf_model(path, device_map)
@@ -423,15 +432,13 @@ def resolve_llm(
         tokenizer=tokenizer,
         model_name=f"{model_name}{INT8_SUFFIX}" if int8 else model_name,
         tokenizer_name=path,
-        context_window=context_window,
-        max_new_tokens=max_new_tokens,
         stopping_ids=stopping_ids(tokenizer),
         generate_kwargs=generation_kwargs(tokenizer, generate_kwargs),
         is_chat_model=has_template,
         query_wrapper_prompt=chat_wrapper(tokenizer, system_prompt) if has_template else "{query_str}",
         device_map=device_map,
+        **llm_kwargs,
     )
-
 
 def _llm_name(llm: str | None) -> str:
     """Take ``resolve_llm``'s ``llm`` (``None`` or a non-blank string); return the name to load (pure).
