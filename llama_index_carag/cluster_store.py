@@ -269,8 +269,9 @@ class MemoryClusterStore:
 
     def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
         clusters = self.clusters  # one snapshot: position and group always agree
-        keys = [clusters.key_of(i) for i in node_ids]
-        return [clusters.unit_vector(i) for i in node_ids], [None if k is None else k[1] for k in keys]
+        found = [clusters.where.get(i) for i in node_ids]
+        vectors = [None if f is None else clusters.groups[f[0]].unit[f[1]] for f in found]
+        return vectors, [None if f is None else f[0][1] for f in found]
 
     def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
         return self.clusters.members(key, texts)

@@ -253,7 +253,8 @@ class ThematicContext:
 
     def cluster_of(self, node_id: str) -> int | None:
         """Cluster of a corpus node (``None`` for a node not clustered)."""
-        return self.clusters_of([node_id])[0]
+        key = self._store.key_of(node_id)
+        return None if key is None else key[1]
 
     def theme_of(self, node_id: str) -> str | None:
         """Theme group of a corpus node (supervised mode), else ``None``."""
