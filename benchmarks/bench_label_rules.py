@@ -51,7 +51,7 @@ def collect(args: argparse.Namespace) -> None:
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)
     tune = balanced_subset(bench.tune, args.tune_per_label)
     bench.fit_retriever(tune)
-    llm = resolve_llm("qwen1.5b", quantize="int8" if args.precision == "int8" else "none")
+    llm = resolve_llm("qwen1.5b", quantize="int8" if args.precision == "int8" else "none", backend="transformers")
     synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
     scorer = HFLabelScorer.from_llm(llm)
     tok = scorer.tokenizer

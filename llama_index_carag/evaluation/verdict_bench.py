@@ -32,6 +32,7 @@ import argparse
 import csv
 import json
 import logging
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -158,7 +159,7 @@ def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> d
     from llama_index_carag.label_calibration import LabelBiasCalibrator
     from llama_index_carag.verdict import VerdictLabel
 
-    path = bench.out / f"verdicts_tuning_{name}.json"
+    path = bench.out / f"verdicts_tuning_{_file_stem(name)}.json"
     cached = json.loads(path.read_text()) if path.is_file() else {"scores": []}
     done = {(r["claim_id"], r["evidence"]) for r in cached["scores"]}
     from tqdm.auto import tqdm
@@ -178,6 +179,11 @@ def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> d
                   tune_accuracy=cal.accuracy_, n=len(rows), cv_macro_F1=cal.cv_scores_)
     path.write_text(json.dumps(cached, indent=1))
     return cached
+
+
+def _file_stem(name: str) -> str:
+    """A model name as a file-name part: ``"Qwen2.5 (Q4_K_M, llama.cpp)"`` → ``"Qwen2.5_Q4_K_M_llama.cpp"`` (pure)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "llm"
 
 
 def _done_rows(path: Path) -> list[dict[str, str]]:
@@ -228,7 +234,7 @@ def run_verdict_bench(
     load_llm: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); returns ``{"summary": [...], "files": [...], "meta": {...}}``."""
-    from llama_index_carag.models import resolve_llm
+    from llama_index_carag.models import llm_name, resolve_llm
     from llama_index_carag.synthesizer import FactCheckSynthesizer
 
     out = Path(out)
@@ -237,12 +243,13 @@ def run_verdict_bench(
     bench.fit_retriever(tune)
     rows_path = out / "verdicts_rows.csv"
     meta: dict[str, Any] = {"report_claims": len(report), "tune_claims": len(tune), "k": k, "llms": {}}
-    for name in llms:
+    for alias in llms:
         t0 = time.perf_counter()
-        llm = (load_llm or resolve_llm)(name)
+        llm = (load_llm or resolve_llm)(alias)
         load_s = time.perf_counter() - t0
+        name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
         synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
-        info: dict[str, Any] = {"load_s": round(load_s, 1), "label_mode": synth.label_mode}
+        info: dict[str, Any] = {"alias": alias, "load_s": round(load_s, 1), "label_mode": synth.label_mode}
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)
             info.update(bias=tuned["bias"], tune_macro_F1=round(tuned["tune_macro_F1"], 4), tune_n=tuned["n"])

