@@ -97,8 +97,9 @@ def _add_retrieval_overrides(p: argparse.ArgumentParser) -> None:
 
 def _add_llm(p: argparse.ArgumentParser) -> None:
     """``--llm``."""
-    p.add_argument("--llm", default=None, help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B), smollm2 "
-                   "(offline SmolLM2-135M: fast, not reliable) or a Hugging Face id/path")
+    p.add_argument("--llm", default=None, help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B: llama.cpp if "
+                   "installed, else transformers; qwen1.5b-hf forces transformers), smollm2 (offline SmolLM2-135M: "
+                   "fast, not reliable), a .gguf file (llama.cpp) or a Hugging Face id/path")
 
 
 def _add_index_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,6 +17,8 @@ packages; without them :meth:`LlamaCppLabelScorer.from_llm` returns ``None``.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -33,10 +35,23 @@ from llama_index_carag.verdict import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LlamaCppLabelScorer", "log_softmax", "MIN_SUFFIX"]
+__all__ = ["LlamaCppLabelScorer", "log_softmax", "model_lock", "MIN_SUFFIX"]
 
 #: Prompt tokens always evaluated anew, together, however much of the prompt the model already holds.
 MIN_SUFFIX = 64
+
+
+_LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: Any) -> Any:
+    """The one re-entrant lock of a ``llama_cpp.Llama``: it holds evaluation state, so one call at a time."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -124,17 +139,18 @@ class LlamaCppLabelScorer:
                 f"The fact-check prompt has {len(prompt_ids)} tokens; with the explanation budget it does not fit "
                 f"the LLM's context window of {model.n_ctx()} tokens. Pass fewer or shorter passages."
             )
-        self._evaluate(prompt_ids)
-        first = self._last_logprobs()
         logprobs: dict[VerdictLabel, float] = {}
-        for label, text in LABEL_STRINGS.items():
-            ids = self._ids(text)
-            total = float(first[ids[0]])
-            for token, following in zip(ids[:-1], ids[1:]):
-                model.eval([token])
-                total += float(self._last_logprobs()[following])
-            model.n_tokens = len(prompt_ids)
-            logprobs[label] = total
+        with model_lock(model):
+            self._evaluate(prompt_ids)
+            first = self._last_logprobs()
+            for label, text in LABEL_STRINGS.items():
+                ids = self._ids(text)
+                total = float(first[ids[0]])
+                for token, following in zip(ids[:-1], ids[1:]):
+                    model.eval([token])
+                    total += float(self._last_logprobs()[following])
+                model.n_tokens = len(prompt_ids)
+                logprobs[label] = total
         return LabelScores(logprobs), None, prompt_ids
 
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
@@ -149,16 +165,18 @@ class LlamaCppLabelScorer:
             text = model.detokenize([int(t) for t in tokens[start:]]).decode("utf-8", errors="ignore")
             return explanation_complete(text, self.max_sentences)
 
-        out = model.create_completion(
-            ids, max_tokens=self.max_new_tokens, temperature=0.0, repeat_penalty=self.repeat_penalty,
-            stop=["\n\n", ANSWER_PREFIX], stopping_criteria=StoppingCriteriaList([complete]),
-        )
+        with model_lock(model):  # the prompt is reused if still held, evaluated again if not
+            out = model.create_completion(
+                ids, max_tokens=self.max_new_tokens, temperature=0.0, repeat_penalty=self.repeat_penalty,
+                stop=["\n\n", ANSWER_PREFIX], stopping_criteria=StoppingCriteriaList([complete]),
+            )
         return clean_explanation(out["choices"][0]["text"])
 
     def verdict(
         self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias``, then its explanation."""
-        scores, state, prompt_ids = self.score(messages)
-        label = scores.best(bias)
-        return label, scores, self.explain(label, state, prompt_ids)
+        with model_lock(self.model):
+            scores, state, prompt_ids = self.score(messages)
+            label = scores.best(bias)
+            return label, scores, self.explain(label, state, prompt_ids)

@@ -6,12 +6,12 @@ into ``RetrieverQueryEngine`` and anything else that takes a
 into :data:`~llama_index_carag.prompts.FACT_CHECK_PROMPT_SEL`; how the label is
 obtained depends on the LLM (``label_mode="auto"``):
 
-* a local ``HuggingFaceLLM`` — ``"score"``: the three label strings are scored
-  by log-likelihood after the prompt (one forward pass, KV cache reused), the
-  best one after the per-label offsets (``label_bias``; by default the offsets
-  measured for the offline models, :mod:`~llama_index_carag.label_calibration`)
-  wins, then the explanation is generated for it
-  (:class:`~llama_index_carag.label_scoring.HFLabelScorer`);
+* a local ``HuggingFaceLLM`` or ``LlamaCPP`` — ``"score"``: the three label strings
+  are scored by log-likelihood after the prompt (one pass over the prompt, its KV
+  cache reused), the best one after the per-label offsets (``label_bias``; by
+  default the offsets measured for the offline models,
+  :mod:`~llama_index_carag.label_calibration`) wins, then the explanation is
+  generated for it (:func:`~llama_index_carag.label_scoring.scorer_for`);
 * an LLM with function calling — ``"structured"``: ``llm.structured_predict``
   into :class:`VerdictOutput` (label restricted to the three values);
 * any other LLM — ``"text"``: the free-text answer is parsed by
@@ -44,7 +44,7 @@ from llama_index.core.base.response.schema import (  # noqa: I001
     StreamingResponse,
 )
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.llms import LLM
+from llama_index.core.llms import LLM, MessageRole
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
@@ -95,13 +95,16 @@ class FactCheckSynthesizer(BaseSynthesizer):
         max_sentences: explanation length cap.
         show_ids: show node ids beside the passage numbers in the prompt (default: not in
             ``"score"`` mode, whose measured label rule was fitted on prompts without them; yes otherwise).
-        label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM``,
+        label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM`` or ``LlamaCPP``,
             ``"structured"`` for a function-calling LLM, else ``"text"``) or one of those.
         label_bias: per-label offsets in nats for ``"score"`` (``None``: the offsets
             measured for this model in :data:`~llama_index_carag.label_calibration.MEASURED_LABEL_BIAS`,
             if any; ``{}``: none).
         max_explanation_tokens: explanation budget in ``"score"`` mode (default:
             the LLM's ``max_new_tokens``, at most 80).
+        examples: worked examples (:class:`~llama_index_carag.few_shot.VerdictExample`) shown as chat
+            turns before the claim in :meth:`messages`, the prompt of ``"score"`` mode
+            (e.g. :data:`~llama_index_carag.few_shot.DEFAULT_EXAMPLES`; default none).
     """
 
     def __init__(
@@ -116,8 +119,10 @@ class FactCheckSynthesizer(BaseSynthesizer):
         label_mode: str = "auto",
         label_bias: Mapping[VerdictLabel | str, float] | None = None,
         max_explanation_tokens: int | None = None,
+        examples: Sequence[Any] | None = None,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
+        self._examples = tuple(examples or ())
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
         if max_sentences < 1:
             raise ValueError("max_sentences must be >= 1.")
@@ -130,18 +135,20 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if label_bias is None and self._label_mode == "score":
             from llama_index_carag.label_calibration import measured_bias
 
-            label_bias = measured_bias(getattr(self._llm, "model_name", None))
+            from llama_index_carag.models import llm_name
+
+            label_bias = measured_bias(llm_name(self._llm))
         self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
-        from llama_index_carag.label_scoring import HFLabelScorer
+        from llama_index_carag.label_scoring import scorer_for
 
         if mode in ("auto", "score"):
-            self._scorer = HFLabelScorer.from_llm(self._llm, max_new_tokens=max_tokens, max_sentences=self._max_sentences)
+            self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._max_sentences)
             if self._scorer is not None:
                 return "score"
             if mode == "score":
-                raise ValueError("label_mode='score' needs a local HuggingFaceLLM.")
+                raise ValueError("label_mode='score' needs a local LLM: a HuggingFaceLLM or a LlamaCPP.")
         if mode in ("auto", "structured"):
             if getattr(self._llm.metadata, "is_function_calling_model", False) or mode == "structured":
                 return "structured"
@@ -188,16 +195,29 @@ class FactCheckSynthesizer(BaseSynthesizer):
                                max_sentences=self._max_sentences)
 
     def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None) -> list:
-        """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them)."""
+        """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them).
+
+        In ``"score"`` mode a selector template gives its chat variant: the scorer renders the
+        messages with the model's own chat template (``LlamaCPP`` does not report itself as a chat model).
+        """
         from llama_index_carag.prompts import FACT_CHECK_CHAT_PROMPT
 
         template = self._template
         if hasattr(template, "select"):
-            template = template.select(self._llm)
+            template = _chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
         if not hasattr(template, "format_messages"):
             template = FACT_CHECK_CHAT_PROMPT
-        context = self._context(text_chunks, evidence_ids)
-        return template.format_messages(query_str=fence(query_str), context_str=context)
+        def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None) -> list:
+            return template.format_messages(query_str=fence(claim), context_str=self._context(texts, ids))
+
+        messages = question(query_str, text_chunks, evidence_ids)
+        if not self._examples:
+            return messages
+        from llama_index_carag.few_shot import example_turns
+
+        system = [m for m in messages if m.role == MessageRole.SYSTEM]
+        rest = [m for m in messages if m.role != MessageRole.SYSTEM]
+        return system + example_turns(self._examples, question) + rest
 
     def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
         """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
@@ -374,6 +394,14 @@ class FactCheckSynthesizer(BaseSynthesizer):
             parts.append(delta)
             yield delta
         response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
+
+
+def _chat_variant(selector: Any) -> Any:
+    """The chat template among a ``SelectorPromptTemplate``'s choices (its default if it has none)."""
+    for _, template in getattr(selector, "conditionals", None) or []:
+        if getattr(template, "message_templates", None):
+            return template
+    return selector.default_template
 
 
 def _label_name(value: Any) -> str:

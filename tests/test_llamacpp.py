@@ -126,3 +126,23 @@ def test_log_softmax_is_a_distribution():
 
     out = log_softmax(np.array([1000.0, 1001.0, -5.0], dtype=np.float32))
     assert out.shape == (3,) and np.isclose(np.exp(out).sum(), 1.0) and out.argmax() == 1
+
+
+@needs_llamacpp
+def test_concurrent_calls_on_one_model_give_the_sequential_scores(smol_cpp):
+    """One llama.cpp model holds one evaluation state: calls from several threads are serialised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    synth = _synth(smol_cpp)
+    claims = [CLAIM, "Paris is in France.", "Berlin is in Germany.", CLAIM]
+    sequential = [synth.score_labels(c, _nodes()).as_dict() for c in claims]
+    with ThreadPoolExecutor(4) as pool:
+        parallel = list(pool.map(lambda c: synth.score_labels(c, _nodes()).as_dict(), claims))
+    for a, b in zip(sequential, parallel):
+        assert a == pytest.approx(b, abs=1e-3)
+
+
+def _nodes():
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    return [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(PASSAGES, 1)]
