@@ -43,7 +43,7 @@ def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]
     from llama_index_carag.checking import check_claim
     from llama_index_carag.synthesizer import FactCheckSynthesizer
 
-    synthesizer = None if llm is None else FactCheckSynthesizer(llm)
+    synthesizer = None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model)
     return check_claim(retriever, claim, synthesizer).to_json_dict()
 
 

@@ -30,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     retriever = _load_retriever(args)
     app = create_app(
         retriever,
-        None if llm is None else get_fact_check_synthesizer(llm),
+        None if llm is None else get_fact_check_synthesizer(llm, embed_model=retriever.embed_model),
         stream_synthesizer=None if llm is None else get_fact_check_synthesizer(llm, streaming=True),
         llm=llm,
         settings=settings,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from llama_index_carag.verdict import VerdictLabel
 
@@ -77,9 +77,10 @@ class LabelScorer(Protocol):
         """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`)."""
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
-        """``(label, scores, explanation)``: the best label after ``bias``, then its explanation."""
+        """``(label, scores, explanation)``: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
 
 
 def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
@@ -202,11 +203,12 @@ class HFLabelScorer:
         return clean_explanation(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
-        """``(label, scores, explanation)`` for one prompt: the best label after ``bias``, then its explanation."""
+        """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
         scores, cache, prompt_ids = self.score(messages)
-        label = scores.best(bias)
+        label = decide(scores) if decide is not None else scores.best(bias)
         return label, scores, self.explain(label, cache, prompt_ids)
 
 

@@ -20,7 +20,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -173,10 +173,11 @@ class LlamaCppLabelScorer:
         return clean_explanation(out["choices"][0]["text"])
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
-        """``(label, scores, explanation)`` for one prompt: the best label after ``bias``, then its explanation."""
+        """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
         with model_lock(self.model):
             scores, state, prompt_ids = self.score(messages)
-            label = scores.best(bias)
+            label = decide(scores) if decide is not None else scores.best(bias)
             return label, scores, self.explain(label, state, prompt_ids)

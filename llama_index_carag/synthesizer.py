@@ -58,7 +58,9 @@ from llama_index_carag.verdict import Verdict, VerdictLabel, parse_verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES"]
+__all__ = [
+    "FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES", "evidence_texts",
+]
 
 #: Key of the parsed verdict in ``Response.metadata``.
 VERDICT_KEY = "verdict"
@@ -102,6 +104,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
             if any; ``{}``: none).
         max_explanation_tokens: explanation budget in ``"score"`` mode (default:
             the LLM's ``max_new_tokens``, at most 80).
+        embed_model: a LlamaIndex embed model for the claim-passage cosines of ``label_rule``
+            (the retriever's: ``retriever.embed_model``).
+        label_rule: ``"measured"`` (default: the rule measured for this LLM in
+            :mod:`~llama_index_carag.label_rules`, applied in ``"score"`` mode when ``embed_model`` is
+            the encoder it was fitted with), an ``EvidenceLabelRule``, or ``None`` (arg-max after ``label_bias``).
         examples: worked examples (:class:`~llama_index_carag.few_shot.VerdictExample`) shown as chat
             turns before the claim in :meth:`messages`, the prompt of ``"score"`` mode
             (e.g. :data:`~llama_index_carag.few_shot.DEFAULT_EXAMPLES`; default none).
@@ -120,9 +127,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
         label_bias: Mapping[VerdictLabel | str, float] | None = None,
         max_explanation_tokens: int | None = None,
         examples: Sequence[Any] | None = None,
+        embed_model: Any | None = None,
+        label_rule: Any = "measured",
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
         self._examples = tuple(examples or ())
+        self._embed_model = embed_model
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
         if max_sentences < 1:
             raise ValueError("max_sentences must be >= 1.")
@@ -139,6 +149,30 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
             label_bias = measured_bias(llm_name(self._llm))
         self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
+        self._label_rule = self._resolve_rule(label_rule)
+
+    def _resolve_rule(self, rule: Any) -> Any:
+        """The :class:`~llama_index_carag.label_rules.EvidenceLabelRule` to apply in ``"score"`` mode, or ``None``."""
+        if rule is None or self._label_mode != "score":
+            return None
+        from llama_index_carag.models import embed_model_name, llm_name
+
+        if isinstance(rule, str):
+            if rule != "measured":
+                raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {rule!r}.")
+            from llama_index_carag.label_rules import measured_rule
+
+            rule = measured_rule(llm_name(self._llm))
+            if rule is None:
+                return None
+        if self._embed_model is None:
+            logger.info("No embed_model given: the label rule for this LLM is not applied (plain arg-max).")
+            return None
+        if embed_model_name(self._embed_model) != rule.encoder:
+            logger.info("The label rule was fitted with %s cosines, not %s: not applied.", rule.encoder,
+                        embed_model_name(self._embed_model))
+            return None
+        return rule
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.label_scoring import scorer_for
@@ -224,18 +258,27 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
         Returns a :class:`~llama_index_carag.label_scoring.LabelScores` (before ``label_bias``).
         """
-        from llama_index.core.schema import MetadataMode
-
         if self._scorer is None:
             raise ValueError(f"score_labels needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
-        nodes = _hide_labels(nodes)
-        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+        texts = evidence_texts(nodes)
         scores, _, _ = self._scorer.score(self.messages(query_str, texts, [n.node.node_id for n in nodes]))
         return scores
 
     def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
-        label, scores, explanation = self._scorer.verdict(self.messages(query_str, text_chunks, ids), self._label_bias)
+        decide = None
+        if self._label_rule is not None:
+            from llama_index_carag.label_rules import evidence_cosines
+
+            cosines = evidence_cosines(self._embed_model, query_str, list(text_chunks))
+            decide = lambda scores: self._label_rule.predict(scores.logprobs, cosines)  # noqa: E731
+        messages = self.messages(query_str, text_chunks, ids)
+        label, scores, explanation = self._scorer.verdict(messages, self._label_bias, decide=decide)
         return self._wrap(self._checked(label, explanation, ids, "", "scored", scores.as_dict()))
+
+    @property
+    def label_rule(self) -> Any:
+        """The :class:`~llama_index_carag.label_rules.EvidenceLabelRule` deciding scored labels, or ``None`` (arg-max)."""
+        return self._label_rule
 
     def _structured_result(self, out: Any, ids: list[str]) -> _VerdictText:
         label = VerdictLabel(_label_name(out.label))
@@ -411,6 +454,13 @@ def _label_name(value: Any) -> str:
     return VerdictLabel.from_fever(str(value)).value
 
 
+def evidence_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
+    """The passage texts the LLM is shown for ``nodes`` (LLM metadata mode, annotation metadata hidden)."""
+    from llama_index.core.schema import MetadataMode
+
+    return [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in _hide_labels(nodes)]
+
+
 def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
     """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
     whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
@@ -437,6 +487,7 @@ def get_fact_check_synthesizer(
     callback_manager: CallbackManager | None = None,
     label_mode: str = "auto",
     label_bias: Mapping[VerdictLabel | str, float] | None = None,
+    embed_model: Any | None = None,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
 
@@ -448,6 +499,7 @@ def get_fact_check_synthesizer(
         max_sentences: explanation cap (papers: two sentences).
         label_mode: see :class:`FactCheckSynthesizer`.
         label_bias: see :class:`FactCheckSynthesizer`.
+        embed_model: the retriever's embed model, for the measured label rule (see :class:`FactCheckSynthesizer`).
     """
     from llama_index_carag.models import resolve_llm
 
@@ -459,4 +511,5 @@ def get_fact_check_synthesizer(
         callback_manager=callback_manager,
         label_mode=label_mode,
         label_bias=label_bias,
+        embed_model=embed_model,
     )

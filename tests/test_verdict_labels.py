@@ -387,3 +387,27 @@ def test_offsets_are_kept_only_when_they_beat_none_out_of_fold(rng):
         assert dropped.bias_ == LabelBiasCalibrator().fit(noise, gold).bias_
     with pytest.raises(ValueError, match="at least 2 groups"):
         LabelBiasCalibrator().fit(noise, gold, groups=["one"] * 30)
+
+
+# ------------------------------------------------------------ label rules
+def test_a_label_rule_decides_scored_labels_when_its_encoder_is_given(tiny_hf):
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.label_rules import EvidenceLabelRule
+
+    from .helpers import TableEmbedding
+
+    always_nei = EvidenceLabelRule("table-embedding", ((0.0,) * 5,) * 3, (0.0, 0.0, 5.0))
+    embed = TableEmbedding({"x": [1.0, 0.0]})
+    nodes = [NodeWithScore(node=TextNode(text="The sky is blue.", id_="E1"), score=None)]
+    synth = FactCheckSynthesizer(tiny_hf, embed_model=embed, label_rule=always_nei)
+    assert synth.label_rule is always_nei
+    verdict = synth.synthesize("The sky is green.", nodes).metadata["verdict"]
+    assert verdict.label is VerdictLabel.NOT_ENOUGH_INFO and verdict.method == "scored"
+    other = TableEmbedding({"x": [1.0, 0.0]})
+    object.__setattr__(other, "model_name", "another-encoder")
+    assert FactCheckSynthesizer(tiny_hf, embed_model=other, label_rule=always_nei).label_rule is None
+    assert FactCheckSynthesizer(tiny_hf, label_rule=always_nei).label_rule is None  # no encoder given
+    assert FactCheckSynthesizer(tiny_hf, embed_model=embed).label_rule is None  # no rule measured for it
+    with pytest.raises(ValueError, match="label_rule must be"):
+        FactCheckSynthesizer(tiny_hf, label_rule="learned")

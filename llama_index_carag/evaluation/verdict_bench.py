@@ -248,12 +248,14 @@ def run_verdict_bench(
         llm = (load_llm or resolve_llm)(alias)
         load_s = time.perf_counter() - t0
         name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
-        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
-        info: dict[str, Any] = {"alias": alias, "load_s": round(load_s, 1), "label_mode": synth.label_mode}
+        embed = bench.retriever.embed_model  # the measured label rule's cosines, if the LLM has one
+        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False, embed_model=embed)
+        info: dict[str, Any] = {"alias": alias, "load_s": round(load_s, 1), "label_mode": synth.label_mode,
+                                "label_rule": synth.label_rule is not None}
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)
             info.update(bias=tuned["bias"], tune_macro_F1=round(tuned["tune_macro_F1"], 4), tune_n=tuned["n"])
-            synth = FactCheckSynthesizer(llm, label_bias=tuned["bias"], show_ids=False)
+            synth = FactCheckSynthesizer(llm, label_bias=tuned["bias"], show_ids=False, embed_model=embed)
         _report(bench, synth, report, name, rows_path)
         meta["llms"][name] = info
         del synth, llm
@@ -281,11 +283,24 @@ def _summaries(rows: list[dict[str, str]], majority: str, report_ids: list[str])
         idx = [i for i, r in enumerate(rows) if (r["llm"], r["evidence"]) == (llm, source)]
         out.append({"llm": llm, "evidence": source,
                     **summarize_rows([rows[i] for i in idx], [cos[i] for i in idx if rows[i]["reason"]])})
+        plain = [_argmax_row(rows[i]) for i in idx]
+        if any(p["pred"] != rows[i]["pred"] for p, i in zip(plain, idx)):  # a label rule or offsets decided
+            out.append({"llm": f"{llm} [plain arg-max]", "evidence": source, **summarize_rows(plain)})
     ids = list(dict.fromkeys(r["claim_id"] for r in rows))
     gold = {r["claim_id"]: r["gold"] for r in rows}
     majority_rows = [{"gold": gold[i], "pred": majority, "parsed": True, "seconds": 0.0} for i in ids]
     out.append({"llm": f"majority class ({majority})", "evidence": "-", **summarize_rows(majority_rows)})
     return out
+
+
+def _argmax_row(row: dict[str, str]) -> dict[str, str]:
+    """``row`` with ``pred`` replaced by the arg-max of its label scores (unchanged if it has none)."""
+    scores = json.loads(row.get("scores") or "null")
+    if not scores:
+        return row
+    from llama_index_carag.verdict import VerdictLabel
+
+    return {**row, "pred": VerdictLabel(max(scores, key=scores.get)).to_fever()}
 
 
 _COLUMNS = ["llm", "evidence", "claims", "parse_rate", "accuracy", "macro_F1", "recall_T", "recall_F", "recall_N",
