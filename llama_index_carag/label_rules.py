@@ -30,7 +30,7 @@ from llama_index_carag.verdict import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EvidenceLabelRule", "rule_features", "evidence_cosines", "measured_rule", "load_rules"]
+__all__ = ["EvidenceLabelRule", "rule_features", "evidence_cosines", "measured_rule", "load_rules", "applicable_rule"]
 
 _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
 _RULES_FILE = "label_rules.json"
@@ -122,3 +122,27 @@ def load_rules() -> dict[str, EvidenceLabelRule]:
 def measured_rule(llm_name: str | None) -> EvidenceLabelRule | None:
     """The measured rule for an LLM name (``None`` if none was kept for it)."""
     return load_rules().get(str(llm_name)) if llm_name else None
+
+
+def applicable_rule(rule: "EvidenceLabelRule | str | None", llm: Any, embed_model: Any | None) -> EvidenceLabelRule | None:
+    """The rule a synthesizer applies: ``rule`` (or, for ``"measured"``, the LLM's measured one), if usable.
+
+    A rule is usable only with an ``embed_model`` that is the encoder it was fitted with (cosines of
+    another encoder are on another scale); otherwise ``None`` (the plain arg-max), with a log line.
+    """
+    from llama_index_carag.models import embed_model_name, llm_name
+
+    if isinstance(rule, str):
+        if rule != "measured":
+            raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {rule!r}.")
+        rule = measured_rule(llm_name(llm))
+    if rule is None:
+        return None
+    if embed_model is None:
+        logger.info("No embed_model given: the label rule for this LLM is not applied (plain arg-max).")
+        return None
+    if embed_model_name(embed_model) != rule.encoder:
+        logger.info("The label rule was fitted with %s cosines, not %s: not applied.", rule.encoder,
+                    embed_model_name(embed_model))
+        return None
+    return rule

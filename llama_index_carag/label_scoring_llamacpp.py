@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from llama_index_carag.label_scoring import (
+from llama_index_carag.label_scores import (
     ANSWER_PREFIX,
     LABEL_STRINGS,
     LabelScores,

@@ -21,7 +21,7 @@ import re
 from typing import Sequence
 
 from llama_index.core.llms import ChatMessage, MessageRole
-from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate, SelectorPromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate, PromptTemplate, SelectorPromptTemplate
 from llama_index.core.prompts.utils import is_chat_model
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "FACT_CHECK_CONTEXT_PROMPT",
     "fence",
     "format_evidence",
+    "chat_variant",
 ]
 
 _TAG = re.compile(r"<\s*/?\s*(claim|evidence)\b[^>]*>", re.IGNORECASE)
@@ -109,3 +110,11 @@ def format_evidence(texts: Sequence[str], ids: Sequence[str] | None = None) -> s
         label = f"[{i}] (id: {fence(ids[i - 1])}) " if ids is not None else f"[{i}] "
         lines.append(label + body)
     return "\n".join(lines)
+
+
+def chat_variant(selector: SelectorPromptTemplate) -> BasePromptTemplate:
+    """The chat template among a ``SelectorPromptTemplate``'s choices (its default if it has none)."""
+    for _, template in selector.conditionals or []:
+        if getattr(template, "message_templates", None):
+            return template
+    return selector.default_template

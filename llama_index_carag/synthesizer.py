@@ -53,7 +53,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_carag.explanation_checks import checked_verdict
-from llama_index_carag.prompts import FACT_CHECK_PROMPT_SEL, fence, format_evidence
+from llama_index_carag.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
 from llama_index_carag.verdict import Verdict, VerdictLabel, parse_verdict
 
 logger = logging.getLogger(__name__)
@@ -144,35 +144,15 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self._show_ids = self._label_mode != "score" if show_ids is None else bool(show_ids)
         if label_bias is None and self._label_mode == "score":
             from llama_index_carag.label_calibration import measured_bias
-
             from llama_index_carag.models import llm_name
 
             label_bias = measured_bias(llm_name(self._llm))
         self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
-        self._label_rule = self._resolve_rule(label_rule)
+        self._label_rule = None
+        if self._label_mode == "score":
+            from llama_index_carag.label_rules import applicable_rule
 
-    def _resolve_rule(self, rule: Any) -> Any:
-        """The :class:`~llama_index_carag.label_rules.EvidenceLabelRule` to apply in ``"score"`` mode, or ``None``."""
-        if rule is None or self._label_mode != "score":
-            return None
-        from llama_index_carag.models import embed_model_name, llm_name
-
-        if isinstance(rule, str):
-            if rule != "measured":
-                raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {rule!r}.")
-            from llama_index_carag.label_rules import measured_rule
-
-            rule = measured_rule(llm_name(self._llm))
-            if rule is None:
-                return None
-        if self._embed_model is None:
-            logger.info("No embed_model given: the label rule for this LLM is not applied (plain arg-max).")
-            return None
-        if embed_model_name(self._embed_model) != rule.encoder:
-            logger.info("The label rule was fitted with %s cosines, not %s: not applied.", rule.encoder,
-                        embed_model_name(self._embed_model))
-            return None
-        return rule
+            self._label_rule = applicable_rule(label_rule, self._llm, self._embed_model)
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.label_scoring import scorer_for
@@ -238,7 +218,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
         template = self._template
         if hasattr(template, "select"):
-            template = _chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
+            template = chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
         if not hasattr(template, "format_messages"):
             template = FACT_CHECK_CHAT_PROMPT
         def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None) -> list:
@@ -437,14 +417,6 @@ class FactCheckSynthesizer(BaseSynthesizer):
             parts.append(delta)
             yield delta
         response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
-
-
-def _chat_variant(selector: Any) -> Any:
-    """The chat template among a ``SelectorPromptTemplate``'s choices (its default if it has none)."""
-    for _, template in getattr(selector, "conditionals", None) or []:
-        if getattr(template, "message_templates", None):
-            return template
-    return selector.default_template
 
 
 def _label_name(value: Any) -> str:

@@ -47,18 +47,24 @@ def test_llm_argument_forms(smollm2):
 
 
 def test_default_llm_gives_one_checked_verdict():
-    """The offline default (Qwen2.5-Coder-1.5B, converted once and cached) on one short claim: a scored
+    """The offline default (Qwen2.5-Coder-1.5B: llama.cpp, or transformers without it) on one short claim: a scored
     label, an explanation of at most two sentences citing only the shown passages, agreeing with the label."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from llama_index_carag.explanation_checks import CONTRADICTING_STANCES
     from llama_index_carag.verdict import sentence_stance
 
+    from llama_index_carag.llamacpp_llm import llamacpp_available
+    from llama_index_carag.models import llm_name, resolve_embed_model
+
     t0 = time.perf_counter()
     llm = default_llm(max_new_tokens=48)
-    print(f"Qwen load: {time.perf_counter() - t0:.1f} s")
-    synth = get_fact_check_synthesizer(llm)
+    print(f"Qwen load: {time.perf_counter() - t0:.1f} s ({llm_name(llm)})")
+    synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"))
     assert synth.label_mode == "score"
+    # llama.cpp where it is installed; then the measured label rule applies (its name and encoder match)
+    assert ("llama.cpp" in llm_name(llm)) == llamacpp_available()
+    assert (synth.label_rule is not None) == llamacpp_available()
     nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]
     t0 = time.perf_counter()
     verdict = synth.synthesize("New Zealand has no carbon trading system.", nodes).metadata[VERDICT_KEY]
