@@ -74,7 +74,7 @@ def collect(args: argparse.Namespace) -> None:
             evidence[claim.node_id, source] = (nodes, cos)
     rows = json.loads(out.read_text()) if out.is_file() else []
     done = {(r["variant"], r["claim_id"], r["evidence"]) for r in rows}
-    for variant in VARIANTS:
+    for variant in args.variants.split(","):
         synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False,
                                      examples=DEFAULT_EXAMPLES if variant == "few-shot" else None)
         for claim in tune:
@@ -219,11 +219,10 @@ def fit_rule(args: argparse.Namespace) -> None:
         y.append(L.index(r["gold"]))
         groups.append(r["claim_id"])
     X, y = np.asarray(X), np.asarray(y)
-    order = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
     raw, rule = np.argmax(X[:, :3], 1), np.empty(len(y), int)
     for tr, te in GroupKFold(5).split(X, y, groups):
         fitted = EvidenceLabelRule.fit(X[tr], [L[i] for i in y[tr]], encoder="-")
-        rule[te] = [L.index(fitted.predict(dict(zip(order, x[:3])), [x[3], x[4]]).to_fever()) for x in X[te]]
+        rule[te] = [L.index(label.to_fever()) for label in fitted.predict_features(X[te])]
     f_raw, f_rule = f1(y, raw), f1(y, rule)
     print(f"{len(y)} rows; grouped 5-fold CV: raw arg-max {metrics(y, raw)}; rule {metrics(y, rule)}")
     keep = f_rule >= f_raw + MARGIN
@@ -271,6 +270,7 @@ def main() -> None:
     c.add_argument("--cache-dir", default=".cache/eval")
     c.add_argument("--work", default="/tmp/prompt_bench")
     c.add_argument("--out", default="/tmp/prompt_variants.json")
+    c.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated prompt variants to score")
     a = sub.add_parser("analyze")
     a.add_argument("rows")
     r = sub.add_parser("fit-rule")

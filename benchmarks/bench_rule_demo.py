@@ -21,6 +21,8 @@ embed = resolve_embed_model("minilm")
 llm = resolve_llm(None)
 synth = FactCheckSynthesizer(llm, embed_model=embed)
 rule = synth.label_rule
+if rule is None:
+    raise SystemExit("No label rule applies: this needs llama-cpp-python (the llama.cpp Qwen) and MiniLM.")
 by = collections.defaultdict(list)
 for n in corpus.evidence_nodes: by[n.metadata.get("claim_id")].append(n)
 fever = {"T": "SUPPORTED", "F": "REFUTED", "N": "NOT_ENOUGH_INFO"}

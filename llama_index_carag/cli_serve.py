@@ -31,7 +31,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(
         retriever,
         None if llm is None else get_fact_check_synthesizer(llm, embed_model=retriever.embed_model),
-        stream_synthesizer=None if llm is None else get_fact_check_synthesizer(llm, streaming=True),
+        stream_synthesizer=None if llm is None else get_fact_check_synthesizer(
+            llm, streaming=True, embed_model=retriever.embed_model),
         llm=llm,
         settings=settings,
     )

@@ -8,8 +8,8 @@ topic but do not settle the claim).  They are not taken from any benchmark.
 
 :func:`example_turns` renders examples as chat turns in the exact form of the real
 question (same template, same evidence numbering), so the model's answer to the
-real claim follows the same pattern.  The turns come first and never change, so a
-backend that keeps its evaluated prompt (llama.cpp) evaluates them once.
+real claim follows the same pattern.  The turns come first and never change: every
+claim's prompt starts with the same tokens.
 """
 
 from __future__ import annotations

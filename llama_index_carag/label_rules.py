@@ -81,13 +81,19 @@ class EvidenceLabelRule:
 
     def decision(self, logprobs: Mapping[VerdictLabel, float], cosines: Sequence[float]) -> dict[VerdictLabel, float]:
         """The rule's score per label (higher wins)."""
-        z = np.asarray(self.coef) @ rule_features(logprobs, cosines) + np.asarray(self.intercept)
+        z = self._scores(rule_features(logprobs, cosines)[None, :])[0]
         return dict(zip(_ORDER, map(float, z)))
 
     def predict(self, logprobs: Mapping[VerdictLabel, float], cosines: Sequence[float]) -> VerdictLabel:
         """The label the rule picks."""
-        z = self.decision(logprobs, cosines)
-        return max(_ORDER, key=lambda k: z[k])
+        return self.predict_features(rule_features(logprobs, cosines)[None, :])[0]
+
+    def predict_features(self, features: np.ndarray) -> list[VerdictLabel]:
+        """Labels for rows of :func:`rule_features`, shape ``(n, 5)`` → ``n`` labels."""
+        return [_ORDER[i] for i in np.argmax(self._scores(features), axis=1)]
+
+    def _scores(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(features, dtype=np.float64) @ np.asarray(self.coef).T + np.asarray(self.intercept)
 
     @classmethod
     def fit(cls, features: np.ndarray, gold: Sequence[str | VerdictLabel], encoder: str, **info: Any) -> "EvidenceLabelRule":
@@ -139,10 +145,11 @@ def applicable_rule(rule: "EvidenceLabelRule | str | None", llm: Any, embed_mode
     if rule is None:
         return None
     if embed_model is None:
-        logger.info("No embed_model given: the label rule for this LLM is not applied (plain arg-max).")
+        logger.warning("This LLM has a measured label rule, but no embed_model was given, so labels are the plain "
+                       "arg-max; pass embed_model=retriever.embed_model (%s) to apply it.", rule.encoder)
         return None
     if embed_model_name(embed_model) != rule.encoder:
-        logger.info("The label rule was fitted with %s cosines, not %s: not applied.", rule.encoder,
-                    embed_model_name(embed_model))
+        logger.warning("The label rule was fitted with %s cosines, not %s: not applied (plain arg-max).",
+                       rule.encoder, embed_model_name(embed_model))
         return None
     return rule

@@ -40,12 +40,13 @@ __all__ = [
 
 def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
     """The label scorer for a local LLM: a ``HuggingFaceLLM`` or a ``LlamaCPP``; ``None`` for any other LLM."""
-    from llama_index_carag.label_scoring_llamacpp import LlamaCppLabelScorer
+    modules = [c.__module__ for c in type(llm).__mro__]  # subclasses too, without importing either integration
+    if any(m.startswith("llama_index.llms.llama_cpp") for m in modules):
+        from llama_index_carag.label_scoring_llamacpp import LlamaCppLabelScorer
 
-    for kind in (HFLabelScorer, LlamaCppLabelScorer):
-        scorer = kind.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
-        if scorer is not None:
-            return scorer
+        return LlamaCppLabelScorer.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
+    if any(m.startswith("llama_index.llms.huggingface") for m in modules):  # only then import torch
+        return HFLabelScorer.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
     return None
 
 

@@ -4,11 +4,10 @@ The same procedure as :class:`~llama_index_carag.label_scoring.HFLabelScorer`,
 on a ``llama_cpp.Llama``: the chat prompt (the LLM's own ``messages_to_prompt``)
 ends with ``Verdict:`` and is evaluated once; each label string is scored token
 by token on top of it and cut off again; the explanation is then generated
-after ``Verdict: <label>\\nExplanation:``.  llama.cpp keeps the evaluated
-tokens, so a prompt that starts like the previous one (the instructions, a
-fixed preamble) is only evaluated from where it differs, and never less than
-its last :data:`MIN_SUFFIX` tokens, which keeps the scores of a prompt the same
-whatever came before it.
+after ``Verdict: <label>\\nExplanation:`` on the evaluated prompt.  Each prompt is
+evaluated from its first token, so its scores and explanation do not depend on
+what the model evaluated before (llama.cpp's batch kernels round a token slightly
+differently depending on where it falls in a batch).
 
 Needs the optional ``llama-cpp-python`` and ``llama-index-llms-llama-cpp``
 packages; without them :meth:`LlamaCppLabelScorer.from_llm` returns ``None``.
@@ -35,10 +34,7 @@ from llama_index_carag.verdict import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LlamaCppLabelScorer", "log_softmax", "model_lock", "MIN_SUFFIX"]
-
-#: Prompt tokens always evaluated anew, together, however much of the prompt the model already holds.
-MIN_SUFFIX = 64
+__all__ = ["LlamaCppLabelScorer", "log_softmax", "model_lock"]
 
 
 _LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
@@ -110,21 +106,15 @@ class LlamaCppLabelScorer:
         return log_softmax(row)
 
     def _evaluate(self, ids: list[int]) -> None:
-        """Evaluate ``ids``, reusing the held tokens they start with, but always the last :data:`MIN_SUFFIX` anew.
+        """Evaluate ``ids`` from the first token, in llama.cpp's batches.
 
-        llama.cpp computes a batch of tokens with other kernels than one token alone, so the scores of a
-        prompt would depend on how much of it was held from the previous one; with at least
-        :data:`MIN_SUFFIX` tokens evaluated together they are the scores of a fresh evaluation.
+        Nothing held from an earlier prompt is reused: llama.cpp's kernels give a token slightly
+        different values depending on where it falls in a batch (0.1 nats on the label scores), so a
+        reused prefix would make a prompt's scores depend on the prompt before it.
         """
         model = self.model
-        held = model.input_ids[: model.n_tokens]
-        keep = 0
-        for a, b in zip(held, ids[: max(len(ids) - MIN_SUFFIX, 0)]):
-            if int(a) != b:
-                break
-            keep += 1
-        model.n_tokens = keep
-        model.eval(ids[keep:])
+        model.n_tokens = 0
+        model.eval(ids)
 
     # ----------------------------------------------------------- scoring
     def score(self, messages: Sequence[Any]) -> tuple[LabelScores, None, list[int]]:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["llamacpp_available", "load_llamacpp", "GGUFChatPrompt"]
+__all__ = ["llamacpp_available", "load_llamacpp", "GGUFChatPrompt", "llamacpp_generate_kwargs"]
 
 
 def llamacpp_available() -> bool:
@@ -69,6 +69,33 @@ class GGUFChatPrompt:
         return cls(template, text(model.token_bos()), text(model.token_eos()), system_prompt)
 
 
+#: transformers-style generation options and their llama.cpp names (``None``: dropped, it is the default).
+_HF_TO_LLAMACPP = {"repetition_penalty": "repeat_penalty", "do_sample": None, "max_new_tokens": "max_tokens",
+                   "top_k": "top_k", "top_p": "top_p", "temperature": "temperature"}
+_LLAMACPP_KEYS = {"repeat_penalty", "max_tokens", "top_k", "top_p", "min_p", "temperature", "stop", "seed",
+                  "frequency_penalty", "presence_penalty", "typical_p", "mirostat_mode", "mirostat_tau", "mirostat_eta"}
+
+
+def llamacpp_generate_kwargs(generate_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """Generation options for llama.cpp (pure): greedy, repetition penalty 1.1, transformers names translated.
+
+    ``{"repetition_penalty": 1.2, "do_sample": False}`` → ``{"repeat_penalty": 1.2}``.
+
+    Raises:
+        ValueError: an option llama.cpp's completion call does not take (it would fail on the first call).
+    """
+    out: dict[str, Any] = {"repeat_penalty": 1.1}
+    for key, value in (generate_kwargs or {}).items():
+        if key in _HF_TO_LLAMACPP:
+            if _HF_TO_LLAMACPP[key] is not None:
+                out[_HF_TO_LLAMACPP[key]] = value
+        elif key in _LLAMACPP_KEYS:
+            out[key] = value
+        else:
+            raise ValueError(f"generate_kwargs: llama.cpp has no option {key!r}; it takes {sorted(_LLAMACPP_KEYS)}.")
+    return out
+
+
 def load_llamacpp(
     path: str,
     *,
@@ -98,17 +125,17 @@ def load_llamacpp(
     from llama_index.llms.llama_cpp import LlamaCPP
 
     threads = int(n_threads or os.cpu_count() or 1)
+    kwargs = llamacpp_generate_kwargs(generate_kwargs)
     logger.info("Loading %s with llama.cpp (%d threads)", path, threads)
     llm = LlamaCPP(
         model_path=path,
         temperature=0.0,
         max_new_tokens=max_new_tokens,
         context_window=context_window,
-        generate_kwargs={"repeat_penalty": 1.1, **(generate_kwargs or {})},
+        generate_kwargs=kwargs,
         model_kwargs={"n_threads": threads, "n_threads_batch": threads, "verbose": False},
         verbose=False,
-        system_prompt=system_prompt or None,
-    )
+    )  # the system prompt goes into the chat template below, not into LlamaCPP (it would appear twice)
     chat = GGUFChatPrompt.from_model(llm._model, system_prompt)  # noqa: SLF001 - LlamaCPP's Llama is private
     if chat is not None:
         llm.messages_to_prompt = chat.messages

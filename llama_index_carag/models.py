@@ -250,9 +250,11 @@ def _backend(llm: str | None, name: str, int8: bool, backend: str, device_map: s
     if backend == "llama.cpp":
         if int8:
             raise ValueError("quantize='int8' is for transformers; llama.cpp runs the GGUF's own Q4_K_M weights.")
-        if not (gguf or qwen):
-            raise ValueError(f"backend='llama.cpp' runs a .gguf file or the offline Qwen; got {name!r}.")
+        if not (gguf or qwen) or _variant(llm) == "-hf":
+            raise ValueError(f"backend='llama.cpp' runs a .gguf file or the offline Qwen; got {llm or name!r}.")
         return "llama.cpp"
+    if gguf and (backend == "transformers" or int8):
+        raise ValueError(f"{name!r} is a GGUF file: it runs with llama.cpp (backend='auto' or 'llama.cpp').")
     if backend == "transformers" or int8 or _variant(llm) == "-hf":
         return "transformers"
     if gguf:

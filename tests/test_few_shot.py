@@ -33,7 +33,6 @@ def test_examples_come_between_the_instructions_and_the_claim():
 
 
 def test_the_examples_are_a_prefix_shared_by_every_claim():
-    """So a backend that keeps its evaluated prompt (llama.cpp) evaluates them once."""
     synth = FactCheckSynthesizer(_ChatStub(), examples=DEFAULT_EXAMPLES)
     a = synth.messages("Claim one.", ["Passage a."])
     b = synth.messages("A different claim.", ["Passage b.", "Passage c."])

@@ -146,3 +146,22 @@ def _nodes():
     from llama_index.core.schema import NodeWithScore, TextNode
 
     return [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(PASSAGES, 1)]
+
+
+def test_generation_options_are_translated_or_refused():
+    from llama_index_carag.llamacpp_llm import llamacpp_generate_kwargs
+
+    assert llamacpp_generate_kwargs(None) == {"repeat_penalty": 1.1}
+    assert llamacpp_generate_kwargs({"repetition_penalty": 1.3, "do_sample": False, "max_new_tokens": 9}) == {
+        "repeat_penalty": 1.3, "max_tokens": 9}
+    assert llamacpp_generate_kwargs({"top_k": 1, "stop": ["x"]}) == {"repeat_penalty": 1.1, "top_k": 1, "stop": ["x"]}
+    with pytest.raises(ValueError, match="llama.cpp has no option 'num_beams'"):
+        llamacpp_generate_kwargs({"num_beams": 4})
+
+
+def test_scorer_for_picks_by_integration_without_importing_the_other():
+    from llama_index_carag.label_scoring import scorer_for
+
+    from .helpers import StubLLM
+
+    assert scorer_for(StubLLM()) is None

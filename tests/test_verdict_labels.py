@@ -333,6 +333,10 @@ def test_which_backend_runs_a_local_model(monkeypatch):
         _backend("org/model", "org/model", False, "llama.cpp", "cpu")
     with pytest.raises(ValueError, match="int8"):
         _backend("qwen1.5b-int8", "qwen1.5b", True, "llama.cpp", "cpu")
+    with pytest.raises(ValueError, match="runs a .gguf file or the offline Qwen; got 'qwen1.5b-hf'"):
+        _backend("qwen1.5b-hf", "qwen1.5b", False, "llama.cpp", "cpu")
+    with pytest.raises(ValueError, match="is a GGUF file: it runs with llama.cpp"):
+        _backend("/m/x.gguf", "/m/x.gguf", False, "transformers", "cpu")
 
 
 def test_llm_names_for_measured_rules():

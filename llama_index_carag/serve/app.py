@@ -179,7 +179,9 @@ def _security_headers(app: FastAPI) -> None:
 def _llm_name(llm: Any | None, synthesizer: Any | None) -> str | None:
     if llm is not None:
         try:
-            return str(llm.metadata.model_name)
+            from llama_index_carag.models import llm_name
+
+            return llm_name(llm)  # the offline Qwen under llama.cpp by name, not by its cache path
         except Exception:  # an LLM without metadata
             return type(llm).__name__
     return None if synthesizer is None else type(synthesizer).__name__
