@@ -222,7 +222,7 @@ def resolve_llm(
             :func:`~llama_index_carag.model_files.qwen_gguf_path` for Qwen),
             ``"transformers"`` (``HuggingFaceLLM``), or ``"auto"``: llama.cpp for ``.gguf``
             files, and for the offline Qwen on CPU when ``llama-cpp-python`` is installed
-            (about 3x faster per verdict than transformers in float32, docs/VERDICTS.md);
+            (2-3x faster per verdict than transformers in float32, docs/VERDICTS.md);
             transformers otherwise.
 
     Hugging Face weights load in float32 on CPU (bfloat16 is far slower there).

