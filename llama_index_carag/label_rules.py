@@ -51,10 +51,10 @@ def evidence_cosines(embed_model: Any, claim: str, passages: Sequence[str]) -> n
     """Cosine between the claim and each passage, shape ``(n_passages,)``, with a LlamaIndex embed model."""
     if not passages:
         return np.zeros(0, dtype=np.float32)
-    q = np.asarray(embed_model.get_query_embedding(claim), dtype=np.float32)
-    p = np.asarray(embed_model.get_text_embedding_batch(list(passages)), dtype=np.float32)
-    q /= max(float(np.linalg.norm(q)), 1e-12)
-    p /= np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    from llama_index_carag.vectors import l2_normalize
+
+    q = l2_normalize(np.asarray(embed_model.get_query_embedding(claim), dtype=np.float32))
+    p = l2_normalize(np.asarray(embed_model.get_text_embedding_batch(list(passages)), dtype=np.float32))
     return p @ q
 
 
