@@ -9,7 +9,7 @@ from _common import FACTVER, REPO
 from llama_index.core.schema import MetadataMode
 
 from llama_index_carag import load_factver
-from llama_index_carag.models import resolve_embed_model
+from llama_index_carag.models.resolve import resolve_embed_model
 
 
 def factver_embeddings(model_name: str = "minilm"):

@@ -24,7 +24,7 @@ from _factver_embeddings import factver_embeddings  # noqa: E402
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
 
 from llama_index_carag import ThematicClusterer  # noqa: E402
-from llama_index_carag.vectors import l2_normalize  # noqa: E402
+from llama_index_carag.core.vectors import l2_normalize  # noqa: E402
 
 SETTINGS = [
     ("diag (raw)", {"covariance_type": "diag"}),

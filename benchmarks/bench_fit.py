@@ -28,7 +28,7 @@ def child(n: int, dim: int) -> None:
     import numpy as np
     from _synthetic import planted_vectors
 
-    from llama_index_carag.context import CorpusItems, ThematicContext
+    from llama_index_carag.core.context import CorpusItems, ThematicContext
 
     import threading
 

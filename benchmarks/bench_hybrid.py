@@ -25,9 +25,9 @@ from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E40
 from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.indexing import build_faiss_index  # noqa: E402
-from llama_index_carag.lexical import LexicalIndex  # noqa: E402
-from llama_index_carag.models import resolve_embed_model  # noqa: E402
+from llama_index_carag.retrieval.indexing import build_faiss_index  # noqa: E402
+from llama_index_carag.ranking.bm25 import LexicalIndex  # noqa: E402
+from llama_index_carag.models.resolve import resolve_embed_model  # noqa: E402
 from llama_index_carag.settings import DEFAULT  # noqa: E402
 
 

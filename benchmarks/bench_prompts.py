@@ -9,7 +9,7 @@ annotated evidence and with the package default retriever's top-6 (corpus claims
 the tuning half), once per prompt variant:
 
 * ``zero-shot``: the package prompt as it was (system instructions, then the claim and passages);
-* ``few-shot``: the same, after :data:`~llama_index_carag.few_shot.DEFAULT_EXAMPLES` (three
+* ``few-shot``: the same, after :data:`~llama_index_carag.verdicts.few_shot.DEFAULT_EXAMPLES` (three
   domain-neutral worked examples, one per label, written for the package).
 
 ``content-free`` adds the label scores of three content-free inputs per variant (claim and
@@ -49,11 +49,11 @@ def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
-    from llama_index_carag.few_shot import DEFAULT_EXAMPLES
-    from llama_index_carag.models import llm_name, resolve_llm
-    from llama_index_carag.stores import get_node_embeddings
-    from llama_index_carag.synthesizer import FactCheckSynthesizer
-    from llama_index_carag.vectors import l2_normalize
+    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
+    from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.backends.vector_stores import get_node_embeddings
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.core.vectors import l2_normalize
 
     out = Path(args.out)
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)
@@ -100,9 +100,9 @@ def content_free(args: argparse.Namespace) -> None:
     """Append, per variant, the label scores of the content-free inputs (rows with ``"content_free": true``)."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.few_shot import DEFAULT_EXAMPLES
-    from llama_index_carag.models import llm_name, resolve_llm
-    from llama_index_carag.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
+    from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     out = Path(args.rows)
     rows = [r for r in json.loads(out.read_text()) if not r.get("content_free")]
@@ -199,10 +199,10 @@ def fit_rule(args: argparse.Namespace) -> None:
 
     from bench_label_rules import f1
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
-    from llama_index_carag.label_rules import EvidenceLabelRule, evidence_cosines, rule_features
-    from llama_index_carag.models import embed_model_name
-    from llama_index_carag.synthesizer import evidence_texts
-    from llama_index_carag.verdict import VerdictLabel
+    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
+    from llama_index_carag.models.resolve import embed_model_name
+    from llama_index_carag.verdicts.synthesizer import evidence_texts
+    from llama_index_carag.verdicts import VerdictLabel
 
     rows = [r for r in json.loads(Path(args.rows).read_text()) if r.get("variant") == args.variant and not r.get("content_free")]
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)

@@ -24,10 +24,10 @@ from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E40
 from llama_index.core.schema import QueryBundle  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.indexing import build_faiss_index  # noqa: E402
-from llama_index_carag.models import resolve_embed_model  # noqa: E402
+from llama_index_carag.retrieval.indexing import build_faiss_index  # noqa: E402
+from llama_index_carag.models.resolve import resolve_embed_model  # noqa: E402
 from llama_index_carag.settings import TUNED  # noqa: E402
-from llama_index_carag.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
+from llama_index_carag.core.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
 
 SYNTH_HEADER = (
     "|   passages | index s |  fit s | mean SOI | plain ms | CARAG-u ms | ratio |\n"

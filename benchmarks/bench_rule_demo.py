@@ -13,9 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import collections
 from llama_index.core.schema import NodeWithScore
 from llama_index_carag.datasets import load_demo_corpus
-from llama_index_carag.models import resolve_llm, resolve_embed_model
-from llama_index_carag.synthesizer import FactCheckSynthesizer, evidence_texts
-from llama_index_carag.label_rules import evidence_cosines
+from llama_index_carag.models.resolve import resolve_llm, resolve_embed_model
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, evidence_texts
+from llama_index_carag.verdicts.labels.rules import evidence_cosines
 corpus = load_demo_corpus()
 embed = resolve_embed_model("minilm")
 llm = resolve_llm(None)

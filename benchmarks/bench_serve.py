@@ -68,7 +68,7 @@ def make_stub_llm() -> Any:
 
 def make_named_llm() -> Any:
     """``--llm-factory benchmarks.bench_serve:make_named_llm``: ``resolve_llm($CARAG_BENCH_LLM)``."""
-    from llama_index_carag.models import resolve_llm
+    from llama_index_carag.models.resolve import resolve_llm
 
     return resolve_llm(os.environ["CARAG_BENCH_LLM"])
 
@@ -77,7 +77,7 @@ def ensure_index(path: Path) -> Path:
     if (path / "carag").is_dir():
         return path
     from llama_index_carag.datasets import load_demo_corpus
-    from llama_index_carag.retriever import ContextAwareRetriever
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
     corpus = load_demo_corpus()
     retriever = ContextAwareRetriever.from_defaults(

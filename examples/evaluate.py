@@ -15,8 +15,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from llama_index_carag import load_factver  # noqa: E402
 from llama_index_carag.evaluation.runner import EvalSetup, RunSpec, paper_specs, run_specs, split_claims  # noqa: E402
-from llama_index_carag.models import resolve_embed_model  # noqa: E402
-from llama_index_carag.retriever import TUNED_SETTINGS  # noqa: E402
+from llama_index_carag.models.resolve import resolve_embed_model  # noqa: E402
+from llama_index_carag.retrieval.retriever import TUNED_SETTINGS  # noqa: E402
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever, load_demo_corpus  # noqa: E402
-from llama_index_carag.models import default_llm  # noqa: E402
-from llama_index_carag.postprocessor import ThematicContextPostprocessor  # noqa: E402
-from llama_index_carag.synthesizer import get_fact_check_synthesizer  # noqa: E402
+from llama_index_carag.models.resolve import default_llm  # noqa: E402
+from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor  # noqa: E402
+from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer  # noqa: E402
 
 
 def show(title: str, response) -> None:

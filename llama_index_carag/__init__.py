@@ -21,9 +21,9 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     # retrieval
-    "ContextAwareRetriever": "llama_index_carag.retriever",
-    "CARAG_METADATA_KEY": "llama_index_carag.provenance",
-    "ThematicContextPostprocessor": "llama_index_carag.postprocessor",
+    "ContextAwareRetriever": "llama_index_carag.retrieval.retriever",
+    "CARAG_METADATA_KEY": "llama_index_carag.core.provenance",
+    "ThematicContextPostprocessor": "llama_index_carag.retrieval.postprocessor",
     # settings and presets
     "CaragSettings": "llama_index_carag.settings",
     "PAPER": "llama_index_carag.settings",
@@ -32,26 +32,26 @@ _EXPORTS: dict[str, str] = {
     "PAPER_SETTINGS": "llama_index_carag.settings",
     "TUNED_SETTINGS": "llama_index_carag.settings",
     # verdicts
-    "get_fact_check_synthesizer": "llama_index_carag.synthesizer",
-    "FactCheckSynthesizer": "llama_index_carag.synthesizer",
-    "Verdict": "llama_index_carag.verdict",
-    "FactCheckChatBot": "llama_index_carag.chat",
+    "get_fact_check_synthesizer": "llama_index_carag.verdicts.synthesizer",
+    "FactCheckSynthesizer": "llama_index_carag.verdicts.synthesizer",
+    "Verdict": "llama_index_carag.verdicts",
+    "FactCheckChatBot": "llama_index_carag.verdicts.chat",
     # loaders and indexes
     "ClaimEvidenceCorpus": "llama_index_carag.datasets",
     "load_claim_evidence_csv": "llama_index_carag.datasets",
     "load_demo_corpus": "llama_index_carag.datasets",
     "load_factver": "llama_index_carag.datasets",
-    "build_faiss_index": "llama_index_carag.indexing",
-    "StateError": "llama_index_carag.persistence",
+    "build_faiss_index": "llama_index_carag.retrieval.indexing",
+    "StateError": "llama_index_carag.core.persistence",
     # the fitted pieces
-    "ThematicClusterer": "llama_index_carag.clustering",
-    "ThematicContext": "llama_index_carag.context",
-    "CorpusItems": "llama_index_carag.context",
-    "ClusterMembers": "llama_index_carag.soi",
-    "SOIItem": "llama_index_carag.soi",
-    "SubsetOfInterest": "llama_index_carag.soi",
-    "build_supervised_soi": "llama_index_carag.soi",
-    "build_unsupervised_soi": "llama_index_carag.soi",
+    "ThematicClusterer": "llama_index_carag.core.clustering",
+    "ThematicContext": "llama_index_carag.core.context",
+    "CorpusItems": "llama_index_carag.core.context",
+    "ClusterMembers": "llama_index_carag.core.soi",
+    "SOIItem": "llama_index_carag.core.soi",
+    "SubsetOfInterest": "llama_index_carag.core.soi",
+    "build_supervised_soi": "llama_index_carag.core.soi",
+    "build_unsupervised_soi": "llama_index_carag.core.soi",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -71,22 +71,22 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from llama_index_carag.chat import FactCheckChatBot
-    from llama_index_carag.clustering import ThematicClusterer
-    from llama_index_carag.context import CorpusItems, ThematicContext
+    from llama_index_carag.verdicts.chat import FactCheckChatBot
+    from llama_index_carag.core.clustering import ThematicClusterer
+    from llama_index_carag.core.context import CorpusItems, ThematicContext
     from llama_index_carag.datasets import ClaimEvidenceCorpus, load_claim_evidence_csv, load_demo_corpus, load_factver
-    from llama_index_carag.indexing import build_faiss_index
-    from llama_index_carag.persistence import StateError
-    from llama_index_carag.postprocessor import ThematicContextPostprocessor
-    from llama_index_carag.provenance import CARAG_METADATA_KEY
-    from llama_index_carag.retriever import ContextAwareRetriever
+    from llama_index_carag.retrieval.indexing import build_faiss_index
+    from llama_index_carag.core.persistence import StateError
+    from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
+    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import PAPER, PAPER_SETTINGS, PRESETS, TUNED, TUNED_SETTINGS, CaragSettings
-    from llama_index_carag.soi import (
+    from llama_index_carag.core.soi import (
         ClusterMembers,
         SOIItem,
         SubsetOfInterest,
         build_supervised_soi,
         build_unsupervised_soi,
     )
-    from llama_index_carag.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
-    from llama_index_carag.verdict import Verdict
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
+    from llama_index_carag.verdicts import Verdict

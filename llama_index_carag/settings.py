@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from llama_index_carag._validation import check_delta, check_interval, check_n_clusters, check_top_k, check_unit_interval
+from llama_index_carag.core.validation import check_delta, check_interval, check_n_clusters, check_top_k, check_unit_interval
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def _seed(v: Any) -> int | None:
 
 
 class CaragSettings(BaseModel):
-    """The options of a :class:`~llama_index_carag.retriever.ContextAwareRetriever` (frozen).
+    """The options of a :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever` (frozen).
 
     The defaults are the papers' settings (:data:`PAPER`).  ``mode``, ``n_clusters``,
     ``random_state`` and ``covariance_type`` are clustering (fit-time) options

@@ -31,7 +31,7 @@ def factver_path() -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The packaged MiniLM encoder (offline)."""
-    from llama_index_carag.models import resolve_embed_model
+    from llama_index_carag.models.resolve import resolve_embed_model
 
     return resolve_embed_model("minilm")
 
@@ -45,7 +45,7 @@ def demo_corpus():
 
 @pytest.fixture(scope="session")
 def demo_index(demo_corpus, minilm):
-    from llama_index_carag.indexing import build_faiss_index
+    from llama_index_carag.retrieval.indexing import build_faiss_index
 
     return build_faiss_index(demo_corpus.evidence_nodes, minilm)
 
@@ -60,7 +60,7 @@ def factver_corpus(factver_path):
 @pytest.fixture(scope="session")
 def factver_index(factver_corpus, minilm):
     """FactVer evidence embedded once per session with MiniLM in a FAISS IndexFlatIP."""
-    from llama_index_carag.indexing import build_faiss_index
+    from llama_index_carag.retrieval.indexing import build_faiss_index
 
     return build_faiss_index(factver_corpus.evidence_nodes, minilm)
 

@@ -126,7 +126,7 @@ def faiss_index(nodes: Sequence[TextNode], embed_model: BaseEmbedding, *, id_map
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.faiss import FaissVectorStore
 
-    from llama_index_carag.faiss_store import SafeFaissMapVectorStore
+    from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
 
     dim = len(nodes[0].embedding)
     flat = faiss.IndexFlatIP(dim)
@@ -159,7 +159,7 @@ def run_cli(*args: str, stdin: str | None = None) -> CLIRun:
     import io
     import sys
 
-    from llama_index_carag import cli
+    from llama_index_carag.cli import main as cli
 
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin

@@ -102,7 +102,7 @@ def build_demo_index(out: Path, *, hostile: bool = False, **kwargs: Any) -> Path
     from llama_index.core.schema import TextNode
 
     from llama_index_carag.datasets import load_demo_corpus
-    from llama_index_carag.retriever import ContextAwareRetriever
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
     corpus = load_demo_corpus()
     nodes = list(corpus.evidence_nodes)

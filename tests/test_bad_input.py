@@ -19,10 +19,10 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_carag import ContextAwareRetriever, ThematicClusterer
 from llama_index_carag.datasets import load_claim_evidence_csv, load_factver
-from llama_index_carag.postprocessor import ThematicContextPostprocessor
-from llama_index_carag.soi import ClusterMembers, build_supervised_soi, build_unsupervised_soi
-from llama_index_carag.synthesizer import FactCheckSynthesizer
-from llama_index_carag.verdict import VerdictLabel, parse_verdict
+from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
+from llama_index_carag.core.soi import ClusterMembers, build_supervised_soi, build_unsupervised_soi
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+from llama_index_carag.verdicts import VerdictLabel, parse_verdict
 from tests.helpers import StubLLM, TableEmbedding, faiss_index, planted_corpus
 
 HUGE = "offshore wind farms and fish " * 36_000  # ~1 MB
@@ -345,7 +345,7 @@ def test_loader_paths(tmp_path):
 
 if __name__ == "__main__":  # a readable report of the matrix
     from llama_index_carag.datasets import load_demo_corpus
-    from llama_index_carag.models import resolve_embed_model
+    from llama_index_carag.models.resolve import resolve_embed_model
 
     corpus = load_demo_corpus()
     retriever = ContextAwareRetriever.from_defaults(
@@ -359,7 +359,7 @@ if __name__ == "__main__":  # a readable report of the matrix
 # ------------------------------------------------------------------ visuals
 @pytest.mark.parametrize("text", [*UNICODE.values(), HUGE, "<script>document.body.remove()</script>", "$x$ \\frac{1}{2}"])
 def test_soi_graph_with_hostile_text(tmp_path, text):
-    from llama_index_carag.soi import SOIItem, SubsetOfInterest
+    from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
     from llama_index_carag.visualize import write_soi_html, write_soi_png
 
     soi = SubsetOfInterest(

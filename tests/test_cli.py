@@ -105,7 +105,7 @@ def test_map_files(index_dir, tmp_path):
 
 def test_chat_repl(index_dir, monkeypatch):
     """The REPL end to end with a deterministic stand-in LLM (the offline model: test_check_with_offline_llm)."""
-    from llama_index_carag import models
+    from llama_index_carag.models import resolve as models
     from tests.helpers import StubLLM
 
     monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
@@ -134,7 +134,7 @@ def test_eval_limit_5(tmp_path):
 def test_eval_limit_5_with_explanations(tmp_path, monkeypatch):
     """``--explain`` end to end with a deterministic stand-in LLM (the offline GGUF model is
     exercised by ``test_check_with_offline_llm``)."""
-    from llama_index_carag import models
+    from llama_index_carag.models import resolve as models
     from tests.helpers import StubLLM
 
     monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())

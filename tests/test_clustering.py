@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from llama_index_carag.clustering import ThematicClusterer
+from llama_index_carag.core.clustering import ThematicClusterer
 
 
 def blobs(rng, k=4, per=60, dim=12, spread=0.05):

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.contrast import ClaimContrast
+from llama_index_carag.ranking.contrast import ClaimContrast
 from tests.helpers import faiss_index, planted_corpus
 
 
@@ -83,7 +83,7 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
 
 
 def test_table_is_built_in_blocks(rng, monkeypatch):
-    import llama_index_carag.contrast as contrast_module
+    import llama_index_carag.ranking.contrast as contrast_module
 
     monkeypatch.setattr(contrast_module, "_BLOCK_CELLS", 7)  # a few passages per block
     claims, evidence = units(rng, 3, 5), units(rng, 25, 5)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from llama_index.core.llms import MessageRole
 
-from llama_index_carag.few_shot import DEFAULT_EXAMPLES, VerdictExample, answer_text, example_turns
-from llama_index_carag.synthesizer import FactCheckSynthesizer
-from llama_index_carag.verdict import VerdictLabel, parse_verdict
+from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES, VerdictExample, answer_text, example_turns
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+from llama_index_carag.verdicts import VerdictLabel, parse_verdict
 
 from .helpers import StubLLM
 

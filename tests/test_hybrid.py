@@ -7,8 +7,8 @@ import pytest
 from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.indexing import build_faiss_index
-from llama_index_carag.lexical import LexicalIndex
+from llama_index_carag.retrieval.indexing import build_faiss_index
+from llama_index_carag.ranking.bm25 import LexicalIndex
 from llama_index_carag.ranking.lexical import scaled_lexical
 from llama_index_carag.settings import CaragSettings
 

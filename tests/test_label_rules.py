@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_carag.label_rules import EvidenceLabelRule, evidence_cosines, load_rules, measured_rule, rule_features
-from llama_index_carag.verdict import VerdictLabel
+from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, load_rules, measured_rule, rule_features
+from llama_index_carag.verdicts import VerdictLabel
 
 from .helpers import TableEmbedding
 

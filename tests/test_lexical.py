@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_carag.lexical import LexicalIndex
+from llama_index_carag.ranking.bm25 import LexicalIndex
 
 
 @pytest.fixture(scope="module")

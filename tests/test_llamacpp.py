@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_carag.llamacpp_llm import llamacpp_available, load_llamacpp
-from llama_index_carag.verdict import VerdictLabel, split_sentences
+from llama_index_carag.models.llamacpp import llamacpp_available, load_llamacpp
+from llama_index_carag.verdicts import VerdictLabel, split_sentences
 
 needs_llamacpp = pytest.mark.skipif(not llamacpp_available(), reason="llama-cpp-python is not installed")
 
@@ -20,7 +20,7 @@ PASSAGES = ["The Eiffel Tower is a landmark in Paris, France.", "Berlin is the c
 
 @pytest.fixture(scope="module")
 def smol_gguf():
-    from llama_index_carag.model_files import _SMOLLM2_DIST, _distribution_file
+    from llama_index_carag.models.files import _SMOLLM2_DIST, _distribution_file
 
     try:
         return _distribution_file(_SMOLLM2_DIST, ".gguf")
@@ -32,13 +32,13 @@ def smol_gguf():
 def smol_cpp(smol_gguf):
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed")
-    from llama_index_carag.models import resolve_llm
+    from llama_index_carag.models.resolve import resolve_llm
 
     return resolve_llm(str(smol_gguf), max_new_tokens=40)  # a .gguf path picks llama.cpp
 
 
 def _synth(llm):
-    from llama_index_carag.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     return FactCheckSynthesizer(llm, label_bias={})
 
@@ -48,7 +48,7 @@ def test_gguf_chat_template_renders_like_transformers(smol_cpp):
     """The prompt llama.cpp sees is the one transformers builds from the same model's tokenizer."""
     from transformers import AutoTokenizer
 
-    from llama_index_carag.model_files import smollm2_path
+    from llama_index_carag.models.files import smollm2_path
 
     messages = _synth(smol_cpp).messages(CLAIM, PASSAGES)
     tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
@@ -61,7 +61,7 @@ def test_gguf_chat_template_renders_like_transformers(smol_cpp):
 @pytest.mark.slow
 def test_label_scores_agree_with_transformers_on_the_same_model(smol_cpp):
     """Same prompt tokens; each label's log-likelihood within 0.6 nats of transformers' (Q4_1 vs dequantised)."""
-    from llama_index_carag.models import resolve_llm
+    from llama_index_carag.models.resolve import resolve_llm
 
     cpp, hf = _synth(smol_cpp), _synth(resolve_llm("smollm2", max_new_tokens=40))
     assert cpp.label_mode == hf.label_mode == "score"
@@ -109,7 +109,7 @@ def test_prompt_longer_than_the_context_is_refused(smol_gguf):
 
 
 def test_loading_errors_are_clear(tmp_path, monkeypatch):
-    from llama_index_carag import llamacpp_llm
+    from llama_index_carag.models import llamacpp as llamacpp_llm
 
     if llamacpp_available():
         with pytest.raises(FileNotFoundError, match="No GGUF file"):
@@ -122,7 +122,7 @@ def test_loading_errors_are_clear(tmp_path, monkeypatch):
 def test_log_softmax_is_a_distribution():
     import numpy as np
 
-    from llama_index_carag.label_scoring_llamacpp import log_softmax
+    from llama_index_carag.verdicts.labels.scoring_llamacpp import log_softmax
 
     out = log_softmax(np.array([1000.0, 1001.0, -5.0], dtype=np.float32))
     assert out.shape == (3,) and np.isclose(np.exp(out).sum(), 1.0) and out.argmax() == 1
@@ -149,7 +149,7 @@ def _nodes():
 
 
 def test_generation_options_are_translated_or_refused():
-    from llama_index_carag.llamacpp_llm import llamacpp_generate_kwargs
+    from llama_index_carag.models.llamacpp import llamacpp_generate_kwargs
 
     assert llamacpp_generate_kwargs(None) == {"repeat_penalty": 1.1}
     assert llamacpp_generate_kwargs({"repetition_penalty": 1.3, "do_sample": False, "max_new_tokens": 9}) == {
@@ -160,7 +160,7 @@ def test_generation_options_are_translated_or_refused():
 
 
 def test_scorer_for_picks_by_integration_without_importing_the_other():
-    from llama_index_carag.label_scoring import scorer_for
+    from llama_index_carag.verdicts.labels.scoring import scorer_for
 
     from .helpers import StubLLM
 

@@ -8,9 +8,9 @@ import pytest
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.models import default_llm, resolve_llm
-from llama_index_carag.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
-from llama_index_carag.verdict import VerdictLabel, split_sentences
+from llama_index_carag.models.resolve import default_llm, resolve_llm
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
+from llama_index_carag.verdicts import VerdictLabel, split_sentences
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +51,11 @@ def test_default_llm_gives_one_checked_verdict():
     label, an explanation of at most two sentences citing only the shown passages, agreeing with the label."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.explanation_checks import CONTRADICTING_STANCES
-    from llama_index_carag.verdict import sentence_stance
+    from llama_index_carag.verdicts.explanation_checks import CONTRADICTING_STANCES
+    from llama_index_carag.verdicts import sentence_stance
 
-    from llama_index_carag.llamacpp_llm import llamacpp_available
-    from llama_index_carag.models import llm_name, resolve_embed_model
+    from llama_index_carag.models.llamacpp import llamacpp_available
+    from llama_index_carag.models.resolve import llm_name, resolve_embed_model
 
     t0 = time.perf_counter()
     llm = default_llm(max_new_tokens=48)

@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.schema import QueryBundle
 
 from llama_index_carag import ContextAwareRetriever, ThematicClusterer
-from llama_index_carag.postprocessor import ThematicContextPostprocessor
+from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
 from tests.helpers import StubLLM, faiss_index, planted_corpus, unit
 
 

@@ -72,7 +72,7 @@ def test_stock_baselines_run_and_score(minilm):
 def test_eval_protocol_command_on_the_demo_corpus(tmp_path, capsys):
     import json
 
-    from llama_index_carag.cli import main
+    from llama_index_carag.cli.main import main
 
     assert main(["eval", "--protocol", "--limit", "4", "--out", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -26,7 +26,7 @@ FLOAT_FIELDS = ("claim_similarity", "thematic_similarity")
 
 
 def configs() -> dict[str, dict[str, Any]]:
-    from llama_index_carag.retriever import PAPER_SETTINGS, TUNED_SETTINGS
+    from llama_index_carag.retrieval.retriever import PAPER_SETTINGS, TUNED_SETTINGS
 
     return {
         "paper-CARAG-u": {"mode": "unsupervised", **PAPER_SETTINGS},
@@ -38,7 +38,7 @@ def configs() -> dict[str, dict[str, Any]]:
 def uuid_nodes(index: Any) -> list[Any]:
     """The FactVer evidence of ``index`` with UUID ids (Qdrant's rule) and their embeddings set."""
     from llama_index_carag.datasets import uuid_node_id
-    from llama_index_carag.stores import get_node_embeddings
+    from llama_index_carag.backends.vector_stores import get_node_embeddings
 
     ids, vectors = get_node_embeddings(index)
     return [
@@ -127,8 +127,8 @@ def _record() -> None:  # pragma: no cover - run by hand
     from llama_index.core.schema import MetadataMode
 
     from llama_index_carag.datasets import load_factver
-    from llama_index_carag.indexing import build_faiss_index
-    from llama_index_carag.models import resolve_embed_model
+    from llama_index_carag.retrieval.indexing import build_faiss_index
+    from llama_index_carag.models.resolve import resolve_embed_model
 
     model = resolve_embed_model("minilm")
     corpus = load_factver(FACTVER_CSV)

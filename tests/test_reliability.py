@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag import persistence
+from llama_index_carag.core import persistence
 from llama_index_carag.datasets import load_claim_evidence_csv
-from llama_index_carag.persistence import StateError
-from llama_index_carag.soi import ClusterMembers, build_unsupervised_soi
-from llama_index_carag.vectors import blend_query
+from llama_index_carag.core.persistence import StateError
+from llama_index_carag.core.soi import ClusterMembers, build_unsupervised_soi
+from llama_index_carag.core.vectors import blend_query
 from tests.helpers import faiss_index, planted_corpus
 
 
@@ -255,7 +255,7 @@ def test_csv_loader_fuzz(tmp_path, body):
 
 
 def test_refit_keeps_supervised_claims_and_postprocessor_follows(rng):
-    from llama_index_carag.postprocessor import ThematicContextPostprocessor
+    from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
 
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence[:-6], emb, id_map=True)

@@ -9,7 +9,7 @@ import pytest
 from llama_index.core.schema import MetadataMode, QueryBundle, TextNode
 
 from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever
-from llama_index_carag.persistence import StateError
+from llama_index_carag.core.persistence import StateError
 from tests.helpers import faiss_index, planted_corpus, simple_index
 
 REQUIRED_KEYS = {

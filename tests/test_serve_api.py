@@ -18,11 +18,11 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from llama_index_carag._validation import sanitize_text  # noqa: E402
-from llama_index_carag.checking import CHECK_SCHEMA_VERSION, CheckResult, check_claim  # noqa: E402
-from llama_index_carag.retriever import ContextAwareRetriever  # noqa: E402
+from llama_index_carag.core.validation import sanitize_text  # noqa: E402
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_claim  # noqa: E402
+from llama_index_carag.retrieval.retriever import ContextAwareRetriever  # noqa: E402
 from llama_index_carag.serve import ServeSettings, create_app  # noqa: E402
-from llama_index_carag.synthesizer import FactCheckSynthesizer  # noqa: E402
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer  # noqa: E402
 from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM  # noqa: E402
 
 CLAIM = "Offshore wind farms drive fish away."

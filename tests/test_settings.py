@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from llama_index_carag import PAPER, PAPER_SETTINGS, PRESETS, TUNED, TUNED_SETTINGS, CaragSettings, ContextAwareRetriever
-from llama_index_carag.persistence import MANIFEST_NAME, StateError
+from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
 from llama_index_carag.ranking import CandidatePool, RankQuery
 from tests.helpers import faiss_index, planted_corpus
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from llama_index_carag.soi import (
+from llama_index_carag.core.soi import (
     ClusterMembers,
     SubsetOfInterest,
     build_supervised_soi,

@@ -11,9 +11,9 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence, format_evidence
-from llama_index_carag.synthesizer import VERDICT_KEY, FactCheckSynthesizer, get_fact_check_synthesizer
-from llama_index_carag.verdict import Verdict, VerdictLabel, parse_verdict
+from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence, format_evidence
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, get_fact_check_synthesizer
+from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 from tests.helpers import StubLLM, faiss_index, planted_corpus
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from llama_index_carag.vectors import (
+from llama_index_carag.core.vectors import (
     as_matrix,
     as_vector,
     blend_query,

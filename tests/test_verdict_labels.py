@@ -12,11 +12,11 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.explanation_checks import check_explanation, cited_numbers
-from llama_index_carag.label_calibration import LabelBiasCalibrator, measured_bias
-from llama_index_carag.label_scoring import LABEL_STRINGS, HFLabelScorer, LabelScores
-from llama_index_carag.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
-from llama_index_carag.verdict import VerdictLabel, sentence_stance, split_sentences
+from llama_index_carag.verdicts.explanation_checks import check_explanation, cited_numbers
+from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator, measured_bias
+from llama_index_carag.verdicts.labels.scoring import LABEL_STRINGS, HFLabelScorer, LabelScores
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
+from llama_index_carag.verdicts import VerdictLabel, sentence_stance, split_sentences
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
 
@@ -98,7 +98,7 @@ def tiny_hf(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from llama_index_carag.models import resolve_llm, smollm2_path
+    from llama_index_carag.models.resolve import resolve_llm, smollm2_path
 
     tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
     torch.manual_seed(0)
@@ -240,7 +240,7 @@ def test_benchmark_metrics_and_subset():
 
 # ------------------------------------------------------------ the Qwen parts
 def test_qwen_parts_are_checked_before_conversion(tmp_path, monkeypatch):
-    from llama_index_carag import model_files
+    from llama_index_carag.models import files as model_files
 
     monkeypatch.setenv("CARAG_CACHE_DIR", str(tmp_path / "cache"))
     parts = []
@@ -255,7 +255,7 @@ def test_qwen_parts_are_checked_before_conversion(tmp_path, monkeypatch):
 
 
 def test_joined_qwen_gguf_is_reused(tmp_path, monkeypatch):
-    from llama_index_carag import model_files
+    from llama_index_carag.models import files as model_files
 
     monkeypatch.setenv("CARAG_CACHE_DIR", str(tmp_path / "cache"))
     parts = [tmp_path / "part01.bin", tmp_path / "part02.bin"]
@@ -271,7 +271,7 @@ def test_joined_qwen_gguf_is_reused(tmp_path, monkeypatch):
 
 
 def test_offline_llm_aliases(monkeypatch):
-    from llama_index_carag import models
+    from llama_index_carag.models import resolve as models
 
     monkeypatch.setattr(models, "qwen_path", lambda: "QWEN")
     monkeypatch.setattr(models, "smollm2_path", lambda: "SMOL")
@@ -284,7 +284,7 @@ def test_offline_llm_aliases(monkeypatch):
 def test_missing_qwen_part_names_the_install_command(monkeypatch):
     import importlib.metadata
 
-    from llama_index_carag import model_files
+    from llama_index_carag.models import files as model_files
 
     real = importlib.metadata.distribution
 
@@ -300,7 +300,7 @@ def test_missing_qwen_part_names_the_install_command(monkeypatch):
 
 # --------------------------------------------------------- int8 weights
 def test_which_llms_are_quantized():
-    from llama_index_carag.models import _llm_name, _wants_int8
+    from llama_index_carag.models.resolve import _llm_name, _wants_int8
 
     assert not _wants_int8(None, "auto", "cpu") and not _wants_int8("qwen1.5b", "auto", "cpu")
     assert _wants_int8("qwen1.5b-int8", "auto", "cpu") and _llm_name("Qwen1.5b-INT8") == "Qwen1.5b"
@@ -313,8 +313,8 @@ def test_which_llms_are_quantized():
 
 
 def test_which_backend_runs_a_local_model(monkeypatch):
-    from llama_index_carag import llamacpp_llm
-    from llama_index_carag.models import _backend
+    from llama_index_carag.models import llamacpp as llamacpp_llm
+    from llama_index_carag.models.resolve import _backend
 
     for installed in (True, False):
         monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda: installed)
@@ -342,8 +342,8 @@ def test_which_backend_runs_a_local_model(monkeypatch):
 def test_llm_names_for_measured_rules():
     from types import SimpleNamespace
 
-    from llama_index_carag.models import QWEN_NAME, llm_name
-    from llama_index_carag.model_files import QWEN_GGUF_FILE
+    from llama_index_carag.models.resolve import QWEN_NAME, llm_name
+    from llama_index_carag.models.files import QWEN_GGUF_FILE
 
     assert llm_name(SimpleNamespace(model_path=f"/c/{QWEN_GGUF_FILE}")) == QWEN_NAME + " (Q4_K_M, llama.cpp)"
     assert llm_name(SimpleNamespace(model_path="/c/Other-Q8.gguf")) == "Other-Q8.gguf"
@@ -357,7 +357,7 @@ def test_int8_decoder_layers_keep_the_head_and_score_close(tiny_hf):
 
     import torch
 
-    from llama_index_carag.hf_llm import quantize_int8
+    from llama_index_carag.models.huggingface import quantize_int8
 
     scorer = HFLabelScorer.from_llm(tiny_hf)
     messages = FactCheckSynthesizer(tiny_hf).messages("The sky is green.", ["The sky is blue."], None)
@@ -397,7 +397,7 @@ def test_offsets_are_kept_only_when_they_beat_none_out_of_fold(rng):
 def test_a_label_rule_decides_scored_labels_when_its_encoder_is_given(tiny_hf):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.label_rules import EvidenceLabelRule
+    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule
 
     from .helpers import TableEmbedding
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from llama_index_carag import visualize as V
-from llama_index_carag.soi import SOIItem, SubsetOfInterest
+from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
 
 CHROMIUM = Path("/usr/bin/chromium")
 # CI installs Chromium (.ci/run); there a missing browser is a failure, not a skip.

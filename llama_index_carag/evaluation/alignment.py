@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llama_index_carag.vectors import as_matrix
+from llama_index_carag.core.vectors import as_matrix
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from llama_index.core.schema import TextNode
 
-from llama_index_carag._validation import sanitize_text
+from llama_index_carag.core.validation import sanitize_text
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def protocol_methods() -> dict[str, Any]:
 def cached_evidence_vectors(task: RetrievalTask, model: "BaseEmbedding", cache_dir: str | Path | None, *, show_progress: bool = False) -> np.ndarray:
     """The task's evidence embeddings, shape ``(n, d)``; cached as ``.npy`` under ``cache_dir`` (keyed by
     the model name and every passage's id and text) when it is given."""
-    from llama_index_carag.models import embed_model_name
+    from llama_index_carag.models.resolve import embed_model_name
 
     texts = [n.get_content(MetadataMode.EMBED) for n in task.evidence]
     path = None
@@ -132,7 +132,7 @@ def run_protocol_command(args: Any) -> int:
 
     from llama_index_carag.datasets import demo_corpus_path
     from llama_index_carag.evaluation.protocol import beir_task, factver_task
-    from llama_index_carag.models import embed_model_name, resolve_embed_model
+    from llama_index_carag.models.resolve import embed_model_name, resolve_embed_model
 
     split = "tune" if args.split == "tune" else "report"
     if args.split == "all":

@@ -250,7 +250,7 @@ def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Calla
     from llama_index.core.retrievers import QueryFusionRetriever
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    from llama_index_carag.lexical import import_bm25s
+    from llama_index_carag.ranking.bm25 import import_bm25s
 
     import_bm25s()  # quietens bm25s's DEBUG logger, which BM25Retriever's import turned on
 
@@ -347,7 +347,7 @@ def carag_retrievers(
 ) -> dict[str, Callable[[], "BaseRetriever"]]:
     """``ContextAwareRetriever`` factories, one per named settings (a ``CaragSettings`` or preset
     name), fitted on the task's index with its corpus claims (never its query claims)."""
-    from llama_index_carag.retriever import ContextAwareRetriever
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import CaragSettings
 
     def factory(settings: Any) -> Callable[[], "BaseRetriever"]:

@@ -186,7 +186,7 @@ class EvalSetup:
         from llama_index.core.schema import MetadataMode
         from llama_index.vector_stores.faiss import FaissVectorStore
 
-        from llama_index_carag.models import embed_model_name
+        from llama_index_carag.models.resolve import embed_model_name
 
         name = embed_model_name(embed_model)
         evidence = [n.model_copy() for n in corpus.evidence_nodes]
@@ -231,7 +231,7 @@ class EvalSetup:
 
     def retriever(self, spec: RunSpec, *, k: int, seed: int = 0) -> Any:
         """A fitted retriever for ``spec`` (clustering reused across alpha/delta)."""
-        from llama_index_carag.retriever import ContextAwareRetriever
+        from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
         settings = spec.settings.replace(similarity_top_k=k, random_state=seed)
         key = tuple(settings.fit_options().values())
@@ -310,7 +310,7 @@ def generate_explanations(
     """
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     synth = FactCheckSynthesizer(llm)
     out: dict[str, Any] = {

@@ -7,14 +7,14 @@ offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
    half (:func:`~llama_index_carag.evaluation.runner.split_claims`), each claim
    with its annotated evidence and with the retriever's top-k; the three label
    log-likelihoods are computed (no explanation) and
-   :class:`~llama_index_carag.label_calibration.LabelBiasCalibrator` picks the
+   :class:`~llama_index_carag.verdicts.labels.calibration.LabelBiasCalibrator` picks the
    REFUTED / NOT_ENOUGH_INFO offsets (the NOT_ENOUGH_INFO rule);
 2. **report** — a balanced subset of the report half (``--per-label`` claims of
    each of T, F, N, round-robin over the themes), each claim (a) with its
    annotated evidence (at most k passages, corpus order) and (b) with the
    retriever's top-k (the package default, MiniLM; its corpus claims are the tuning
    half without the tuning subset, so no claim checked is a corpus claim), through the
-   public :class:`~llama_index_carag.synthesizer.FactCheckSynthesizer` with the
+   public :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` with the
    tuned offsets.
 
 Per (LLM, evidence): parse rate, accuracy, macro-F1, per-class recall, seconds
@@ -120,7 +120,7 @@ class _Bench:
     def __init__(self, data: str | Path, out: Path, *, k: int, cache_dir: str | None, seed: int) -> None:
         from llama_index_carag.datasets import load_factver
         from llama_index_carag.evaluation.runner import EvalSetup, split_claims
-        from llama_index_carag.models import resolve_embed_model
+        from llama_index_carag.models.resolve import resolve_embed_model
 
         self.k, self.out = k, out
         corpus = load_factver(data)
@@ -137,7 +137,7 @@ class _Bench:
         New-claims protocol: no claim a verdict is asked for (report half, tuning subset) is a
         corpus claim.
         """
-        from llama_index_carag.retriever import ContextAwareRetriever
+        from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
         skip = {c.node_id for c in held_out}
         self.retriever = ContextAwareRetriever.from_index(
@@ -156,8 +156,8 @@ class _Bench:
 
 def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> dict[str, Any]:
     """Label scores on the tuning subset and the fitted offsets (cached in ``verdicts_tuning_<name>.json``)."""
-    from llama_index_carag.label_calibration import LabelBiasCalibrator
-    from llama_index_carag.verdict import VerdictLabel
+    from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
+    from llama_index_carag.verdicts import VerdictLabel
 
     path = bench.out / f"verdicts_tuning_{_file_stem(name)}.json"
     cached = json.loads(path.read_text()) if path.is_file() else {"scores": []}
@@ -234,8 +234,8 @@ def run_verdict_bench(
     load_llm: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); returns ``{"summary": [...], "files": [...], "meta": {...}}``."""
-    from llama_index_carag.models import llm_name, resolve_llm
-    from llama_index_carag.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     out = Path(out)
     bench = _Bench(data, out, k=k, cache_dir=cache_dir, seed=split_seed)
@@ -267,7 +267,7 @@ def run_verdict_bench(
 
 
 def _summaries(rows: list[dict[str, str]], majority: str, report_ids: list[str]) -> list[dict[str, Any]]:
-    from llama_index_carag.models import resolve_embed_model
+    from llama_index_carag.models.resolve import resolve_embed_model
 
     wanted = set(report_ids)
     rows = [r for r in rows if r["claim_id"] in wanted]
@@ -298,7 +298,7 @@ def _argmax_row(row: dict[str, str]) -> dict[str, str]:
     scores = json.loads(row.get("scores") or "null")
     if not scores:
         return row
-    from llama_index_carag.verdict import VerdictLabel
+    from llama_index_carag.verdicts import VerdictLabel
 
     return {**row, "pred": VerdictLabel(max(scores, key=scores.get)).to_fever()}
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    from llama_index_carag.fitting import FittedCorpus
+    from llama_index_carag.retrieval.fitting import FittedCorpus
     from llama_index_carag.settings import CaragSettings
 
 __all__ = ["default_sources", "lexical_source", "settings_scorers"]
@@ -22,7 +22,7 @@ def default_sources(
     index: "VectorStoreIndex", corpus: "FittedCorpus", settings: "CaragSettings", embed_model: "BaseEmbedding"
 ) -> list[CandidateSource]:
     """The dense vector-store search, plus BM25 when ``lexical_weight > 0`` (and the corpus has its index)."""
-    from llama_index_carag.updates import nodes_by_id
+    from llama_index_carag.retrieval.updates import nodes_by_id
 
     sources: list[CandidateSource] = [DenseSource(index, embed_model, lambda: corpus.exclude_ids)]
     if settings.lexical_weight > 0 and corpus.lexical is not None:

@@ -8,7 +8,7 @@
   So ``lexical_weight = 1`` gives the best lexical match as much pull as the spread of claim
   similarities, whatever BM25's raw scale on the corpus; ``0`` ignores BM25.
 
-Both read one :class:`~llama_index_carag.lexical.LexicalIndex`; a query's BM25 scores are
+Both read one :class:`~llama_index_carag.ranking.bm25.LexicalIndex`; a query's BM25 scores are
 computed once (every passage at once) and shared by the two through a small cache.
 """
 
@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 from llama_index.core.schema import BaseNode, NodeWithScore
 
-from llama_index_carag.lexical import LexicalHits, LexicalIndex
+from llama_index_carag.ranking.bm25 import LexicalHits, LexicalIndex
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import SearchRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
 
-    from llama_index_carag.fitting import FittedCorpus
+    from llama_index_carag.retrieval.fitting import FittedCorpus
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def fit_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", *, show_progr
     Raises:
         ValueError: no evidence text could be found.
     """
-    from llama_index_carag.updates import nodes_by_id
+    from llama_index_carag.retrieval.updates import nodes_by_id
 
     ids = evidence_ids(corpus)
     nodes = [n for n in nodes_by_id(index, ids) if n is not None]

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from llama_index.core.schema import BaseNode, NodeWithScore
 
-from llama_index_carag.vectors import l2_normalize
+from llama_index_carag.core.vectors import l2_normalize
 
 __all__ = ["RankQuery", "CandidatePool"]
 

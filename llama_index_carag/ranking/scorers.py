@@ -2,7 +2,7 @@
 
 ``alpha * dense + (1 - alpha) * thematic - hub_penalty * hubness - claim_contrast * contrast``
 (``dense`` alone when the SOI is empty).  :class:`Hubness` and
-:class:`~llama_index_carag.contrast.ClaimContrast` are fitted per-passage tables
+:class:`~llama_index_carag.ranking.contrast.ClaimContrast` are fitted per-passage tables
 (``fit`` / ``scores`` / ``get_state`` / ``from_state``).
 """
 

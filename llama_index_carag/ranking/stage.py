@@ -1,7 +1,7 @@
 """The one re-ranking stage: combine the scorers' weighted terms, select, write provenance.
 
-Used by :class:`~llama_index_carag.retriever.ContextAwareRetriever` and by
-:class:`~llama_index_carag.postprocessor.ThematicContextPostprocessor` alike.
+Used by :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever` and by
+:class:`~llama_index_carag.retrieval.postprocessor.ThematicContextPostprocessor` alike.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from llama_index_carag.provenance import with_carag_metadata
+from llama_index_carag.core.provenance import with_carag_metadata
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import Scorer
 from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity

@@ -7,7 +7,7 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 * ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits.
 * ``GET /v1/schema/check-result`` — JSON Schema of the check result.
 * ``GET /openapi.json`` — the OpenAPI description (no ``/docs``: Swagger UI would need a CDN).
-* ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.checking.CheckResult` (``carag check --json``).
+* ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.verdicts.checking.CheckResult` (``carag check --json``).
 * ``POST /v1/check/stream`` ``{"claim"}`` — Server-Sent Events: ``evidence`` (the result without the
   verdict), ``token`` ``{"text"}`` per piece of the model's answer, ``verdict``, ``done`` (the full result);
   or ``error`` ``{"error": …}`` as the last event.
@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
-from llama_index_carag.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from llama_index_carag.serve.page import CONTENT_SECURITY_POLICY, page_router
@@ -73,7 +73,7 @@ def create_app(
     if llm is not None:
 
         def bot_factory() -> Any:
-            from llama_index_carag.chat import FactCheckChatBot
+            from llama_index_carag.verdicts.chat import FactCheckChatBot
 
             return FactCheckChatBot(retriever, llm)
 
@@ -179,7 +179,7 @@ def _security_headers(app: FastAPI) -> None:
 def _llm_name(llm: Any | None, synthesizer: Any | None) -> str | None:
     if llm is not None:
         try:
-            from llama_index_carag.models import llm_name
+            from llama_index_carag.models.resolve import llm_name
 
             return llm_name(llm)  # the offline Qwen under llama.cpp by name, not by its cache path
         except Exception:  # an LLM without metadata

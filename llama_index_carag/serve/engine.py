@@ -15,8 +15,8 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 import anyio
 import anyio.to_thread
 
-from llama_index_carag._validation import sanitize_text
-from llama_index_carag.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
+from llama_index_carag.core.validation import sanitize_text
+from llama_index_carag.verdicts.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
 from llama_index_carag.serve.errors import ApiError, error_body
 from llama_index_carag.serve.settings import ServeSettings
 

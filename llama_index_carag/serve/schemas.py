@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (the check result itself is :mod:`llama_index_carag.checking`)."""
+"""Request and response bodies of the HTTP API (the check result itself is :mod:`llama_index_carag.verdicts.checking`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llama_index_carag.checking import EvidenceRow, VerdictPayload
+from llama_index_carag.verdicts.checking import EvidenceRow, VerdictPayload
 
 __all__ = ["ClaimRequest", "MessageRequest", "SessionInfo", "ChatTurnOut", "SessionOut", "GraphOut", "InfoOut"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Hashable, Mapping
 
 import numpy as np
 
-from llama_index_carag.soi import SOI_LIST_KEYS
+from llama_index_carag.core.soi import SOI_LIST_KEYS
 from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _edge_width, _plotly_node_trace
 from llama_index_carag.visualize.output import _atomic_write, _pixel_figure, _write_plotly_html
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, EMPTY_SOI_MESSAGE, SOI_KIND_OF_KEY
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import networkx
     import plotly.graph_objects
 
-    from llama_index_carag.soi import SOIItem, SubsetOfInterest
+    from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ _HOVER_MAX_CHARS = 2000
 
 def _safe(text: Any) -> str:
     """``str(text)`` without NULs and lone surrogates (fonts, JSON and files reject them)."""
-    from llama_index_carag._validation import sanitize_text
+    from llama_index_carag.core.validation import sanitize_text
 
     return sanitize_text(str(text))
 

@@ -1,0 +1,253 @@
+"""The ``carag`` command: index, check, graph, map, chat, demo, eval, paper-table, serve.
+
+User mistakes (bad paths, bad values, missing columns, a state that does not
+match its index, …) print one line ``carag: error: …`` and exit with status 2;
+``--debug`` (or ``CARAG_DEBUG=1``) shows the traceback instead.
+
+This module builds the parser (one function per sub-command) and runs the
+command; the commands live in :mod:`~llama_index_carag.cli.index` (index,
+demo), :mod:`~llama_index_carag.cli.check` (check, chat),
+:mod:`~llama_index_carag.cli.figures` (graph, map),
+:mod:`~llama_index_carag.cli.paper` (paper-table),
+:mod:`~llama_index_carag.cli.eval` (eval) and
+:mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
+:mod:`~llama_index_carag.cli.common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+from llama_index_carag.cli.check import cmd_chat, cmd_check
+from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
+from llama_index_carag.cli.figures import cmd_graph, cmd_map
+from llama_index_carag.cli.index import cmd_demo, cmd_index
+from llama_index_carag.cli.paper import cmd_paper_table
+from llama_index_carag.cli.serve import cmd_serve
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["main", "build_parser"]
+
+EXIT_USAGE = 2
+
+
+def _offline_defaults() -> None:
+    # Model names resolve to packaged weights; a hub name must fail fast, not hang.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _quiet_libraries() -> None:
+    # Our own bars (embedding, clustering) stay; the weight-loading bars of transformers go.
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from llama_index_carag.cli.eval import run_eval_command
+
+    if getattr(args, "verdicts", False):
+        from llama_index_carag.evaluation.verdict_bench import run_verdict_command
+
+        return run_verdict_command(args)
+    return run_eval_command(args)
+
+
+# ------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The ``carag`` argument parser: global options and one sub-parser per command."""
+    parser = argparse.ArgumentParser(
+        prog="carag",
+        description="Context-aware, explainable evidence retrieval for fact checking (CARAG / CARAG-u).",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_index_parser(sub)
+    _add_check_parser(sub)
+    _add_graph_parser(sub)
+    _add_map_parser(sub)
+    _add_chat_parser(sub)
+    _add_demo_parser(sub)
+    _add_paper_table_parser(sub)
+    _add_eval_parser(sub)
+    _add_serve_parser(sub)
+    return parser
+
+
+def _add_retrieval_overrides(p: argparse.ArgumentParser) -> None:
+    """``--index`` and the retrieval settings a command may override."""
+    p.add_argument("--index", required=True, help="folder written by 'carag index'")
+    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), help="claim weight in [0, 1] (1 = plain RAG)")
+    p.add_argument("--delta", type=_unit_float("--delta", -1, 1), help="SOI cosine threshold in [-1, 1]")
+    p.add_argument("--k", type=_positive_int("--k"), help="evidence passages to retrieve")
+    p.add_argument("--embed-model", help="override the recorded embed model (must be the same model)")
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    """``--llm``."""
+    p.add_argument("--llm", default=None, help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B: llama.cpp if "
+                   "installed, else transformers; qwen1.5b-hf forces transformers), smollm2 (offline SmolLM2-135M: "
+                   "fast, not reliable), a .gguf file (llama.cpp) or a Hugging Face id/path")
+
+
+def _add_index_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag index`` sub-command."""
+    p = sub.add_parser("index", help="build and save an index + clustering from a claim/evidence CSV")
+    p.add_argument("data", help="CSV in FactVer's layout (or any layout with --claim-col/--evidence-col)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
+    p.add_argument("--mode", default="unsupervised", choices=["unsupervised", "supervised"])
+    p.add_argument("--preset", choices=sorted(_presets()), default="default",
+                   help="default: the hybrid pool (dense + BM25) with claim contrast and the thematic term, chosen on "
+                   "tuning data; paper: the papers' CARAG-u/CARAG exactly; tuned: the earlier dense-only variant")
+    p.add_argument("--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)")
+    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default/tuned 0.8)")
+    p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
+    p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    p.add_argument("--show-skipped", type=int, default=10, metavar="N", help="list the first N skipped rows")
+    for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
+        p.add_argument(f"--{col}", help="column name (generic CSV layout)")
+    p.set_defaults(func=cmd_index)
+
+
+def _add_check_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag check`` sub-command."""
+    p = sub.add_parser("check", help="retrieve evidence for a claim and give a verdict")
+    p.add_argument("claim")
+    _add_retrieval_overrides(p)
+    _add_llm(p)
+    p.add_argument("--no-llm", action="store_true", help="retrieval and SOI only, no verdict")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_check)
+
+
+def _add_graph_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag graph`` sub-command."""
+    p = sub.add_parser("graph", help="draw the SOI graph of a claim")
+    p.add_argument("claim")
+    _add_retrieval_overrides(p)
+    p.add_argument("--html", help="interactive, self-contained HTML (opens offline)")
+    p.add_argument("--png", help="static PNG")
+    p.add_argument("--cluster-png", help="PNG of the claim's whole cluster")
+    p.add_argument("--edge-threshold", type=_unit_float("--edge-threshold", -1, 1), default=0.5)
+    p.set_defaults(func=cmd_graph)
+
+
+def _add_map_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag map`` sub-command."""
+    p = sub.add_parser("map", help="thematic map of explanations over per-theme densities")
+    p.add_argument("--index", required=True)
+    p.add_argument("--explanations", required=True, help="CSV with Theme and one column per method (RAG, CARAG, ...)")
+    p.add_argument("--out", required=True, help="PNG of all explanations")
+    p.add_argument("--panels", help="PNG with one panel per theme")
+    p.add_argument("--map3d", help="PNG of the 3-D PCA view with convex hulls")
+    p.add_argument("--method", choices=["pca", "tsne"], default="pca")
+    p.add_argument("--methods", help="comma-separated method columns (default: all present)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--embed-model", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_map)
+
+
+def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag chat`` sub-command."""
+    p = sub.add_parser("chat", help="interactive fact-check bot")
+    _add_retrieval_overrides(p)
+    _add_llm(p)
+    p.set_defaults(func=cmd_chat)
+
+
+def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag demo`` sub-command."""
+    p = sub.add_parser("demo", help="offline demo: index the demo corpus, compare RAG and CARAG-u, draw an SOI graph")
+    p.add_argument("--out", default="carag_demo_output", help="output folder (default: ./carag_demo_output)")
+    p.add_argument("--claims", type=_positive_int("--claims"), default=3)
+    p.add_argument("--no-llm", action="store_true", help="skip the verdicts (retrieval only)")
+    p.add_argument("--rag-verdicts", action="store_true", help="also give verdicts for the plain-RAG evidence")
+    _add_llm(p)
+    p.set_defaults(func=cmd_demo)
+
+
+def _add_paper_table_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag paper-table`` sub-command."""
+    p = sub.add_parser("paper-table", help="the papers' thematic-alignment table from their explanations")
+    p.add_argument("--explanations", required=True)
+    p.add_argument("--data", required=True, help="FactVer CSV")
+    p.add_argument("--embed-model", default="mpnet")
+    p.add_argument("--methods", help="comma-separated, e.g. RAG,CARAG (default: all present)")
+    p.add_argument("--dims", type=int, choices=[2, 3], default=2, help="projection dimension (3 reproduces CARAG-u Table 1a)")
+    p.add_argument("--seed", type=int, default=0, help="t-SNE seed")
+    p.add_argument("--no-tsne", action="store_true", help="PCA only (fast)")
+    p.add_argument("--json", action="store_true", help='print {theme: {method: {"pca": avg, "tsne": avg}}}')
+    p.add_argument("--cache-dir", default=None, help="cache the evidence embeddings here (per model)")
+    p.set_defaults(func=cmd_paper_table)
+
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag eval`` sub-command."""
+    p = sub.add_parser("eval", help="compare RAG, CARAG and CARAG-u with one encoder; sweeps; CSV + Markdown")
+    from llama_index_carag.cli.eval import add_eval_arguments
+
+    add_eval_arguments(p)
+    from llama_index_carag.evaluation.verdict_bench import add_verdict_arguments
+
+    add_verdict_arguments(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag serve`` sub-command."""
+    p = sub.add_parser("serve", help="HTTP API and chat page over an index (FastAPI on uvicorn)")
+    _add_retrieval_overrides(p)
+    _add_llm(p)
+    from llama_index_carag.serve.command import add_serve_arguments
+
+    add_serve_arguments(p, _positive_int)
+    p.set_defaults(func=cmd_serve)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``carag`` command; returns the exit status."""
+    _offline_defaults()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    debug = args.debug or os.environ.get("CARAG_DEBUG") == "1"
+    _quiet_libraries()
+    if not args.verbose:
+        # An unparseable answer is already shown as NOT_ENOUGH_INFO (parsed: false); no log line needed.
+        logging.getLogger("llama_index_carag.verdicts").setLevel(logging.ERROR)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("carag: interrupted", file=sys.stderr)
+        return 130
+    except (CLIError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, OSError) as exc:
+        if debug:
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"carag: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""Where the members of each cluster live: the :class:`ClusterStore` protocol and its in-memory adapter.
+
+:class:`MemoryClusters` holds unit vectors contiguously per cluster in one immutable
+snapshot (evidence and claims of the in-memory stores; only the claims for Qdrant,
+whose evidence clusters live in the point payloads).  A snapshot never changes: a
+writer (add/remove) builds a new one and publishes it with one assignment, so a
+concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is the
+:class:`ClusterStore` adapter over it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from llama_index_carag.core.soi import ClusterMembers, SOICore
+
+__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters", "LazyTexts", "ClusterStore", "MemoryClusterStore", "TextsOf"]
+
+#: ``(theme or None, cluster)``.
+GroupKey = tuple[str | None, int]
+#: member ids -> their texts (a lazy sequence is fine).
+TextsOf = Callable[[Sequence[str]], Sequence[str]]
+
+
+class LazyTexts(Sequence[str]):
+    """Texts of some members, looked up by id only for the items that are read (SOI items kept)."""
+
+    def __init__(self, ids: Sequence[str], lookup: Callable[[str], str]) -> None:
+        self._ids = ids
+        self._lookup = lookup
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._lookup(x) for x in self._ids[i]]
+        return self._lookup(self._ids[int(i)])
+
+
+class ClusterGroup:
+    """The members of one cluster, stored contiguously (ids, unit vectors, claim flags, claim links)."""
+
+    __slots__ = ("ids", "unit", "is_claim", "claim_of")
+
+    def __init__(self, ids: list[str], unit: np.ndarray, is_claim: np.ndarray, claim_of: list[str | None]) -> None:
+        self.ids = ids
+        self.unit = np.ascontiguousarray(unit, dtype=np.float32)
+        self.is_claim = np.asarray(is_claim, dtype=bool)
+        self.claim_of = claim_of
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extended(self, other: "ClusterGroup") -> "ClusterGroup":
+        """This group with ``other``'s members appended."""
+        return ClusterGroup(
+            self.ids + other.ids, np.vstack([self.unit, other.unit]), np.concatenate([self.is_claim, other.is_claim]),
+            self.claim_of + other.claim_of,
+        )
+
+    def without(self, positions: set[int]) -> "ClusterGroup":
+        """This group without the members at ``positions``."""
+        keep = np.array([p for p in range(len(self)) if p not in positions], dtype=np.int64)
+        return ClusterGroup([self.ids[p] for p in keep], self.unit[keep], self.is_claim[keep], [self.claim_of[p] for p in keep])
+
+
+class MemoryClusters:
+    """An immutable snapshot of the clusters' members.
+
+    Args:
+        groups: ``{(theme, cluster): ClusterGroup}``; empty groups are dropped.
+        dim: the vectors' dimension.
+    """
+
+    def __init__(self, groups: Mapping[GroupKey, ClusterGroup], dim: int) -> None:
+        self.dim = dim
+        self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if len(g)}
+        self.where: dict[str, tuple[GroupKey, int]] = {
+            node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)
+        }
+
+    # ---------------------------------------------------------------- reading
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.where
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def keys(self) -> list[GroupKey]:
+        return list(self.groups)
+
+    def size(self, key: GroupKey) -> int:
+        return len(self.groups.get(key, ()))
+
+    def group(self, key: GroupKey) -> ClusterGroup | None:
+        return self.groups.get(key)
+
+    def key_of(self, node_id: str) -> GroupKey | None:
+        """``(theme, cluster)`` of a member, or ``None``."""
+        found = self.where.get(node_id)
+        return None if found is None else found[0]
+
+    def unit_vector(self, node_id: str) -> np.ndarray | None:
+        found = self.where.get(node_id)
+        if found is None:
+            return None
+        key, pos = found
+        return self.groups[key].unit[pos]
+
+    def members(self, key: GroupKey, texts: Callable[[Sequence[str]], Sequence[str]] | None = None) -> ClusterMembers:
+        """The members of ``key`` as views (no copies); ``texts(ids)`` gives their texts, if asked."""
+        group = self.groups.get(key)
+        if group is None:
+            return ClusterMembers([], [] if texts else None, np.zeros((0, self.dim), np.float32), np.zeros(0, bool), [])
+        return ClusterMembers(group.ids, None if texts is None else texts(group.ids), group.unit, group.is_claim, group.claim_of)
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        """Ids and unit vectors of the evidence members, cluster by cluster."""
+        ids: list[str] = []
+        blocks: list[np.ndarray] = []
+        for group in self.groups.values():
+            rows = np.flatnonzero(~group.is_claim)
+            ids += [group.ids[r] for r in rows]
+            blocks.append(group.unit[rows])
+        return ids, (np.vstack(blocks) if blocks else np.zeros((0, self.dim), np.float32))
+
+    def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
+        return ((node_id, found[0]) for node_id, found in self.where.items())
+
+    # ---------------------------------------------------------------- writing
+    def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> "MemoryClusters":
+        """A new snapshot with ``added``'s members appended to their clusters."""
+        groups = dict(self.groups)
+        for key, group in added.items():
+            old = groups.get(key)
+            groups[key] = group if old is None else old.extended(group)
+        return MemoryClusters(groups, self.dim)
+
+    def without(self, node_ids: Iterable[str]) -> tuple["MemoryClusters", list[tuple[str, str | None]]]:
+        """A new snapshot without ``node_ids`` (unknown ids ignored), and the removed ``(id, claim_of)`` of claims.
+
+        Returns ``(self, [])`` when nothing was removed.
+        """
+        by_group: dict[GroupKey, set[int]] = {}
+        for node_id in node_ids:
+            found = self.where.get(node_id)
+            if found is not None:
+                by_group.setdefault(found[0], set()).add(found[1])
+        if not by_group:
+            return self, []
+        groups = dict(self.groups)
+        claims: list[tuple[str, str | None]] = []
+        for key, positions in by_group.items():
+            group = groups[key]
+            claims += [(group.ids[p], group.claim_of[p]) for p in positions if group.is_claim[p]]
+            groups[key] = group.without(positions)
+        return MemoryClusters(groups, self.dim), claims
+
+    def removed_count(self, before: "MemoryClusters") -> int:
+        return len(before) - len(self)
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> list[dict[str, Any]]:
+        """JSON-safe description of every group, without vectors."""
+        return [
+            {"theme": key[0], "cluster": key[1], "ids": group.ids, "is_claim": group.is_claim.astype(int).tolist(),
+             "claim_of": group.claim_of}
+            for key, group in self.groups.items()
+        ]
+
+    @classmethod
+    def from_state(
+        cls, groups: Sequence[Mapping[str, Any]], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]
+    ) -> "MemoryClusters":
+        """Rebuild from :meth:`get_state`; ``unit_vectors(ids)`` gives their unit vectors, shape ``(len(ids), dim)``."""
+        out: dict[GroupKey, ClusterGroup] = {}
+        for g in groups:
+            ids = [str(x) for x in g["ids"]]
+            unit = unit_vectors(ids)
+            if unit.shape != (len(ids), dim):
+                raise ValueError(f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {dim}).")
+            out[(g["theme"], int(g["cluster"]))] = ClusterGroup(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]))
+        return cls(out, dim)
+
+
+class ClusterStore(Protocol):
+    """Where a fitted :class:`~llama_index_carag.core.context.ThematicContext` keeps its cluster members.
+
+    Two adapters implement it: :class:`MemoryClusterStore` (every member's unit vector
+    in memory) and :class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore` (evidence
+    clusters in a Qdrant collection's payloads, claims in memory).  The context holds one
+    and never looks inside it.  ``texts`` arguments map member ids to their texts (or are
+    ``None`` when no texts are wanted).
+    """
+
+    def __len__(self) -> int: ...  # noqa: D105  (items clustered: evidence and claims)
+
+    def __contains__(self, node_id: object) -> bool: ...  # noqa: D105
+
+    def keys(self) -> list[GroupKey]:
+        """``(theme, cluster)`` of the non-empty clusters."""
+
+    def size(self, key: GroupKey) -> int:
+        """Members of one cluster (evidence and claims)."""
+
+    def key_of(self, node_id: str) -> GroupKey | None:
+        """``(theme, cluster)`` of a member, or ``None``."""
+
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        """Unit vectors (shape ``(d,)``) and clusters of several nodes (``None`` for unknown ones)."""
+
+    def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
+        """Every member of one cluster."""
+
+    def query_members(
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+    ) -> ClusterMembers:
+        """The members an SOI of a unit query vector (shape ``(d,)``) is built from (at least those above ``delta``)."""
+
+    def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        """The cluster size an SOI reports."""
+
+    def add(self, groups: Mapping[GroupKey, ClusterGroup], themes: Mapping[str, str]) -> list[tuple[str, str | None]]:
+        """Add members by cluster (ids already present are replaced); ``themes``: ids whose theme was assigned.
+
+        Returns the ``(id, claim_of)`` of the claims that were replaced.
+        """
+
+    def remove(self, node_ids: Sequence[str]) -> tuple[int, list[tuple[str, str | None]]]:
+        """Drop members (unknown ids ignored): how many went, and the ``(id, claim_of)`` of removed claims."""
+
+    def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
+        """``(node_id, (theme, cluster))`` of every member."""
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        """Ids and unit vectors (shape ``(n, d)``) of the evidence held in memory."""
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-safe description (no vectors), merged into the context's state."""
+
+
+class MemoryClusterStore:
+    """:class:`ClusterStore` over one :class:`MemoryClusters` snapshot, replaced (never changed) by each write.
+
+    Writers run under the context's lock; a reader takes ``self.clusters`` once and
+    reads a consistent view.
+    """
+
+    def __init__(self, clusters: MemoryClusters) -> None:
+        self.clusters = clusters
+
+    def __len__(self) -> int:
+        return len(self.clusters)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.clusters
+
+    def keys(self) -> list[GroupKey]:
+        return self.clusters.keys()
+
+    def size(self, key: GroupKey) -> int:
+        return self.clusters.size(key)
+
+    def key_of(self, node_id: str) -> GroupKey | None:
+        return self.clusters.key_of(node_id)
+
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        clusters = self.clusters  # one snapshot: position and group always agree
+        found = [clusters.where.get(i) for i in node_ids]
+        vectors = [None if f is None else clusters.groups[f[0]].unit[f[1]] for f in found]
+        return vectors, [None if f is None else f[0][1] for f in found]
+
+    def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
+        return self.clusters.members(key, texts)
+
+    def query_members(
+        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+    ) -> ClusterMembers:
+        return self.clusters.members(key, texts)  # the whole cluster: the SOI builder filters it
+
+    def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
+        return core.cluster_size
+
+    def add(self, groups: Mapping[GroupKey, ClusterGroup], themes: Mapping[str, str]) -> list[tuple[str, str | None]]:
+        kept, replaced = self.clusters.without([i for g in groups.values() for i in g.ids])
+        self.clusters = kept.with_added(groups)
+        return replaced
+
+    def remove(self, node_ids: Sequence[str]) -> tuple[int, list[tuple[str, str | None]]]:
+        before = self.clusters
+        after, claims = before.without(node_ids)
+        self.clusters = after
+        return len(before) - len(after), claims
+
+    def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
+        return self.clusters.iter_items()
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        return self.clusters.evidence_units()
+
+    def get_state(self) -> dict[str, Any]:
+        return {"groups": self.clusters.get_state()}
+
+    @classmethod
+    def from_state(cls, info: Mapping[str, Any], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]) -> "MemoryClusterStore":
+        """Rebuild from :meth:`get_state`; ``unit_vectors(ids)``: their unit vectors, shape ``(len(ids), dim)``."""
+        return cls(MemoryClusters.from_state(info["groups"], dim, unit_vectors))

@@ -1,0 +1,493 @@
+"""The fitted thematic context of a corpus: clusters, their members, and SOIs.
+
+:class:`ThematicContext` is what CARAG learns once, at fit time, and reads at
+query time:
+
+* the unit embeddings of every evidence passage and claim, stored **per
+  cluster** (contiguous arrays, so building an SOI touches one cluster and
+  copies nothing);
+* the fitted :class:`~llama_index_carag.core.clustering.ThematicClusterer` — one for
+  the whole corpus (CARAG-u) or one per theme (CARAG);
+* which claim each evidence passage is annotated for, and each item's theme.
+
+``build_soi(query_vector, …)`` then locates the query's cluster (its own cluster
+when the query is a corpus claim, else the clusterer's prediction; for CARAG
+first its theme, else the nearest theme centroid) and calls the mode's SOI
+builder from :mod:`llama_index_carag.core.soi`.  Nothing is re-embedded per query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from llama_index_carag.core.claim_table import ClaimTable
+from llama_index_carag.core.cluster_store import (
+    ClusterGroup,
+    ClusterStore,
+    GroupKey,
+    LazyTexts,
+    MemoryClusters,
+    MemoryClusterStore,
+    TextsOf,
+)
+from llama_index_carag.core.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
+from llama_index_carag.core.partition_fit import fit_partitions, partition_clusterer, partitions_of, sorted_groups
+from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery, normalize_claim_text
+from llama_index_carag.core.soi import (
+    ClusterMembers,
+    SubsetOfInterest,
+    materialize_soi,
+    supervised_core,
+    unsupervised_core,
+)
+from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CorpusItems", "ThematicContext", "MODES", "normalize_claim_text", "GroupKey"]
+
+MODES = ("unsupervised", "supervised")
+Mode = Literal["unsupervised", "supervised"]
+
+
+class ThematicContext:
+    """Fitted clusters of a corpus and the SOI builder over them.
+
+    Args:
+        mode: ``"unsupervised"`` (CARAG-u: one clustering of all claims and
+            evidence, no labels) or ``"supervised"`` (CARAG: one clustering per
+            theme, annotations used for the SOI).
+        n_clusters: clusters ``t`` (per theme in supervised mode, capped at the
+            theme's size), or ``"auto"`` for BIC.
+        random_state: seed of the clustering.
+        clusterer_params: extra :class:`ThematicClusterer` arguments
+            (``covariance_type``, ``reduce_dim``, ``max_fit_samples``, …).
+        text_lookup: node id → text, used to fill SOI item texts lazily.
+
+    Attributes (after :meth:`fit`):
+        clusterers_: ``{theme or None: ThematicClusterer}``.
+        theme_centroids_: ``{theme: unit centroid}`` (supervised only).
+        dim_: embedding dimension.
+        n_items_: number of clustered items.
+    """
+
+    def __init__(
+        self,
+        mode: Mode = "unsupervised",
+        *,
+        n_clusters: int | Literal["auto"] = 10,
+        random_state: int | None = 0,
+        clusterer_params: Mapping[str, Any] | None = None,
+        text_lookup: Callable[[str], str] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
+        self.mode = mode
+        self._lock = threading.RLock()
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+        self.clusterer_params = dict(clusterer_params or {})
+        self.text_lookup = text_lookup
+
+    # ----------------------------------------------------------------- fitting
+    def fit(self, items: CorpusItems, *, show_progress: bool = False) -> "ThematicContext":
+        """Cluster ``items`` and store their members per cluster.
+
+        Raises:
+            ValueError: empty corpus, NaN vectors, duplicated ids, too many
+                clusters, or (supervised) items without a theme.
+        """
+        items.validate()
+        if len(items.ids) == 0:
+            raise ValueError("Cannot fit CARAG on an empty corpus (no evidence nodes).")
+        X = as_matrix(items.vectors, name="corpus embeddings")  # no copy for float32 input
+        norms = np.linalg.norm(X, axis=1)
+        zero = np.flatnonzero(norms == 0)
+        if zero.size:
+            raise ValueError(f"Node {items.ids[int(zero[0])]!r} has an all-zero embedding.")
+        self.dim_ = int(X.shape[1])
+        ids = list(items.ids)
+        is_claim = np.asarray(items.is_claim, dtype=bool)
+        claim_of = list(items.claim_of)
+        self._claims = ClaimTable.of_items(items)
+
+        partitions = partitions_of(self.mode, items, ids, self.n_clusters)
+        self.clusterers_, labels, theme_index = fit_partitions(X, ids, partitions, self.partition_clusterer, show_progress)
+        groups, centroids = sorted_groups(X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions))
+        self._set_centroids(centroids)
+        self._store = MemoryClusterStore(MemoryClusters(groups, self.dim_))
+        logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self.groups))
+        return self
+
+    def partition_clusterer(self, theme: str | None, n_rows: int, *, show_progress: bool = False) -> ThematicClusterer:
+        """An unfitted mixture with this context's parameters for one partition of ``n_rows`` items."""
+        return partition_clusterer(
+            self.n_clusters, theme, n_rows, random_state=self.random_state, params=self.clusterer_params,
+            show_progress=show_progress,
+        )
+
+    # The members live in a ClusterStore (in memory, or a Qdrant collection).  Writers
+    # (add/remove) run under the lock; the in-memory store publishes a new immutable
+    # snapshot per write, so a concurrent query always reads a consistent view.
+    @property
+    def lock(self) -> "threading.RLock":
+        """The writers' lock (add/remove/sync hold it)."""
+        return self._lock
+
+    @property
+    def store(self) -> ClusterStore:
+        """Where the members live (:class:`MemoryClusterStore`, or Qdrant's adapter)."""
+        self._check_fitted()
+        return self._store
+
+    @property
+    def n_items_(self) -> int:
+        """Number of clustered items (evidence and claims)."""
+        self._check_fitted()
+        return len(self._store)
+
+    def _set_centroids(self, centroids: Mapping[str, np.ndarray]) -> None:
+        self.theme_centroids_ = dict(centroids)
+        names = list(self.theme_centroids_)
+        self._centroid_names = names
+        self._centroid_matrix = np.vstack([self.theme_centroids_[t] for t in names]) if names else None
+
+    # ------------------------------------------------------ incremental updates
+    def add_items(self, items: CorpusItems) -> list[GroupKey]:
+        """Add new nodes without refitting: each gets its cluster from the fitted mixture.
+
+        In supervised mode a node without a theme gets the nearest theme centroid's.
+        Ids already in the context are replaced (never duplicated).
+
+        Returns:
+            the ``(theme, cluster)`` of each added item.
+        """
+        self._check_fitted()
+        items.validate()
+        if not len(items.ids):
+            return []
+        X = as_matrix(items.vectors, name="new embeddings")
+        if X.shape[1] != self.dim_:
+            raise ValueError(f"New embeddings have dimension {X.shape[1]}; the context has {self.dim_}.")
+        unit = l2_normalize(X)
+        if not np.all(np.linalg.norm(unit, axis=1) > 0):
+            raise ValueError("A new node has an all-zero embedding.")
+        keys, assigned = self._assign(items, unit)
+        groups = _groups_of(items, unit, keys)
+        with self._lock:
+            replaced = self._store.add(groups, assigned)
+            self._claims = self._claims.without(replaced).with_items(items)
+        return keys
+
+    def _assign(self, items: CorpusItems, unit: np.ndarray) -> tuple[list[GroupKey], dict[str, str]]:
+        """Each item's ``(theme, cluster)``, and the themes assigned by nearest centroid (supervised)."""
+        themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
+        keys: list[GroupKey] = []
+        assigned: dict[str, str] = {}
+        for i in range(len(items.ids)):
+            theme = themes[i] if self.mode == "supervised" else None
+            if self.mode == "supervised" and (theme is None or theme not in self.clusterers_):
+                theme = assigned[items.ids[i]] = self.nearest_theme(unit[i])
+            keys.append((theme, -1))
+        for theme in {k[0] for k in keys}:
+            rows = [i for i, k in enumerate(keys) if k[0] == theme]
+            for i, label in zip(rows, self.clusterers_[theme].predict(unit[rows])):
+                keys[i] = (theme, int(label))
+        return keys, assigned
+
+    def remove_items(self, ids: Iterable[str]) -> int:
+        """Drop nodes from every cluster (and so from every SOI).  Unknown ids are ignored.
+
+        Returns:
+            how many were removed.
+        """
+        self._check_fitted()
+        with self._lock:
+            removed, claims = self._store.remove(list(ids))
+            self._claims = self._claims.without(claims)
+            return removed
+
+    def nearest_theme(self, unit_vector: np.ndarray) -> str:
+        """The theme whose centroid is most similar (cosine) to a unit vector (supervised mode)."""
+        if self._centroid_matrix is None:
+            raise ValueError("This context has no themes.")
+        return self._centroid_names[int(np.argmax(self._centroid_matrix @ unit_vector))]
+
+    # ----------------------------------------------------------------- queries
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "_store"):
+            raise RuntimeError("ThematicContext is not fitted; call fit() first.")
+
+    @property
+    def groups(self) -> list[GroupKey]:
+        """``(theme, cluster)`` keys of the non-empty clusters."""
+        self._check_fitted()
+        return self._store.keys()
+
+    def group_size(self, key: GroupKey) -> int:
+        """Members of cluster ``key`` (evidence and claims)."""
+        return self._store.size(key)
+
+    def __contains__(self, node_id: object) -> bool:
+        return hasattr(self, "_store") and node_id in self._store
+
+    @property
+    def claim_node_ids(self) -> list[str]:
+        """Node ids of the clustered claims."""
+        self._check_fitted()
+        return list(self._claims.node_of.values())
+
+    def claim_node_of(self) -> dict[str, str]:
+        """``{claim id: its node id}`` of the clustered claims (a copy)."""
+        self._check_fitted()
+        return dict(self._claims.node_of)
+
+    def claim_text(self, node_id: str) -> str:
+        """The text of a clustered claim node (empty when unknown)."""
+        return self._claims.text(node_id)
+
+    def cluster_of(self, node_id: str) -> int | None:
+        """Cluster of a corpus node (``None`` for a node not clustered)."""
+        key = self._store.key_of(node_id)
+        return None if key is None else key[1]
+
+    def theme_of(self, node_id: str) -> str | None:
+        """Theme group of a corpus node (supervised mode), else ``None``."""
+        key = self._store.key_of(node_id)
+        return None if key is None else key[0]
+
+    def unit_vector(self, node_id: str) -> np.ndarray | None:
+        """The stored unit embedding of a corpus node, shape ``(d,)``, or ``None``."""
+        return self.unit_vectors([node_id])[0]
+
+    def match_claim(self, text: str) -> str | None:
+        """Claim id of the corpus claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
+        return self._claims.match(text)
+
+    def locate(self, query_vector: np.ndarray, claim_id: str | None = None, *, unit: bool = False) -> GroupKey:
+        """The ``(theme, cluster)`` of a query: a corpus claim's own, else predicted.
+
+        For supervised mode, an unknown claim gets the theme whose centroid is
+        closest (cosine) and then that theme's predicted cluster.  ``unit=True``: the
+        vector is already a checked unit vector of the context's dimension.
+        """
+        self._check_fitted()
+        node_id = self._claims.node_of.get(claim_id) if claim_id is not None else None
+        key = None if node_id is None else self._store.key_of(node_id)
+        if key is not None:
+            return key
+        q = query_vector if unit else l2_normalize(as_vector(query_vector, dim=self.dim_))
+        if self.mode == "supervised":
+            theme: str | None = self.nearest_theme(q)
+        else:
+            theme = None
+        cluster = int(self.clusterers_[theme].predict(q[None, :])[0])
+        return (theme, cluster)
+
+    def _texts(self) -> TextsOf:
+        claims = self._claims.texts
+        lookup = self.text_lookup or (lambda node_id: claims.get(node_id, ""))
+        return lambda ids: LazyTexts(ids, lambda i: claims.get(i) or lookup(i))
+
+    def members(self, key: GroupKey, *, include_texts: bool = True) -> ClusterMembers:
+        """The members of cluster ``key`` (in memory: views, no copies; texts looked up lazily, or not at all)."""
+        self._check_fitted()
+        return self._store.members(key, self._texts() if include_texts else None)
+
+    def build_soi(
+        self,
+        query_vector: np.ndarray,
+        delta: float,
+        *,
+        claim: str = "",
+        claim_id: str | None = None,
+        top_m: int | None = None,
+        n_related_claims: int = 0,
+        include_texts: bool = True,
+    ) -> SubsetOfInterest:
+        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items).
+
+        ``claim_id`` marks the query as a corpus claim (found from ``claim`` by
+        :meth:`match_claim` when not given).
+        """
+        q = self.query_soi(
+            query_vector, delta, claim=claim, claim_id=claim_id, top_m=top_m,
+            n_related_claims=n_related_claims, include_texts=include_texts,
+        )
+        return materialize_soi(
+            q.core, q.members, mode=self.mode, claim=claim, claim_id=q.claim_id, delta=delta,  # type: ignore[arg-type]
+            cluster=q.key[1], theme=q.key[0],
+        )
+
+    def query_soi(
+        self,
+        query_vector: np.ndarray,
+        delta: float,
+        *,
+        claim: str = "",
+        claim_id: str | None = None,
+        top_m: int | None = None,
+        n_related_claims: int = 0,
+        include_texts: bool = False,
+        unit: bool = False,
+    ) -> "SOIQuery":
+        """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path.
+
+        The query vector is checked and normalised once, here; ``unit=True`` says the caller
+        did it already (a finite unit vector of the context's dimension; ``delta`` and
+        ``top_m`` validated).
+        """
+        self._check_fitted()
+        q = query_vector if unit else self._unit_query(query_vector, delta, top_m)
+        if claim_id is None and claim:
+            claim_id = self.match_claim(claim)
+        key = self.locate(q, claim_id, unit=True)
+        members = self._store.query_members(key, q, delta, top_m, self._texts() if include_texts else None)
+        if self.mode == "supervised":
+            core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, unit=True)
+        else:
+            core = unsupervised_core(
+                q, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims, unit=True
+            )
+        size = self._store.cluster_size(key, claim_id, core)
+        if size != core.cluster_size:
+            core = dataclasses.replace(core, cluster_size=size)
+        return SOIQuery(key, claim_id, members, core)
+
+    def _unit_query(self, query_vector: np.ndarray, delta: float, top_m: int | None) -> np.ndarray:
+        from llama_index_carag.core.validation import check_delta, check_top_k
+
+        check_delta(delta)
+        if top_m is not None:
+            check_top_k(top_m, "top_m")
+        q = as_vector(query_vector, dim=self.dim_, name="claim vector")
+        if not np.any(q):
+            raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
+        return l2_normalize(q)
+
+    def unit_vectors(self, node_ids: Sequence[str]) -> list[np.ndarray | None]:
+        """Stored unit embeddings (shape ``(d,)``) of several nodes (``None`` for unknown ones)."""
+        return self.vectors_and_clusters(node_ids)[0]
+
+    def clusters_of(self, node_ids: Sequence[str]) -> list[int | None]:
+        """Clusters of several nodes (``None`` for unknown ones)."""
+        return self.vectors_and_clusters(node_ids)[1]
+
+    def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
+        """:meth:`unit_vectors` and :meth:`clusters_of` together (one round trip for remote stores)."""
+        self._check_fitted()
+        return self._store.vectors_and_clusters(node_ids)
+
+    # --------------------------------------------------------------- state I/O
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-safe info, arrays) describing the fitted context, without embeddings.
+
+        Embeddings are restored from the vector store (evidence) and from the
+        saved claim vectors by :meth:`from_state`.
+        """
+        self._check_fitted()
+        info: dict[str, Any] = {
+            "mode": self.mode,
+            "n_clusters": self.n_clusters,
+            "random_state": self.random_state,
+            "clusterer_params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.clusterer_params.items()},
+            "dim": self.dim_,
+            "themes": [t for t in self.clusterers_],
+            "claim_texts": self._claims.texts,
+            "claim_node_of": self._claims.node_of,
+        }
+        info["clusterers"], arrays = clusterers_state(self.clusterers_, self.theme_centroids_)
+        info.update(self._store.get_state())
+        return info, arrays
+
+    @classmethod
+    def from_fitted(
+        cls,
+        params: Mapping[str, Any],
+        *,
+        clusterers: Mapping[str | None, ThematicClusterer],
+        theme_centroids: Mapping[str, np.ndarray],
+        dim: int,
+        claim_texts: Mapping[str, str],
+        claim_node_of: Mapping[str, str],
+        store: ClusterStore,
+        text_lookup: Callable[[str], str] | None = None,
+    ) -> "ThematicContext":
+        """A fitted context from its parts (what a store-specific fit or a saved state produced).
+
+        Args:
+            params: the constructor's ``mode``, ``n_clusters``, ``random_state``, ``clusterer_params``.
+            clusterers: ``{theme or None: fitted ThematicClusterer}``.
+            theme_centroids: ``{theme: unit centroid, shape (d,)}`` (supervised).
+            claim_texts, claim_node_of: claim node id → text; claim id → claim node id.
+            store: the members.
+        """
+        self = cls(
+            params["mode"],
+            n_clusters=params["n_clusters"],
+            random_state=params["random_state"],
+            clusterer_params=params.get("clusterer_params") or {},
+            text_lookup=text_lookup,
+        )
+        self.dim_ = int(dim)
+        self.clusterers_ = dict(clusterers)
+        self._set_centroids(theme_centroids)
+        self._claims = ClaimTable(claim_node_of, claim_texts)
+        self._store = store
+        return self
+
+    @classmethod
+    def from_state(
+        cls,
+        info: Mapping[str, Any],
+        arrays: Mapping[str, np.ndarray],
+        vectors: Callable[[list[str]], np.ndarray],
+        *,
+        text_lookup: Callable[[str], str] | None = None,
+        store: "Callable[[Mapping[str, Any], int, Callable[[list[str]], np.ndarray]], ClusterStore] | None" = None,
+    ) -> "ThematicContext":
+        """Rebuild a fitted context.
+
+        Args:
+            info, arrays: output of :meth:`get_state`.
+            vectors: ids → their embeddings, shape ``(len(ids), d)``.
+            text_lookup: node id → text.
+            store: ``(info, dim, unit_vectors) -> ClusterStore`` (default: :meth:`MemoryClusterStore.from_state`).
+        """
+        dim = int(info["dim"])
+        clusterers, centroids = clusterers_from_state(info["themes"], info["clusterers"], arrays)
+        unit_vectors = lambda ids: l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))  # noqa: E731
+        return cls.from_fitted(
+            info, clusterers=clusterers, theme_centroids=centroids, dim=dim,
+            claim_texts=info.get("claim_texts") or {}, claim_node_of=info.get("claim_node_of") or {},
+            store=(store or MemoryClusterStore.from_state)(info, dim, unit_vectors), text_lookup=text_lookup,
+        )
+
+    def evidence_units(self) -> tuple[list[str], np.ndarray]:
+        """Ids and unit vectors (shape ``(n, d)``) of the evidence held in memory, cluster by cluster.
+
+        A server-side store (Qdrant) holds no evidence vectors and returns none.
+        """
+        self._check_fitted()
+        return self._store.evidence_units()
+
+    def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
+        """``(node_id, (theme, cluster))`` for every clustered item."""
+        self._check_fitted()
+        return self._store.iter_items()
+
+
+def _groups_of(items: CorpusItems, unit: np.ndarray, keys: Sequence[GroupKey]) -> dict[GroupKey, ClusterGroup]:
+    """``items`` (unit vectors ``unit``, shape ``(n, d)``) grouped by their ``(theme, cluster)``."""
+    claim_of = list(items.claim_of)
+    is_claim = np.asarray(items.is_claim, dtype=bool)
+    groups: dict[GroupKey, ClusterGroup] = {}
+    for key in dict.fromkeys(keys):
+        rows = [i for i, k in enumerate(keys) if k == key]
+        groups[key] = ClusterGroup([items.ids[r] for r in rows], unit[rows], is_claim[rows], [claim_of[r] for r in rows])
+    return groups

@@ -1,0 +1,144 @@
+"""Fitting a corpus's mixtures partition by partition (pure helpers of the in-memory fit).
+
+A *partition* is the set of items clustered together: every item (CARAG-u) or one
+theme (CARAG).  :func:`partitions_of` finds them, :func:`partition_clusterer` makes
+the mixture of one (``t`` capped at a small theme's size; the Qdrant fit uses it too),
+:func:`fit_partitions` fits one mixture per partition in the canonical (node-id)
+order, and :func:`sorted_groups` lays the corpus out cluster by cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
+
+from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey
+from llama_index_carag.core.clustering import ThematicClusterer
+from llama_index_carag.core.corpus_items import CorpusItems
+from llama_index_carag.core.vectors import l2_normalize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["partitions_of", "partition_clusterer", "fit_partitions", "sorted_groups"]
+
+
+def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="theme" if total > 1 else "step")
+
+
+def _is_count(k: Any) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+
+
+def partitions_of(
+    mode: str, items: CorpusItems, ids: list[str], n_clusters: int | Literal["auto"]
+) -> dict[str | None, np.ndarray]:
+    """Row indices clustered together: ``{theme: rows}`` (supervised) or ``{None: all rows}``.
+
+    Raises:
+        ValueError: a supervised item without a theme, or ``n_clusters`` above ``len(ids)``.
+    """
+    if mode == "supervised":
+        themes = list(items.themes) if items.themes is not None else [None] * len(ids)
+        missing = [i for i, t in enumerate(themes) if t is None or str(t) == ""]
+        if missing:
+            raise ValueError(
+                f"Supervised CARAG needs a theme on every node; {len(missing)} node(s) lack it "
+                f"(e.g. {ids[missing[0]]!r}). Set the theme metadata key or use mode='unsupervised'."
+            )
+        theme_arr = np.asarray(themes, dtype=object)
+        partitions = {t: np.flatnonzero(theme_arr == t) for t in sorted(set(themes))}
+    else:
+        partitions = {None: np.arange(len(ids))}
+    if _is_count(n_clusters) and n_clusters > len(ids):  # type: ignore[operator]
+        raise ValueError(f"n_clusters={n_clusters} is larger than the number of nodes to cluster ({len(ids)}).")
+    return partitions
+
+
+def partition_clusterer(
+    n_clusters: int | Literal["auto"],
+    theme: str | None,
+    n_rows: int,
+    *,
+    random_state: int | None,
+    params: Mapping[str, Any],
+    show_progress: bool = False,
+) -> ThematicClusterer:
+    """An unfitted mixture for one partition of ``n_rows`` items (``t`` capped at a theme's size, with a warning).
+
+    Raises:
+        ValueError: ``t`` above the number of items of the whole (unsupervised) corpus.
+    """
+    k: int | str = n_clusters
+    if _is_count(k) and k > n_rows:  # type: ignore[operator]
+        if theme is None:
+            raise ValueError(f"n_clusters={k} is larger than the number of nodes to cluster ({n_rows}).")
+        logger.warning("Theme %r has only %d nodes; using %d clusters instead of %d.", theme, n_rows, n_rows, k)
+        k = n_rows
+    return ThematicClusterer(
+        n_clusters=k, random_state=random_state, normalize=True, show_progress=show_progress, **params  # type: ignore[arg-type]
+    )
+
+
+def fit_partitions(
+    X: np.ndarray,
+    ids: list[str],
+    partitions: Mapping[str | None, np.ndarray],
+    make: Callable[..., ThematicClusterer],
+    show_progress: bool,
+) -> tuple[dict[str | None, ThematicClusterer], np.ndarray, np.ndarray]:
+    """Fit one mixture per partition of ``X`` (shape ``(n, d)``).
+
+    ``make(theme, n_rows, show_progress=...)`` gives each partition's unfitted mixture.
+
+    Returns:
+        ``(clusterers, labels, partition index)``; the last two have shape ``(n,)``.
+    """
+    clusterers: dict[str | None, ThematicClusterer] = {}
+    labels = np.empty(len(ids), dtype=np.int64)
+    theme_index = np.empty(len(ids), dtype=np.int64)
+    for t_i, (theme, rows) in enumerate(_progress(partitions.items(), len(partitions), "Clustering", show_progress)):
+        clusterer = make(theme, len(rows), show_progress=show_progress)
+        part = X if len(rows) == len(ids) else X[rows]
+        # Canonical order (by node id): the same corpus gives the same clusters in any storage order.
+        canonical = np.argsort(np.asarray([ids[r] for r in rows], dtype=object), kind="stable")
+        labels[rows] = clusterer.fit(part, order=canonical).labels_
+        del part
+        theme_index[rows] = t_i
+        clusterers[theme] = clusterer
+    return clusterers, labels, theme_index
+
+
+def sorted_groups(
+    X: np.ndarray, norms: np.ndarray, ids: list[str], is_claim: np.ndarray, claim_of: list[str | None],
+    labels: np.ndarray, theme_index: np.ndarray, theme_names: list[str | None],
+) -> tuple[dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
+    """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``).
+
+    Returns:
+        ``({(theme, cluster): ClusterGroup}, {theme: unit centroid})``; every group is a
+        contiguous view of the copy (claims after evidence).
+    """
+    order = np.lexsort((is_claim, labels, theme_index))
+    unit = X[order]
+    unit /= norms[order, None].astype(np.float32)
+    groups: dict[GroupKey, ClusterGroup] = {}
+    keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
+    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        rows = order[start:stop]
+        key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
+        groups[key] = ClusterGroup([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows])
+    centroids: dict[str, np.ndarray] = {}
+    for theme in theme_names:
+        if theme is not None:
+            members = [g.unit for (t, _), g in groups.items() if t == theme]
+            total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
+            centroids[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
+    return groups, centroids

@@ -1,0 +1,173 @@
+"""Competing-claim contrast: how close each evidence passage lies to the corpus's *other* claims.
+
+A fact-checking corpus is a set of claims with evidence written for each.  For a
+query claim ``q`` and a passage ``n``, the contrast ``c(n)`` is the cosine of ``n``
+to the most similar corpus claim that is not ``q`` itself — claims with cosine
+``> threshold`` to ``q`` count as ``q`` (the query when it is a corpus claim, and its
+near-paraphrases).  A passage much closer to another claim than to ``q`` is probably
+that claim's evidence; :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever`
+subtracts ``beta * c(n)`` when it re-ranks (``claim_contrast=beta``).
+
+:class:`ClaimContrast` precomputes each passage's ``top`` nearest claims once, so a
+query costs one claim-vector product plus a table lookup per candidate; a passage
+unknown to the table (inserted later) or whose ``top`` nearest claims are all
+excluded is computed exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+    from llama_index_carag.settings import CaragSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClaimContrast"]
+
+_BLOCK_CELLS = 1 << 24  # passage x claim similarities held at once while tabulating (64 MB)
+
+
+class ClaimContrast:
+    """Nearest-claim table for the competing-claim term.
+
+    A re-ranking scorer (:class:`~llama_index_carag.ranking.protocols.Scorer`) named
+    ``claim_contrast``, weighted ``-settings.claim_contrast``.
+
+    Args:
+        claim_units: the corpus's claims as unit vectors, shape ``(m, d)``.
+        top: nearest claims kept per passage.
+        threshold: claims with cosine ``> threshold`` to the query are not competitors.
+
+    Attributes (after :meth:`fit`):
+        sims_: shape ``(n, top)``, each passage's cosines to its nearest claims, descending.
+        claims_: shape ``(n, top)``, the matching claim rows.
+    """
+
+    name = "claim_contrast"
+
+    def __init__(self, claim_units: np.ndarray, *, top: int = 8, threshold: float = 0.9) -> None:
+        units = np.asarray(claim_units, dtype=np.float32)
+        if units.ndim != 2 or units.shape[0] == 0:
+            raise ValueError("ClaimContrast needs at least one claim vector, shape (m, d).")
+        self.claim_units = units
+        self.top = max(1, min(int(top), units.shape[0]))
+        self.threshold = float(threshold)
+        self._rows: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.sims_ = np.zeros((0, self.top), dtype=np.float32)
+        self.claims_ = np.zeros((0, self.top), dtype=np.int32)
+
+    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> "ClaimContrast":
+        """Tabulate the ``top`` nearest claims of each passage.
+
+        Args:
+            node_ids: passage ids, length ``n``.
+            unit_vectors: their unit vectors, shape ``(n, d)``.
+        """
+        vectors = np.asarray(unit_vectors, dtype=np.float32)
+        n, top = len(node_ids), self.top
+        if vectors.shape != (n, self.claim_units.shape[1]):
+            raise ValueError(f"Expected {n} unit vectors of dimension {self.claim_units.shape[1]}; got shape {vectors.shape}.")
+        sims = np.empty((n, top), dtype=np.float32)
+        claims = np.empty((n, top), dtype=np.int32)
+        step = max(1, _BLOCK_CELLS // self.claim_units.shape[0])
+        for start in range(0, n, step):
+            block = vectors[start : start + step] @ self.claim_units.T  # (b, m)
+            part = np.argpartition(-block, top - 1, axis=1)[:, :top] if top < block.shape[1] else np.tile(
+                np.arange(block.shape[1]), (block.shape[0], 1)
+            )
+            values = np.take_along_axis(block, part, axis=1)
+            order = np.argsort(-values, axis=1, kind="stable")
+            sims[start : start + step] = np.take_along_axis(values, order, axis=1)
+            claims[start : start + step] = np.take_along_axis(part, order, axis=1)
+        with self._lock:
+            self.sims_, self.claims_ = sims, claims
+            self._rows = {node_id: r for r, node_id in enumerate(node_ids)}
+        logger.debug("Claim-contrast table: %d passages x %d nearest claims.", n, top)
+        return self
+
+    def forget(self, node_ids: Sequence[str]) -> None:
+        """Drop passages from the table (changed or deleted); they are computed exactly if seen again."""
+        with self._lock:
+            if any(i in self._rows for i in node_ids):
+                rows = dict(self._rows)
+                for i in node_ids:
+                    rows.pop(i, None)
+                self._rows = rows
+
+    def with_threshold(self, threshold: float) -> "ClaimContrast":
+        """The same fitted table with another ``threshold`` (no refit)."""
+        if float(threshold) == self.threshold:
+            return self
+        other = copy.copy(self)
+        other.threshold = float(threshold)
+        return other
+
+    def scores(self, pool: "CandidatePool", query: "RankQuery") -> np.ndarray:
+        """``c(n)`` of every candidate of ``pool`` (float64, shape ``(len(pool),)``)."""
+        return self.contrast(pool.ids, pool.vectors(), query.unit, self.threshold).astype(np.float64)
+
+    def weight(self, settings: "CaragSettings", query: "RankQuery") -> float:
+        return -settings.claim_contrast
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        rows = sorted(self._rows.items(), key=lambda kv: kv[1])
+        info = {"top": self.top, "threshold": self.threshold, "ids": [i for i, _ in rows]}
+        keep = np.array([r for _, r in rows], dtype=np.int64)
+        return info, {"contrast_sims": self.sims_[keep], "contrast_claims": self.claims_[keep]}
+
+    @classmethod
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], claim_units: np.ndarray) -> "ClaimContrast":
+        self = cls(claim_units, top=int(info["top"]), threshold=float(info["threshold"]))
+        sims, claims = arrays["contrast_sims"], arrays["contrast_claims"]
+        if sims.shape != (len(info["ids"]), self.top) or claims.shape != sims.shape:
+            raise ValueError("The saved claim-contrast table does not match its ids.")
+        if claims.size and int(claims.max()) >= self.claim_units.shape[0]:
+            raise ValueError("The saved claim-contrast table names claims that are not in the state.")
+        self.sims_, self.claims_ = sims.astype(np.float32), claims.astype(np.int32)
+        self._rows = {node_id: r for r, node_id in enumerate(info["ids"])}
+        return self
+
+    def contrast(
+        self, node_ids: Sequence[str], vectors: Sequence[np.ndarray | None], query_unit: np.ndarray, threshold: float
+    ) -> np.ndarray:
+        """``c(n)`` for each candidate.
+
+        Args:
+            node_ids: candidate ids, length ``k``.
+            vectors: their unit vectors (``None`` where unknown), length ``k``.
+            query_unit: the query as a unit vector, shape ``(d,)``.
+            threshold: claims with cosine ``> threshold`` to the query are not competitors.
+
+        Returns:
+            shape ``(k,)``; ``0`` where no competitor is left or the vector is unknown.
+        """
+        out = np.zeros(len(node_ids), dtype=np.float32)
+        excluded = np.einsum("ij,j->i", self.claim_units, query_unit) > threshold
+        if excluded.all():
+            return out
+        rows_map = self._rows
+        table_pos = [(i, rows_map.get(node_id)) for i, node_id in enumerate(node_ids) if vectors[i] is not None]
+        known = [(i, r) for i, r in table_pos if r is not None]
+        exact = [i for i, r in table_pos if r is None]
+        if known:
+            at = np.array([i for i, _ in known])
+            rows = np.array([r for _, r in known])
+            open_ = ~excluded[self.claims_[rows]]  # (k', top)
+            found = open_.any(axis=1)
+            first = open_.argmax(axis=1)
+            out[at[found]] = self.sims_[rows[found], first[found]]
+            exact += at[~found].tolist()
+        if exact:
+            others = self.claim_units[~excluded]
+            block = np.stack([vectors[i] for i in exact]).astype(np.float32, copy=False)
+            # einsum, not a BLAS product: BLAS's worker threads would slow the next vector search.
+            out[exact] = np.einsum("ij,kj->ik", block, others).max(axis=1)
+        return out

@@ -1,0 +1,291 @@
+"""Fitting CARAG's corpus context: clusters, SOIs, claim table and hubness, from an index and claims.
+
+:func:`fit_corpus` is the one place that fits a :class:`FittedCorpus` — in memory
+(FAISS, the simple store, …) or on a Qdrant collection (clusters in the payloads);
+:func:`fit_components` fits the per-passage tables the settings need (the claim-contrast
+table, the hubness).  ``ContextAwareRetriever.from_index``, ``refit()`` and
+``with_settings()`` call them; no query and no property setter does fit-time work.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+from llama_index.core.schema import BaseNode, MetadataMode
+
+from llama_index_carag.core.context import CorpusItems, ThematicContext
+from llama_index_carag.ranking.contrast import ClaimContrast
+from llama_index_carag.datasets import LABEL_METADATA_KEYS
+from llama_index_carag.ranking.scorers import Hubness
+from llama_index_carag.settings import CaragSettings
+from llama_index_carag.backends.vector_stores import get_node_embeddings
+from llama_index_carag.core.vectors import as_matrix, l2_normalize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+
+    from llama_index_carag.ranking.bm25 import LexicalIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FittedCorpus", "fit_corpus", "fit_components", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
+
+
+@dataclass
+class FittedCorpus:
+    """What CARAG learns from a corpus, shared by every retriever built on it.
+
+    Attributes:
+        context: the fitted clusters and SOI builder.
+        claim_ids: node ids of the clustered claims.
+        claim_vectors: their raw embeddings, shape ``(m, d)`` (kept so that ``persist`` saves them exactly).
+        exclude_ids: node ids never returned (claims that are also in the index).
+        theme_key, claim_key: metadata keys of the theme and of the claim link.
+        clusterer_params: extra :class:`ThematicClusterer` arguments used by the fit.
+        contrast: the claim-contrast table, once fitted.
+        hubness: hubness tables by ``hub_k``, once fitted.
+        lexical: the BM25 index of the evidence, once fitted (``lexical_weight > 0``).
+    """
+
+    context: ThematicContext
+    claim_ids: list[str]
+    claim_vectors: np.ndarray
+    exclude_ids: frozenset[str] = frozenset()
+    theme_key: str = "theme"
+    claim_key: str = "claim_id"
+    clusterer_params: dict[str, Any] = field(default_factory=dict)
+    contrast: ClaimContrast | None = None
+    hubness: dict[int, Hubness] = field(default_factory=dict)
+    lexical: "LexicalIndex | None" = None
+
+    @property
+    def claim_units(self) -> np.ndarray | None:
+        """The claims as unit vectors (``None`` without claims)."""
+        if not self.claim_ids:
+            return None
+        if getattr(self, "_claim_units", None) is None or self._claim_units.shape[0] != len(self.claim_ids):
+            self._claim_units = l2_normalize(self.claim_vectors)
+        return self._claim_units
+
+    def exclude(self, node_ids: Sequence[str]) -> bool:
+        """Never return these ids; True when the set grew."""
+        new = set(node_ids) - self.exclude_ids
+        if new:
+            self.exclude_ids = frozenset(self.exclude_ids | new)
+        return bool(new)
+
+    def forget(self, node_ids: Sequence[str]) -> None:
+        """Changed or deleted passages leave the fitted tables (hubness is refitted by :func:`fit_components`)."""
+        if self.contrast is not None:
+            self.contrast.forget(node_ids)
+        self.hubness.clear()
+
+
+def fit_components(corpus: FittedCorpus, settings: CaragSettings, *, refit: bool = False) -> None:
+    """Fit the per-passage tables ``settings`` needs (claim contrast, hubness) that are not fitted yet.
+
+    Raises:
+        ValueError: ``claim_contrast`` without claims, or ``hub_penalty`` on a Qdrant collection.
+    """
+    if settings.claim_contrast > 0 and (corpus.contrast is None or refit):
+        if corpus.claim_units is None:
+            raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
+        corpus.contrast = ClaimContrast(corpus.claim_units).fit(*corpus.context.evidence_units())
+    if settings.hub_penalty > 0 and (settings.hub_k not in corpus.hubness or refit):
+        corpus.hubness[settings.hub_k] = Hubness(settings.hub_k).fit(*corpus.context.evidence_units())
+
+
+def fit_corpus(
+    index: "VectorStoreIndex",
+    claim_nodes: Sequence[BaseNode] | None,
+    settings: CaragSettings,
+    *,
+    embed_model: "BaseEmbedding",
+    theme_key: str,
+    claim_key: str,
+    clusterer_params: dict[str, Any] | None = None,
+    show_progress: bool = False,
+) -> FittedCorpus:
+    """Cluster the index's stored embeddings (plus the claims) with ``settings``' clustering options.
+
+    Raises:
+        ValueError: an empty index, nodes without embeddings, dimension mismatches, NaN
+            vectors, duplicated claim ids, or supervised mode without claims or themes.
+    """
+    claim_nodes = list(claim_nodes or [])
+    if settings.mode == "supervised" and not claim_nodes:
+        raise ValueError("Supervised CARAG needs the corpus's claims: pass claim_nodes=[...].")
+    if settings.claim_contrast and not claim_nodes:
+        raise ValueError("claim_contrast needs the corpus's claims: pass claim_nodes=[...].")
+    params = {"covariance_type": settings.covariance_type, **(clusterer_params or {})}
+    options = dict(n_clusters=settings.n_clusters, random_state=settings.random_state, clusterer_params=params)
+    claim_ids = [n.node_id for n in claim_nodes]
+    if len(set(claim_ids)) != len(claim_ids):
+        raise ValueError("claim_nodes contain duplicated node ids.")
+
+    from llama_index_carag.backends.qdrant_store import is_qdrant_store
+
+    if is_qdrant_store(index.vector_store):
+        # Server-side: clusters go into the payloads; only a bounded sample of vectors is fetched.
+        from llama_index_carag.backends.qdrant_fit import fit_qdrant_context
+
+        claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
+        context = fit_qdrant_context(
+            index.vector_store, _claim_items(claim_nodes, claim_vectors, claim_key, theme_key), mode=settings.mode,
+            theme_key=theme_key, claim_key=claim_key, show_progress=show_progress, **options,
+        )
+        exclude = context.store.exclude  # type: ignore[attr-defined]
+    else:
+        items, claim_vectors, exclude = _memory_items(index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress)
+        context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
+            items, show_progress=show_progress
+        )
+    corpus = FittedCorpus(
+        context, claim_ids, claim_vectors.reshape(len(claim_ids), -1) if claim_ids else np.zeros((0, context.dim_), np.float32),
+        frozenset(exclude), theme_key, claim_key, dict(clusterer_params or {}),
+    )
+    fit_components(corpus, settings)
+    return corpus
+
+
+def restore_context(
+    info: dict[str, Any], arrays: dict[str, np.ndarray], index: "VectorStoreIndex", vectors: Callable[[list[str]], np.ndarray]
+) -> ThematicContext:
+    """A saved context (:meth:`ThematicContext.get_state`) rebuilt on ``index``: in memory, or on its Qdrant collection.
+
+    ``vectors(ids)`` gives the stored embeddings of evidence and claims, shape ``(len(ids), d)``.
+    """
+    if info.get("backend") == "qdrant":
+        from llama_index_carag.backends.qdrant_store import QdrantClusterStore
+
+        return ThematicContext.from_state(
+            info, arrays, vectors,
+            store=lambda i, dim, unit: QdrantClusterStore.from_state(i, index.vector_store, dim, unit),
+        )
+    return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index))
+
+
+def _meta(node: BaseNode | None, key: str) -> str | None:
+    value = None if node is None else node.metadata.get(key)
+    return None if value is None or str(value) == "" else str(value)
+
+
+def _claim_items(claim_nodes: list[BaseNode], claim_vectors: np.ndarray, claim_key: str, theme_key: str) -> CorpusItems:
+    return CorpusItems(
+        ids=[n.node_id for n in claim_nodes],
+        vectors=claim_vectors,
+        is_claim=np.ones(len(claim_nodes), dtype=bool),
+        claim_of=[str(n.metadata.get(claim_key) or n.node_id) for n in claim_nodes],
+        themes=[n.metadata.get(theme_key) for n in claim_nodes],
+        claim_texts={n.node_id: n.get_content(MetadataMode.NONE) for n in claim_nodes},
+    )
+
+
+def _memory_items(
+    index: "VectorStoreIndex", claim_nodes: list[BaseNode], mode: str, embed_model: "BaseEmbedding",
+    theme_key: str, claim_key: str, show_progress: bool,
+) -> tuple[CorpusItems, np.ndarray, list[str]]:
+    """Evidence (from the index) and claims as one :class:`CorpusItems`; also the claim vectors and the excluded ids."""
+    index_ids, index_vectors = get_node_embeddings(index, copy=False)
+    if not index_ids:
+        raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
+    index_vectors = as_matrix(index_vectors, name="index embeddings")
+    claim_ids = [n.node_id for n in claim_nodes]
+    claim_set = set(claim_ids)
+    index_id_set = set(index_ids)
+    if claim_set & index_id_set:
+        evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
+        evidence_ids = [index_ids[r] for r in evidence_rows]
+        evidence_vectors = index_vectors[evidence_rows]
+    else:
+        evidence_ids, evidence_vectors = index_ids, index_vectors
+    if not evidence_ids:
+        raise ValueError("The index holds no evidence nodes (only claims).")
+    # Metadata is needed for every node only in supervised mode; CARAG-u reads a sample (label-leak check).
+    wanted = evidence_ids if mode == "supervised" else evidence_ids[:1000]
+    evidence_nodes = index.docstore.get_nodes(wanted, raise_error=False)
+    missing = [i for i, n in zip(wanted, evidence_nodes) if n is None]
+    if missing:
+        raise ValueError(f"Node {missing[0]!r} is in the vector store but not in the docstore.")
+    warn_on_embedded_labels(
+        evidence_nodes[:1000] + claim_nodes[:1000], list(dict.fromkeys([theme_key, claim_key, *LABEL_METADATA_KEYS]))
+    )
+    claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
+    if claim_vectors.shape[0] and claim_vectors.shape[1] != evidence_vectors.shape[1]:
+        raise ValueError(
+            f"Claim embeddings have dimension {claim_vectors.shape[1]} but the index's have "
+            f"{evidence_vectors.shape[1]}: the embed model differs from the one that built the index."
+        )
+    claims = _claim_items(claim_nodes, claim_vectors, claim_key, theme_key)
+    claims.claim_of = [_meta(n, claim_key) or n.node_id for n in claim_nodes]
+    claims.themes = [_meta(n, theme_key) for n in claim_nodes]
+    if mode == "supervised":
+        evidence_claims = [_meta(n, claim_key) for n in evidence_nodes]
+        evidence_themes = [_meta(n, theme_key) for n in evidence_nodes]
+    else:  # CARAG-u uses no labels: none are read
+        evidence_claims, evidence_themes = [None] * len(evidence_ids), [None] * len(evidence_ids)
+    items = CorpusItems(
+        ids=list(evidence_ids) + claim_ids,
+        vectors=np.vstack([evidence_vectors, claim_vectors]) if claim_nodes else evidence_vectors,
+        is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
+        claim_of=evidence_claims + list(claims.claim_of),
+        themes=evidence_themes + list(claims.themes or []),
+        claim_texts=claims.claim_texts,
+    )
+    return items, claim_vectors, [i for i in claim_ids if i in index_id_set]
+
+
+def claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: "BaseEmbedding", *, show_progress: bool) -> np.ndarray:
+    """Embeddings of the claim nodes: their own when set, else embedded once with ``embed_model``."""
+    if not claim_nodes:
+        return np.zeros((0, 0), dtype=np.float32)
+    todo = [n for n in claim_nodes if n.embedding is None]
+    fresh: dict[str, list[float]] = {}
+    if todo:
+        texts = [n.get_content(MetadataMode.EMBED) for n in todo]
+        vectors = embed_model.get_text_embedding_batch(texts, show_progress=show_progress)
+        fresh = {n.node_id: v for n, v in zip(todo, vectors)}
+    rows = [fresh[n.node_id] if n.embedding is None else n.embedding for n in claim_nodes]
+    lengths = {len(r) for r in rows}
+    if len(lengths) != 1:
+        raise ValueError(f"Claim embeddings have inconsistent dimensions {sorted(lengths)}.")
+    return as_matrix(rows, name="claim embeddings")
+
+
+def warn_on_embedded_labels(nodes: Sequence[BaseNode], keys: Sequence[str]) -> None:
+    """Warn (once) when annotation keys are embedded with the text or shown to the LLM."""
+    for node in nodes:
+        leaked = [k for k in keys if k in node.metadata and k not in node.excluded_embed_metadata_keys]
+        if leaked:
+            logger.warning(
+                "Node %r embeds its metadata key(s) %s with its text; the embeddings (and so "
+                "CARAG-u and every metric) can see these labels. Add them to "
+                "excluded_embed_metadata_keys (llama_index_carag.datasets loaders do).",
+                node.node_id,
+                ", ".join(leaked),
+            )
+            return
+        shown = [k for k in keys if k in node.metadata and k not in node.excluded_llm_metadata_keys]
+        if shown:
+            logger.warning(
+                "Node %r shows its metadata key(s) %s to the LLM; FactCheckSynthesizer hides them, other "
+                "synthesizers will not. Add them to excluded_llm_metadata_keys.",
+                node.node_id,
+                ", ".join(shown),
+            )
+            return
+
+
+def docstore_text_lookup(index: "VectorStoreIndex") -> Callable[[str], str]:
+    """node id -> its text in the index's docstore (empty when unknown)."""
+    docstore = index.docstore
+
+    def lookup(node_id: str) -> str:
+        node = docstore.get_node(node_id, raise_error=False)
+        return "" if node is None else node.get_content(MetadataMode.NONE)
+
+    return lookup

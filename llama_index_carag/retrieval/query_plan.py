@@ -1,0 +1,84 @@
+"""What the retriever decides for one query before any search: checked inputs and the search plan.
+
+:func:`plan_query` checks and normalises the query vector once, builds its SOI, and
+picks one of three searches from the settings: plain RAG's vector (``alpha = 1``
+without penalties), the blended vector ``alpha * q + (1 - alpha) * T``, or a candidate
+pool searched with ``q`` and re-ranked (``rerank_candidates``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from llama_index.core.schema import QueryBundle
+
+from llama_index_carag.core.validation import check_query_text, sanitize_text
+from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.ranking.pool import RankQuery
+from llama_index_carag.ranking.protocols import SearchRequest
+from llama_index_carag.settings import CaragSettings
+from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
+
+__all__ = ["QueryPlan", "plan_query", "checked_vector", "embedding_strs", "check_bundle"]
+
+#: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
+DEDUPE_OVERFETCH = 4
+
+
+@dataclass
+class QueryPlan:
+    """Everything decided for one query before the candidate search."""
+
+    request: SearchRequest
+    query: RankQuery
+    n: int
+    rerank: bool = False
+
+
+def checked_vector(embedding: Sequence[float], dim: int) -> np.ndarray:
+    """The query embedding as a finite float32 vector, shape ``(dim,)``, not all zeros."""
+    q = as_vector(embedding, dim=dim)
+    if not np.any(q):
+        raise ValueError("The query embedding is all zeros; cannot compute similarities.")
+    return q
+
+
+def plan_query(settings: CaragSettings, context: ThematicContext, query_str: str, embedding: list[float]) -> QueryPlan:
+    """The search plan of one query (``embedding``: its raw vector, checked here)."""
+    s = settings
+    q = checked_vector(embedding, context.dim_)
+    q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
+    soi = context.query_soi(
+        q_unit, s.delta, claim=query_str, top_m=s.soi_top_m, n_related_claims=s.soi_claims, unit=True,
+    )
+    theme = soi.core.thematic_embedding
+    query = RankQuery(
+        query_str, q_unit, None if theme is None else l2_normalize(theme), soi.kinds(),
+        len(soi.core), soi.key[1], soi.key[0], soi.claim_id, context.mode,
+    )
+    factor = DEDUPE_OVERFETCH if s.dedupe else 1
+    if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector
+        return QueryPlan(SearchRequest(query_str, list(embedding)), query, s.similarity_top_k * factor)
+    if s.rerank_candidates is not None and (theme is not None or s.penalties):
+        n = max(s.rerank_candidates, s.similarity_top_k) * factor
+        return QueryPlan(SearchRequest(query_str, list(embedding)), query, n, rerank=True)
+    search = list(embedding) if theme is None else blend_query(q, theme, s.alpha).tolist()
+    return QueryPlan(SearchRequest(query_str, search), query, s.similarity_top_k * factor)
+
+
+def embedding_strs(query_bundle: QueryBundle) -> list[str]:
+    """The bundle's texts to embed, made safe for tokenizers (NULs, lone surrogates)."""
+    strs = [sanitize_text(t) for t in query_bundle.embedding_strs]
+    if not any(t.strip() for t in strs):
+        raise ValueError("query is empty; give the claim to check.")
+    return strs
+
+
+def check_bundle(query_bundle: Any) -> QueryBundle:
+    """``query_bundle`` itself, once it is a ``QueryBundle`` with a usable query text."""
+    if not isinstance(query_bundle, QueryBundle):
+        raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
+    check_query_text(query_bundle.query_str)
+    return query_bundle

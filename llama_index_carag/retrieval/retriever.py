@@ -1,0 +1,455 @@
+"""``ContextAwareRetriever``: CARAG and CARAG-u as a LlamaIndex retriever.
+
+For a query (a claim) the retriever
+
+1. embeds it with the index's embed model (once) and checks and normalises the vector (once);
+2. finds its thematic cluster and builds its Subset of Interest from the
+   corpus embeddings stored at fit time (nothing is re-embedded per query);
+3. averages the SOI items into the thematic embedding ``T``;
+4. searches the index's vector store with ``alpha * q + (1 - alpha) * T`` (or, with
+   ``rerank_candidates``, with ``q``, and re-ranks the candidates in
+   :class:`~llama_index_carag.ranking.stage.RerankStage`);
+5. returns the top-k evidence nodes, each a copy carrying
+   ``metadata["carag"]`` — the provenance of its selection.
+
+``alpha=1`` is plain RAG and returns exactly what
+``index.as_retriever(similarity_top_k=k)`` returns.  An empty SOI falls back to
+the claim vector and says so (``fallback=True``).
+
+Settings are one frozen :class:`~llama_index_carag.settings.CaragSettings`; fitting
+lives in :mod:`llama_index_carag.retrieval.fitting`, persistence in
+:mod:`llama_index_carag.retrieval.state`, corpus edits in :mod:`llama_index_carag.retrieval.updates`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import llama_index.core.instrumentation as instrument
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+
+from llama_index_carag.retrieval import updates
+from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
+from llama_index_carag.retrieval.fitting import FittedCorpus, fit_components, fit_corpus
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.retrieval.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
+from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
+from llama_index_carag.ranking.lexical import LexicalSource, ensure_lexical, lexical_provenance
+from llama_index_carag.ranking.pool import CandidatePool
+from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
+from llama_index_carag.core.soi import SubsetOfInterest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+logger = logging.getLogger(__name__)
+dispatcher = instrument.get_dispatcher(__name__)
+
+__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR", "PAPER_SETTINGS", "TUNED_SETTINGS"]
+
+#: Sub-folder of a persist dir that holds the retriever's state.
+STATE_SUBDIR = "carag"
+
+
+class ContextAwareRetriever(SettingsView, BaseRetriever):
+    """Context-aware evidence retriever (CARAG / CARAG-u) over a ``VectorStoreIndex``.
+
+    Build it with :meth:`from_index` (or :meth:`from_defaults` from nodes), use
+    it wherever a LlamaIndex retriever goes, and save it with :meth:`persist`.
+    Every option is a field of :class:`CaragSettings` (read them as ``retriever.settings``
+    or ``retriever.alpha``, …); change them with :meth:`with_settings`.
+
+    Args:
+        index: the vector index holding the evidence.
+        corpus: the fitted corpus (:func:`~llama_index_carag.retrieval.fitting.fit_corpus`).
+        settings: the options (default: the papers').
+        embed_model: embeds queries; default the index's own.
+        sources: candidate sources (default: the index's dense search,
+            :class:`~llama_index_carag.ranking.sources.DenseSource`).
+        scorers: extra re-ranking terms (besides claim and thematic similarity, hubness and
+            claim contrast), each weighted by its own ``weight(settings, query)``.
+    """
+
+    def __init__(
+        self,
+        index: "VectorStoreIndex",
+        corpus: FittedCorpus,
+        settings: CaragSettings | None = None,
+        *,
+        embed_model: "BaseEmbedding | None" = None,
+        sources: Sequence[CandidateSource] | None = None,
+        scorers: Sequence[Scorer] = (),
+        callback_manager: CallbackManager | None = None,
+        object_map: dict | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if not isinstance(corpus, FittedCorpus):
+            raise TypeError("ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...).")
+        self._index = index
+        self._corpus = corpus
+        self._settings = settings if settings is not None else CaragSettings(mode=corpus.context.mode)  # type: ignore[arg-type]
+        if self._settings.mode != corpus.context.mode:
+            raise ValueError(f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}.")
+        fit_components(corpus, self._settings)  # no-op when the tables are fitted already
+        ensure_lexical(index, corpus, self._settings)  # the BM25 index, when lexical_weight > 0
+        self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
+        self._custom_sources = sources is not None
+        self._sources = list(sources) if sources is not None else self._default_sources()
+        self._extra_scorers = list(scorers)
+        self._stage = RerankStage(self._settings, self._scorers())
+        self._seen_size = updates.store_size(index)
+        super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
+
+    def _default_sources(self) -> list[CandidateSource]:
+        return default_sources(self._index, self._corpus, self._settings, self._embed_model)
+
+    def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
+        return updates.nodes_by_id(self._index, ids)
+
+    def _lexical_source(self) -> LexicalSource | None:
+        return lexical_source(self._sources)
+
+    def _scorers(self) -> list[Scorer]:
+        return settings_scorers(self._settings, self._corpus, self._sources) + self._extra_scorers
+
+    # -------------------------------------------------------------- settings
+    @property
+    def settings(self) -> CaragSettings:
+        """The retriever's options (frozen)."""
+        return self._settings
+
+    def with_settings(self, settings: CaragSettings | None = None, /, **changes: Any) -> "ContextAwareRetriever":
+        """A retriever with other settings over the same index.
+
+        Query options share this retriever's fitted corpus (tables the new settings need,
+        such as the claim-contrast table, are fitted now); a change of a clustering
+        option (``mode``, ``n_clusters``, ``random_state``, ``covariance_type``) refits.
+        """
+        new = CaragSettings.from_options(settings if settings is not None else self._settings, **changes)
+        corpus = self._corpus
+        if any(getattr(new, f) != getattr(self._settings, f) for f in FIT_FIELDS):
+            corpus = updates.refit_corpus(self._index, corpus, new, self._embed_model)
+        return type(self)(
+            self._index, corpus, new, embed_model=self._embed_model, sources=self._sources_if_custom(),
+            scorers=self._extra_scorers, callback_manager=self.callback_manager, verbose=self._verbose,
+        )
+
+    def _sources_if_custom(self) -> list[CandidateSource] | None:
+        return self._sources if self._custom_sources else None
+
+    @property
+    def context(self) -> ThematicContext:
+        """The fitted thematic context (clusters and SOI builder)."""
+        return self._corpus.context
+
+    @property
+    def corpus(self) -> FittedCorpus:
+        """The fitted corpus (context, claims, per-passage tables)."""
+        return self._corpus
+
+    @property
+    def stage(self) -> RerankStage:
+        """The re-ranking stage (shared with :class:`ThematicContextPostprocessor`)."""
+        return self._stage
+
+    @property
+    def theme_key(self) -> str:
+        return self._corpus.theme_key
+
+    @property
+    def claim_key(self) -> str:
+        return self._corpus.claim_key
+
+    @property
+    def index(self) -> "VectorStoreIndex":
+        return self._index
+
+    @property
+    def embed_model(self) -> "BaseEmbedding":
+        return self._embed_model
+
+    # --------------------------------------------------------------- building
+    @classmethod
+    def from_index(
+        cls,
+        index: "VectorStoreIndex",
+        settings: CaragSettings | str | None = None,
+        *,
+        claim_nodes: Sequence[BaseNode] | None = None,
+        embed_model: "BaseEmbedding | None" = None,
+        theme_key: str = THEME_KEY,
+        claim_key: str = CLAIM_KEY,
+        clusterer_params: dict[str, Any] | None = None,
+        show_progress: bool = False,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **options: Any,
+    ) -> "ContextAwareRetriever":
+        """Fit the thematic clustering on an index's stored embeddings.
+
+        Args:
+            index: a ``VectorStoreIndex`` of evidence nodes (FAISS, simple store or Qdrant).
+            settings: a :class:`CaragSettings` or a preset name (``"default"``, ``"paper"``,
+                ``"tuned"``); default :data:`~llama_index_carag.settings.DEFAULT` (the hybrid
+                pool with claim contrast; without ``claim_nodes`` its claim contrast is off).
+                ``"paper"`` is the papers' CARAG-u/CARAG exactly.
+            claim_nodes: the corpus's claims as ``TextNode``s with the same metadata
+                keys; required in supervised mode, optional (clustered with the
+                evidence) in unsupervised mode.  Embedded once with the index's
+                model unless they carry embeddings.  If they are also in the
+                index they are never returned as evidence.
+            embed_model: query/claim embed model; default the index's.
+            theme_key, claim_key: metadata keys of the theme and of the claim an
+                evidence passage is annotated for.
+            clusterer_params: more :class:`ThematicClusterer` arguments.
+            show_progress: progress bars while embedding claims and clustering.
+            **options: any :class:`CaragSettings` field (``mode``, ``alpha``, ``delta``,
+                ``n_clusters``, ``rerank_candidates``, …), applied on top of ``settings``.
+
+        Raises:
+            ValueError / TypeError: invalid options, an empty index, nodes
+                without embeddings, dimension mismatches, NaN vectors, or
+                supervised mode with nodes lacking ``theme_key``.
+        """
+        resolved = CaragSettings.from_options(package_default(settings, bool(claim_nodes)), **options)
+        embed_model = embed_model or index._embed_model  # noqa: SLF001
+        corpus = fit_corpus(
+            index, claim_nodes, resolved, embed_model=embed_model, theme_key=theme_key, claim_key=claim_key,
+            clusterer_params=clusterer_params, show_progress=show_progress,
+        )
+        return cls(index, corpus, resolved, embed_model=embed_model, callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        nodes: Sequence[BaseNode],
+        *,
+        claim_nodes: Sequence[BaseNode] | None = None,
+        embed_model: "str | BaseEmbedding | None" = "minilm",
+        id_map: bool = False,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> "ContextAwareRetriever":
+        """Embed ``nodes`` into a new FAISS ``IndexFlatIP`` index and fit on it.
+
+        Args:
+            nodes: evidence nodes.
+            claim_nodes: the claims (see :meth:`from_index`).
+            embed_model: ``"minilm"`` (offline default), ``"mpnet"``, a hub id/path,
+                or a :class:`BaseEmbedding`.
+            id_map: use a delete-capable ``FaissMapVectorStore``.
+            **kwargs: passed to :meth:`from_index` (``settings=`` and the options).
+        """
+        from llama_index_carag.retrieval.indexing import build_faiss_index
+        from llama_index_carag.models.resolve import resolve_embed_model
+
+        model = resolve_embed_model(embed_model)
+        index = build_faiss_index(nodes, model, id_map=id_map, show_progress=show_progress)
+        return cls.from_index(index, claim_nodes=claim_nodes, embed_model=model, show_progress=show_progress, **kwargs)
+
+    # ---------------------------------------------------------------- queries
+    def _query_embedding(self, query_bundle: QueryBundle) -> list[float]:
+        if query_bundle.embedding is not None:
+            return list(query_bundle.embedding)
+        return self._embed_model.get_agg_embedding_from_queries(embedding_strs(query_bundle))
+
+    async def _aquery_embedding(self, query_bundle: QueryBundle) -> list[float]:
+        if query_bundle.embedding is not None:
+            return list(query_bundle.embedding)
+        return await self._embed_model.aget_agg_embedding_from_queries(embedding_strs(query_bundle))
+
+    def _plan(self, query_str: str, embedding: list[float]) -> QueryPlan:
+        return plan_query(self._settings, self.context, query_str, embedding)
+
+    def _by_ids(self, plan: QueryPlan) -> bool:
+        """Re-ranking with sources that can search by id: nodes are read only for what is returned."""
+        return plan.rerank and all(hasattr(src, "search_ids") for src in self._sources)
+
+    def _search(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
+        if self._by_ids(plan):
+            return [i for src in self._sources for i in src.search_ids(plan.request, plan.n)]  # type: ignore[attr-defined]
+        hits: list[NodeWithScore] = []
+        for source in self._sources:
+            hits += source.search(plan.request, plan.n)
+        return hits
+
+    async def _asearch(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
+        if self._by_ids(plan):
+            return await asyncio.to_thread(self._search, plan)
+        found = await asyncio.gather(*(source.asearch(plan.request, plan.n) for source in self._sources))
+        return [hit for hits in found for hit in hits]
+
+    def _rank(self, hits: list[NodeWithScore] | list[str], plan: QueryPlan) -> list[NodeWithScore]:
+        if hits and isinstance(hits[0], str):
+            pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)  # type: ignore[arg-type]
+        else:
+            pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)  # type: ignore[arg-type]
+        extra: Any = {"reranked": plan.rerank}
+        lexical = self._lexical_source()
+        if lexical is not None and plan.rerank:
+            lexical_info = lexical_provenance(lexical, pool, plan.query.query_str, plan.n)
+            extra = lambda row: {"reranked": True, **lexical_info(row)}  # noqa: E731
+        out = self._stage.rank(
+            pool, plan.query, rerank=plan.rerank, limit=self._settings.similarity_top_k,
+            dedupe=self._settings.dedupe, extra=extra,
+        )
+        if self._verbose:
+            logger.info(
+                "CARAG query %r: cluster %s, SOI %d items%s, %d nodes", plan.query.query_str[:80],
+                plan.query.query_cluster, plan.query.soi_size,
+                " (fallback to claim vector)" if plan.query.fallback else "", len(out),
+            )
+        return out
+
+    @dispatcher.span
+    def build_soi(self, query: str | QueryBundle, *, claim_id: str | None = None) -> SubsetOfInterest:
+        """The Subset of Interest of a claim (embeds it with the index's model).
+
+        Args:
+            query: the claim text or a ``QueryBundle`` (its ``embedding`` is used if set).
+            claim_id: mark the query as this corpus claim (else found by exact text match).
+        """
+        bundle = check_bundle(QueryBundle(query_str=query) if isinstance(query, str) else query)
+        q = checked_vector(self._query_embedding(bundle), self.context.dim_)
+        s = self._settings
+        return self.context.build_soi(
+            q, s.delta, claim=bundle.query_str, claim_id=claim_id, top_m=s.soi_top_m,
+            n_related_claims=s.soi_claims, include_texts=True,
+        )
+
+    @dispatcher.span
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        check_bundle(query_bundle)
+        self._maybe_sync()
+        plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
+        return self._rank(self._search(plan), plan)
+
+    @dispatcher.span
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        check_bundle(query_bundle)
+        await asyncio.to_thread(self._maybe_sync)
+        embedding = await self._aquery_embedding(query_bundle)
+        plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
+        hits = await self._asearch(plan)
+        return await asyncio.to_thread(self._rank, hits, plan)
+
+    # ----------------------------------------------------- incremental updates
+    def _after_update(self) -> None:
+        """Refit the per-passage tables in use (after an insert/delete/sync) and note the store's size."""
+        fit_components(self._corpus, self._settings)
+        ensure_lexical(self._index, self._corpus, self._settings, refit=True)  # BM25 has no incremental update
+        if not self._custom_sources:
+            self._sources = self._default_sources()
+        self._stage = RerankStage(self._settings, self._scorers())
+        self._seen_size = updates.store_size(self._index)
+
+    def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        """Insert evidence into the index *and* the thematic context, without refitting.
+
+        Each node is embedded by the index, gets its cluster from the fitted
+        mixture (supervised: its theme's, or the nearest theme's) and takes part
+        in SOIs at once.  A node id that already exists is replaced, not duplicated.
+        """
+        if updates.insert_nodes(self._index, self._corpus, list(nodes), **insert_kwargs):
+            self._after_update()
+
+    def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
+        """Delete evidence from the index and from every SOI.
+
+        Needs a vector store that can delete (``FaissMapVectorStore``,
+        ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
+        """
+        if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
+            self._after_update()
+
+    def sync(self) -> tuple[int, int]:
+        """Bring the thematic context in line with nodes inserted into or deleted from the index directly.
+
+        Queries call it by themselves when the vector store's size changed since the last
+        fit or sync (FAISS and the simple store; not Qdrant).  An insert and a delete of the
+        same number of nodes leave the size unchanged: call ``sync()`` after such edits, or
+        edit through :meth:`insert_nodes` / :meth:`delete_nodes`.
+
+        Returns:
+            ``(added, removed)``.
+        """
+        added, removed = updates.sync(self._index, self._corpus)
+        self._after_update()
+        return added, removed
+
+    def _maybe_sync(self) -> None:
+        size = updates.store_size(self._index)
+        if size is not None and size != self._seen_size:
+            with self.context.lock:
+                if updates.store_size(self._index) != self._seen_size:
+                    logger.info("The index changed since the last fit/sync; syncing the thematic context.")
+                    self.sync()
+
+    def refit(self, *, show_progress: bool = False) -> "ContextAwareRetriever":
+        """Refit the clustering on the index as it is now (same settings and claims); in place."""
+        self._corpus = updates.refit_corpus(self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress)
+        self._after_update()
+        return self
+
+    # ------------------------------------------------------------ persistence
+    def persist(self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False) -> Path:
+        """Save the fitted clustering and settings under ``persist_dir/carag/``.
+
+        The state is JSON plus ``.npy`` arrays (no pickle), written atomically; the
+        settings are saved as :class:`CaragSettings` JSON.  Evidence embeddings are not
+        duplicated: they are read back from the index.
+
+        Args:
+            persist_dir: folder (typically the index's own persist dir).
+            persist_index: also call ``index.storage_context.persist(persist_dir)``.
+
+        Returns:
+            the state folder.
+        """
+        from llama_index_carag.retrieval.state import save_retriever
+
+        folder = Path(persist_dir)
+        self._maybe_sync()  # nodes added to the index directly must be in the saved state too
+        if persist_index:
+            self._index.storage_context.persist(persist_dir=str(folder))
+        return save_retriever(folder / STATE_SUBDIR, self._index, self._corpus, self._settings, self._embed_model)
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str | os.PathLike[str],
+        *,
+        index: "VectorStoreIndex | None" = None,
+        embed_model: "str | BaseEmbedding | None" = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> "ContextAwareRetriever":
+        """Reload a retriever saved with :meth:`persist`.
+
+        Args:
+            persist_dir: the folder given to :meth:`persist`.
+            index: the index it was fitted on; loaded from ``persist_dir`` when ``None``
+                (FAISS indexes saved with ``persist_index=True``).
+            embed_model: the query embed model; default the index's, or (when the
+                index is loaded here) the recorded model resolved offline.
+
+        Raises:
+            StateError: no state, a corrupt/tampered file, a state that does not
+                match the index (other nodes, other embed model or dimension), or
+                settings this version cannot read (re-fit then).
+        """
+        from llama_index_carag.retrieval.state import load_retriever
+
+        index, corpus, settings, model = load_retriever(Path(persist_dir), STATE_SUBDIR, index, embed_model)
+        return cls(index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose)
+

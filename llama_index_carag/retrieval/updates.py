@@ -1,0 +1,139 @@
+"""Corpus edits without refitting (insert, delete, sync) and refitting a corpus as it is now."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from llama_index.core.schema import BaseNode, TextNode
+
+from llama_index_carag.core.context import CorpusItems
+from llama_index_carag.datasets import LABEL_METADATA_KEYS
+from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus, warn_on_embedded_labels
+from llama_index_carag.settings import CaragSettings
+from llama_index_carag.backends.vector_stores import get_node_embeddings, index_node_ids, store_size
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["store_size", "insert_nodes", "delete_nodes", "sync", "refit_corpus", "claim_nodes_of"]
+
+
+def _meta(node: BaseNode | None, key: str) -> str | None:
+    value = None if node is None else node.metadata.get(key)
+    return None if value is None or str(value) == "" else str(value)
+
+
+def nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> list[BaseNode | None]:
+    """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant)."""
+    found = {n.node_id: n for n in index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
+    missing = [i for i in ids if i not in found]
+    if missing and index.vector_store.stores_text:
+        try:
+            found.update({n.node_id: n for n in index.vector_store.get_nodes(node_ids=missing)})
+        except (NotImplementedError, ValueError):
+            pass
+    return [found.get(i) for i in ids]
+
+
+def _evidence_items(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str]) -> CorpusItems:
+    ids, vectors = get_node_embeddings(index, list(node_ids))
+    nodes = nodes_by_id(index, ids)
+    supervised = corpus.context.mode == "supervised"
+    return CorpusItems(
+        ids=ids,
+        vectors=vectors,
+        is_claim=np.zeros(len(ids), dtype=bool),
+        claim_of=[_meta(n, corpus.claim_key) if supervised else None for n in nodes],
+        themes=[_meta(n, corpus.theme_key) if supervised else None for n in nodes],
+    )
+
+
+def insert_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, nodes: list[BaseNode], **insert_kwargs: Any) -> bool:
+    """Insert into the index and the context (ids that exist are replaced); False when there was nothing to do."""
+    if not nodes:
+        return False
+    ids = [n.node_id for n in nodes]
+    if len(set(ids)) != len(ids):
+        raise ValueError("insert_nodes: duplicated node ids in the batch.")
+    warn_on_embedded_labels(nodes, LABEL_METADATA_KEYS)
+    claims = set(corpus.claim_ids)
+    existing = [i for i in ids if i in corpus.context and i not in claims]
+    if existing:
+        delete_nodes(index, corpus, existing)
+    index.insert_nodes(nodes, **insert_kwargs)
+    corpus.forget(ids)
+    corpus.exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
+    evidence = [i for i in ids if i not in claims]
+    if evidence:
+        corpus.context.add_items(_evidence_items(index, corpus, evidence))
+    return True
+
+
+def delete_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str], **delete_kwargs: Any) -> bool:
+    """Delete from the index and from every SOI; False when there was nothing to do."""
+    ids = [i for i in node_ids if i not in corpus.exclude_ids]
+    if not ids:
+        return False
+    try:
+        index.delete_nodes(ids, delete_from_docstore=True, **delete_kwargs)
+    except NotImplementedError:
+        raise ValueError(
+            f"{type(index.vector_store).__name__} cannot delete nodes; build the index with an "
+            "id-mapped FAISS index (build_faiss_index(..., id_map=True) / FaissMapVectorStore)."
+        ) from None
+    corpus.context.remove_items(ids)
+    corpus.forget(ids)
+    return True
+
+
+def sync(index: "VectorStoreIndex", corpus: FittedCorpus) -> tuple[int, int]:
+    """Bring the context in line with nodes inserted into or deleted from the index directly; ``(added, removed)``."""
+    claims = set(corpus.claim_ids)
+    all_ids = index_node_ids(index)
+    corpus.exclude([i for i in all_ids if i in claims])  # claims put into the index directly
+    current = [i for i in all_ids if i not in corpus.exclude_ids]
+    current_set = set(current)
+    known = {i for i, _ in corpus.context.iter_items() if i not in claims}
+    gone = [i for i in known if i not in current_set]
+    removed = corpus.context.remove_items(gone)
+    added = [i for i in current if i not in known]
+    corpus.forget(gone + added)
+    if added:
+        corpus.context.add_items(_evidence_items(index, corpus, added))
+    return len(added), removed
+
+
+def claim_nodes_of(corpus: FittedCorpus) -> list[TextNode]:
+    """The clustered claims as nodes again (text, claim link, theme, saved embedding), to refit with."""
+    context = corpus.context
+    identity = {node: claim for claim, node in context.claim_node_of().items()}
+    out = []
+    for node_id, vector in zip(corpus.claim_ids, corpus.claim_vectors):
+        metadata: dict[str, Any] = {corpus.claim_key: identity.get(node_id, node_id)}
+        theme = context.theme_of(node_id)
+        if theme is not None:
+            metadata[corpus.theme_key] = theme
+        keys = list(metadata)
+        out.append(
+            TextNode(
+                id_=node_id, text=context.claim_text(node_id), metadata=metadata, embedding=vector.tolist(),
+                excluded_embed_metadata_keys=keys, excluded_llm_metadata_keys=keys,
+            )
+        )
+    return out
+
+
+def refit_corpus(
+    index: "VectorStoreIndex", corpus: FittedCorpus, settings: CaragSettings, embed_model: "BaseEmbedding",
+    *, show_progress: bool = False,
+) -> FittedCorpus:
+    """Fit a new corpus on the index as it is now, with the same claims and keys."""
+    return fit_corpus(
+        index, claim_nodes_of(corpus) or None, settings, embed_model=embed_model, theme_key=corpus.theme_key,
+        claim_key=corpus.claim_key, clusterer_params=corpus.clusterer_params, show_progress=show_progress,
+    )

@@ -1,0 +1,22 @@
+"""Reading an LLM's fact-checking answer into a structured :class:`Verdict`: the public names.
+
+How answers are read (clean-up, JSON, explicit markers, prose, negations) is described in
+:mod:`llama_index_carag.verdicts.parsing` and :mod:`llama_index_carag.verdicts.cues`.
+
+This module is the public face of verdict reading; the work is done in
+
+* :mod:`llama_index_carag.verdicts.types` — :class:`Verdict` and :class:`VerdictLabel`;
+* :mod:`llama_index_carag.verdicts.parsing` — :func:`parse_verdict` and :func:`sentence_stance`
+  (they log under this module's name, ``"llama_index_carag.verdicts"``);
+* :mod:`llama_index_carag.verdicts.cues` — label words, cue patterns and the rules for negations;
+* :mod:`llama_index_carag.verdicts.citations` — citation numbers and ids;
+* :mod:`llama_index_carag.verdicts.sentences` — :func:`split_sentences` and :func:`trim_to_sentences`.
+"""
+
+from __future__ import annotations
+
+from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
+from llama_index_carag.verdicts.parsing import parse_verdict, sentence_stance
+from llama_index_carag.verdicts.types import Verdict, VerdictLabel
+
+__all__ = ["Verdict", "VerdictLabel", "parse_verdict", "split_sentences", "trim_to_sentences", "sentence_stance"]

@@ -1,0 +1,165 @@
+"""One claim check — retrieval, SOI and (optionally) a verdict — as one versioned JSON schema.
+
+``carag check --json`` and the HTTP API of ``carag serve`` both emit
+:class:`CheckResult`; :data:`CHECK_SCHEMA_VERSION` changes whenever a field is
+removed or changes meaning (new optional fields keep the version).  The JSON
+Schema is :func:`check_result_json_schema` (also served at
+``GET /v1/schema/check-result``).
+
+The work is split in two steps so that a server can run them under different
+limits and stream between them: :func:`retrieve_claim` (embedding, SOI,
+evidence) and :func:`verdict_dict` on the synthesizer's answer;
+:func:`check_claim` does both.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECK_SCHEMA_VERSION",
+    "CheckResult",
+    "CheckSettings",
+    "EvidenceRow",
+    "VerdictPayload",
+    "Retrieved",
+    "retrieve_claim",
+    "evidence_rows",
+    "verdict_dict",
+    "check_claim",
+    "check_result_json_schema",
+]
+
+#: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
+CHECK_SCHEMA_VERSION = 1
+
+
+class EvidenceRow(BaseModel):
+    """One retrieved passage, best first."""
+
+    rank: int = Field(description="1-based rank")
+    id: str = Field(description="node id of the passage")
+    score: Optional[float] = Field(description="retrieval score (None when the retriever gave none)")
+    text: str = Field(description="the passage text, as stored")
+    carag: dict[str, Any] = Field(
+        default_factory=dict,
+        description="provenance from node.metadata['carag']: cluster, claim/thematic similarity, in_soi, ...",
+    )
+
+
+class CheckSettings(BaseModel):
+    """The retrieval settings the check ran with."""
+
+    mode: str
+    alpha: float
+    delta: float
+    k: int
+
+
+class VerdictPayload(BaseModel):
+    """The verdict as JSON (the fields of :class:`~llama_index_carag.verdicts.Verdict`; extra fields pass through)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    label: str = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
+    explanation: str = Field(description="at most two sentences")
+    evidence_ids: list[str] = Field(default_factory=list, description="cited passages, in first-mention order")
+    parsed: bool = Field(default=True, description="False when no label was found and NOT_ENOUGH_INFO is a fallback")
+
+
+class CheckResult(BaseModel):
+    """The result of checking one claim (``carag check --json``, ``POST /v1/check``)."""
+
+    schema_version: int = Field(default=CHECK_SCHEMA_VERSION, description="layout version of this object")
+    claim: str = Field(description="the claim as received")
+    verdict: Optional[VerdictPayload] = Field(description="None when no LLM was used")
+    settings: CheckSettings
+    soi: dict[str, Any] = Field(description="the claim's Subset of Interest (SubsetOfInterest.to_dict())")
+    evidence: list[EvidenceRow]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (what ``carag check --json`` prints)."""
+        return self.model_dump(mode="json")
+
+
+@dataclass
+class Retrieved:
+    """The retrieval half of a check: the SOI and the evidence nodes (``NodeWithScore``)."""
+
+    claim: str
+    soi: Any
+    nodes: list[Any]
+    settings: CheckSettings
+
+    def result(self, verdict: Optional[dict[str, Any]] = None) -> CheckResult:
+        """The :class:`CheckResult` with ``verdict`` (a dict from :func:`verdict_dict`, or None)."""
+        return CheckResult(
+            claim=self.claim,
+            verdict=None if verdict is None else VerdictPayload.model_validate(verdict),
+            settings=self.settings,
+            soi=self.soi.to_dict(),
+            evidence=[EvidenceRow(**row) for row in evidence_rows(self.nodes)],
+        )
+
+
+def retrieve_claim(retriever: Any, claim: str) -> Retrieved:
+    """Embed ``claim`` once, build its SOI and retrieve its evidence with a ``ContextAwareRetriever``.
+
+    Raises:
+        TypeError, ValueError: ``claim`` is not a non-empty string.
+    """
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_carag.core.validation import check_query_text, sanitize_text
+
+    check_query_text(claim, "claim")
+    embedding = retriever.embed_model.get_agg_embedding_from_queries([sanitize_text(claim)])
+    bundle = QueryBundle(claim, embedding=embedding)  # embedded once for the SOI and the search
+    soi = retriever.build_soi(bundle)
+    nodes = retriever.retrieve(bundle)
+    settings = CheckSettings(
+        mode=retriever.mode, alpha=retriever.alpha, delta=retriever.delta, k=retriever.similarity_top_k
+    )
+    return Retrieved(claim=claim, soi=soi, nodes=list(nodes), settings=settings)
+
+
+def evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:
+    """``NodeWithScore`` list -> rows of :class:`EvidenceRow` fields (rank, id, score, text, carag)."""
+    rows = []
+    for rank, hit in enumerate(nodes, start=1):
+        rows.append(
+            {
+                "rank": rank,
+                "id": hit.node.node_id,
+                "score": None if hit.score is None else float(hit.score),
+                "text": hit.node.get_content(),
+                "carag": dict(hit.node.metadata.get("carag", {})),
+            }
+        )
+    return rows
+
+
+def verdict_dict(verdict: Any) -> dict[str, Any]:
+    """A :class:`~llama_index_carag.verdicts.Verdict` (or anything with ``model_dump``) as a JSON dict."""
+    return verdict.model_dump(mode="json")
+
+
+def check_claim(retriever: Any, claim: str, synthesizer: Any | None = None) -> CheckResult:
+    """Retrieve evidence for ``claim`` and, with a ``FactCheckSynthesizer``, add its verdict."""
+    retrieved = retrieve_claim(retriever, claim)
+    verdict = None
+    if synthesizer is not None:
+        response = synthesizer.synthesize(claim, retrieved.nodes)
+        verdict = verdict_dict(response.metadata["verdict"])
+    return retrieved.result(verdict)
+
+
+def check_result_json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`CheckResult`."""
+    return CheckResult.model_json_schema()

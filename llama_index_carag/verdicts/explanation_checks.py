@@ -1,0 +1,137 @@
+"""Keep an explanation true to its verdict and to the passages that were shown.
+
+:func:`check_explanation` takes the model's explanation, the chosen label and
+the number of passages in the prompt and returns an :class:`ExplanationCheck`:
+
+* **length** — at most ``max_sentences`` sentences (:func:`~llama_index_carag.verdicts.trim_to_sentences`);
+* **citations** — every ``[n]`` / ``[n, m]`` / ``[n-m]`` must name a shown
+  passage (``1 ≤ n ≤ k``); numbers outside are removed (an emptied bracket
+  disappears) and reported in ``invalid``;
+* **agreement with the label** — a sentence whose own stance
+  (:func:`~llama_index_carag.verdicts.sentence_stance`) contradicts the label is
+  dropped: for SUPPORTED a refuting, not-supported or not-enough-info sentence;
+  for REFUTED a supporting or not-enough-info one ("does not support" fits
+  REFUTED); for NOT_ENOUGH_INFO a supporting or refuting one.  If no sentence is left, a neutral sentence naming the label stands in
+  and ``repaired`` is set.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from typing import Sequence
+
+from llama_index_carag.verdicts import Verdict, VerdictLabel, sentence_stance, split_sentences, trim_to_sentences
+
+__all__ = ["ExplanationCheck", "check_explanation", "checked_verdict", "cited_numbers", "CONTRADICTING_STANCES"]
+
+_CITE_RE = re.compile(r"\[\s*(\d{1,4}(?:\s*(?:,|;|&|and|[-–])\s*\d{1,4})*)\s*\]")
+_PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
+
+#: Sentence stances that contradict each label.
+CONTRADICTING_STANCES: dict[VerdictLabel, frozenset[str]] = {
+    VerdictLabel.SUPPORTED: frozenset({"REFUTED", "NOT_SUPPORTED", "NOT_ENOUGH_INFO"}),
+    VerdictLabel.REFUTED: frozenset({"SUPPORTED", "NOT_ENOUGH_INFO"}),
+    VerdictLabel.NOT_ENOUGH_INFO: frozenset({"SUPPORTED", "REFUTED"}),
+}
+_FALLBACK = {
+    VerdictLabel.SUPPORTED: "The passages shown support the claim.",
+    VerdictLabel.REFUTED: "The passages shown contradict the claim.",
+    VerdictLabel.NOT_ENOUGH_INFO: "The passages shown do not settle the claim either way.",
+}
+
+
+@dataclass(frozen=True)
+class ExplanationCheck:
+    """The checked explanation and what was changed.
+
+    Attributes:
+        text: the explanation to show (never empty).
+        cited: 1-based passage numbers it cites, unique, in order of mention.
+        invalid: cited numbers that were not among the shown passages (removed).
+        dropped: sentences removed because they contradict the label.
+        repaired: no sentence was left and a neutral one stands in.
+    """
+
+    text: str
+    cited: list[int] = field(default_factory=list)
+    invalid: list[int] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+
+def _numbers(inside: str) -> list[int]:
+    out: list[int] = []
+    for m in _PART_RE.finditer(inside):
+        if m.group(3):
+            out.append(int(m.group(3)))
+        else:
+            low, high = int(m.group(1)), int(m.group(2))
+            out.extend(range(low, high + 1) if 0 <= high - low <= 20 else (low, high))
+    return out
+
+
+def cited_numbers(text: str) -> list[int]:
+    """All bracketed citation numbers in ``text`` (``[2]``, ``[1, 3]``, ``[2-4]``), unique, in order."""
+    return list(dict.fromkeys(n for m in _CITE_RE.finditer(text) for n in _numbers(m.group(1))))
+
+
+def _fix_citations(text: str, n_passages: int) -> tuple[str, list[int]]:
+    invalid: list[int] = []
+
+    def repl(m: re.Match[str]) -> str:
+        nums = _numbers(m.group(1))
+        keep = [n for n in dict.fromkeys(nums) if 1 <= n <= n_passages]
+        invalid.extend(n for n in nums if not 1 <= n <= n_passages)
+        return "[" + ", ".join(map(str, keep)) + "]" if keep else ""
+
+    fixed = _CITE_RE.sub(repl, text)
+    fixed = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", fixed)).strip()
+    return fixed, list(dict.fromkeys(invalid))
+
+
+def check_explanation(
+    text: str, label: VerdictLabel, n_passages: int, *, max_sentences: int = 2
+) -> ExplanationCheck:
+    """Trim, repair citations and drop label-contradicting sentences (module docstring).
+
+    Raises:
+        ValueError: ``n_passages < 0`` or ``max_sentences < 1``.
+    """
+    if n_passages < 0:
+        raise ValueError("n_passages must be >= 0.")
+    label = VerdictLabel(label)
+    fixed, invalid = _fix_citations(str(text or ""), n_passages)
+    kept, dropped = [], []
+    for sentence in split_sentences(fixed):
+        (dropped if sentence_stance(sentence) in CONTRADICTING_STANCES[label] else kept).append(sentence)
+    body = trim_to_sentences(" ".join(kept), max_sentences) if kept else ""
+    repaired = not body
+    if repaired:
+        body = _FALLBACK[label]
+    return ExplanationCheck(body, cited_numbers(body), invalid, dropped, repaired)
+
+
+def checked_verdict(
+    label: VerdictLabel,
+    explanation: str,
+    evidence_ids: Sequence[str],
+    *,
+    raw: str,
+    method: str,
+    label_scores: dict[str, float] | None = None,
+    max_sentences: int = 2,
+) -> Verdict:
+    """A :class:`Verdict` whose explanation passed :func:`check_explanation` against the shown passages.
+
+    ``evidence_ids`` are the ids of the passages in prompt order; the verdict's
+    ``evidence_ids`` are those its explanation cites.
+    """
+    ids = [str(i) for i in evidence_ids]
+    check = check_explanation(explanation, label, len(ids), max_sentences=max_sentences)
+    return Verdict(
+        label=label, explanation=check.text, evidence_ids=[ids[i - 1] for i in check.cited], raw=raw,
+        parsed=True, method=method, label_scores=label_scores, cited_passages=check.cited,
+        invalid_citations=check.invalid, explanation_repaired=check.repaired or bool(check.dropped),
+    )

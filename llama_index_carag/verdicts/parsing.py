@@ -1,0 +1,314 @@
+"""Turn an LLM's free-text fact-checking answer into a structured :class:`~llama_index_carag.verdicts.types.Verdict`.
+
+The model is shown a claim and k numbered passages ``[1] … [k]`` and asked
+whether the evidence SUPPORTS or REFUTES the claim or is NOT ENOUGH INFO, with
+an explanation of at most two sentences.  Small chat models answer in many
+shapes; :func:`parse_verdict` reads them in this order, the first that yields a
+label wins:
+
+1. **Clean-up** — chat-template leftovers (``<|im_start|>assistant``,
+   ``<|im_end|>``, ``</s>``, ``[/INST]`` …), code fences, leading
+   ``Assistant:`` / ``Answer:`` and echoed ``Claim:`` lines are removed.  When
+   the prompt was echoed, only the last non-empty assistant turn is read.
+2. **JSON** — the first JSON object with a label key (``verdict``, ``label``,
+   ``answer`` …; case-insensitive, one level of nesting, single quotes and
+   trailing commas tolerated).  Truncated JSON is read field by field.
+3. **Explicit markers** — ``Verdict: REFUTED``, ``**Label** - supported``,
+   ``the verdict is X``, ``Final answer: true`` and a bare label opening the
+   answer (``SUPPORTED. …``, ``Yes, …``).  Markers win over prose; when two
+   markers disagree the first wins and a warning is logged.
+4. **Prose** — the first cue in the first sentence that has one (questions and
+   ``whether …`` clauses are skipped); failing that, a sentence saying the
+   evidence does not mention / address the claim means NOT_ENOUGH_INFO.
+
+Negated cues ("not supported", "not false" …) are resolved over the whole
+answer as described in :mod:`llama_index_carag.verdicts.cues`.
+
+:func:`parse_verdict` and :func:`sentence_stance` are re-exported by
+:mod:`llama_index_carag.verdicts`, and this module logs under that module's name
+(``"llama_index_carag.verdicts"``): the ``carag`` command and users' logging
+configuration quieten the parser's warnings by it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, NamedTuple, Sequence
+
+from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
+from llama_index_carag.verdicts.citations import _find_citations, _ids_from_field, _unique
+from llama_index_carag.verdicts.cues import (
+    _LEADING_LABEL_RE,
+    _MARKER_RE,
+    _NEI,
+    _NEI_CONTEXT_RE,
+    _NOT_CONF,
+    _NOT_REF,
+    _NOT_SUP,
+    _REF,
+    _SUP,
+    _VALUE_RE,
+    _VALUE_WORDS,
+    _first_cue,
+    _resolve,
+    _value_kind,
+)
+from llama_index_carag.verdicts.types import Verdict, VerdictLabel
+
+#: The public module's logger (see the module docstring), not ``__name__``.
+logger = logging.getLogger("llama_index_carag.verdicts")
+
+__all__ = ["parse_verdict", "sentence_stance"]
+
+_NO_ANSWER = "The model gave no usable answer."
+
+# --- clean-up ---------------------------------------------------------------------------------
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ASSISTANT_TURN_RE = re.compile(
+    r"<\|im_start\|>\s*assistant\b|<\|start_header_id\|>\s*assistant\s*<\|end_header_id\|>|\[/INST\]"
+    r"|<\|assistant\|>|<start_of_turn>\s*model\b",
+    re.I,
+)
+_OTHER_TURN_RE = re.compile(
+    r"<\|im_start\|>\s*(?:user|system)\b|\[INST\]|<\|start_header_id\|>\s*(?:user|system)\b|<\|(?:user|system)\|>"
+    r"|<start_of_turn>\s*user\b",
+    re.I,
+)
+_TOKEN_RE = re.compile(
+    r"<\|[^|<>\n]{0,40}\|>|</?s>|<</?SYS>>|\[/?INST\]|<(?:pad|unk|eos|bos|end_of_turn|start_of_turn)>|```[\w+-]*", re.I
+)
+_PREFIX_RE = re.compile(
+    r"\A[\s*_#>]*(?:assistant|answer|final\s+answer|response|output|a|ai|bot|model|result)\s*[*_]*\s*[:>]\s*[*_]*", re.I
+)
+_ECHO_RE = re.compile(  # echoed prompt lines and metadata, unless they carry the verdict
+    r"^[ \t*_#>-]*(?:claim|question|confidence|score)\s*[*_]*\s*:(?![^\n]*\b(?:verdict|label|answer)\b)[^\n]*$",
+    re.I | re.M,
+)
+_EXPLANATION_PREFIX_RE = re.compile(
+    r"^[ \t>*_#•-]*(?:explanation|reason(?:ing)?|justification|rationale)[ \t*_]*(?:[:\-–—][ \t*_]*|$)",
+    re.I | re.M,
+)
+_MARKDOWN_RE = re.compile(r"\*\*|__|`+|^[ \t]*#+[ \t]*", re.M)
+_BULLET_RE = re.compile(r"\n[ \t]*(?:[-*•]|\d{1,2}[.)])[ \t]+")
+
+# --- JSON -------------------------------------------------------------------------------------
+_LABEL_KEYS = ("verdict", "label", "answer", "final_answer", "final_verdict", "prediction", "classification",
+               "decision", "conclusion", "rating", "result", "veracity")
+_EXPLANATION_KEYS = ("explanation", "reason", "reasoning", "justification", "rationale", "explain", "why")
+_EVIDENCE_KEYS = ("evidence_ids", "evidence", "citations", "cited_evidence", "evidence_used", "sources",
+                  "references", "supporting_evidence")
+_LOOSE_FIELD_RE = re.compile(
+    r"(?P<q>[\"'])(?P<key>[A-Za-z_ ]{1,30})(?P=q)\s*:\s*(?:(?P<vq>[\"'])(?P<sval>(?:\\.|(?!(?P=vq))[^\\])*)"
+    r"|(?P<lval>\[[^\]]*\]?)|(?P<bval>[\w.]+))",
+    re.S,
+)
+_MAX_JSON_STARTS = 20
+
+
+class _Reading(NamedTuple):
+    label: VerdictLabel
+    body: str  # text the explanation is cut from
+    cue: str  # the statement that carried the label (explanation of last resort)
+    cited: list[str]  # ids from a JSON evidence field
+
+
+def parse_verdict(
+    text: str | None, *, evidence_ids: Sequence[str] | None = None, max_sentences: int = 2
+) -> Verdict:
+    """Read a verdict, an explanation and the cited passages from a model's answer.
+
+    The reading order is in the module docstring; negated cues resolve as in
+    :mod:`llama_index_carag.verdicts.cues`.
+    The explanation is the answer without the winning marker / label opening
+    (or the JSON explanation field, or for prose the whole answer), stripped of
+    ``Explanation:`` prefixes and markdown emphasis, whitespace-normalised and
+    trimmed with :func:`trim_to_sentences`; if nothing is left, the sentence
+    that carried the label; for a label-only JSON object,
+    ``"The model answered <LABEL> without an explanation."``.  Citations such as
+    ``[2]`` are kept in the text.
+
+    ``evidence_ids`` lists the ids of the prompt's passages in order: citation
+    number ``n`` (``[2]``, ``[1, 3]``, ``[1-3]``, ``Evidence 2``, ``evidence #3``,
+    ``passage 4``, ``(E2)``, ``document 5``) becomes ``evidence_ids[n - 1]``;
+    numbers out of range are ignored; non-numeric ids are also found
+    literally in the text.  Without ``evidence_ids`` the numbers are returned as
+    strings (``"2"``).  A JSON evidence field is read first, then the text; ids
+    are unique, in first-mention order.
+
+    If no label is found: ``NOT_ENOUGH_INFO`` with ``parsed=False``, the cleaned
+    answer (or ``"The model gave no usable answer."``) as explanation, and a
+    WARNING on the ``llama_index_carag.verdicts`` logger quoting the start of the text.
+
+    Raises:
+        TypeError: ``text`` is neither ``str`` nor ``None``, or ``evidence_ids`` is a single string.
+        ValueError: ``max_sentences < 1``.
+    """
+    text, ids = _checked_input(text, evidence_ids, max_sentences)
+    cleaned, reading, cited = _read_answer(text, ids)
+    if reading is None:
+        logger.warning("No verdict found in model output; using NOT_ENOUGH_INFO: %r", text[:80])
+        explanation = _explain(cleaned, max_sentences) or _NO_ANSWER
+        return Verdict(label=VerdictLabel.NOT_ENOUGH_INFO, explanation=explanation, evidence_ids=cited,
+                       raw=text, parsed=False)
+    explanation = (_explain(reading.body, max_sentences) or _explain(reading.cue, max_sentences)
+                   or f"The model answered {reading.label.value} without an explanation.")
+    return Verdict(label=reading.label, explanation=explanation, evidence_ids=cited, raw=text)
+
+
+def _checked_input(text: Any, evidence_ids: Any, max_sentences: int) -> tuple[str, list[str] | None]:
+    """``text`` (``""`` for ``None``) and the ids as strings; TypeError / ValueError as :func:`parse_verdict` documents."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise TypeError(f"parse_verdict expects the model's text as str or None; got {type(text).__name__}.")
+    if isinstance(evidence_ids, str):
+        raise TypeError("evidence_ids must be a sequence of ids, not a single string.")
+    ids = None if evidence_ids is None else [str(i) for i in evidence_ids]
+    trim_to_sentences("", max_sentences)  # validates max_sentences
+    return text, ids
+
+
+def _read_answer(text: str, ids: list[str] | None) -> tuple[str, _Reading | None, list[str]]:
+    """(cleaned text, the reading or ``None``, cited ids) of ``text``; never raises."""
+    try:
+        cleaned = _clean(text)
+        reading = _read_json(cleaned, ids) or _read_markers(cleaned) or _read_prose(cleaned)
+        cited = _unique((reading.cited if reading else []) + _find_citations(cleaned, ids))
+    except Exception:  # defensive: the parser must never take the caller down
+        logger.exception("Verdict parser failed on %r", text[:80])
+        cleaned, reading, cited = _CONTROL_RE.sub("", text).strip(), None, []
+    return cleaned, reading, cited
+
+
+def sentence_stance(sentence: str) -> str | None:
+    """The label a sentence states on its own, read like prose by :func:`parse_verdict`.
+
+    Returns ``"SUPPORTED"``, ``"REFUTED"``, ``"NOT_ENOUGH_INFO"``, ``"NOT_SUPPORTED"``
+    (a negated support cue such as "does not support", which fits REFUTED or
+    NOT_ENOUGH_INFO) or ``None`` when the sentence carries no label cue.
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence_stance expects str; got {type(sentence).__name__}.")
+    cue = _first_cue(_clean(sentence))
+    if cue is None:
+        return None
+    return {_SUP: "SUPPORTED", _REF: "REFUTED", _NEI: "NOT_ENOUGH_INFO", _NOT_REF: "SUPPORTED",
+            _NOT_SUP: "NOT_SUPPORTED", _NOT_CONF: "NOT_SUPPORTED"}[cue[0]]
+
+
+# --- readers ----------------------------------------------------------------------------------
+def _clean(text: str) -> str:
+    text = _CONTROL_RE.sub("", text)
+    parts = [_OTHER_TURN_RE.split(p, maxsplit=1)[0] for p in _ASSISTANT_TURN_RE.split(text)]
+    parts = [p for p in (_TOKEN_RE.sub(" ", p).strip() for p in parts) if p]
+    text = parts[-1] if parts else ""
+    while (m := _PREFIX_RE.match(text)) and m.end() > 0:
+        text = text[m.end() :]
+    return _ECHO_RE.sub("", text).strip()
+
+
+def _read_json(text: str, ids: list[str] | None) -> _Reading | None:
+    if "{" not in text:
+        return None
+    for obj, start, end in _json_objects(text):
+        reading = _reading_from_fields(obj, text, ids, outside=text[:start] + "\n" + text[end:])
+        if reading:
+            return reading
+    loose: dict[str, Any] = {}
+    for m in _LOOSE_FIELD_RE.finditer(text):
+        value = m.group("sval") if m.group("vq") else m.group("lval") or m.group("bval")
+        loose.setdefault(m.group("key"), value.replace('\\"', '"').replace("\\n", "\n"))
+    return _reading_from_fields(loose, text, ids, outside="")
+
+
+def _json_objects(text: str) -> list[tuple[dict[str, Any], int, int]]:
+    decoder, found = json.JSONDecoder(strict=False), []
+    starts = [i for i, ch in enumerate(text) if ch == "{"][:_MAX_JSON_STARTS]
+    for start in starts:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            obj, end = _lenient_json(text, start)
+        if isinstance(obj, dict):
+            found.append((obj, start, end))
+    return found
+
+
+def _lenient_json(text: str, start: int) -> tuple[Any, int]:
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            candidate = re.sub(r",\s*([}\]])", r"\1", text[start : i + 1])
+            if '"' not in candidate:
+                candidate = candidate.replace("'", '"')
+            for python, json_literal in (("True", "true"), ("False", "false"), ("None", "null")):
+                candidate = re.sub(rf"\b{python}\b", json_literal, candidate)
+            try:
+                return json.loads(candidate, strict=False), i + 1
+            except ValueError:
+                return None, start
+    return None, start
+
+
+def _reading_from_fields(obj: dict[str, Any], text: str, ids: list[str] | None, outside: str) -> _Reading | None:
+    fields = {re.sub(r"[\s-]+", "_", str(k).strip().lower()): v for k, v in obj.items()}
+    for value in list(fields.values()):  # one level of nesting
+        if isinstance(value, dict):
+            for k, v in value.items():
+                fields.setdefault(re.sub(r"[\s-]+", "_", str(k).strip().lower()), v)
+    kind = next((k for k in map(_value_kind, (fields.get(key) for key in _LABEL_KEYS)) if k), None)
+    if kind is None:
+        return None
+    explanation = next((fields[k] for k in _EXPLANATION_KEYS if fields.get(k)), None)
+    if isinstance(explanation, list):
+        explanation = " ".join(map(str, explanation))
+    cited = [i for k in _EVIDENCE_KEYS if k in fields for i in _ids_from_field(fields[k], ids)]
+    body = explanation if isinstance(explanation, str) else outside
+    return _Reading(_resolve(kind, text), body, "", cited)
+
+
+def _read_markers(text: str) -> _Reading | None:
+    markers: list[tuple[int, int, VerdictLabel]] = []  # (start, end of the text to drop, label)
+    if lead := _LEADING_LABEL_RE.match(text):
+        kind = _VALUE_WORDS[" ".join(re.split(r"[\s_-]+", lead.group(1).lower()))]
+        end = lead.end() + len(re.match(r"[.:;,!\-–—\s]*", text[lead.end() :]).group())
+        markers.append((0, end, _resolve(kind, text)))
+    for m in _MARKER_RE.finditer(text):
+        if m.group("eol") is not None and text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip(" \t#*_>-"):
+            continue  # a key alone at the end of a line counts only as a heading
+        value, value_at = m.group("value"), m.start("value")
+        word, kind = _VALUE_RE.match(value), _value_kind(value)
+        if kind:
+            markers.append((m.start(), value_at + (word.end() if word else 0), _resolve(kind, text)))
+    if not markers:
+        return None
+    start, end, label = min(markers, key=lambda marker: marker[0])
+    others = {lab.value for _, _, lab in markers} - {label.value}
+    if others:
+        logger.warning("Model output has conflicting verdicts %s; keeping the first, %s.",
+                       sorted(others | {label.value}), label.value)
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = len(text) if text.find("\n", start) < 0 else text.find("\n", start)
+    return _Reading(label, text[:start] + "\n" + text[end:], text[line_start:line_end], [])
+
+
+def _read_prose(text: str) -> _Reading | None:
+    cue = _first_cue(text)
+    if cue:
+        return _Reading(_resolve(cue[0], text), text, cue[1], [])
+    for sentence in split_sentences(text):
+        if _NEI_CONTEXT_RE.search(sentence):
+            return _Reading(VerdictLabel.NOT_ENOUGH_INFO, text, sentence, [])
+    return None
+
+
+def _explain(text: str, max_sentences: int) -> str:
+    text = _MARKDOWN_RE.sub("", _EXPLANATION_PREFIX_RE.sub("", "\n" + text))
+    text = _BULLET_RE.sub("\n\n", text).lstrip(" \t\n\r.,;:!-–—")
+    text = _EXPLANATION_PREFIX_RE.sub("", text)
+    text = trim_to_sentences(text, max_sentences)
+    return text[:1].upper() + text[1:]
+

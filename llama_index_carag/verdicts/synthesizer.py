@@ -1,0 +1,487 @@
+"""A response synthesizer that turns a claim and its evidence into a verdict.
+
+:class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer``: it drops
+into ``RetrieverQueryEngine`` and anything else that takes a
+``response_synthesizer``.  The claim and the numbered evidence (with ids) go
+into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`; how the label is
+obtained depends on the LLM (``label_mode="auto"``):
+
+* a local ``HuggingFaceLLM`` or ``LlamaCPP`` — ``"score"``: the three label strings
+  are scored by log-likelihood after the prompt (one pass over the prompt, its KV
+  cache reused), the best one after the per-label offsets (``label_bias``; by
+  default the offsets measured for the offline models,
+  :mod:`~llama_index_carag.verdicts.labels.calibration`) wins, then the explanation is
+  generated for it (:func:`~llama_index_carag.verdicts.labels.scoring.scorer_for`);
+* an LLM with function calling — ``"structured"``: ``llm.structured_predict``
+  into :class:`VerdictOutput` (label restricted to the three values);
+* any other LLM — ``"text"``: the free-text answer is parsed by
+  :func:`~llama_index_carag.verdicts.parse_verdict`.
+
+In every mode the explanation is checked by
+:func:`~llama_index_carag.verdicts.explanation_checks.check_explanation`: at most
+``max_sentences`` sentences, citations only to the passages shown, no sentence
+contradicting the label.
+
+* ``Response.response`` — the explanation (at most two sentences);
+* ``Response.metadata["verdict"]`` — the :class:`~llama_index_carag.verdicts.Verdict`
+  (label, explanation, cited evidence ids, raw text);
+* ``Response.source_nodes`` — the evidence, with its ``carag`` provenance.
+
+Streaming always uses the ``"text"`` mode: it yields the model's text as it is
+generated; when the stream ends, ``response.metadata["verdict"]`` holds the parsed verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncGenerator, Generator, List, Literal, Mapping, Optional, Sequence
+
+from llama_index.core.base.response.schema import (  # noqa: I001
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.llms import LLM, MessageRole
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
+from llama_index.core.schema import NodeWithScore
+from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.types import RESPONSE_TEXT_TYPE
+
+from llama_index_carag.verdicts.explanation_checks import checked_verdict
+from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
+from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES", "evidence_texts",
+]
+
+#: Key of the parsed verdict in ``Response.metadata``.
+VERDICT_KEY = "verdict"
+#: Explanation given when the retriever found no evidence (the LLM is not called).
+NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
+#: Ways to obtain the label (see the module docstring).
+LABEL_MODES = ("auto", "score", "structured", "text")
+
+
+class VerdictOutput(BaseModel):
+    """The structured-output schema of a verdict (``llm.structured_predict``)."""
+
+    label: Literal["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"] = Field(
+        description="SUPPORTED if the evidence supports the claim, REFUTED if it contradicts it, "
+        "NOT_ENOUGH_INFO if it does not settle it."
+    )
+    explanation: str = Field(description="At most two sentences citing passages by number like [2].")
+
+
+class _VerdictText(str):
+    """The canonical answer text, carrying the verdict built from it (internal)."""
+
+    verdict: Verdict
+
+
+class FactCheckSynthesizer(BaseSynthesizer):
+    """Verdict + two-sentence explanation from the claim and its top-k evidence.
+
+    Args:
+        llm: any LlamaIndex LLM (default: ``Settings.llm``).
+        fact_check_template: prompt with ``query_str`` (claim) and ``context_str``
+            (numbered evidence); default picks a chat or completion variant.
+        streaming: return a ``StreamingResponse``.
+        max_sentences: explanation length cap.
+        show_ids: show node ids beside the passage numbers in the prompt (default: not in
+            ``"score"`` mode, whose measured label rule was fitted on prompts without them; yes otherwise).
+        label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM`` or ``LlamaCPP``,
+            ``"structured"`` for a function-calling LLM, else ``"text"``) or one of those.
+        label_bias: per-label offsets in nats for ``"score"`` (``None``: the offsets
+            measured for this model in :data:`~llama_index_carag.verdicts.labels.calibration.MEASURED_LABEL_BIAS`,
+            if any; ``{}``: none).
+        max_explanation_tokens: explanation budget in ``"score"`` mode (default:
+            the LLM's ``max_new_tokens``, at most 80).
+        embed_model: a LlamaIndex embed model for the claim-passage cosines of ``label_rule``
+            (the retriever's: ``retriever.embed_model``).
+        label_rule: ``"measured"`` (default: the rule measured for this LLM in
+            :mod:`~llama_index_carag.verdicts.labels.rules`, applied in ``"score"`` mode when ``embed_model`` is
+            the encoder it was fitted with), an ``EvidenceLabelRule``, or ``None`` (arg-max after ``label_bias``).
+        examples: worked examples (:class:`~llama_index_carag.verdicts.few_shot.VerdictExample`) shown as chat
+            turns before the claim in :meth:`messages`, the prompt of ``"score"`` mode
+            (e.g. :data:`~llama_index_carag.verdicts.few_shot.DEFAULT_EXAMPLES`; default none).
+    """
+
+    def __init__(
+        self,
+        llm: LLM | None = None,
+        *,
+        fact_check_template: BasePromptTemplate | None = None,
+        streaming: bool = False,
+        max_sentences: int = 2,
+        show_ids: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        label_mode: str = "auto",
+        label_bias: Mapping[VerdictLabel | str, float] | None = None,
+        max_explanation_tokens: int | None = None,
+        examples: Sequence[Any] | None = None,
+        embed_model: Any | None = None,
+        label_rule: Any = "measured",
+    ) -> None:
+        super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
+        self._examples = tuple(examples or ())
+        self._embed_model = embed_model
+        self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
+        if max_sentences < 1:
+            raise ValueError("max_sentences must be >= 1.")
+        if label_mode not in LABEL_MODES:
+            raise ValueError(f"label_mode must be one of {LABEL_MODES}; got {label_mode!r}.")
+        self._max_sentences = max_sentences
+        self._scorer: Any = None
+        self._label_mode = self._resolve_mode(label_mode, max_explanation_tokens)
+        self._show_ids = self._label_mode != "score" if show_ids is None else bool(show_ids)
+        if label_bias is None and self._label_mode == "score":
+            from llama_index_carag.verdicts.labels.calibration import measured_bias
+            from llama_index_carag.models.resolve import llm_name
+
+            label_bias = measured_bias(llm_name(self._llm))
+        self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
+        self._label_rule = None
+        if self._label_mode == "score":
+            from llama_index_carag.verdicts.labels.rules import applicable_rule
+
+            self._label_rule = applicable_rule(label_rule, self._llm, self._embed_model)
+
+    def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
+        from llama_index_carag.verdicts.labels.scoring import scorer_for
+
+        if mode in ("auto", "score"):
+            self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._max_sentences)
+            if self._scorer is not None:
+                return "score"
+            if mode == "score":
+                raise ValueError("label_mode='score' needs a local LLM: a HuggingFaceLLM or a LlamaCPP.")
+        if mode in ("auto", "structured"):
+            if getattr(self._llm.metadata, "is_function_calling_model", False) or mode == "structured":
+                return "structured"
+        return "text"
+
+    @property
+    def label_mode(self) -> str:
+        """The resolved way labels are obtained: ``"score"``, ``"structured"`` or ``"text"``."""
+        return self._label_mode
+
+    @property
+    def label_bias(self) -> dict[VerdictLabel, float]:
+        """The per-label offsets used in ``"score"`` mode."""
+        return dict(self._label_bias)
+
+    # ----------------------------------------------------------------- prompts
+    def _get_prompts(self) -> PromptDictType:
+        return {"fact_check_template": self._template}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "fact_check_template" in prompts:
+            self._template = prompts["fact_check_template"]
+
+    # ---------------------------------------------------------------- helpers
+    def _context(self, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> str:
+        ids = list(evidence_ids) if (self._show_ids and evidence_ids is not None) else None
+        if ids is not None and len(ids) != len(text_chunks):
+            ids = None
+        return format_evidence(list(text_chunks), ids)
+
+    def parse(self, text: str, evidence_ids: Sequence[str] | None = None) -> Verdict:
+        """Parse an LLM answer into a :class:`Verdict` (citations mapped to ``evidence_ids``, explanation checked)."""
+        verdict = parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._max_sentences)
+        n = len(evidence_ids) if evidence_ids is not None else None
+        if n is None or not verdict.parsed:
+            return verdict
+        return self._checked(verdict.label, verdict.explanation, list(evidence_ids or []), text, "text", None)
+
+    def _checked(
+        self, label: VerdictLabel, explanation: str, ids: list[str], raw: str, method: str,
+        scores: dict[str, float] | None,
+    ) -> Verdict:
+        return checked_verdict(label, explanation, ids, raw=raw, method=method, label_scores=scores,
+                               max_sentences=self._max_sentences)
+
+    def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None) -> list:
+        """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them).
+
+        In ``"score"`` mode a selector template gives its chat variant: the scorer renders the
+        messages with the model's own chat template (``LlamaCPP`` does not report itself as a chat model).
+        """
+        from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_PROMPT
+
+        template = self._template
+        if hasattr(template, "select"):
+            template = chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
+        if not hasattr(template, "format_messages"):
+            template = FACT_CHECK_CHAT_PROMPT
+        def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None) -> list:
+            return template.format_messages(query_str=fence(claim), context_str=self._context(texts, ids))
+
+        messages = question(query_str, text_chunks, evidence_ids)
+        if not self._examples:
+            return messages
+        from llama_index_carag.verdicts.few_shot import example_turns
+
+        system = [m for m in messages if m.role == MessageRole.SYSTEM]
+        rest = [m for m in messages if m.role != MessageRole.SYSTEM]
+        return system + example_turns(self._examples, question) + rest
+
+    def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
+        """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
+
+        Returns a :class:`~llama_index_carag.verdicts.labels.scoring.LabelScores` (before ``label_bias``).
+        """
+        if self._scorer is None:
+            raise ValueError(f"score_labels needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
+        texts = evidence_texts(nodes)
+        scores, _, _ = self._scorer.score(self.messages(query_str, texts, [n.node.node_id for n in nodes]))
+        return scores
+
+    def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
+        decide = None
+        if self._label_rule is not None:
+            from llama_index_carag.verdicts.labels.rules import evidence_cosines
+
+            cosines = evidence_cosines(self._embed_model, query_str, list(text_chunks))
+            decide = lambda scores: self._label_rule.predict(scores.logprobs, cosines)  # noqa: E731
+        messages = self.messages(query_str, text_chunks, ids)
+        label, scores, explanation = self._scorer.verdict(messages, self._label_bias, decide=decide)
+        return self._wrap(self._checked(label, explanation, ids, "", "scored", scores.as_dict()))
+
+    @property
+    def label_rule(self) -> Any:
+        """The :class:`~llama_index_carag.verdicts.labels.rules.EvidenceLabelRule` deciding scored labels, or ``None`` (arg-max)."""
+        return self._label_rule
+
+    def _structured_result(self, out: Any, ids: list[str]) -> _VerdictText:
+        label = VerdictLabel(_label_name(out.label))
+        return self._wrap(self._checked(label, out.explanation, ids, out.model_dump_json(), "structured", None))
+
+    @staticmethod
+    def _wrap(verdict: Verdict) -> _VerdictText:
+        if not verdict.raw:
+            label = verdict.label.value.replace("_", " ")
+            verdict = verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
+        text = _VerdictText(verdict.raw)
+        text.verdict = verdict
+        return text
+
+    # --------------------------------------------------------------- LLM call
+    def get_response(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        evidence_ids: Sequence[str] | None = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TEXT_TYPE:
+        """The LLM's answer: a string (``"Verdict: …\nExplanation: …"`` in the score and
+        structured modes), or a generator of text deltas when streaming."""
+        context = self._context(text_chunks, evidence_ids)
+        ids = self._ids(text_chunks, evidence_ids)
+        if self._streaming:
+            return self._llm.stream(self._template, query_str=fence(query_str), context_str=context)
+        if self._label_mode == "score":
+            return self._scored(query_str, text_chunks, ids)
+        if self._label_mode == "structured":
+            try:
+                out = self._llm.structured_predict(VerdictOutput, self._template, query_str=fence(query_str),
+                                                   context_str=context)
+                return self._structured_result(out, ids)
+            except Exception as exc:  # a model that cannot follow the schema: fall back to free text
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
+        return self._llm.predict(self._template, query_str=fence(query_str), context_str=context)
+
+    @staticmethod
+    def _ids(text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> list[str]:
+        if evidence_ids is not None and len(evidence_ids) == len(text_chunks):
+            return [str(i) for i in evidence_ids]
+        return [str(i) for i in range(1, len(text_chunks) + 1)]
+
+    async def aget_response(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        evidence_ids: Sequence[str] | None = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TEXT_TYPE:
+        context = self._context(text_chunks, evidence_ids)
+        ids = self._ids(text_chunks, evidence_ids)
+        if self._streaming:
+            return await self._llm.astream(self._template, query_str=fence(query_str), context_str=context)
+        if self._label_mode == "score":
+            return await asyncio.to_thread(self._scored, query_str, text_chunks, ids)
+        if self._label_mode == "structured":
+            try:
+                out = await self._llm.astructured_predict(VerdictOutput, self._template, query_str=fence(query_str),
+                                                          context_str=context)
+                return self._structured_result(out, ids)
+            except Exception as exc:
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
+        return await self._llm.apredict(self._template, query_str=fence(query_str), context_str=context)
+
+    # ------------------------------------------------------------ synthesize
+    def synthesize(
+        self,
+        query: QueryTextType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        """Run the LLM on the claim and ``nodes`` (numbered in order) and attach the verdict.
+
+        With no evidence the LLM is not called: the verdict is NOT_ENOUGH_INFO.
+        """
+        if not nodes:
+            return self._no_evidence(additional_source_nodes)
+        response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
+        return super().synthesize(query, _hide_labels(nodes), additional_source_nodes, **response_kwargs)
+
+    async def asynthesize(
+        self,
+        query: QueryTextType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **response_kwargs: Any,
+    ) -> RESPONSE_TYPE:
+        if not nodes:
+            return self._no_evidence(additional_source_nodes, use_async=True)
+        response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
+        nodes = _hide_labels(nodes)
+        return await super().asynthesize(query, nodes, additional_source_nodes, **response_kwargs)
+
+    def _no_evidence(self, additional: Optional[Sequence[NodeWithScore]], use_async: bool = False) -> RESPONSE_TYPE:
+        verdict = Verdict(
+            label=VerdictLabel.NOT_ENOUGH_INFO,
+            explanation=NO_EVIDENCE_EXPLANATION,
+            evidence_ids=[],
+            raw="",
+            parsed=False,
+            method="none",
+        )
+        sources = list(additional or [])
+        if self._streaming and use_async:
+
+            async def one() -> AsyncGenerator[str, None]:
+                yield verdict.explanation
+
+            return AsyncStreamingResponse(one(), source_nodes=sources, metadata={VERDICT_KEY: verdict})
+        if self._streaming:
+            return StreamingResponse(
+                (t for t in [verdict.explanation]), source_nodes=sources, metadata={VERDICT_KEY: verdict}
+            )
+        return Response(verdict.explanation, source_nodes=sources, metadata={VERDICT_KEY: verdict})
+
+    def _prepare_response_output(
+        self, response_str: Optional[RESPONSE_TEXT_TYPE], source_nodes: List[NodeWithScore]
+    ) -> RESPONSE_TYPE:
+        ids = [n.node.node_id for n in source_nodes]
+        metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
+        if isinstance(response_str, _VerdictText):
+            metadata[VERDICT_KEY] = response_str.verdict
+            return Response(response_str.verdict.explanation, source_nodes=source_nodes, metadata=metadata)
+        if isinstance(response_str, str):
+            verdict = self.parse(response_str, ids)
+            metadata[VERDICT_KEY] = verdict
+            return Response(verdict.explanation, source_nodes=source_nodes, metadata=metadata)
+        if isinstance(response_str, Generator):
+            response = StreamingResponse(None, source_nodes=source_nodes, metadata=metadata)
+            response.response_gen = self._parsing_stream(response_str, response, ids)
+            return response
+        if isinstance(response_str, AsyncGenerator):
+            aresponse = AsyncStreamingResponse(None, source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]
+            aresponse.response_gen = self._aparsing_stream(response_str, aresponse, ids)
+            return aresponse
+        return super()._prepare_response_output(response_str, source_nodes)
+
+    def _parsing_stream(
+        self, deltas: Generator[str, None, None], response: StreamingResponse, ids: list[str]
+    ) -> Generator[str, None, None]:
+        parts: list[str] = []
+        for delta in deltas:
+            parts.append(delta)
+            yield delta
+        response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
+
+    async def _aparsing_stream(
+        self, deltas: AsyncGenerator[str, None], response: AsyncStreamingResponse, ids: list[str]
+    ) -> AsyncGenerator[str, None]:
+        parts: list[str] = []
+        async for delta in deltas:
+            parts.append(delta)
+            yield delta
+        response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
+
+
+def _label_name(value: Any) -> str:
+    """``VerdictLabel``/``"SUPPORTED"``/``"NOT ENOUGH INFO"``/``"T"`` … → the label's value."""
+    if isinstance(value, VerdictLabel):
+        return value.value
+    return VerdictLabel.from_fever(str(value)).value
+
+
+def evidence_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
+    """The passage texts the LLM is shown for ``nodes`` (LLM metadata mode, annotation metadata hidden)."""
+    from llama_index.core.schema import MetadataMode
+
+    return [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in _hide_labels(nodes)]
+
+
+def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
+    """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
+    whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
+    from llama_index_carag.datasets import LABEL_METADATA_KEYS
+
+    hidden = [*LABEL_METADATA_KEYS, "carag"]
+    out = []
+    for n in nodes:
+        missing = [k for k in hidden if k in n.node.metadata and k not in n.node.excluded_llm_metadata_keys]
+        if missing:
+            node = n.node.model_copy(update={"excluded_llm_metadata_keys": [*n.node.excluded_llm_metadata_keys, *missing]})
+            out.append(NodeWithScore(node=node, score=n.score))
+        else:
+            out.append(n)
+    return out
+
+
+def get_fact_check_synthesizer(
+    llm: LLM | str | None = None,
+    streaming: bool = False,
+    *,
+    fact_check_template: BasePromptTemplate | None = None,
+    max_sentences: int = 2,
+    callback_manager: CallbackManager | None = None,
+    label_mode: str = "auto",
+    label_bias: Mapping[VerdictLabel | str, float] | None = None,
+    embed_model: Any | None = None,
+) -> FactCheckSynthesizer:
+    """Build a :class:`FactCheckSynthesizer`.
+
+    Args:
+        llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
+            or ``None`` for the offline default (Qwen2.5-Coder-1.5B-Instruct).
+        streaming: stream the model's text (free-text labels).
+        fact_check_template: prompt override (``query_str``, ``context_str``).
+        max_sentences: explanation cap (papers: two sentences).
+        label_mode: see :class:`FactCheckSynthesizer`.
+        label_bias: see :class:`FactCheckSynthesizer`.
+        embed_model: the retriever's embed model, for the measured label rule (see :class:`FactCheckSynthesizer`).
+    """
+    from llama_index_carag.models.resolve import resolve_llm
+
+    return FactCheckSynthesizer(
+        resolve_llm(llm),
+        fact_check_template=fact_check_template,
+        streaming=streaming,
+        max_sentences=max_sentences,
+        callback_manager=callback_manager,
+        label_mode=label_mode,
+        label_bias=label_bias,
+        embed_model=embed_model,
+    )

@@ -1,0 +1,85 @@
+"""The verdict data types: :class:`VerdictLabel` (the three labels, FactVer's letters) and :class:`Verdict` (a parsed answer).
+
+Both are re-exported by :mod:`llama_index_carag.verdicts`.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from llama_index.core.bridge.pydantic import BaseModel, Field
+
+__all__ = ["Verdict", "VerdictLabel"]
+
+
+class VerdictLabel(str, Enum):
+    """The three fact-checking verdicts."""
+
+    SUPPORTED = "SUPPORTED"
+    REFUTED = "REFUTED"
+    NOT_ENOUGH_INFO = "NOT_ENOUGH_INFO"
+
+    def to_fever(self) -> str:
+        """FactVer's label: ``"T"`` (supported), ``"F"`` (refuted) or ``"N"`` (not enough info)."""
+        return {"SUPPORTED": "T", "REFUTED": "F"}.get(self.value, "N")
+
+    @classmethod
+    def from_fever(cls, label: str) -> VerdictLabel:
+        """Read ``"T"``/``"F"``/``"N"`` or a full name, case-insensitively.
+
+        Full names: ``SUPPORTED``/``SUPPORTS``/``TRUE``, ``REFUTED``/``REFUTES``/
+        ``FALSE``, ``NOT_ENOUGH_INFO``/``NOT ENOUGH INFO``/``NEI``.
+
+        Raises:
+            ValueError: anything else, including non-strings.
+        """
+        key = re.sub(r"[\s_-]+", "_", label.strip().upper()) if isinstance(label, str) else None
+        if key not in _FEVER_NAMES:
+            raise ValueError(f"Unknown verdict label {label!r}; expected T, F, N or a full label name.")
+        return cls(_FEVER_NAMES[key])
+
+
+_FEVER_NAMES = {
+    **dict.fromkeys(("T", "TRUE", "SUPPORTED", "SUPPORTS"), "SUPPORTED"),
+    **dict.fromkeys(("F", "FALSE", "REFUTED", "REFUTES"), "REFUTED"),
+    **dict.fromkeys(("N", "NEI", "NOT_ENOUGH_INFO", "NOT_ENOUGH_INFORMATION"), "NOT_ENOUGH_INFO"),
+}
+
+
+class Verdict(BaseModel):
+    """A parsed verdict.
+
+    Attributes:
+        label: the verdict.
+        explanation: at most ``max_sentences`` sentences, whitespace-normalised, never empty.
+        evidence_ids: passages the model cited, unique, in first-mention order.
+        raw: the model's text, untouched.
+        parsed: ``False`` when no label was found and NOT_ENOUGH_INFO is a fallback.
+        method: how the label was obtained: ``"scored"`` (label strings scored
+            by a local model), ``"structured"`` (``llm.structured_predict``),
+            ``"text"`` (read from free text by :func:`~llama_index_carag.verdicts.parse_verdict`) or
+            ``"none"`` (no evidence, no LLM call).
+        label_scores: for ``"scored"``, the log-likelihood of each label (before any bias).
+        cited_passages: 1-based numbers of the shown passages the explanation cites.
+        invalid_citations: citation numbers the model wrote that are not among the
+            shown passages; they were removed from the explanation.
+        explanation_repaired: sentences contradicting the label were dropped (or,
+            if none was left, a neutral sentence stands in).
+    """
+
+    label: VerdictLabel
+    explanation: str
+    evidence_ids: list[str] = Field(default_factory=list)
+    raw: str
+    parsed: bool = True
+    method: str = "text"
+    label_scores: dict[str, float] | None = None
+    cited_passages: list[int] = Field(default_factory=list)
+    invalid_citations: list[int] = Field(default_factory=list)
+    explanation_repaired: bool = False
+
+    def to_fever(self) -> str:
+        """The label as FactVer's ``"T"``/``"F"``/``"N"``."""
+        return self.label.to_fever()
+
