@@ -10,9 +10,9 @@ from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.ranking.bm25 import LexicalIndex
 from llama_index_carag.ranking.lexical import scaled_lexical
-from llama_index_carag.settings import CaragSettings
+from llama_index_carag.settings import PAPER
 
-HYBRID = CaragSettings(alpha=1.0, rerank_candidates=30, lexical_weight=0.8)
+HYBRID = PAPER.replace(alpha=1.0, rerank_candidates=30, lexical_weight=0.8)
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +29,11 @@ def test_scaled_lexical_by_hand():
 
 def test_needs_a_pool():
     with pytest.raises(ValueError, match="lexical_weight needs rerank_candidates"):
-        CaragSettings(lexical_weight=0.5)
+        PAPER.replace(lexical_weight=0.5)
     with pytest.raises(ValueError, match=r"in \[0, 10\]"):
-        CaragSettings(rerank_candidates=10, lexical_weight=-1)
+        PAPER.replace(rerank_candidates=10, lexical_weight=-1)
     with pytest.raises(TypeError):
-        CaragSettings(rerank_candidates=10, lexical_weight="much")
+        PAPER.replace(rerank_candidates=10, lexical_weight="much")
 
 
 def test_lexical_only_matches_appear_with_provenance(hybrid, demo_index, demo_corpus):
@@ -120,7 +120,7 @@ def test_same_hybrid_results_on_faiss_simple_and_qdrant(rng):
 
     evidence, claims, emb = planted_corpus(rng, claims_per_theme=5)
     evidence = with_uuid_ids(evidence)
-    settings = CaragSettings(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3)
+    settings = PAPER.replace(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3)
     built = [ContextAwareRetriever.from_index(make(evidence, emb), settings, claim_nodes=claims)
              for make in (faiss_index, simple_index, qdrant_index)]
     assert all(b.corpus.lexical is not None and len(b.corpus.lexical) == len(evidence) for b in built)

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from llama_index_carag.settings import TUNED, CaragSettings
+from llama_index_carag.settings import PAPER, TUNED, CaragSettings
 from llama_index_carag.evaluation.retrieval import (
     RetrievalSummary,
     evaluate_retrieval,
@@ -70,7 +70,7 @@ class RunSpec:
             options["mode"] = "unsupervised"
             options.setdefault("alpha", 1.0)
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "settings", CaragSettings.from_options(settings, **options))
+        object.__setattr__(self, "settings", CaragSettings.from_options(settings if settings is not None else PAPER, **options))
         object.__setattr__(self, "sweep", sweep)
         object.__setattr__(self, "baseline", baseline)
 
@@ -236,7 +236,7 @@ class EvalSetup:
         settings = spec.settings.replace(similarity_top_k=k, random_state=seed)
         key = tuple(settings.fit_options().values())
         if key not in self._retrievers:
-            fit = CaragSettings(**settings.fit_options())
+            fit = PAPER.replace(**settings.fit_options())
             self._retrievers[key] = ContextAwareRetriever.from_index(self.index, fit, claim_nodes=self.claims)
         return self._retrievers[key].with_settings(settings)  # shares the fitted corpus and its tables
 

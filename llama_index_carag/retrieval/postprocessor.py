@@ -40,7 +40,7 @@ from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import CaragSettings
+from llama_index_carag.settings import PAPER, CaragSettings
 from llama_index_carag.core.soi import ClusterMembers, SubsetOfInterest, build_unsupervised_soi
 from llama_index_carag.core.vectors import as_vector, l2_normalize
 
@@ -62,7 +62,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         top_n: keep at most this many nodes after re-ranking (``None``: all).
     """
 
-    settings: CaragSettings = Field(default_factory=CaragSettings, description="CARAG options (frozen).")
+    settings: CaragSettings = Field(default_factory=lambda: PAPER, description="CARAG options (frozen).")
     thematic_cutoff: Optional[float] = Field(default=None, description="Minimum sim(T, n) to keep a node.")
     top_n: Optional[int] = Field(default=None, description="Nodes kept after re-ranking.")
 
@@ -93,7 +93,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     ) -> None:
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in CaragSettings.model_fields}
         if options:
-            kwargs["settings"] = CaragSettings.from_options(kwargs.get("settings"), **options)
+            kwargs["settings"] = CaragSettings.from_options(kwargs.get("settings") or PAPER, **options)
         super().__init__(**kwargs)
         if (context is None) == (clusterer is None):
             raise ValueError("Give exactly one of context= (a fitted ThematicContext) or clusterer=.")

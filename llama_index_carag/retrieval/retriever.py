@@ -45,7 +45,7 @@ from llama_index_carag.ranking.lexical import LexicalSource, ensure_lexical, lex
 from llama_index_carag.ranking.pool import CandidatePool
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import FIT_FIELDS, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
+from llama_index_carag.settings import FIT_FIELDS, PAPER, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
 from llama_index_carag.core.soi import SubsetOfInterest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             raise TypeError("ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...).")
         self._index = index
         self._corpus = corpus
-        self._settings = settings if settings is not None else CaragSettings(mode=corpus.context.mode)  # type: ignore[arg-type]
+        self._settings = settings if settings is not None else PAPER.replace(mode=corpus.context.mode)
         if self._settings.mode != corpus.context.mode:
             raise ValueError(f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}.")
         fit_components(corpus, self._settings)  # no-op when the tables are fitted already

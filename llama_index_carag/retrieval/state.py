@@ -14,7 +14,7 @@ from llama_index_carag.retrieval.fitting import FittedCorpus, restore_context
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.core.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.ranking.scorers import Hubness
-from llama_index_carag.settings import FIT_FIELDS, CaragSettings
+from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings
 from llama_index_carag.backends.vector_stores import PERSISTED_KINDS, faiss_metric, get_node_embeddings, index_node_ids, vector_store_kind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,7 +89,7 @@ def settings_from_state(saved: dict[str, Any], ctx_info: dict[str, Any]) -> Cara
             elif name in ctx_info:
                 options[name] = ctx_info[name]
     try:
-        return CaragSettings.model_validate(options)
+        return CaragSettings.model_validate({**PAPER.model_dump(), **options})  # fields added since: their values then
     except (ValidationError, TypeError, ValueError) as exc:
         raise StateError(
             f"The saved settings cannot be read by this version ({exc}); re-fit with "
