@@ -75,6 +75,45 @@ def test_state_round_trip_predicts_identically(rng):
         np.testing.assert_allclose(d.predict_proba(X), c.predict_proba(X))
 
 
+
+def _fitted_attributes(estimator) -> dict:
+    """scikit-learn's fitted state: the public attributes with a trailing underscore."""
+    return {k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")}
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "full", "tied", "spherical"])
+def test_reloaded_mixture_has_every_fitted_attribute_of_the_original(rng, tmp_path, covariance_type):
+    from llama_index_carag.core.persistence import load_state, save_state
+
+    X, _ = blobs(rng, k=3, per=40, dim=6, spread=0.3)
+    c = ThematicClusterer(n_clusters=3, covariance_type=covariance_type).fit(X)
+    save_state(tmp_path, *c.get_state())  # the JSON manifest and .npy files a persisted retriever writes
+    d = ThematicClusterer.from_state(*load_state(tmp_path))
+
+    want, got = _fitted_attributes(c.gmm_), _fitted_attributes(d.gmm_)
+    assert {"precisions_", "converged_", "n_iter_", "lower_bound_"} <= set(want)
+    assert set(got) == set(want)
+    for name, value in want.items():
+        if isinstance(value, np.ndarray):
+            assert got[name].dtype == value.dtype and got[name].shape == value.shape, name
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+        else:
+            assert got[name] == value, name
+    assert d.gmm_.n_iter_ >= 1 and d.gmm_.converged_ is c.gmm_.converged_
+    np.testing.assert_array_equal(d.predict(X), c.predict(X))
+
+
+def test_state_saved_before_the_em_summary_still_loads(rng):
+    X, _ = blobs(rng, k=3, per=30, dim=5)
+    c = ThematicClusterer(n_clusters=3).fit(X)
+    info, arrays = c.get_state()
+    info.pop("gmm")
+    arrays.pop("gmm_lower_bounds", None)
+    d = ThematicClusterer.from_state(info, arrays)
+    np.testing.assert_array_equal(d.gmm_.precisions_, c.gmm_.precisions_)  # derived, so always restored
+    assert d.gmm_.converged_ and d.gmm_.n_iter_ == 0 and np.isnan(d.gmm_.lower_bound_)
+    np.testing.assert_array_equal(d.predict(X), c.predict(X))
+
 @pytest.mark.parametrize(
     "kwargs, X, exc, match",
     [

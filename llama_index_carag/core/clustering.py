@@ -315,6 +315,11 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             "n_features_in_": int(self.n_features_in_),
             "bic_": {str(k): v for k, v in self.bic_.items()},
             "has_pca": self.pca_ is not None,
+            "gmm": {  # how EM ended (restored as they were; predictions do not use them)
+                "converged_": bool(self.gmm_.converged_),
+                "n_iter_": int(self.gmm_.n_iter_),
+                "lower_bound_": float(self.gmm_.lower_bound_),
+            },
         }
         arrays = {
             "gmm_weights": self.gmm_.weights_,
@@ -323,6 +328,8 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             "gmm_precisions_cholesky": self.gmm_.precisions_cholesky_,
             "labels": self.labels_,
         }
+        if getattr(self.gmm_, "lower_bounds_", None) is not None:  # scikit-learn >= 1.6
+            arrays["gmm_lower_bounds"] = np.asarray(self.gmm_.lower_bounds_)
         if self.pca_ is not None:
             arrays["pca_components"] = self.pca_.components_
             arrays["pca_mean"] = self.pca_.mean_
@@ -345,20 +352,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         try:
             k = int(info["n_clusters_"])
             d = int(info["n_features_in_"])
-            gmm = GaussianMixture(n_components=k, covariance_type=self.covariance_type)
-            gmm.weights_ = np.asarray(arrays["gmm_weights"])  # dtypes as saved: predictions stay bit-identical
-            gmm.means_ = np.asarray(arrays["gmm_means"])
-            gmm.covariances_ = np.asarray(arrays["gmm_covariances"])
-            gmm.precisions_cholesky_ = np.asarray(arrays["gmm_precisions_cholesky"])
-            for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
-                if getattr(gmm, name).dtype.kind != "f":
-                    raise ValueError(f"mixture array {name} is not floating point")
-            gmm.converged_ = True
-            gmm.n_iter_ = 0
-            gmm.lower_bound_ = float("nan")
-            gmm.n_features_in_ = gmm.means_.shape[1]
-            if gmm.weights_.shape != (k,) or gmm.means_.shape[0] != k:
-                raise ValueError("mixture arrays do not match n_clusters_")
+            gmm = _mixture_from_state(k, self.covariance_type, info.get("gmm"), arrays)
             self.pca_ = None
             if info.get("has_pca"):
                 pca = PCA(n_components=gmm.means_.shape[1])
@@ -381,6 +375,55 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         self.bic_ = {int(key): float(v) for key, v in info.get("bic_", {}).items()}
         self.labels_ = np.asarray(arrays["labels"], dtype=np.int64)
         return self
+
+
+def _mixture_from_state(
+    k: int, covariance_type: str, ended: Mapping[str, Any] | None, arrays: Mapping[str, np.ndarray]
+) -> GaussianMixture:
+    """A fitted ``GaussianMixture`` with every attribute ``fit`` sets, from the saved arrays.
+
+    ``precisions_`` is recomputed from ``precisions_cholesky_`` as scikit-learn's
+    ``_set_parameters`` does.  ``converged_``, ``n_iter_``, ``lower_bound_`` and
+    ``lower_bounds_`` come back as saved; states written before they were saved get
+    ``True``, ``0``, NaN and no ``lower_bounds_``.
+
+    Raises:
+        KeyError: a missing array.  ValueError: non-float arrays or shapes that do not match ``k``.
+    """
+    gmm = GaussianMixture(n_components=k, covariance_type=covariance_type)
+    gmm.weights_ = np.asarray(arrays["gmm_weights"])  # dtypes as saved: predictions stay bit-identical
+    gmm.means_ = np.asarray(arrays["gmm_means"])
+    gmm.covariances_ = np.asarray(arrays["gmm_covariances"])
+    gmm.precisions_cholesky_ = np.asarray(arrays["gmm_precisions_cholesky"])
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        if getattr(gmm, name).dtype.kind != "f":
+            raise ValueError(f"mixture array {name} is not floating point")
+    if gmm.weights_.shape != (k,) or gmm.means_.shape[0] != k:
+        raise ValueError("mixture arrays do not match n_clusters_")
+    gmm.precisions_ = _precisions(gmm.precisions_cholesky_, covariance_type)
+    ended = dict(ended or {})
+    gmm.converged_ = bool(ended.get("converged_", True))
+    gmm.n_iter_ = int(ended.get("n_iter_", 0))
+    gmm.lower_bound_ = float(ended.get("lower_bound_", float("nan")))
+    if "gmm_lower_bounds" in arrays:
+        gmm.lower_bounds_ = list(np.asarray(arrays["gmm_lower_bounds"]))
+    gmm.n_features_in_ = gmm.means_.shape[1]
+    return gmm
+
+
+def _precisions(precisions_cholesky: np.ndarray, covariance_type: str) -> np.ndarray:
+    """``precisions_`` from ``precisions_cholesky_``, the operations of ``GaussianMixture._set_parameters``.
+
+    Shapes: full ``(k, d, d)``, tied ``(d, d)``, diag ``(k, d)``, spherical ``(k,)``, as the input.
+    """
+    if covariance_type == "full":
+        out = np.empty_like(precisions_cholesky)
+        for c in range(precisions_cholesky.shape[0]):
+            out[c] = precisions_cholesky[c] @ precisions_cholesky[c].T
+        return out
+    if covariance_type == "tied":
+        return precisions_cholesky @ precisions_cholesky.T
+    return precisions_cholesky**2
 
 
 def _count_distinct(matrix: np.ndarray, *, limit: int) -> int:
