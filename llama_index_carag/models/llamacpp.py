@@ -7,8 +7,9 @@ from the GGUF metadata (:class:`GGUFChatPrompt`), so chat messages reach the mod
 exactly as it was trained to read them.
 
 ``llama-cpp-python`` is an optional dependency (it compiles from source where no
-wheel exists; ``scripts/setup.sh`` tries): :func:`llamacpp_available` tells whether it
-is importable.
+wheel exists; ``scripts/llamacpp.sh`` builds it portably): :func:`llamacpp_installed` tells
+whether it is importable, :func:`llamacpp_available` whether it is installed *and* generates on
+this CPU (probed once per build in a subprocess, :mod:`.llamacpp_probe`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,26 @@ from typing import Any, Sequence
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["llamacpp_available", "load_llamacpp", "GGUFChatPrompt", "llamacpp_generate_kwargs"]
+__all__ = ["llamacpp_installed", "llamacpp_available", "load_llamacpp", "GGUFChatPrompt", "llamacpp_generate_kwargs"]
+
+
+def llamacpp_installed() -> bool:
+    """Whether ``llama-cpp-python`` and LlamaIndex's llama.cpp integration are installed (nothing is imported)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "llama_index.llms.llama_cpp"))
 
 
 def llamacpp_available() -> bool:
-    """Whether ``llama-cpp-python`` and LlamaIndex's llama.cpp integration are installed (nothing is imported)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "llama_index.llms.llama_cpp"))
+    """Whether llama.cpp is installed and its build generates on this CPU.
+
+    The first call for a build runs one short generation in a subprocess (a few seconds) and caches the
+    answer next to the model cache; a build that crashes (e.g. native AMX kernels) answers ``False``
+    with a warning, so the offline Qwen falls back to transformers instead of taking this process down.
+    """
+    if not llamacpp_installed():
+        return False
+    from llama_index_carag.models.llamacpp_probe import llamacpp_usable
+
+    return llamacpp_usable().ok
 
 
 class GGUFChatPrompt:
@@ -115,11 +130,16 @@ def load_llamacpp(
         ImportError: ``llama-cpp-python`` or ``llama-index-llms-llama-cpp`` is not installed.
         FileNotFoundError: ``path`` does not exist.
     """
-    if not llamacpp_available():
+    if not llamacpp_installed():
         raise ImportError(
-            "GGUF models run with llama.cpp: pip install llama-cpp-python llama-index-llms-llama-cpp "
-            "(it compiles from source where no wheel exists, about 7 min on 2 cores)."
+            "GGUF models run with llama.cpp: bash scripts/llamacpp.sh (a portable build of llama-cpp-python, "
+            "about 7 min on 2 cores once) or pip install llama-cpp-python llama-index-llms-llama-cpp."
         )
+    from llama_index_carag.models.llamacpp_probe import llamacpp_usable
+
+    probe = llamacpp_usable()
+    if not probe.ok:
+        raise RuntimeError(f"{probe.detail}; rebuild it portably with: bash scripts/llamacpp.sh")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No GGUF file at {path!r}.")
     from llama_index.llms.llama_cpp import LlamaCPP
