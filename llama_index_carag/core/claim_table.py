@@ -10,7 +10,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llama_index_carag.core.corpus_items import CorpusItems, normalize_claim_text
+from llama_index_carag.core.corpus_items import CorpusItems
+from llama_index_carag.core.text import normalize_text
 
 __all__ = ["ClaimTable"]
 
@@ -61,5 +62,5 @@ class ClaimTable:
         """Claim id of the claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
         if self._by_text is None:
             node_claim = {node: cid for cid, node in self.node_of.items()}
-            self._by_text = {normalize_claim_text(t): node_claim[n] for n, t in self.texts.items() if n in node_claim}
-        return self._by_text.get(normalize_claim_text(text))
+            self._by_text = {normalize_text(t): node_claim[n] for n, t in self.texts.items() if n in node_claim}
+        return self._by_text.get(normalize_text(text))

@@ -37,7 +37,7 @@ from llama_index_carag.core.cluster_store import (
 )
 from llama_index_carag.core.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
 from llama_index_carag.core.partition_fit import fit_partitions, partition_clusterer, partitions_of, sorted_groups
-from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery, normalize_claim_text
+from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery
 from llama_index_carag.core.soi import (
     ClusterMembers,
     SubsetOfInterest,
@@ -49,7 +49,7 @@ from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CorpusItems", "ThematicContext", "MODES", "normalize_claim_text", "GroupKey"]
+__all__ = ["CorpusItems", "ThematicContext", "MODES", "GroupKey"]
 
 MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]

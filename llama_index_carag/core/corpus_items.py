@@ -10,12 +10,7 @@ import numpy as np
 from llama_index_carag.core.cluster_store import GroupKey
 from llama_index_carag.core.soi import ClusterMembers, SOICore
 
-__all__ = ["CorpusItems", "SOIQuery", "normalize_claim_text"]
-
-
-def normalize_claim_text(text: str) -> str:
-    """Key used to recognise a query as a corpus claim: case-folded, whitespace collapsed."""
-    return " ".join(str(text).split()).casefold()
+__all__ = ["CorpusItems", "SOIQuery"]
 
 
 @dataclass

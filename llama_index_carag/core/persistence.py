@@ -21,11 +21,12 @@ import io
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from llama_index_carag.core.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -62,22 +63,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _array_bytes(array: np.ndarray) -> bytes:
     if array.dtype == object:
         raise TypeError("Object arrays cannot be saved without pickle; convert them to JSON.")
@@ -104,7 +89,7 @@ def save_state(directory: str | os.PathLike[str], info: Mapping[str, Any], array
         file_name = f"{name}-{sha[:16]}.npy"
         target = folder / file_name
         if not target.exists() or hashlib.sha256(target.read_bytes()).hexdigest() != sha:
-            _atomic_write(target, data)
+            atomic_write_bytes(target, data)
         files[name] = {"file": file_name, "sha256": sha, "shape": list(arr.shape), "dtype": arr.dtype.str}
     manifest = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "info": info, "arrays": files}
     try:
@@ -112,7 +97,7 @@ def save_state(directory: str | os.PathLike[str], info: Mapping[str, Any], array
     except TypeError as exc:
         raise TypeError(f"State info is not JSON-serialisable: {exc}") from None
     manifest_path = folder / MANIFEST_NAME
-    _atomic_write(manifest_path, text.encode("utf-8"))
+    atomic_write_bytes(manifest_path, text.encode("utf-8"))
     _fsync_dir(folder)
     keep = {meta["file"] for meta in files.values()}
     for stale in folder.glob("*.npy"):

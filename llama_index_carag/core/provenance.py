@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.schema import BaseNode
+if TYPE_CHECKING:  # pragma: no cover - typing only: importing the key stays light
+    from llama_index.core.schema import BaseNode
 
 __all__ = ["CARAG_METADATA_KEY", "with_carag_metadata"]
 

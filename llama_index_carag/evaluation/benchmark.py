@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from llama_index.core.schema import MetadataMode
 
+from llama_index_carag.core.atomic import atomic_write
 from llama_index_carag.evaluation.protocol import (
     PreparedTask,
     RetrievalTask,
@@ -66,11 +67,13 @@ def cached_evidence_vectors(task: RetrievalTask, model: "BaseEmbedding", cache_d
                 return vectors
     vectors = np.asarray(model.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, vectors, allow_pickle=False)
-        tmp.replace(path)
+        atomic_write(path, lambda tmp: _save_npy(tmp, vectors))
     return vectors
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with path.open("wb") as fh:  # a file object: np.save would append ".npy" to a path
+        np.save(fh, array, allow_pickle=False)
 
 
 def run_protocol(

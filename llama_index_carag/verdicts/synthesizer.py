@@ -52,6 +52,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
 from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
@@ -438,7 +439,7 @@ def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
     whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
     from llama_index_carag.datasets import LABEL_METADATA_KEYS
 
-    hidden = [*LABEL_METADATA_KEYS, "carag"]
+    hidden = [*LABEL_METADATA_KEYS, CARAG_METADATA_KEY]
     out = []
     for n in nodes:
         missing = [k for k in hidden if k in n.node.metadata and k not in n.node.excluded_llm_metadata_keys]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _plotly_node_trace
-from llama_index_carag.visualize.output import _atomic_write, _pixel_figure, _write_plotly_html
+from llama_index_carag.core.atomic import atomic_write
+from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
 from llama_index_carag.visualize.styles import _EDGE_GREY, KIND_STYLES
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text
 
@@ -179,5 +180,5 @@ def write_cluster_png(
     ax.set_axis_off()
     if graph.number_of_nodes():
         ax.legend(loc="upper left", fontsize=9, framealpha=0.9, markerscale=0.8)
-    return _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
 

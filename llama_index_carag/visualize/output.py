@@ -4,39 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from llama_index_carag.core.atomic import atomic_write, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import matplotlib.figure
     import plotly.graph_objects
 
 logger = logging.getLogger(__name__)
-
-
-def _atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temp file beside ``path``, then ``os.replace`` it onto ``path``.
-
-    The parent folder is created when missing.  The file gets the mode of the file
-    it replaces, else ``0o644`` (``mkstemp`` alone would leave ``0o600``).
-    Returns the resolved path.
-    """
-    target = Path(path).expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = (target.stat().st_mode & 0o777) if target.is_file() else 0o644
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    logger.debug("Wrote %s", target)
-    return target.resolve()
 
 
 def _write_plotly_html(fig: "plotly.graph_objects.Figure", path: str | os.PathLike[str], div_id: str) -> Path:
@@ -51,7 +28,7 @@ def _write_plotly_html(fig: "plotly.graph_objects.Figure", path: str | os.PathLi
         div_id=div_id,
         config={"displaylogo": False, "responsive": True},
     )
-    return _atomic_write(path, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    return atomic_write_text(path, page)
 
 
 def _new_figure(width_in: float, height_in: float, dpi: float, *, layout: str | None = None) -> "matplotlib.figure.Figure":
@@ -80,5 +57,5 @@ def save_figure(fig: "matplotlib.figure.Figure", path: str | os.PathLike[str], *
     Returns:
         the resolved path written.
     """
-    return _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from llama_index_carag.core.soi import SOI_LIST_KEYS
 from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _edge_width, _plotly_node_trace
-from llama_index_carag.visualize.output import _atomic_write, _pixel_figure, _write_plotly_html
+from llama_index_carag.core.atomic import atomic_write
+from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, EMPTY_SOI_MESSAGE, SOI_KIND_OF_KEY
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text, _mpl_title, _shorten
 
@@ -291,5 +292,5 @@ def write_soi_png(
     ax.set_axis_off()
     fig.legend(*ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(0.01, 0.86), fontsize=9,
                title="SOI component", framealpha=0.9, markerscale=0.6)
-    return _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
 
