@@ -43,7 +43,7 @@ def smol_cpp(smol_gguf):
 def _synth(llm):
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    return FactCheckSynthesizer(llm, label_bias={})
+    return FactCheckSynthesizer(llm, decision="argmax")
 
 
 @needs_llamacpp

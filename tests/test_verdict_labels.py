@@ -128,8 +128,8 @@ def test_cached_label_scores_equal_full_forward_passes(tiny_hf):
 
 
 def test_scored_verdicts_always_have_a_label(tiny_hf):
-    synth = FactCheckSynthesizer(tiny_hf)
-    assert synth.label_mode == "score"
+    synth = FactCheckSynthesizer(tiny_hf, decision="argmax")
+    assert synth.label_mode == "score" and synth.decision.name == "argmax"
     nodes = _nodes("The sky is blue.", "Grass is green.")
     verdict = synth.synthesize("The sky is green.", nodes).metadata[VERDICT_KEY]
     assert verdict.parsed and verdict.method == "scored" and verdict.label in set(VerdictLabel)

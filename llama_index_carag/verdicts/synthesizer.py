@@ -6,12 +6,12 @@ into ``RetrieverQueryEngine`` and anything else that takes a
 into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`; how the label is
 obtained depends on the LLM (``label_mode="auto"``):
 
-* a local ``HuggingFaceLLM`` or ``LlamaCPP`` — ``"score"``: the three label strings
-  are scored by log-likelihood after the prompt (one pass over the prompt, its KV
-  cache reused), the best one after the per-label offsets (``label_bias``; by
-  default the offsets measured for the offline models,
-  :mod:`~llama_index_carag.verdicts.labels.calibration`) wins, then the explanation is
-  generated for it (:func:`~llama_index_carag.verdicts.labels.scoring.scorer_for`);
+* a local ``HuggingFaceLLM`` or ``LlamaCPP`` (or a server returning log-probabilities) — ``"score"``:
+  label strings are scored by log-likelihood (:func:`~llama_index_carag.verdicts.labels.scoring.scorer_for`)
+  and ONE :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
+  (:mod:`~llama_index_carag.verdicts.scored`): by default each passage's stance, scored on its own and
+  calibrated with content-free inputs (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated
+  by the strongest support against the strongest refutation; then the explanation is generated for it;
 * an LLM with function calling — ``"structured"``: ``llm.structured_predict``
   into :class:`VerdictOutput` (label restricted to the three values);
 * any other LLM — ``"text"``: the free-text answer is parsed by
@@ -25,7 +25,10 @@ contradicting the label.
 * ``Response.response`` — the explanation (at most two sentences);
 * ``Response.metadata["verdict"]`` — the :class:`~llama_index_carag.verdicts.Verdict`
   (label, explanation, cited evidence ids, raw text);
-* ``Response.source_nodes`` — the evidence, with its ``carag`` provenance.
+* ``Response.source_nodes`` — the evidence, with its ``carag`` provenance (and, for the stance
+  decision, each passage's ``stance`` and ``stance_score`` there).
+
+Options live in one frozen :class:`~llama_index_carag.verdicts.decision.VerdictSettings`.
 
 Streaming always uses the ``"text"`` mode: it yields the model's text as it is
 generated; when the stream ends, ``response.metadata["verdict"]`` holds the parsed verdict.
@@ -43,6 +46,7 @@ from llama_index.core.base.response.schema import (  # noqa: I001
     Response,
     StreamingResponse,
 )
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM, MessageRole
 from llama_index.core.prompts import BasePromptTemplate
@@ -53,7 +57,10 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.verdicts.decision import LABEL_MODES, LabelDecision, VerdictSettings, resolve_decision, with_options
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
+from llama_index_carag.verdicts.labels.stance import PassageStance
+from llama_index_carag.verdicts.scored import ScoredVerdicts, with_stances
 from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
 from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 
@@ -61,14 +68,13 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES", "evidence_texts",
+    "VerdictSettings", "with_stances",
 ]
 
 #: Key of the parsed verdict in ``Response.metadata``.
 VERDICT_KEY = "verdict"
 #: Explanation given when the retriever found no evidence (the LLM is not called).
 NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
-#: Ways to obtain the label (see the module docstring).
-LABEL_MODES = ("auto", "score", "structured", "text")
 
 
 class VerdictOutput(BaseModel):
@@ -92,74 +98,56 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     Args:
         llm: any LlamaIndex LLM (default: ``Settings.llm``).
+        settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: per-passage
+            stances with content-free calibration, two-sentence explanations).
+        decision: a :class:`~llama_index_carag.verdicts.decision.LabelDecision` for ``"score"`` mode, or a
+            decision's name (``"stance"``, ``"argmax"``, ``"rule"``; default: the one ``settings.decision`` names).
+        embed_model: a LlamaIndex embed model for decisions that read claim-passage cosines
+            (``"rule"``: the retriever's, ``retriever.embed_model``).
         fact_check_template: prompt with ``query_str`` (claim) and ``context_str``
             (numbered evidence); default picks a chat or completion variant.
-        streaming: return a ``StreamingResponse``.
-        max_sentences: explanation length cap.
-        show_ids: show node ids beside the passage numbers in the prompt (default: not in
-            ``"score"`` mode, whose measured label rule was fitted on prompts without them; yes otherwise).
-        label_mode: ``"auto"`` (default: ``"score"`` for a local ``HuggingFaceLLM`` or ``LlamaCPP``,
-            ``"structured"`` for a function-calling LLM, else ``"text"``) or one of those.
-        label_bias: per-label offsets in nats for ``"score"`` (``None``: the offsets
-            measured for this model in :data:`~llama_index_carag.verdicts.labels.calibration.MEASURED_LABEL_BIAS`,
-            if any; ``{}``: none).
-        max_explanation_tokens: explanation budget in ``"score"`` mode (default:
-            the LLM's ``max_new_tokens``, at most 80).
-        embed_model: a LlamaIndex embed model for the claim-passage cosines of ``label_rule``
-            (the retriever's: ``retriever.embed_model``).
-        label_rule: ``"measured"`` (default: the rule measured for this LLM in
-            :mod:`~llama_index_carag.verdicts.labels.rules`, applied in ``"score"`` mode when ``embed_model`` is
-            the encoder it was fitted with), an ``EvidenceLabelRule``, or ``None`` (arg-max after ``label_bias``).
-        examples: worked examples (:class:`~llama_index_carag.verdicts.few_shot.VerdictExample`) shown as chat
-            turns before the claim in :meth:`messages`, the prompt of ``"score"`` mode
-            (e.g. :data:`~llama_index_carag.verdicts.few_shot.DEFAULT_EXAMPLES`; default none).
+        streaming: return a ``StreamingResponse`` (always the ``"text"`` mode).
+        **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
+            over ``settings``; older keywords still work: ``label_bias`` (non-empty: the arg-max with these
+            offsets), ``label_rule`` (``None``: the arg-max; an ``EvidenceLabelRule``: that rule).
     """
 
     def __init__(
         self,
         llm: LLM | None = None,
         *,
+        settings: VerdictSettings | None = None,
+        decision: LabelDecision | str | None = None,
+        embed_model: BaseEmbedding | None = None,
         fact_check_template: BasePromptTemplate | None = None,
         streaming: bool = False,
-        max_sentences: int = 2,
-        show_ids: bool | None = None,
         callback_manager: CallbackManager | None = None,
-        label_mode: str = "auto",
-        label_bias: Mapping[VerdictLabel | str, float] | None = None,
-        max_explanation_tokens: int | None = None,
-        examples: Sequence[Any] | None = None,
-        embed_model: Any | None = None,
-        label_rule: Any = "measured",
+        **options: Any,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
-        self._examples = tuple(examples or ())
-        self._embed_model = embed_model
+        legacy_rule = options.pop("label_rule", "measured")
+        if isinstance(decision, str):  # a decision's name: a settings field
+            options["decision"], decision = decision, None
+        settings = with_options(settings or VerdictSettings(), options)
+        self._settings, self._embed_model = settings, embed_model
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
-        if max_sentences < 1:
-            raise ValueError("max_sentences must be >= 1.")
-        if label_mode not in LABEL_MODES:
-            raise ValueError(f"label_mode must be one of {LABEL_MODES}; got {label_mode!r}.")
-        self._max_sentences = max_sentences
         self._scorer: Any = None
-        self._label_mode = self._resolve_mode(label_mode, max_explanation_tokens)
-        self._show_ids = self._label_mode != "score" if show_ids is None else bool(show_ids)
-        if label_bias is None and self._label_mode == "score":
-            from llama_index_carag.verdicts.labels.calibration import measured_bias
+        self._label_mode = self._resolve_mode(settings.label_mode, settings.max_explanation_tokens)
+        self._show_ids = self._label_mode != "score" if settings.show_ids is None else bool(settings.show_ids)
+        self._decision: LabelDecision | None = None
+        self._scored_verdicts: ScoredVerdicts | None = None
+        if self._label_mode == "score":
             from llama_index_carag.models.resolve import llm_name
 
-            label_bias = measured_bias(llm_name(self._llm))
-        self._label_bias = {VerdictLabel(_label_name(k)): float(v) for k, v in (label_bias or {}).items()}
-        self._label_rule = None
-        if self._label_mode == "score":
-            from llama_index_carag.verdicts.labels.rules import applicable_rule
-
-            self._label_rule = applicable_rule(label_rule, self._llm, self._embed_model)
+            self._decision = decision or resolve_decision(settings, legacy_rule, self._llm, embed_model)
+            self._scored_verdicts = ScoredVerdicts(self._scorer, self._decision, settings, self._numbered_messages,
+                                                   embed_model, llm_name(self._llm))
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.verdicts.labels.scoring import scorer_for
 
         if mode in ("auto", "score"):
-            self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._max_sentences)
+            self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._settings.max_sentences)
             if self._scorer is not None:
                 return "score"
             if mode == "score":
@@ -170,14 +158,25 @@ class FactCheckSynthesizer(BaseSynthesizer):
         return "text"
 
     @property
+    def settings(self) -> VerdictSettings:
+        """The synthesizer's :class:`VerdictSettings`."""
+        return self._settings
+
+    @property
+    def decision(self) -> LabelDecision | None:
+        """The :class:`LabelDecision` of ``"score"`` mode (``None`` in the other modes)."""
+        return self._decision
+
+    @property
     def label_mode(self) -> str:
         """The resolved way labels are obtained: ``"score"``, ``"structured"`` or ``"text"``."""
         return self._label_mode
 
     @property
     def label_bias(self) -> dict[VerdictLabel, float]:
-        """The per-label offsets used in ``"score"`` mode."""
-        return dict(self._label_bias)
+        """The per-label offsets of the arg-max decision (empty for the other decisions)."""
+        bias = getattr(self._decision, "bias", None) or {}
+        return {VerdictLabel(k): float(v) for k, v in bias.items()}
 
     # ----------------------------------------------------------------- prompts
     def _get_prompts(self) -> PromptDictType:
@@ -188,15 +187,16 @@ class FactCheckSynthesizer(BaseSynthesizer):
             self._template = prompts["fact_check_template"]
 
     # ---------------------------------------------------------------- helpers
-    def _context(self, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> str:
+    def _context(self, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None,
+                 numbers: Sequence[int] | None = None) -> str:
         ids = list(evidence_ids) if (self._show_ids and evidence_ids is not None) else None
         if ids is not None and len(ids) != len(text_chunks):
             ids = None
-        return format_evidence(list(text_chunks), ids)
+        return format_evidence(list(text_chunks), ids, numbers)
 
     def parse(self, text: str, evidence_ids: Sequence[str] | None = None) -> Verdict:
         """Parse an LLM answer into a :class:`Verdict` (citations mapped to ``evidence_ids``, explanation checked)."""
-        verdict = parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._max_sentences)
+        verdict = parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._settings.max_sentences)
         n = len(evidence_ids) if evidence_ids is not None else None
         if n is None or not verdict.parsed:
             return verdict
@@ -207,9 +207,14 @@ class FactCheckSynthesizer(BaseSynthesizer):
         scores: dict[str, float] | None,
     ) -> Verdict:
         return checked_verdict(label, explanation, ids, raw=raw, method=method, label_scores=scores,
-                               max_sentences=self._max_sentences)
+                               max_sentences=self._settings.max_sentences)
 
-    def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None) -> list:
+    def _numbered_messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None,
+                           numbers: Sequence[int] | None) -> list:
+        return self.messages(query_str, text_chunks, evidence_ids, numbers=numbers)
+
+    def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None,
+                 numbers: Sequence[int] | None = None) -> list:
         """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them).
 
         In ``"score"`` mode a selector template gives its chat variant: the scorer renders the
@@ -222,17 +227,17 @@ class FactCheckSynthesizer(BaseSynthesizer):
             template = chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
         if not hasattr(template, "format_messages"):
             template = FACT_CHECK_CHAT_PROMPT
-        def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None) -> list:
-            return template.format_messages(query_str=fence(claim), context_str=self._context(texts, ids))
+        def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None, nums: Any = None) -> list:
+            return template.format_messages(query_str=fence(claim), context_str=self._context(texts, ids, nums))
 
-        messages = question(query_str, text_chunks, evidence_ids)
-        if not self._examples:
+        messages = question(query_str, text_chunks, evidence_ids, numbers)
+        if not self._settings.examples:
             return messages
         from llama_index_carag.verdicts.few_shot import example_turns
 
         system = [m for m in messages if m.role == MessageRole.SYSTEM]
         rest = [m for m in messages if m.role != MessageRole.SYSTEM]
-        return system + example_turns(self._examples, question) + rest
+        return system + example_turns(self._settings.examples, question) + rest
 
     def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
         """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
@@ -245,21 +250,20 @@ class FactCheckSynthesizer(BaseSynthesizer):
         scores, _, _ = self._scorer.score(self.messages(query_str, texts, [n.node.node_id for n in nodes]))
         return scores
 
-    def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
-        decide = None
-        if self._label_rule is not None:
-            from llama_index_carag.verdicts.labels.rules import evidence_cosines
+    def score_stances(self, query_str: str, nodes: Sequence[NodeWithScore]) -> list[PassageStance]:
+        """Each passage's calibrated stance towards the claim, without a verdict (``"score"`` mode only)."""
+        if self._scored_verdicts is None:
+            raise ValueError(f"score_stances needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
+        return self._scored_verdicts.stances(query_str, evidence_texts(nodes), [n.node.node_id for n in nodes])
 
-            cosines = evidence_cosines(self._embed_model, query_str, list(text_chunks))
-            decide = lambda scores: self._label_rule.predict(scores.logprobs, cosines)  # noqa: E731
-        messages = self.messages(query_str, text_chunks, ids)
-        label, scores, explanation = self._scorer.verdict(messages, self._label_bias, decide=decide)
-        return self._wrap(self._checked(label, explanation, ids, "", "scored", scores.as_dict()))
+    def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
+        assert self._scored_verdicts is not None
+        return self._wrap(self._scored_verdicts.verdict(query_str, text_chunks, ids))
 
     @property
     def label_rule(self) -> Any:
-        """The :class:`~llama_index_carag.verdicts.labels.rules.EvidenceLabelRule` deciding scored labels, or ``None`` (arg-max)."""
-        return self._label_rule
+        """The ``EvidenceLabelRule`` deciding scored labels (the ``"rule"`` decision), else ``None``."""
+        return getattr(self._decision, "rule", None)
 
     def _structured_result(self, out: Any, ids: list[str]) -> _VerdictText:
         label = VerdictLabel(_label_name(out.label))
@@ -386,7 +390,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
         metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
         if isinstance(response_str, _VerdictText):
             metadata[VERDICT_KEY] = response_str.verdict
-            return Response(response_str.verdict.explanation, source_nodes=source_nodes, metadata=metadata)
+            sources = with_stances(source_nodes, response_str.verdict.passage_stances)
+            return Response(response_str.verdict.explanation, source_nodes=sources, metadata=metadata)
         if isinstance(response_str, str):
             verdict = self.parse(response_str, ids)
             metadata[VERDICT_KEY] = verdict
@@ -455,12 +460,11 @@ def get_fact_check_synthesizer(
     llm: LLM | str | None = None,
     streaming: bool = False,
     *,
+    settings: VerdictSettings | None = None,
     fact_check_template: BasePromptTemplate | None = None,
-    max_sentences: int = 2,
     callback_manager: CallbackManager | None = None,
-    label_mode: str = "auto",
-    label_bias: Mapping[VerdictLabel | str, float] | None = None,
-    embed_model: Any | None = None,
+    embed_model: BaseEmbedding | None = None,
+    **options: Any,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
 
@@ -468,21 +472,15 @@ def get_fact_check_synthesizer(
         llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
             or ``None`` for the offline default (Qwen2.5-Coder-1.5B-Instruct).
         streaming: stream the model's text (free-text labels).
+        settings: :class:`VerdictSettings` (default: per-passage stances, content-free calibration).
         fact_check_template: prompt override (``query_str``, ``context_str``).
-        max_sentences: explanation cap (papers: two sentences).
-        label_mode: see :class:`FactCheckSynthesizer`.
-        label_bias: see :class:`FactCheckSynthesizer`.
-        embed_model: the retriever's embed model, for the measured label rule (see :class:`FactCheckSynthesizer`).
+        embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
+        **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``) and
+            the older ``label_bias`` / ``label_rule`` keywords (see :class:`FactCheckSynthesizer`).
     """
     from llama_index_carag.models.resolve import resolve_llm
 
     return FactCheckSynthesizer(
-        resolve_llm(llm),
-        fact_check_template=fact_check_template,
-        streaming=streaming,
-        max_sentences=max_sentences,
-        callback_manager=callback_manager,
-        label_mode=label_mode,
-        label_bias=label_bias,
-        embed_model=embed_model,
+        resolve_llm(llm), settings=settings, fact_check_template=fact_check_template, streaming=streaming,
+        callback_manager=callback_manager, embed_model=embed_model, **options,
     )

@@ -66,6 +66,12 @@ class Verdict(BaseModel):
             shown passages; they were removed from the explanation.
         explanation_repaired: sentences contradicting the label were dropped (or,
             if none was left, a neutral sentence stands in).
+        decision: for ``"scored"``, the decision that picked the label (``"stance"``, ``"argmax"``, ``"rule"``).
+        decision_passages: 1-based numbers of the passages the label rests on (stance decision:
+            those whose stance is the label, strongest first; for NOT_ENOUGH_INFO all of them).
+        decision_reason: the decision's reason in a few words.
+        passage_stances: for the stance decision, each passage's stance: ``{"number", "id", "stance",
+            "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its calibrated probability).
     """
 
     label: VerdictLabel
@@ -78,6 +84,10 @@ class Verdict(BaseModel):
     cited_passages: list[int] = Field(default_factory=list)
     invalid_citations: list[int] = Field(default_factory=list)
     explanation_repaired: bool = False
+    decision: str | None = None
+    decision_passages: list[int] = Field(default_factory=list)
+    decision_reason: str = ""
+    passage_stances: list[dict] | None = None
 
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from llama_index_carag.verdicts.labels.scores import (
     ANSWER_PREFIX,
@@ -37,6 +37,8 @@ __all__ = [
     "LABEL_STRINGS", "LabelScores", "LabelScorer", "HFLabelScorer", "ANSWER_PREFIX", "scorer_for",
     "explanation_complete", "clean_explanation",
 ]
+
+K = TypeVar("K")
 
 def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
     """The label scorer for a local LLM: a ``HuggingFaceLLM`` or a ``LlamaCPP``; ``None`` for any other LLM."""
@@ -91,14 +93,14 @@ class HFLabelScorer:
         )
 
     # ------------------------------------------------------------ prompt
-    def render(self, messages: Sequence[Any]) -> str:
-        """The prompt text: ``messages`` (LlamaIndex ``ChatMessage``s) through the chat template, then ``Verdict:``."""
+    def render(self, messages: Sequence[Any], prefix: str = ANSWER_PREFIX) -> str:
+        """The prompt text: ``messages`` (LlamaIndex ``ChatMessage``s) through the chat template, then ``prefix``."""
         rows = [{"role": m.role.value, "content": m.content or ""} for m in messages]
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
         else:
             text = "\n\n".join(r["content"] for r in rows) + "\n"
-        return text + ANSWER_PREFIX
+        return text + prefix
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -109,18 +111,31 @@ class HFLabelScorer:
 
         The returned cache holds the prompt only (label tokens are cropped off).
         """
+        logprobs, cache, prompt_ids = self._score_on_cache(self.render(messages), LABEL_STRINGS)
+        return LabelScores(logprobs), cache, prompt_ids
+
+    def score_options(
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+    ) -> tuple[dict[K, float], list[int]]:
+        """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``."""
+        logprobs, _, prompt_ids = self._score_on_cache(self.render(messages, prefix), options)
+        return logprobs, prompt_ids
+
+    def _score_on_cache(self, prompt: str, options: Mapping[K, str]) -> tuple[dict[K, float], Any, list[int]]:
         import torch
 
-        prompt_ids = self._ids(self.render(messages))
+        prompt_ids = self._ids(prompt)
         if not prompt_ids:
             raise ValueError("The rendered prompt is empty.")
         device = getattr(self.model, "device", "cpu")
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True)
             cache, first = _returned_cache(out), torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            logprobs: dict[VerdictLabel, float] = {}
-            for label, text in LABEL_STRINGS.items():
+            logprobs: dict[K, float] = {}
+            for key, text in options.items():
                 ids = self._ids(text)
+                if not ids:
+                    raise ValueError(f"Option {key!r} has no tokens.")
                 total = float(first[ids[0]])
                 if len(ids) > 1:
                     step = self.model(
@@ -130,8 +145,8 @@ class HFLabelScorer:
                     rest = torch.log_softmax(step.logits[0].float(), dim=-1)
                     total += float(sum(rest[i, t] for i, t in enumerate(ids[1:])))
                     _crop(cache, len(prompt_ids))
-                logprobs[label] = total
-        return LabelScores(logprobs), cache, prompt_ids
+                logprobs[key] = total
+        return logprobs, cache, prompt_ids
 
     def explain(self, label: VerdictLabel, cache: Any, prompt_ids: list[int]) -> str:
         """Generate the explanation after ``Verdict: <label>\\nExplanation:`` (reusing the prompt's cache)."""

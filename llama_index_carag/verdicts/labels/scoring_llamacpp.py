@@ -19,7 +19,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from llama_index_carag.verdicts import VerdictLabel
 logger = logging.getLogger(__name__)
 
 __all__ = ["LlamaCppLabelScorer", "log_softmax", "model_lock"]
+
+K = TypeVar("K")
 
 
 _LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
@@ -119,8 +121,20 @@ class LlamaCppLabelScorer:
     # ----------------------------------------------------------- scoring
     def score(self, messages: Sequence[Any]) -> tuple[LabelScores, None, list[int]]:
         """``(scores, None, prompt_ids)``: the prompt evaluated once, each label scored on it and cut off again."""
+        logprobs, prompt_ids = self.score_options(messages, LABEL_STRINGS)
+        return LabelScores(logprobs), None, prompt_ids
+
+    def score_options(
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+    ) -> tuple[dict[K, float], list[int]]:
+        """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``.
+
+        The prompt is evaluated from its first token (nothing reused from the prompt before), then each
+        option token by token on top of it and cut off again: the scores of a prompt never depend on
+        what was evaluated earlier.
+        """
         model = self.model
-        prompt_ids = self._ids(self.render(messages), first=True)
+        prompt_ids = self._ids(self.llm.messages_to_prompt(list(messages)) + prefix, first=True)
         if not prompt_ids:
             raise ValueError("The rendered prompt is empty.")
         room = model.n_ctx() - len(prompt_ids) - self.max_new_tokens - 16
@@ -129,19 +143,21 @@ class LlamaCppLabelScorer:
                 f"The fact-check prompt has {len(prompt_ids)} tokens; with the explanation budget it does not fit "
                 f"the LLM's context window of {model.n_ctx()} tokens. Pass fewer or shorter passages."
             )
-        logprobs: dict[VerdictLabel, float] = {}
+        logprobs: dict[K, float] = {}
         with model_lock(model):
             self._evaluate(prompt_ids)
             first = self._last_logprobs()
-            for label, text in LABEL_STRINGS.items():
+            for key, text in options.items():
                 ids = self._ids(text)
+                if not ids:
+                    raise ValueError(f"Option {key!r} has no tokens.")
                 total = float(first[ids[0]])
                 for token, following in zip(ids[:-1], ids[1:]):
                     model.eval([token])
                     total += float(self._last_logprobs()[following])
                 model.n_tokens = len(prompt_ids)
-                logprobs[label] = total
-        return LabelScores(logprobs), None, prompt_ids
+                logprobs[key] = total
+        return logprobs, prompt_ids
 
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
         """Generate the explanation after ``Verdict: <label>\\nExplanation:`` (the prompt is not evaluated again)."""

@@ -1,0 +1,221 @@
+"""The verdict benchmark's LLM outputs, collected once into a JSONL cache (two labelled domains).
+
+Every decision rule (:mod:`~llama_index_carag.verdicts.decision`) is compared on the same LLM
+outputs: :func:`collect` scores, per claim and evidence source,
+
+* ``joint`` — the three label log-likelihoods of the whole-evidence fact-check prompt (what the
+  synthesizer scored before: arg-max and the old ``EvidenceLabelRule`` decide from it);
+* ``passages`` — the label log-likelihoods of each passage's own stance prompt
+  (:func:`~llama_index_carag.verdicts.labels.stance.stance_messages`), raw;
+* ``claim_only`` — the stance prompt with the claim and the passage ``"N/A"`` (a per-claim prior);
+* ``cosines`` — claim-passage cosines with the retriever's encoder (the old rule's features);
+* ``passage_gold`` — each passage's gold stance where the data has one (SciFact's rationales);
+* the seconds the passages' prompts took.
+
+A ``{"kind": "prior"}`` line holds each content-free input's label log-likelihoods per model.
+Lines are appended as they are produced, so an interrupted run resumes where it stopped.
+
+Domains (:func:`domain_claims`): ``factver`` — a balanced subset of FactVer's report half
+(``per_label`` claims of T, F, N, round-robin over the themes, as before); ``scifact`` — the first
+``per_label`` test claims of each label in ``verdicts.jsonl`` (file order), evidence = the cited
+abstracts (title and text).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BenchClaim", "domain_claims", "collect", "read_cache", "SCIFACT_STANCE"]
+
+_FEVER = {"SUPPORTED": "T", "REFUTED": "F", "NOT_ENOUGH_INFO": "N"}
+#: SciFact rationale labels as stances (T/F; N for a cited abstract without a rationale).
+SCIFACT_STANCE = {"SUPPORT": "T", "CONTRADICT": "F"}
+
+
+@dataclass
+class BenchClaim:
+    """One benchmark claim: id, text, gold T/F/N, and its evidence per source (texts, ids, gold stances)."""
+
+    domain: str
+    claim_id: str
+    claim: str
+    gold: str
+    evidence: dict[str, tuple[list[str], list[str], list[str] | None]] = field(default_factory=dict)
+
+
+def _scifact_claims(folder: Path, per_label: int) -> list[BenchClaim]:
+    from llama_index_carag.evaluation.beir import load_beir
+
+    data = load_beir(folder)
+    docs = {d.node_id: d.get_content() for d in data.documents}
+    rationales = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            rationales[str(row["_id"])] = row.get("metadata") or {}
+    picked: dict[str, list[BenchClaim]] = {"T": [], "F": [], "N": []}
+    with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            gold = _FEVER[row["label"]]
+            if row["split"] != "test" or len(picked[gold]) >= per_label:
+                continue
+            ids = [str(i) for i in row["evidence_ids"] if str(i) in docs]
+            meta = rationales.get(str(row["claim_id"]), {})
+            stances = [SCIFACT_STANCE[meta[i][0]["label"]] if meta.get(i) else "N" for i in ids]
+            claim = BenchClaim("scifact", str(row["claim_id"]), row["claim"], gold)
+            claim.evidence["annotated"] = ([docs[i] for i in ids], ids, stances)
+            picked[gold].append(claim)
+    return [c for label in "TFN" for c in picked[label]]
+
+
+def _factver_claims(csv_path: Path, per_label: int, k: int, cache_dir: str | None, retrieved: bool) -> list[BenchClaim]:
+    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
+
+    bench = _Bench(csv_path, Path(cache_dir or "/tmp/carag_verdict_bench"), k=k, cache_dir=cache_dir, seed=0)
+    report = balanced_subset(bench.report, per_label)
+    sources = ["annotated"]
+    if retrieved:
+        bench.fit_retriever(balanced_subset(bench.tune, 6))
+        sources.append("retrieved")
+    out = []
+    for c in report:
+        claim = BenchClaim("factver", c.node_id, c.get_content(), c.metadata["label"])
+        for source in sources:
+            nodes = bench.evidence(c, source)
+            claim.evidence[source] = ([n.node.get_content() for n in nodes], [n.node.node_id for n in nodes], None)
+        out.append(claim)
+    return out
+
+
+def domain_claims(domain: str, path: str | Path, per_label: int, *, k: int = 6, cache_dir: str | None = None,
+                  retrieved: bool = False) -> list[BenchClaim]:
+    """The balanced benchmark claims of ``domain`` (``"factver"``: the CSV; ``"scifact"``: the BEIR folder)."""
+    if per_label < 1:
+        raise ValueError("per_label must be >= 1")
+    if domain == "factver":
+        return _factver_claims(Path(path), per_label, k, cache_dir, retrieved)
+    if domain == "scifact":
+        return _scifact_claims(Path(path), per_label)
+    raise ValueError(f"domain must be 'factver' or 'scifact'; got {domain!r}")
+
+
+def read_cache(path: str | Path) -> list[dict[str, Any]]:
+    """All lines of a cache file (empty if it does not exist)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _as_dict(logprobs: Any) -> dict[str, float]:
+    return {k.value: round(float(v), 4) for k, v in logprobs.items()}
+
+
+def _prior_row(scorer: Any, model: str) -> dict[str, Any]:
+    from llama_index_carag.verdicts.labels.stance import CONTENT_FREE_INPUTS, stance_messages
+
+    inputs = [{"claim": c, "passage": p, "logprobs": _as_dict(scorer.score(stance_messages(c, p))[0].logprobs)}
+              for c, p in CONTENT_FREE_INPUTS]
+    return {"kind": "prior", "model": model, "inputs": inputs}
+
+
+def _claim_row(synth: Any, embed: Any, claim: BenchClaim, source: str, model: str) -> dict[str, Any]:
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.verdicts.labels.rules import evidence_cosines
+    from llama_index_carag.verdicts.labels.stance import stance_messages
+
+    texts, ids, gold = claim.evidence[source]
+    scorer = synth._scorer  # noqa: SLF001 - the benchmark scores with the synthesizer's own scorer
+    nodes = [NodeWithScore(node=TextNode(id_=i, text=t), score=None) for t, i in zip(texts, ids)]
+    t0 = time.perf_counter()
+    joint = synth.score_labels(claim.claim, nodes).logprobs if nodes else None
+    t1 = time.perf_counter()
+    passages = [_as_dict(scorer.score(stance_messages(claim.claim, t))[0].logprobs) for t in texts]
+    t2 = time.perf_counter()
+    claim_only = _as_dict(scorer.score(stance_messages(claim.claim, "N/A"))[0].logprobs)
+    return {
+        "kind": "claim", "model": model, "domain": claim.domain, "evidence": source, "claim_id": claim.claim_id,
+        "claim": claim.claim, "gold": claim.gold, "passage_ids": ids, "passage_gold": gold,
+        "joint": None if joint is None else _as_dict(joint), "passages": passages, "claim_only": claim_only,
+        "cosines": [round(float(c), 5) for c in evidence_cosines(embed, claim.claim, texts)],
+        "seconds_joint": round(t1 - t0, 2), "seconds_passages": round(t2 - t1, 2),
+        "prompt_chars": [len(t) for t in texts],
+    }
+
+
+def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path) -> Path:
+    """Score ``claims`` with ``llm`` into the cache at ``path`` (appending; done rows are skipped)."""
+    from llama_index_carag.models.resolve import llm_name
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = llm_name(llm)
+    rows = read_cache(path)
+    done = {(r["model"], r["domain"], r["evidence"], r["claim_id"]) for r in rows if r["kind"] == "claim"}
+    synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False, label_rule=None)
+    if synth.label_mode != "score":
+        raise ValueError(f"The verdict cache needs a label-scoring LLM; {model} is in {synth.label_mode!r} mode.")
+    with path.open("a", encoding="utf-8") as fh:
+        if not any(r["kind"] == "prior" and r["model"] == model for r in rows):
+            fh.write(json.dumps(_prior_row(synth._scorer, model)) + "\n")  # noqa: SLF001
+            fh.flush()
+        claims = list(claims)
+        sources = list(dict.fromkeys(s for c in claims for s in c.evidence))  # annotated first: all claims
+        for source, claim in ((s, c) for s in sources for c in claims if s in c.evidence):
+            if (model, claim.domain, source, claim.claim_id) in done:
+                continue
+            row = _claim_row(synth, embed, claim, source, model)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            logger.info("%s %s %s: %.1f s", claim.domain, source, claim.claim_id,
+                        row["seconds_joint"] + row["seconds_passages"])
+    return path
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    """``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` (both domains, annotated first)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("out")
+    p.add_argument("--factver", default="../shared/data/factver/factver_master.csv")
+    p.add_argument("--scifact", default="../shared/data/scifact")
+    p.add_argument("--per-label", type=int, default=10)
+    p.add_argument("--llm", default="qwen1.5b")
+    p.add_argument("--retrieved", action="store_true", help="FactVer also with the default retriever's top-6")
+    p.add_argument("--cache-dir", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
+
+    llm, embed = resolve_llm(args.llm), resolve_embed_model("minilm")
+    sci = domain_claims("scifact", args.scifact, args.per_label)
+    fv = domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
+    collect(_interleaved([_round_robin(fv), _round_robin(sci)]), llm, embed, args.out)
+
+
+def _round_robin(claims: Sequence[BenchClaim]) -> list[BenchClaim]:
+    """T, F, N, T, F, N, ... so that a run cut short stays balanced."""
+    return _interleaved([[c for c in claims if c.gold == label] for label in "TFN"])
+
+
+def _interleaved(lists: Sequence[Sequence[BenchClaim]]) -> list[BenchClaim]:
+    out: list[BenchClaim] = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out.extend(x[i] for x in lists if i < len(x))
+    return out
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,230 @@
+"""The one label-decision layer of scored verdicts: scored evidence in, a label and its reasons out.
+
+In ``"score"`` mode :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` computes
+what its :class:`LabelDecision` asks for (:attr:`LabelDecision.needs`) into a :class:`ScoredEvidence`
+and the decision returns a :class:`Decision`.  Three decisions:
+
+* :class:`StanceDecision` (the default) — each passage's calibrated stance
+  (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by :func:`strongest_stance`: the
+  strongest supporting passage against the strongest refuting one; NOT_ENOUGH_INFO when no
+  passage takes a stance.  Nothing is fitted on any domain;
+* :class:`ArgMaxDecision` — the arg-max of the whole-evidence label log-likelihoods (plus optional
+  per-label offsets);
+* :class:`RuleDecision` — the logistic ``EvidenceLabelRule`` fitted on FactVer's tuning half
+  (kept for the side-by-side benchmark, docs/VERDICTS.md).
+
+:class:`VerdictSettings` holds the synthesizer's options (frozen).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Protocol, Sequence
+
+from llama_index_carag.verdicts.labels.stance import PassageStance
+from llama_index_carag.verdicts.types import VerdictLabel
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "VerdictSettings", "ScoredEvidence", "Decision", "LabelDecision", "ArgMaxDecision", "RuleDecision",
+    "StanceDecision", "strongest_stance", "DECISIONS", "CALIBRATIONS", "LABEL_MODES", "with_options",
+    "resolve_decision",
+]
+
+#: Names of the decisions :class:`VerdictSettings` can ask for.
+DECISIONS = ("stance", "argmax", "rule")
+#: Calibrations of the per-passage stance: content-free inputs (Zhao et al., 2021) or none.
+CALIBRATIONS = ("content-free", "none")
+#: Ways to obtain the label (see :mod:`~llama_index_carag.verdicts.synthesizer`).
+LABEL_MODES = ("auto", "score", "structured", "text")
+
+
+@dataclass(frozen=True)
+class VerdictSettings:
+    """Options of a :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`.
+
+    Args:
+        decision: how ``"score"`` mode picks the label: ``"stance"`` (per-passage stances,
+            :class:`StanceDecision`), ``"argmax"`` (whole-evidence arg-max) or ``"rule"`` (the
+            FactVer-fitted ``EvidenceLabelRule``, where one was measured for the LLM and the
+            synthesizer has the encoder it was fitted with; arg-max otherwise).
+        calibration: ``"content-free"`` (divide out the label prior of content-free inputs) or ``"none"``.
+        label_mode: ``"auto"``, ``"score"``, ``"structured"`` or ``"text"``.
+        max_sentences: explanation length cap (papers: two).
+        max_explanation_tokens: explanation budget in ``"score"`` mode (default: the LLM's, at most 72).
+        show_ids: node ids beside the passage numbers in the prompt (default: not in ``"score"`` mode).
+        explain_passages: at most this many passages (those the label rests on) in the explanation
+            prompt of the stance decision.
+        label_bias: per-label offsets in nats for ``"argmax"`` (default none).
+        examples: worked examples shown before the claim (``few_shot.VerdictExample``).
+    """
+
+    decision: str = "stance"
+    calibration: str = "content-free"
+    label_mode: str = "auto"
+    max_sentences: int = 2
+    max_explanation_tokens: Optional[int] = None
+    show_ids: Optional[bool] = None
+    explain_passages: int = 3
+    label_bias: Mapping[str, float] = field(default_factory=dict)
+    examples: tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {DECISIONS}; got {self.decision!r}.")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}; got {self.calibration!r}.")
+        if self.label_mode not in LABEL_MODES:
+            raise ValueError(f"label_mode must be one of {LABEL_MODES}; got {self.label_mode!r}.")
+        if self.max_sentences < 1:
+            raise ValueError("max_sentences must be >= 1.")
+        if self.explain_passages < 1:
+            raise ValueError("explain_passages must be >= 1.")
+        object.__setattr__(self, "examples", tuple(self.examples or ()))
+        bias = {VerdictLabel.from_fever(str(getattr(k, "value", k))).value: float(v)
+                for k, v in dict(self.label_bias or {}).items()}
+        object.__setattr__(self, "label_bias", bias)
+
+
+@dataclass(frozen=True)
+class ScoredEvidence:
+    """What a decision reads: the claim, its passages and the scores its :attr:`LabelDecision.needs` asked for.
+
+    Attributes:
+        claim: the claim text.
+        texts: the passages as the LLM saw them, in rank order.
+        ids: their node ids.
+        joint: whole-evidence label log-likelihoods (``"joint"``), else ``None``.
+        stances: each passage's :class:`PassageStance` (``"stances"``), else ``None``.
+        cosines: claim-passage cosines, shape ``(n_passages,)`` (``"cosines"``), else ``None``.
+    """
+
+    claim: str
+    texts: Sequence[str]
+    ids: Sequence[str]
+    joint: Optional[Mapping[VerdictLabel, float]] = None
+    stances: Optional[Sequence[PassageStance]] = None
+    cosines: Optional[Sequence[float]] = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision's result: the label, the 1-based passages it rests on, and a short reason."""
+
+    label: VerdictLabel
+    passages: tuple[int, ...] = ()
+    reason: str = ""
+
+
+class LabelDecision(Protocol):
+    """Scored evidence in, :class:`Decision` out.  ``needs``: a subset of ``{"joint", "stances", "cosines"}``."""
+
+    name: str
+    needs: frozenset[str]
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        """The label for ``evidence``."""
+
+
+def _require(evidence: ScoredEvidence, what: str) -> Any:
+    value = getattr(evidence, what)
+    if value is None:
+        raise ValueError(f"This decision needs {what!r} scores; the evidence has none.")
+    return value
+
+
+@dataclass(frozen=True)
+class ArgMaxDecision:
+    """The best whole-evidence label log-likelihood plus ``bias`` (nats per label)."""
+
+    bias: Mapping[str, float] = field(default_factory=dict)
+    name: str = "argmax"
+    needs: frozenset[str] = frozenset({"joint"})
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        joint = _require(evidence, "joint")
+        label = max(VerdictLabel, key=lambda k: float(joint[k]) + float(self.bias.get(k.value, 0.0)))
+        return Decision(label, reason="arg-max of the whole-evidence label log-likelihoods")
+
+
+@dataclass(frozen=True)
+class RuleDecision:
+    """The FactVer-fitted ``EvidenceLabelRule`` on the whole-evidence scores and the claim-passage cosines."""
+
+    rule: Any
+    name: str = "rule"
+    needs: frozenset[str] = frozenset({"joint", "cosines"})
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        label = self.rule.predict(_require(evidence, "joint"), _require(evidence, "cosines"))
+        return Decision(label, reason="label rule fitted on FactVer's tuning half")
+
+
+def strongest_stance(stances: Sequence[PassageStance]) -> Decision:
+    """The claim's label from its passages' stances (pure, nothing fitted).
+
+    SUPPORTED if the strongest supporting passage (highest calibrated probability among the passages
+    whose stance is SUPPORTED) is stronger than the strongest refuting one, REFUTED if weaker,
+    NOT_ENOUGH_INFO if no passage supports or refutes (or the two are exactly equal).  The decision
+    rests on the passages of the winning stance (strongest first); for NOT_ENOUGH_INFO, on all of them.
+    """
+    by = {k: sorted((s for s in stances if s.stance == k), key=lambda s: (-s.score, s.number))
+          for k in (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED)}
+    best = {k: (v[0].score if v else 0.0) for k, v in by.items()}
+    s, r = best[VerdictLabel.SUPPORTED], best[VerdictLabel.REFUTED]
+    if s == r:
+        nums = tuple(x.number for x in stances)
+        why = "no passage supports or refutes the claim" if s == 0 else "support and refutation are equally strong"
+        return Decision(VerdictLabel.NOT_ENOUGH_INFO, nums, why)
+    label = VerdictLabel.SUPPORTED if s > r else VerdictLabel.REFUTED
+    nums = tuple(x.number for x in by[label])
+    verb = "supports" if label == VerdictLabel.SUPPORTED else "refutes"
+    return Decision(label, nums, f"passage [{nums[0]}] {verb} the claim (p={max(s, r):.2f})")
+
+
+@dataclass(frozen=True)
+class StanceDecision:
+    """Each passage's calibrated stance, aggregated by :func:`strongest_stance`."""
+
+    name: str = "stance"
+    needs: frozenset[str] = frozenset({"stances"})
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        return strongest_stance(_require(evidence, "stances"))
+
+
+_SETTING_NAMES = frozenset(VerdictSettings.__dataclass_fields__)
+
+
+def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictSettings:
+    """``settings`` with keyword ``options`` applied (:class:`VerdictSettings` fields; ``label_bias=None`` is none)."""
+    unknown = sorted(set(options) - _SETTING_NAMES)
+    if unknown:
+        raise TypeError(f"Unknown FactCheckSynthesizer options {unknown}; VerdictSettings has {sorted(_SETTING_NAMES)}.")
+    if options.get("label_bias") is None:
+        options.pop("label_bias", None)
+    elif options["label_bias"] and "decision" not in options:
+        options["decision"] = "argmax"  # explicit offsets: the arg-max decision they belong to
+    return replace(settings, **options) if options else settings
+
+
+def resolve_decision(settings: VerdictSettings, legacy_rule: Any, llm: Any, embed_model: Any) -> LabelDecision:
+    """The decision ``settings`` (or the older ``label_rule`` keyword: a rule or ``None``) asks for."""
+    from llama_index_carag.verdicts.labels.rules import applicable_rule
+
+    if isinstance(legacy_rule, str) and legacy_rule != "measured":
+        raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {legacy_rule!r}.")
+    if legacy_rule is None:
+        return ArgMaxDecision(settings.label_bias)
+    if not isinstance(legacy_rule, str):  # an EvidenceLabelRule passed by an older caller
+        rule = applicable_rule(legacy_rule, llm, embed_model)
+        return RuleDecision(rule) if rule is not None else ArgMaxDecision(settings.label_bias)
+    if settings.decision == "stance":
+        return StanceDecision()
+    if settings.decision == "rule":
+        rule = applicable_rule("measured", llm, embed_model)
+        if rule is not None:
+            return RuleDecision(rule)
+    return ArgMaxDecision(settings.label_bias)

@@ -1,0 +1,151 @@
+"""``"score"`` mode of the synthesizer: score what the decision needs, decide, explain, check.
+
+:class:`ScoredVerdicts` is what :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`
+runs for a local LLM (or a server returning log-probabilities):
+
+1. the scores its :class:`~llama_index_carag.verdicts.decision.LabelDecision` needs: per-passage
+   stances (calibrated with the content-free prior of the model, cached per model), the
+   whole-evidence label log-likelihoods, claim-passage cosines;
+2. the decision: label and the passages it rests on;
+3. the explanation generated for that label — after the whole evidence for the whole-evidence
+   decisions (the prompt already evaluated for the scores), after the passages the label rests on
+   (at most ``explain_passages``, with their own numbers) for the stance decision — checked by
+   :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`; if it cites none of the
+   passages the label rests on, they are cited at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any, Callable, List, Optional, Sequence
+
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+
+from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
+from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
+from llama_index_carag.verdicts.labels.stance import DEFAULT_PRIORS, ContentFreePrior, PassageStance, score_passages
+from llama_index_carag.verdicts.types import Verdict
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ScoredVerdicts", "cite_passages", "with_stances"]
+
+#: Version of the stance prompt: part of the key of the cached content-free prior.
+STANCE_PROMPT_VERSION = "stance-v1"
+
+MessagesFn = Callable[[str, Sequence[str], Optional[Sequence[str]], Optional[Sequence[int]]], list]
+
+
+def cite_passages(explanation: str, numbers: Sequence[int]) -> str:
+    """``explanation`` citing ``numbers`` at its end if it cites none of them (pure).
+
+    ``cite_passages("The study found X.", [2, 4])`` → ``"The study found X [2, 4]."``
+    """
+    if not numbers or set(cited_numbers(explanation)) & set(numbers):
+        return explanation
+    text = explanation.rstrip()
+    tag = "[" + ", ".join(str(n) for n in numbers) + "]"
+    if text[-1:] in (".", "!", "?"):
+        return f"{text[:-1]} {tag}{text[-1]}"
+    return f"{text} {tag}."
+
+
+@dataclass
+class ScoredVerdicts:
+    """Scored verdicts for one LLM (see the module docstring).
+
+    Args:
+        scorer: a :class:`~llama_index_carag.verdicts.labels.scores.LabelScorer`.
+        decision: the :class:`LabelDecision`.
+        settings: the synthesizer's :class:`VerdictSettings`.
+        messages: ``(claim, texts, ids, numbers) -> chat messages`` of the fact-check prompt.
+        embed_model: for claim-passage cosines (decisions that need them).
+        model_key: the LLM's name (the content-free prior is cached under it).
+        priors: the prior cache.
+    """
+
+    scorer: Any
+    decision: LabelDecision
+    settings: VerdictSettings
+    messages: MessagesFn
+    embed_model: Any = None
+    model_key: str = ""
+    priors: ContentFreePrior = DEFAULT_PRIORS
+
+    def prior(self) -> Any:
+        """The content-free label prior of this model (``None`` with ``calibration="none"``)."""
+        if self.settings.calibration == "none":
+            return None
+        return self.priors.prior(self.scorer, f"{self.model_key}|{STANCE_PROMPT_VERSION}")
+
+    def stances(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> list[PassageStance]:
+        """Each passage's calibrated stance towards ``claim``."""
+        return score_passages(self.scorer, claim, texts, ids, self.prior())
+
+    def evidence(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> ScoredEvidence:
+        """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation)."""
+        needs = self.decision.needs
+        stances = self.stances(claim, texts, ids) if "stances" in needs else None
+        cosines = None
+        if "cosines" in needs:
+            from llama_index_carag.verdicts.labels.rules import evidence_cosines
+
+            cosines = list(map(float, evidence_cosines(self.embed_model, claim, list(texts))))
+        return ScoredEvidence(claim, list(texts), list(ids), stances=stances, cosines=cosines)
+
+    def verdict(self, claim: str, texts: Sequence[str], ids: list[str]) -> Verdict:
+        """Score, decide, explain and check (module docstring)."""
+        evidence = self.evidence(claim, texts, ids)
+        made: list[Decision] = []
+
+        def decide(scores: Any) -> Any:
+            made.append(self.decision.decide(replace(evidence, joint=scores.logprobs)))
+            return made[-1].label
+
+        if "joint" in self.decision.needs:
+            label, scores, explanation = self.scorer.verdict(self.messages(claim, texts, ids, None), decide=decide)
+        else:
+            made.append(self.decision.decide(evidence))
+            shown = list(made[0].passages[: self.settings.explain_passages]) or list(
+                range(1, min(len(texts), self.settings.explain_passages) + 1))
+            messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
+            label, scores, explanation = self.scorer.verdict(messages, decide=lambda _: made[0].label)
+        return self._checked(made[-1], explanation, ids, scores, evidence.stances)
+
+    def _checked(self, decision: Decision, explanation: str, ids: list[str], scores: Any,
+                 stances: Optional[Sequence[PassageStance]]) -> Verdict:
+        rests_on = list(decision.passages[: self.settings.explain_passages])
+        verdict = checked_verdict(decision.label, explanation, ids, raw="", method="scored",
+                                  label_scores=scores.as_dict() if "joint" in self.decision.needs else None,
+                                  max_sentences=self.settings.max_sentences)
+        cited = cite_passages(verdict.explanation, rests_on) if stances is not None else verdict.explanation
+        if cited != verdict.explanation:  # the tag goes before the final stop: no sentence is added
+            verdict = checked_verdict(decision.label, cited, ids, raw="", method="scored",
+                                      label_scores=verdict.label_scores, max_sentences=self.settings.max_sentences)
+        return verdict.model_copy(update={
+            "decision": self.decision.name, "decision_passages": list(decision.passages),
+            "decision_reason": decision.reason,
+            "passage_stances": None if stances is None else [s.as_dict() for s in stances],
+        })
+
+
+def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> List[NodeWithScore]:
+    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance`` and ``stance_score``."""
+    if not stances or len(stances) != len(nodes):
+        return list(nodes)
+    out = []
+    for n, st in zip(nodes, stances):
+        metadata = dict(n.node.metadata)
+        metadata[CARAG_METADATA_KEY] = {**dict(metadata.get(CARAG_METADATA_KEY) or {}),
+                                        "stance": st["stance"], "stance_score": st["score"]}
+        excluded = list(n.node.excluded_llm_metadata_keys)
+        excluded += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in excluded else []
+        embed_excl = list(n.node.excluded_embed_metadata_keys)
+        embed_excl += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in embed_excl else []
+        node = n.node.model_copy(update={"metadata": metadata, "excluded_llm_metadata_keys": excluded,
+                                         "excluded_embed_metadata_keys": embed_excl})
+        out.append(NodeWithScore(node=node, score=n.score))
+    return out
