@@ -13,10 +13,13 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.verdicts.chat import FactCheckChatBot  # noqa: E402
-from llama_index_carag.datasets import demo_corpus_path  # noqa: E402
-from llama_index_carag.models.resolve import resolve_llm  # noqa: E402
+from llama_index_carag import (  # noqa: E402
+    ContextAwareRetriever,
+    FactCheckChatBot,
+    demo_corpus_path,
+    load_factver,
+    resolve_llm,
+)
 
 
 def main() -> None:

@@ -15,10 +15,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 
-from llama_index_carag import ContextAwareRetriever, load_demo_corpus  # noqa: E402
-from llama_index_carag.models.resolve import default_llm  # noqa: E402
-from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor  # noqa: E402
-from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer  # noqa: E402
+from llama_index_carag import (  # noqa: E402
+    CARAG_METADATA_KEY,
+    ContextAwareRetriever,
+    ThematicContextPostprocessor,
+    default_llm,
+    get_fact_check_synthesizer,
+    load_demo_corpus,
+)
 
 
 def show(title: str, response) -> None:
@@ -26,7 +30,7 @@ def show(title: str, response) -> None:
     label = verdict.label.value if verdict is not None else "(default synthesizer: free text)"
     print(f"\n== {title}\nVerdict: {label}\nAnswer: {response.response}")
     for i, n in enumerate(response.source_nodes, start=1):
-        print(f"  [{i}] {n.node.node_id} in_soi={n.node.metadata['carag']['in_soi']}")
+        print(f"  [{i}] {n.node.node_id} in_soi={n.node.metadata[CARAG_METADATA_KEY]['in_soi']}")
 
 
 def main() -> None:

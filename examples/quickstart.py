@@ -14,8 +14,7 @@ import textwrap
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.datasets import demo_corpus_path  # noqa: E402
+from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever, demo_corpus_path, load_factver  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +51,7 @@ def main() -> None:
         )
         print(f"{'rank':>4} {'score':>6} {'sim(q)':>6} {'sim(T)':>6} {'clu':>3} {'in SOI':<28} evidence")
         for rank, hit in enumerate(retriever.retrieve(claim.text), start=1):
-            info = hit.node.metadata["carag"]
+            info = hit.node.metadata[CARAG_METADATA_KEY]
             t_sim = "-" if info["thematic_similarity"] is None else f"{info['thematic_similarity']:.3f}"
             where = info["soi_kind"] or "-"
             text = textwrap.shorten(hit.node.get_content(), 70)

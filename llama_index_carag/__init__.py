@@ -6,7 +6,7 @@ build the claim's Subset of Interest, blend its thematic embedding into the
 query, search the vector store, and say why each passage was chosen.
 
 Everything a user needs is importable from here (``from llama_index_carag import
-ContextAwareRetriever, CaragSettings, TUNED, get_fact_check_synthesizer, Verdict``);
+ContextAwareRetriever, CaragSettings, PAPER, get_fact_check_synthesizer, resolve_llm, Verdict``);
 the names are imported on first use, so ``import llama_index_carag`` stays light and
 has no side effects.
 """
@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
+#: public name -> the module that defines it.  Fitting internals (``ThematicContext``,
+#: ``CorpusItems``, ``ClusterMembers``, ``build_*_soi``) and the old keyword dicts
+#: (``PAPER_SETTINGS``, ``TUNED_SETTINGS``) stay importable from their modules only.
 _EXPORTS: dict[str, str] = {
     # retrieval
     "ContextAwareRetriever": "llama_index_carag.retrieval.retriever",
@@ -26,32 +28,36 @@ _EXPORTS: dict[str, str] = {
     "ThematicContextPostprocessor": "llama_index_carag.retrieval.postprocessor",
     # settings and presets
     "CaragSettings": "llama_index_carag.settings",
+    "DEFAULT": "llama_index_carag.settings",
     "PAPER": "llama_index_carag.settings",
     "TUNED": "llama_index_carag.settings",
     "PRESETS": "llama_index_carag.settings",
-    "PAPER_SETTINGS": "llama_index_carag.settings",
-    "TUNED_SETTINGS": "llama_index_carag.settings",
     # verdicts
     "get_fact_check_synthesizer": "llama_index_carag.verdicts.synthesizer",
     "FactCheckSynthesizer": "llama_index_carag.verdicts.synthesizer",
-    "Verdict": "llama_index_carag.verdicts",
+    "Verdict": "llama_index_carag.verdicts.types",
+    "VerdictLabel": "llama_index_carag.verdicts.types",
+    "parse_verdict": "llama_index_carag.verdicts.parsing",
     "FactCheckChatBot": "llama_index_carag.verdicts.chat",
+    # one claim check as JSON (carag check --json, POST /v1/check)
+    "check_claim": "llama_index_carag.verdicts.checking",
+    "CheckResult": "llama_index_carag.verdicts.checking",
+    # models by name
+    "resolve_embed_model": "llama_index_carag.models.resolve",
+    "resolve_llm": "llama_index_carag.models.resolve",
+    "default_llm": "llama_index_carag.models.resolve",
     # loaders and indexes
     "ClaimEvidenceCorpus": "llama_index_carag.datasets",
     "load_claim_evidence_csv": "llama_index_carag.datasets",
     "load_demo_corpus": "llama_index_carag.datasets",
+    "demo_corpus_path": "llama_index_carag.datasets",
     "load_factver": "llama_index_carag.datasets",
     "build_faiss_index": "llama_index_carag.retrieval.indexing",
     "StateError": "llama_index_carag.core.persistence",
-    # the fitted pieces
+    # what users build or get back
     "ThematicClusterer": "llama_index_carag.core.clustering",
-    "ThematicContext": "llama_index_carag.core.context",
-    "CorpusItems": "llama_index_carag.core.context",
-    "ClusterMembers": "llama_index_carag.core.soi",
     "SOIItem": "llama_index_carag.core.soi",
     "SubsetOfInterest": "llama_index_carag.core.soi",
-    "build_supervised_soi": "llama_index_carag.core.soi",
-    "build_unsupervised_soi": "llama_index_carag.core.soi",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -71,22 +77,24 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from llama_index_carag.verdicts.chat import FactCheckChatBot
     from llama_index_carag.core.clustering import ThematicClusterer
-    from llama_index_carag.core.context import CorpusItems, ThematicContext
-    from llama_index_carag.datasets import ClaimEvidenceCorpus, load_claim_evidence_csv, load_demo_corpus, load_factver
-    from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.core.persistence import StateError
-    from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
     from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-    from llama_index_carag.settings import PAPER, PAPER_SETTINGS, PRESETS, TUNED, TUNED_SETTINGS, CaragSettings
-    from llama_index_carag.core.soi import (
-        ClusterMembers,
-        SOIItem,
-        SubsetOfInterest,
-        build_supervised_soi,
-        build_unsupervised_soi,
+    from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
+    from llama_index_carag.datasets import (
+        ClaimEvidenceCorpus,
+        demo_corpus_path,
+        load_claim_evidence_csv,
+        load_demo_corpus,
+        load_factver,
     )
+    from llama_index_carag.models.resolve import default_llm, resolve_embed_model, resolve_llm
+    from llama_index_carag.retrieval.indexing import build_faiss_index
+    from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
+    from llama_index_carag.settings import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings
+    from llama_index_carag.verdicts.chat import FactCheckChatBot
+    from llama_index_carag.verdicts.checking import CheckResult, check_claim
+    from llama_index_carag.verdicts.parsing import parse_verdict
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
-    from llama_index_carag.verdicts import Verdict
+    from llama_index_carag.verdicts.types import Verdict, VerdictLabel

@@ -159,7 +159,7 @@ def run_cli(*args: str, stdin: str | None = None) -> CLIRun:
     import io
     import sys
 
-    from llama_index_carag.cli import main as cli
+    from llama_index_carag.cli import main  # the function (cli/__init__ re-exports it over the module name)
 
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
@@ -167,7 +167,7 @@ def run_cli(*args: str, stdin: str | None = None) -> CLIRun:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main(list(args))
+                code = main(list(args))
             except SystemExit as exc:  # argparse: --help, bad option values
                 code = exc.code if isinstance(exc.code, int) else 2
     finally:

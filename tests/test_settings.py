@@ -8,19 +8,41 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from llama_index_carag import PAPER, PAPER_SETTINGS, PRESETS, TUNED, TUNED_SETTINGS, CaragSettings, ContextAwareRetriever
+from llama_index_carag import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings, ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
+from llama_index_carag.settings import PAPER_SETTINGS, TUNED_SETTINGS
 from llama_index_carag.ranking import CandidatePool, RankQuery
 from tests.helpers import faiss_index, planted_corpus
 
 
+#: The papers' settings, written out: PAPER must keep meaning exactly this.
+PAPER_VALUES = {
+    "mode": "unsupervised", "n_clusters": 10, "random_state": 0, "covariance_type": "diag", "alpha": 0.5,
+    "delta": 0.75, "similarity_top_k": 6, "soi_top_m": None, "rerank_candidates": None, "dedupe": False,
+    "soi_claims": 0, "hub_penalty": 0.0, "hub_k": 20, "claim_contrast": 0.0, "contrast_threshold": 0.9,
+    "lexical_weight": 0.0,
+}
+
+
 def test_presets_and_aliases():
-    assert PAPER == CaragSettings() and PRESETS["paper"] == PAPER and PRESETS["tuned"] == TUNED
-    assert CaragSettings.from_options(**{**PAPER_SETTINGS, **TUNED_SETTINGS}) == TUNED
+    assert PRESETS["paper"] == PAPER and PRESETS["tuned"] == TUNED and PRESETS["default"] == DEFAULT
+    assert CaragSettings.from_options(PAPER, **{**PAPER_SETTINGS, **TUNED_SETTINGS}) == TUNED
     assert TUNED.rerank_candidates == 50 and TUNED.claim_contrast == 0.1 and TUNED.alpha == 0.8
     assert CaragSettings.from_options("tuned", alpha=0.7) == TUNED.replace(alpha=0.7)
     with pytest.raises(ValidationError):
         TUNED.alpha = 0.1  # frozen
+
+
+def test_no_arguments_is_the_package_default_and_paper_is_named():
+    """CaragSettings() is DEFAULT, what from_index uses; PAPER is the papers' values, by name."""
+    assert CaragSettings() == DEFAULT and CaragSettings.from_options() == DEFAULT
+    assert CaragSettings.from_options("default") == DEFAULT and CaragSettings.from_options("paper") == PAPER
+    assert {k: getattr(PAPER, k) for k in PAPER_VALUES} == PAPER_VALUES
+    assert (DEFAULT.alpha, DEFAULT.rerank_candidates, DEFAULT.lexical_weight, DEFAULT.claim_contrast) == (0.8, 50, 0.6, 0.45)
+    assert DEFAULT.replace(**{k: PAPER_VALUES[k] for k in ("alpha", "rerank_candidates", "lexical_weight", "claim_contrast")}) == PAPER
+    assert CaragSettings(alpha=0.7) == DEFAULT.replace(alpha=0.7)  # keywords change the default
+    with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates.*PAPER"):
+        CaragSettings(rerank_candidates=None)  # the default's re-ranking terms need their pool
 
 
 @pytest.mark.parametrize(
@@ -41,7 +63,7 @@ def test_presets_and_aliases():
 )
 def test_one_validator_for_every_entry_point(options, exc, match):
     with pytest.raises(exc, match=match):
-        CaragSettings.from_options(**options)
+        CaragSettings.from_options(PAPER, **options)
     with pytest.raises(exc, match=match):
         PAPER.replace(**options) if "no_such_option" not in options else CaragSettings.from_options(PAPER, **options)
 
