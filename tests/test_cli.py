@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from llama_index_carag import DEFAULT, CaragSettings
 from llama_index_carag.datasets import demo_corpus_path
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
@@ -53,9 +55,12 @@ def test_check_json_schema_without_llm(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json", "--k", "4", "--alpha", "0.7")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert set(data) == {"schema_version", "claim", "verdict", "settings", "soi", "evidence"} and data["schema_version"] == 1
+    assert set(data) == {"schema_version", "claim", "verdict", "settings", "soi", "evidence"}
+    assert data["schema_version"] == CHECK_SCHEMA_VERSION == 2
     assert data["verdict"] is None and data["claim"] == CLAIM
-    assert data["settings"] == {"mode": "unsupervised", "alpha": 0.7, "delta": 0.5, "k": 4}
+    settings = CaragSettings.model_validate(data["settings"])  # every option, not a lossy subset
+    assert settings == DEFAULT.replace(n_clusters=3, delta=0.5, alpha=0.7, similarity_top_k=4)
+    assert json.loads(settings.model_dump_json()) == data["settings"]
     assert {"claim_id", "claim", "annotated_evidences", "related_claims", "refined_cluster_evidences",
             "thematic_cluster_evidences", "similarities"} <= set(data["soi"])
     assert len(data["evidence"]) == 4

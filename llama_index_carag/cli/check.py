@@ -71,7 +71,7 @@ def _print_check(result: dict[str, Any]) -> None:
         _print_cited(verdict, result["evidence"])
     size = sum(len(soi[k]) for k in ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"))
     print(
-        f"Retrieval: {s['mode']} alpha={s['alpha']} delta={s['delta']} k={s['k']}; "
+        f"Retrieval: {s['mode']} alpha={s['alpha']} delta={s['delta']} k={s['similarity_top_k']}; "
         f"claim cluster {soi['cluster']}" + (f" (theme {soi['theme']})" if soi.get("theme") else "")
         + f"; SOI {size} of {soi['cluster_size']} cluster items"
         + (" -> empty, searched with the claim vector alone" if size == 0 else "")

@@ -4,7 +4,9 @@
 :class:`CheckResult`; :data:`CHECK_SCHEMA_VERSION` changes whenever a field is
 removed or changes meaning (new optional fields keep the version).  The JSON
 Schema is :func:`check_result_json_schema` (also served at
-``GET /v1/schema/check-result``).
+``GET /v1/schema/check-result``).  Its ``settings`` are the retriever's whole
+:class:`~llama_index_carag.settings.CaragSettings` (its JSON form), so a result says how to
+reproduce it: ``CaragSettings.model_validate(result["settings"])``.
 
 The work is split in two steps so that a server can run them under different
 limits and stream between them: :func:`retrieve_claim` (embedding, SOI,
@@ -20,12 +22,14 @@ from typing import Any, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.settings import CaragSettings
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "CHECK_SCHEMA_VERSION",
     "CheckResult",
-    "CheckSettings",
     "EvidenceRow",
     "VerdictPayload",
     "Retrieved",
@@ -37,7 +41,8 @@ __all__ = [
 ]
 
 #: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
-CHECK_SCHEMA_VERSION = 1
+#: 2: ``settings`` is the full :class:`CaragSettings` (was ``mode``, ``alpha``, ``delta``, ``k``).
+CHECK_SCHEMA_VERSION = 2
 
 
 class EvidenceRow(BaseModel):
@@ -51,15 +56,6 @@ class EvidenceRow(BaseModel):
         default_factory=dict,
         description="provenance from node.metadata['carag']: cluster, claim/thematic similarity, in_soi, ...",
     )
-
-
-class CheckSettings(BaseModel):
-    """The retrieval settings the check ran with."""
-
-    mode: str
-    alpha: float
-    delta: float
-    k: int
 
 
 class VerdictPayload(BaseModel):
@@ -79,7 +75,10 @@ class CheckResult(BaseModel):
     schema_version: int = Field(default=CHECK_SCHEMA_VERSION, description="layout version of this object")
     claim: str = Field(description="the claim as received")
     verdict: Optional[VerdictPayload] = Field(description="None when no LLM was used")
-    settings: CheckSettings
+    settings: CaragSettings = Field(
+        description="every retrieval option the check ran with (CaragSettings as JSON; "
+        "CaragSettings.model_validate(settings) rebuilds them, similarity_top_k is k)"
+    )
     soi: dict[str, Any] = Field(description="the claim's Subset of Interest (SubsetOfInterest.to_dict())")
     evidence: list[EvidenceRow]
 
@@ -95,7 +94,7 @@ class Retrieved:
     claim: str
     soi: Any
     nodes: list[Any]
-    settings: CheckSettings
+    settings: CaragSettings
 
     def result(self, verdict: Optional[dict[str, Any]] = None) -> CheckResult:
         """The :class:`CheckResult` with ``verdict`` (a dict from :func:`verdict_dict`, or None)."""
@@ -123,10 +122,7 @@ def retrieve_claim(retriever: Any, claim: str) -> Retrieved:
     bundle = QueryBundle(claim, embedding=embedding)  # embedded once for the SOI and the search
     soi = retriever.build_soi(bundle)
     nodes = retriever.retrieve(bundle)
-    settings = CheckSettings(
-        mode=retriever.mode, alpha=retriever.alpha, delta=retriever.delta, k=retriever.similarity_top_k
-    )
-    return Retrieved(claim=claim, soi=soi, nodes=list(nodes), settings=settings)
+    return Retrieved(claim=claim, soi=soi, nodes=list(nodes), settings=retriever.settings)
 
 
 def evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:
@@ -139,7 +135,7 @@ def evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:
                 "id": hit.node.node_id,
                 "score": None if hit.score is None else float(hit.score),
                 "text": hit.node.get_content(),
-                "carag": dict(hit.node.metadata.get("carag", {})),
+                "carag": dict(hit.node.metadata.get(CARAG_METADATA_KEY, {})),
             }
         )
     return rows

@@ -99,7 +99,7 @@ function renderEvidence(result) {
     .reduce((n, k) => n + ((soi[k] || []).length), 0);
   const s = result.settings;
   $("soi-summary").textContent =
-    `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.k} · claim cluster ${soi.cluster ?? "-"}` +
+    `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.similarity_top_k} · claim cluster ${soi.cluster ?? "-"}` +
     (soi.theme ? ` (theme ${soi.theme})` : "") + ` · SOI ${size} of ${soi.cluster_size ?? "?"} cluster items` +
     (size === 0 ? " (empty: searched with the claim vector alone)" : "");
 }
