@@ -36,6 +36,7 @@ from llama_index_carag.models.files import (
     qwen_path,
     smollm2_path,
 )
+from llama_index_carag.models.openai_compatible import is_openai_compatible, resolve_openai_compatible
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -206,7 +207,8 @@ def resolve_llm(
             (fast, verdicts not reliable); a Hugging Face hub id or local folder
             (e.g. ``"meta-llama/Llama-2-7b-chat-hf"``, the papers' model), loaded
             with :class:`HuggingFaceLLM`; a ``.gguf`` file, run by llama.cpp; or any
-            LlamaIndex ``LLM`` (returned as is).  Suffixes on the offline names:
+            LlamaIndex ``LLM`` (returned as is); ``"openai-compatible:URL"`` for a server (vLLM, Ollama,
+            LM Studio, llama.cpp; :mod:`~llama_index_carag.models.openai_compatible`).  Suffixes on the offline names:
             ``-int8`` (``"qwen1.5b-int8"``) and ``-hf`` (transformers in float32).
         max_new_tokens: generation budget (a two-sentence verdict needs ~80 tokens).
         context_window: prompt budget in tokens.
@@ -234,6 +236,9 @@ def resolve_llm(
         return llm
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
+    if is_openai_compatible(llm):  # a server: models/openai_compatible.py
+        return resolve_openai_compatible(llm, context_window=context_window, max_new_tokens=max_new_tokens,
+                                         system_prompt=system_prompt, generate_kwargs=generate_kwargs)
     name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
     options = {"context_window": context_window, "max_new_tokens": max_new_tokens, "system_prompt": system_prompt,
                "generate_kwargs": generate_kwargs}

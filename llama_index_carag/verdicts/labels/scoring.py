@@ -41,12 +41,17 @@ __all__ = [
 K = TypeVar("K")
 
 def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
-    """The label scorer for a local LLM: a ``HuggingFaceLLM`` or a ``LlamaCPP``; ``None`` for any other LLM."""
+    """The label scorer for a ``HuggingFaceLLM``, a ``LlamaCPP`` or an ``OpenAILike`` whose server returns
+    prompt log-probabilities; ``None`` for any other LLM."""
     modules = [c.__module__ for c in type(llm).__mro__]  # subclasses too, without importing either integration
     if any(m.startswith("llama_index.llms.llama_cpp") for m in modules):
         from llama_index_carag.verdicts.labels.scoring_llamacpp import LlamaCppLabelScorer
 
         return LlamaCppLabelScorer.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
+    if any(m.startswith("llama_index.llms.openai_like") for m in modules):  # a server: scored if it echoes logprobs
+        from llama_index_carag.verdicts.labels.scoring_openai import OpenAILabelScorer
+
+        return OpenAILabelScorer.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
     if any(m.startswith("llama_index.llms.huggingface") for m in modules):  # only then import torch
         return HFLabelScorer.from_llm(llm, max_new_tokens=max_new_tokens, max_sentences=max_sentences)
     return None

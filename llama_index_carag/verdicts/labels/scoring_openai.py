@@ -1,0 +1,220 @@
+"""Scored labels over HTTP, for OpenAI-compatible servers (LlamaIndex's ``OpenAILike`` LLM).
+
+What :class:`~llama_index_carag.verdicts.labels.scoring_llamacpp.LlamaCppLabelScorer` computes, through
+the completions endpoint: the chat prompt (the LLM's ``messages_to_prompt``,
+:mod:`~llama_index_carag.models.openai_compatible`) ends with ``Verdict:``; for each label string the
+server is sent ``prompt + label`` with ``echo=True, logprobs=1, max_tokens=1`` and returns the
+log-probability of every prompt token; the label's log-likelihood is the sum over its own tokens (the
+echoed tail, the generated token left out).  The explanation is then generated after
+``Verdict: <label>\\nExplanation:``.
+
+``max_tokens`` is 1, not 0: llama-cpp-python's server reads 0 as "up to the context window".  The
+label's tokens are those the server's tokenizer makes of it after the prompt (the local scorers
+tokenize the label on its own; for the usual BPE tokenizers both are the same).
+
+Not every server returns usable prompt log-probabilities: vLLM does; llama.cpp's own server, Ollama
+and LM Studio return none for the prompt; llama-cpp-python's server does (unless started with
+``--logits_all false``), but reads them one position off where the prompt does not start with the BOS
+token (ChatML models such as SmolLM2 and Qwen2.5 with a generic prompt; their own chat template starts
+with the BOS text ``<|im_start|>`` for SmolLM2).  Each server and model is probed once
+(:func:`supports_prompt_logprobs`: a counting sequence must score as near-certain; logged); where the
+numbers are missing or implausible, :meth:`OpenAILabelScorer.from_llm` returns ``None`` and the
+synthesizer reads the label from the text answer instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from llama_index_carag.verdicts import VerdictLabel
+from llama_index_carag.verdicts.labels.scores import (
+    ANSWER_PREFIX,
+    LABEL_STRINGS,
+    LabelScores,
+    clean_explanation,
+)
+
+logger = logging.getLogger(__name__)
+K = TypeVar("K")
+
+__all__ = ["OpenAILabelScorer", "supports_prompt_logprobs", "echoed_tail_logprobs", "MIN_PROBE_LOGPROB"]
+
+#: The probe (:func:`supports_prompt_logprobs`): a question, its answer after the chat prompt, the part scored.
+_PROBE_QUESTION = "Count from 1 to 12."
+_PROBE_ANSWER = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+_PROBE_TAIL = " 8, 9, 10, 11, 12"
+#: Mean log-probability a token (nats) the probe's tail must reach for the server's numbers to be used.
+MIN_PROBE_LOGPROB = -2.0
+#: ``(api_base, model)`` → whether that server returns usable prompt log-probabilities (asked once each).
+_SUPPORT: dict[tuple[str, str], bool] = {}
+_SUPPORT_GUARD = threading.Lock()
+
+
+def echoed_tail_logprobs(choice: Mapping[str, Any], tail: str, n_generated: int) -> list[float]:
+    """The log-probabilities of the echoed prompt tokens that spell ``tail``, in order (pure).
+
+    ``choice`` is one completions choice whose ``logprobs`` (``tokens``, ``token_logprobs``) hold the
+    echoed prompt, followed by its ``n_generated`` generated tokens on most servers (llama-cpp-python
+    leaves them out where the prompt does not start with the BOS token).  The tokens are walked back
+    from the end of the prompt until their text covers ``tail``.
+
+    Raises:
+        ValueError: no log-probabilities, or the prompt's tokens do not end with ``tail``.
+    """
+    logprobs = choice.get("logprobs") or {}
+    tokens, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    if not tokens or len(tokens) != len(values):
+        raise ValueError("The server returned no prompt log-probabilities (echo with logprobs).")
+    for end in dict.fromkeys((len(tokens) - max(int(n_generated), 0), len(tokens))):
+        text, out, i = "", [], end
+        while i > 0 and len(text) < len(tail) and values[i - 1] is not None:  # the first token has none
+            i -= 1
+            text, out = tokens[i] + text, [float(values[i]), *out]
+        if out and text.lstrip() == tail.lstrip():
+            return out
+    raise ValueError(f"The server's echoed tokens {tokens[-8:]!r} do not end with the scored text {tail!r}.")
+
+
+def _generated_count(response: Mapping[str, Any]) -> int:
+    usage = response.get("usage") or {}
+    return int(usage.get("completion_tokens") or 0)
+
+
+def supports_prompt_logprobs(llm: Any) -> bool:
+    """Whether the LLM's server returns usable prompt log-probabilities; asked once per server and model, logged.
+
+    Raises:
+        ConnectionError: the server cannot be reached.
+    """
+    key = (str(llm.api_base), str(llm.model))
+    with _SUPPORT_GUARD:
+        if key not in _SUPPORT:
+            _SUPPORT[key] = _probe(llm)
+        return _SUPPORT[key]
+
+
+def _probe(llm: Any) -> bool:
+    """Score a counting sequence after the chat prompt; whether its log-probabilities are usable (reason logged).
+
+    Any model predicts ``… 8, 9, 10, 11, 12`` after ``1, 2, 3`` almost surely (mean about -0.01 nats a
+    token for SmolLM2-135M), while log-probabilities read one position off (llama-cpp-python's server on a
+    prompt that does not start with the BOS token) average about -10: a mean below
+    :data:`MIN_PROBE_LOGPROB` means the server's numbers are not what scoring needs.
+    """
+    from llama_index.core.llms import ChatMessage
+
+    prompt = llm.messages_to_prompt([ChatMessage(role="user", content=_PROBE_QUESTION)]) + _PROBE_ANSWER
+    status, payload = _complete(llm, prompt, echo=True, logprobs=1, max_tokens=1)
+    reason = f"HTTP {status}" if status != 200 else None
+    if reason is None:
+        try:
+            values = echoed_tail_logprobs(payload["choices"][0], _PROBE_TAIL, _generated_count(payload))
+            mean = sum(values) / len(values)
+            if not mean >= MIN_PROBE_LOGPROB:
+                reason = f"implausible: {mean:.2f} nats a token on a counting sequence, they look misaligned"
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            reason = str(exc)
+    if reason is None:
+        logger.info("%s returns prompt log-probabilities (counting probe: %.2f nats a token): verdict labels "
+                    "are scored.", llm.api_base, mean)
+        return True
+    logger.warning("%s returns no usable prompt log-probabilities (%s): verdict labels are read from the text "
+                   "answer.", llm.api_base, reason)
+    return False
+
+
+def _complete(llm: Any, prompt: str, **fields: Any) -> tuple[int, Any]:
+    """``POST {api_base}/completions`` with the LLM's model, key and read timeout."""
+    from llama_index_carag.models.openai_compatible import request_json
+
+    body = {"model": llm.model, "prompt": prompt, "temperature": 0.0, **fields}
+    return request_json("POST", f"{llm.api_base}/completions", api_key=llm.api_key, body=body,
+                        read_timeout=float(llm.timeout))
+
+
+@dataclass
+class OpenAILabelScorer:
+    """Score labels and write the explanation through an OpenAI-compatible server's completions endpoint.
+
+    Args:
+        llm: a LlamaIndex ``OpenAILike`` LLM (its ``api_base``, ``model``, ``api_key``, ``timeout`` and
+            ``messages_to_prompt`` are used).
+        max_new_tokens: budget of the explanation.
+        max_sentences: the explanation is cut after this many sentences.
+    """
+
+    llm: Any
+    max_new_tokens: int = 72
+    max_sentences: int = 2
+
+    @classmethod
+    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> OpenAILabelScorer | None:
+        """A scorer for an ``OpenAILike`` LLM whose server returns prompt log-probabilities; ``None`` otherwise."""
+        try:
+            from llama_index.llms.openai_like import OpenAILike
+        except ImportError:
+            return None
+        if not isinstance(llm, OpenAILike) or not supports_prompt_logprobs(llm):
+            return None
+        return cls(llm, int(max_new_tokens or min(llm.max_tokens or 72, 72)), max_sentences)
+
+    # ------------------------------------------------------------ prompt
+    def render(self, messages: Sequence[Any], prefix: str = ANSWER_PREFIX) -> str:
+        """The prompt text: ``messages`` through the LLM's ``messages_to_prompt``, then ``prefix``."""
+        return self.llm.messages_to_prompt(list(messages)) + prefix
+
+    def _request(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        status, payload = _complete(self.llm, prompt, **fields)
+        if status != 200 or not isinstance(payload, dict) or not payload.get("choices"):
+            detail = payload.get("error") if isinstance(payload, dict) else payload
+            raise ValueError(f"{self.llm.api_base}/completions answered HTTP {status}: {detail}")
+        return payload
+
+    # ----------------------------------------------------------- scoring
+    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, str, list[int]]:
+        """``(scores, prompt, [])``: each label scored after the rendered prompt (one echo request per label).
+
+        The state is the prompt text; token ids do not travel over this API, so ``prompt_ids`` is empty.
+        """
+        prompt = self.render(messages)
+        return LabelScores(self._score_after(prompt, LABEL_STRINGS)), prompt, []
+
+    def score_options(
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+    ) -> tuple[dict[K, float], list[int]]:
+        """``({key: log-likelihood}, [])`` of each option string after the prompt ending in ``prefix``."""
+        return self._score_after(self.render(messages, prefix), options), []
+
+    def _score_after(self, prompt: str, options: Mapping[K, str]) -> dict[K, float]:
+        """The summed log-probability of each option's tokens after ``prompt`` (one echo request each)."""
+        logprobs: dict[K, float] = {}
+        for key, text in options.items():
+            if not text:
+                raise ValueError(f"Option {key!r} is empty.")
+            payload = self._request(prompt + text, echo=True, logprobs=1, max_tokens=1)
+            logprobs[key] = sum(echoed_tail_logprobs(payload["choices"][0], text, _generated_count(payload)))
+        return logprobs
+
+    def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
+        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state``: the prompt from :meth:`score`)."""
+        from llama_index_carag.verdicts import split_sentences
+
+        extra = dict((self.llm.additional_kwargs or {}).get("extra_body") or {})
+        fields = {"max_tokens": self.max_new_tokens, "stop": ["\n\n", ANSWER_PREFIX], **extra}
+        payload = self._request(f"{state}{LABEL_STRINGS[label]}\nExplanation:", **fields)
+        text = clean_explanation(str(payload["choices"][0].get("text") or ""))
+        sentences = split_sentences(text)
+        return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
+
+    def verdict(
+        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        decide: Callable[[LabelScores], VerdictLabel] | None = None,
+    ) -> tuple[VerdictLabel, LabelScores, str]:
+        """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
+        scores, state, prompt_ids = self.score(messages)
+        label = decide(scores) if decide is not None else scores.best(bias)
+        return label, scores, self.explain(label, state, prompt_ids)
