@@ -14,7 +14,8 @@ is ever lost or duplicated.
 
 from __future__ import annotations
 
-from typing import Any, List
+from types import MappingProxyType
+from typing import Any, List, Mapping
 
 import numpy as np
 from llama_index.core.schema import BaseNode
@@ -30,9 +31,13 @@ class SafeFaissMapVectorStore(FaissMapVectorStore):
     def class_name(cls) -> str:
         return "SafeFaissMapVectorStore"
 
+    def faiss_ids(self) -> Mapping[str, int]:
+        """``{node id: FAISS id}`` of the stored vectors, in insertion order (a live read-only view)."""
+        return MappingProxyType(self._node_id_to_faiss_id_map)
+
     def _next_id(self) -> int:
         used = self._faiss_id_to_node_id_map
-        return (max(used) + 1) if used else int(self._faiss_index.ntotal)
+        return (max(used) + 1) if used else int(self.client.ntotal)
 
     def add(self, nodes: List[BaseNode], **add_kwargs: Any) -> List[str]:
         """Add nodes; a node id that is already stored has its vector replaced."""
@@ -46,7 +51,7 @@ class SafeFaissMapVectorStore(FaissMapVectorStore):
         start = self._next_id()
         vectors = np.asarray([n.get_embedding() for n in nodes], dtype="float32")
         ids = np.arange(start, start + len(nodes), dtype=np.int64)
-        self._faiss_index.add_with_ids(vectors, ids)
+        self.client.add_with_ids(vectors, ids)
         new_ids = []
         for node, faiss_id in zip(nodes, ids.tolist()):
             self._node_id_to_faiss_id_map[node.node_id] = faiss_id

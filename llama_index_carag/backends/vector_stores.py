@@ -1,107 +1,94 @@
-"""Reading node ids and their stored embeddings back out of a ``VectorStoreIndex``.
+"""The vector-store adapters by store, and the reads CARAG makes through them.
 
-CARAG clusters the embeddings the index already holds, so the corpus is embedded
-once, by the index.  LlamaIndex's docstore does not keep embeddings; they live
-in the vector store, and each store keeps them its own way:
-
-* ``FaissVectorStore``: FAISS row ``i`` ↔ ``index.index_struct.nodes_dict[str(i)]``;
-  vectors come back with ``reconstruct_n``.
-* ``FaissMapVectorStore`` (``IndexIDMap2``): its node-id ↔ FAISS-id map; vectors
-  come back with ``reconstruct(faiss_id)``.
-* ``SimpleVectorStore``: its ``embedding_dict``.
-* any other store: the nodes' own ``embedding`` if the docstore or the store
-  returns them, else an error that says how to proceed.
+CARAG clusters the embeddings the index already holds, so the corpus is embedded once, by the
+index.  LlamaIndex's docstore does not keep embeddings; they live in the vector store, and each
+store keeps them its own way: :func:`adapter_for` gives the index's
+:class:`~llama_index_carag.backends.protocol.VectorStoreAdapter` (FAISS, FAISS with an id map,
+the simple store, Qdrant, or :class:`~llama_index_carag.backends.base_adapter.GenericAdapter`).
+The module functions (:func:`get_node_embeddings`, :func:`index_node_ids`, …) are shorthands
+for the adapter's methods.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from llama_index_carag.backends.base_adapter import GenericAdapter
+from llama_index_carag.backends.faiss_adapter import FaissAdapter, FaissMapAdapter
+from llama_index_carag.backends.protocol import VectorStoreAdapter
+from llama_index_carag.backends.qdrant_adapter import QdrantAdapter
+from llama_index_carag.backends.simple_adapter import SimpleAdapter
+
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import BaseNode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["index_node_ids", "get_node_embeddings", "vector_store_kind", "faiss_metric", "store_size", "PERSISTED_KINDS"]
+__all__ = [
+    "ADAPTERS", "adapter_for", "load_persisted_index", "index_node_ids", "get_node_embeddings", "nodes_by_id",
+    "vector_store_kind", "faiss_metric", "store_size", "PERSISTED_KINDS",
+]
+
+#: The adapters, most specific first (the id-mapped FAISS store is a FAISS store too); any other
+#: store gets :class:`GenericAdapter`.  A new backend: one adapter class, listed here.
+ADAPTERS: tuple[type, ...] = (FaissMapAdapter, FaissAdapter, SimpleAdapter, QdrantAdapter)
+#: Store kinds whose index ``persist_index=True`` saves on disk (reloadable without ``index=``).
+PERSISTED_KINDS: tuple[str, ...] = tuple(cls.kind for cls in ADAPTERS if cls.persisted)
+
+
+def adapter_for(index: "VectorStoreIndex") -> VectorStoreAdapter:
+    """The adapter of the index's vector store."""
+    store = index.vector_store
+    for cls in ADAPTERS:
+        if cls.handles(store):
+            return cls(index)
+    return GenericAdapter(index)
+
+
+def load_persisted_index(persist_dir: str | os.PathLike[str], embed_model: "BaseEmbedding", kind: str) -> "VectorStoreIndex":
+    """Reload a persisted ``VectorStoreIndex`` of a given store kind (one of :data:`PERSISTED_KINDS`).
+
+    Raises:
+        FileNotFoundError: nothing persisted there.
+        ValueError: the kind is not saved on disk, or the files cannot be read as that kind of index.
+    """
+    folder = Path(persist_dir)
+    cls = next((c for c in ADAPTERS if c.kind == kind and c.persisted), None)
+    if cls is None:
+        raise ValueError(f"A {kind} index is not saved on disk; pass index=... to reload it.")
+    if not (folder / "docstore.json").is_file():
+        raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
+    try:
+        return cls.load_index(folder, embed_model)
+    except RuntimeError as exc:  # FAISS reports unreadable files this way
+        raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None
 
 
 def vector_store_kind(index: "VectorStoreIndex") -> str:
-    """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name."""
-    from llama_index.core.vector_stores.simple import SimpleVectorStore
-
-    store = index.vector_store
-    try:
-        from llama_index.vector_stores.faiss import FaissMapVectorStore, FaissVectorStore
-    except ImportError:  # pragma: no cover - faiss integration is a dependency
-        FaissMapVectorStore = FaissVectorStore = ()  # type: ignore[assignment,misc]
-    if isinstance(store, FaissMapVectorStore):
-        return "faiss_map"
-    if isinstance(store, FaissVectorStore):
-        return "faiss"
-    if isinstance(store, SimpleVectorStore):
-        return "simple"
-    return type(store).__name__
+    """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name (``"QdrantVectorStore"``, …)."""
+    return adapter_for(index).kind
 
 
 def store_size(index: "VectorStoreIndex") -> int | None:
     """Cheap change signal: the number of vectors in the store (``None`` if unknown, e.g. Qdrant)."""
-    kind = vector_store_kind(index)
-    store: Any = index.vector_store
-    if kind == "faiss_map":
-        return len(store._node_id_to_faiss_id_map)  # noqa: SLF001 - no public accessor
-    if kind == "faiss":
-        return int(store.client.ntotal)
-    if kind == "simple":
-        return len(store.data.embedding_dict)
-    return None
+    return adapter_for(index).size()
 
 
 def faiss_metric(index: "VectorStoreIndex") -> str | None:
     """``"inner_product"``/``"l2"`` for FAISS-backed indexes, else ``None``."""
-    if vector_store_kind(index) not in ("faiss", "faiss_map"):
-        return None
-    import faiss
-
-    raw = index.vector_store.client
-    return "inner_product" if raw.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
-
-
-def _faiss_vectors(raw: object) -> np.ndarray:
-    """All vectors of a FAISS index as ``(ntotal, d)`` float32: a zero-copy read-only view for
-    flat indexes, a reconstructed copy otherwise."""
-    import faiss
-
-    flat = faiss.downcast_index(raw)
-    if isinstance(flat, faiss.IndexFlat):
-        view = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
-        view.flags.writeable = False
-        return view
-    return raw.reconstruct_n(0, raw.ntotal)  # type: ignore[attr-defined]
+    return adapter_for(index).metric()
 
 
 def index_node_ids(index: "VectorStoreIndex") -> list[str]:
     """Ids of the nodes the index's vector store can return, in storage order."""
-    kind = vector_store_kind(index)
-    if kind == "faiss_map":
-        id_map = index.vector_store._node_id_to_faiss_id_map  # noqa: SLF001 - no public accessor
-        return list(id_map)
-    if kind == "faiss":
-        nodes_dict = index.index_struct.nodes_dict
-        return [nodes_dict[k] for k in sorted(nodes_dict, key=int)]
-    if kind == "simple":
-        return list(index.vector_store.data.embedding_dict)
-    if kind == "QdrantVectorStore":
-        return _qdrant_ids(index.vector_store)
-    nodes_dict = getattr(index.index_struct, "nodes_dict", None) or {}
-    if nodes_dict:
-        return list(nodes_dict.values())
-    raise ValueError(
-        f"Cannot list the nodes of a {type(index.vector_store).__name__} index: CARAG supports FAISS, "
-        "the simple vector store and Qdrant (or any store whose index keeps a node list)."
-    )
+    return adapter_for(index).node_ids()
 
 
 def get_node_embeddings(
@@ -120,112 +107,20 @@ def get_node_embeddings(
     Raises:
         ValueError: a node has no stored embedding, or the store cannot return them.
     """
-    ids = index_node_ids(index) if node_ids is None else list(node_ids)
+    adapter = adapter_for(index)
+    ids = adapter.node_ids() if node_ids is None else list(node_ids)
     if not ids:
         return ids, np.zeros((0, 0), dtype=np.float32)
-    reader = _EMBEDDINGS.get(vector_store_kind(index), _generic_embeddings)
-    return ids, reader(index, ids, copy)
+    return ids, adapter.embeddings(ids, copy=copy)
 
 
-def _faiss_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
-    raw = index.vector_store.client
-    if raw.ntotal == 0:
-        raise ValueError("The FAISS index is empty.")
-    all_vectors = _faiss_vectors(raw)
-    position = {node_id: int(k) for k, node_id in index.index_struct.nodes_dict.items()}
-    try:
-        rows = np.fromiter((position[i] for i in ids), dtype=np.int64, count=len(ids))
-    except KeyError as exc:
-        raise ValueError(f"Node {exc.args[0]!r} has no embedding in the FAISS index.") from None
-    if not copy and len(rows) == all_vectors.shape[0] and np.array_equal(rows, np.arange(len(rows))):
-        return all_vectors  # storage order: a read-only view, no copy
-    return np.ascontiguousarray(all_vectors[rows], dtype=np.float32)
-
-
-def _faiss_map_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
-    import faiss
-
-    store: Any = index.vector_store
-    raw = store.client
-    id_map = store._node_id_to_faiss_id_map  # noqa: SLF001 - no public accessor
-    missing = [i for i in ids if i not in id_map]
-    if missing:
-        raise ValueError(f"Node {missing[0]!r} has no embedding in the FAISS index.")
-    inner = faiss.downcast_index(raw.index)
-    if isinstance(inner, faiss.IndexFlat) and raw.ntotal:
-        row_of = {int(fid): r for r, fid in enumerate(faiss.vector_to_array(raw.id_map))}
-        rows = np.fromiter((row_of[int(id_map[i])] for i in ids), dtype=np.int64, count=len(ids))
-        return np.ascontiguousarray(_faiss_vectors(inner)[rows], dtype=np.float32)
-    out = np.empty((len(ids), raw.d), dtype=np.float32)
-    for r, node_id in enumerate(ids):
-        out[r] = raw.reconstruct(int(id_map[node_id]))
-    return out
-
-
-def _simple_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
-    table = index.vector_store.data.embedding_dict  # type: ignore[attr-defined]
-    missing = [i for i in ids if i not in table or table[i] is None]
-    if missing:
-        raise ValueError(f"Node {missing[0]!r} has no embedding in the vector store.")
-    return np.asarray([table[i] for i in ids], dtype=np.float32)
-
-
-def _generic_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
-    """Any other store: some return nodes with their embeddings; else the docstore's."""
-    store: Any = index.vector_store
-    nodes: list[Any] = []
-    try:
-        nodes = list(store.get_nodes(node_ids=ids))
-    except (NotImplementedError, TypeError, AttributeError, ValueError):
-        nodes = []
-    by_id = {n.node_id: n.embedding for n in nodes if getattr(n, "embedding", None) is not None}
-    if len(by_id) < len(ids):
-        for node in index.docstore.get_nodes([i for i in ids if i not in by_id], raise_error=False):
-            if node is not None and node.embedding is not None:
-                by_id[node.node_id] = node.embedding
-    missing = [i for i in ids if i not in by_id]
-    if missing:
-        raise ValueError(
-            f"Node {missing[0]!r} has no embedding that a {type(store).__name__} returns; "
-            "CARAG needs the corpus embeddings once, at fit time."
-        )
-    return np.asarray([by_id[i] for i in ids], dtype=np.float32)
-
-
-def _qdrant_ids(store: Any) -> list[str]:
-    ids: list[str] = []
-    offset = None
-    while True:
-        points, offset = store.client.scroll(
-            store.collection_name, limit=1024, offset=offset, with_payload=False, with_vectors=False
-        )
-        ids += [str(p.id) for p in points]
-        if offset is None:
-            return ids
-
-
-def _qdrant_vectors(store: Any, ids: list[str]) -> np.ndarray:
-    name = store.dense_vector_name or ""
-    found: dict[str, Any] = {}
-    for start in range(0, len(ids), 1024):
-        for p in store.client.retrieve(store.collection_name, ids=ids[start : start + 1024], with_vectors=True, with_payload=False):
-            found[str(p.id)] = p.vector[name] if isinstance(p.vector, dict) else p.vector
+def nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> "list[BaseNode | None]":
+    """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant); ``None`` where neither has one."""
+    found = {n.node_id: n for n in index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
     missing = [i for i in ids if i not in found]
-    if missing:
-        raise ValueError(f"Node {missing[0]!r} is not in the Qdrant collection {store.collection_name!r}.")
-    return np.asarray([found[i] for i in ids], dtype=np.float32)
-
-
-def _qdrant_embeddings(index: "VectorStoreIndex", ids: list[str], copy: bool) -> np.ndarray:
-    return _qdrant_vectors(index.vector_store, ids)
-
-
-#: How each store kind returns stored embeddings (any other kind: :func:`_generic_embeddings`).
-_EMBEDDINGS = {
-    "faiss": _faiss_embeddings,
-    "faiss_map": _faiss_map_embeddings,
-    "simple": _simple_embeddings,
-    "QdrantVectorStore": _qdrant_embeddings,
-}
-#: Store kinds whose index ``persist_index=True`` saves on disk (reloadable without ``index=``).
-PERSISTED_KINDS = ("faiss", "faiss_map", "simple")
+    if missing and index.vector_store.stores_text:
+        try:
+            found.update({n.node_id: n for n in index.vector_store.get_nodes(node_ids=missing)})
+        except (NotImplementedError, ValueError):
+            pass
+    return [found.get(i) for i in ids]

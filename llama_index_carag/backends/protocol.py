@@ -1,0 +1,137 @@
+"""The vector-store adapter protocol: everything CARAG asks of a ``VectorStoreIndex``'s store.
+
+CARAG clusters the embeddings the index already holds, keeps its cluster table in line with
+inserts and deletes, and saves a state that must match the index when it is loaded again.
+Each vector store keeps ids and embeddings its own way; a :class:`VectorStoreAdapter` hides
+that, so nothing outside :mod:`llama_index_carag.backends` names a store kind:
+
+* :class:`~llama_index_carag.backends.faiss_adapter.FaissAdapter` /
+  :class:`~llama_index_carag.backends.faiss_adapter.FaissMapAdapter` (``FaissVectorStore``,
+  ``FaissMapVectorStore``), :class:`~llama_index_carag.backends.simple_adapter.SimpleAdapter`
+  (LlamaIndex's ``SimpleVectorStore``), :class:`~llama_index_carag.backends.qdrant_adapter.QdrantAdapter`,
+  and :class:`~llama_index_carag.backends.vector_stores.GenericAdapter` for any other store whose
+  nodes carry their embeddings;
+* :func:`~llama_index_carag.backends.vector_stores.adapter_for` picks one for an index.
+
+A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also gives a
+:class:`ClusterBackend`; the others are clustered in memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import BaseNode
+
+    from llama_index_carag.core.cluster_store import ClusterStore
+    from llama_index_carag.core.context import ThematicContext
+    from llama_index_carag.core.corpus_items import CorpusItems
+
+__all__ = ["VectorStoreAdapter", "ClusterBackend"]
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """Fits and reloads a thematic context whose evidence clusters live in the vector store.
+
+    Attributes:
+        name: recorded in the saved context (``"backend"``), checked when it is loaded.
+    """
+
+    name: str
+
+    def fit_context(
+        self, claims: "CorpusItems", *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
+    ) -> tuple["ThematicContext", list[str]]:
+        """Cluster the store's points plus ``claims``; ``(context, ids of claims stored as points)``.
+
+        ``options``: ``n_clusters``, ``random_state``, ``clusterer_params``.
+        """
+        ...
+
+    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> "ClusterStore":
+        """The cluster store of a saved context (``unit_vectors(ids)``: the claims' unit vectors)."""
+        ...
+
+
+@runtime_checkable
+class VectorStoreAdapter(Protocol):
+    """One index's vector store, as CARAG reads and edits it.
+
+    Attributes:
+        kind: the store kind recorded in saved states (``"faiss"``, ``"faiss_map"``, ``"simple"``,
+            ``"QdrantVectorStore"``, or the store's class name).
+        persisted: ``index.storage_context.persist`` saves the store, so a state can reload its
+            index from disk (:meth:`load_index`).
+        index: the adapted index.
+    """
+
+    kind: str
+    persisted: ClassVar[bool]
+    index: "VectorStoreIndex"
+
+    @classmethod
+    def handles(cls, vector_store: Any) -> bool:
+        """True when this adapter is the one for ``vector_store``."""
+        ...
+
+    def node_ids(self) -> list[str]:
+        """Ids of the nodes the store can return, in storage order.
+
+        Raises:
+            ValueError: the store cannot list them.
+        """
+        ...
+
+    def embeddings(self, ids: Sequence[str], *, copy: bool = True) -> np.ndarray:
+        """Stored embeddings of ``ids``, shape ``(len(ids), d)`` float32, rows in the order of ``ids``
+        (``copy=False`` may give a read-only view of the store's memory: use it before the store changes).
+
+        Raises:
+            ValueError: a node has no stored embedding.
+        """
+        ...
+
+    def size(self) -> int | None:
+        """Cheap change signal: the number of vectors (``None`` when unknown)."""
+        ...
+
+    def metric(self) -> str | None:
+        """``"inner_product"`` / ``"l2"`` where the store has a fixed metric (FAISS), else ``None``."""
+        ...
+
+    def insert(self, nodes: Sequence["BaseNode"], **insert_kwargs: Any) -> None:
+        """Embed (where needed) and add ``nodes`` through the index."""
+        ...
+
+    def delete(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
+        """Delete ``node_ids`` from the store and the docstore.
+
+        Raises:
+            ValueError: the store cannot delete (says which store can).
+        """
+        ...
+
+    def native_async(self) -> bool:
+        """True when the store's async query is its own and usable (else it runs in a thread)."""
+        ...
+
+    def cluster_backend(self) -> ClusterBackend | None:
+        """The backend that keeps CARAG's clusters in the store, or ``None`` (clustered in memory)."""
+        ...
+
+    @classmethod
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+        """Reload an index of this kind saved under ``folder`` (``persisted`` kinds only).
+
+        Raises:
+            FileNotFoundError: nothing saved there.
+            ValueError: the files cannot be read as this kind, or the kind is not saved on disk.
+        """
+        ...

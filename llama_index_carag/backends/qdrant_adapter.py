@@ -1,0 +1,82 @@
+"""Qdrant behind the vector-store adapter protocol; its collection also keeps CARAG's clusters.
+
+:class:`QdrantAdapter` lists point ids and fetches vectors with the client's public ``scroll`` /
+``retrieve``; :class:`QdrantClusterBackend` fits the thematic context on the server
+(:func:`~llama_index_carag.backends.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
+and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`).
+The integration is optional: nothing here imports ``qdrant_client`` until a Qdrant store is used.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from llama_index_carag.backends.base_adapter import StoreAdapter
+from llama_index_carag.backends.qdrant_store import QdrantClusterStore, QdrantCollection, is_qdrant_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.core.context import ThematicContext
+    from llama_index_carag.core.corpus_items import CorpusItems
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["QdrantAdapter", "QdrantClusterBackend"]
+
+
+class QdrantClusterBackend:
+    """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.backends.protocol.ClusterBackend`)."""
+
+    name = "qdrant"
+
+    def __init__(self, vector_store: Any) -> None:
+        self.vector_store = vector_store
+
+    def fit_context(
+        self, claims: "CorpusItems", *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
+    ) -> tuple["ThematicContext", list[str]]:
+        from llama_index_carag.backends.qdrant_fit import fit_qdrant_context
+
+        context = fit_qdrant_context(
+            self.vector_store, claims, mode=mode, theme_key=theme_key, claim_key=claim_key,  # type: ignore[arg-type]
+            show_progress=show_progress, **options,
+        )
+        store = context.store
+        return context, list(store.exclude) if isinstance(store, QdrantClusterStore) else []
+
+    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> QdrantClusterStore:
+        return QdrantClusterStore.from_state(info, self.vector_store, dim, unit_vectors)
+
+
+class QdrantAdapter(StoreAdapter):
+    """``QdrantVectorStore`` (local mode or a server); ids must be UUIDs, as Qdrant requires."""
+
+    kind = "QdrantVectorStore"
+
+    @classmethod
+    def handles(cls, vector_store: Any) -> bool:
+        return is_qdrant_store(vector_store)
+
+    @property
+    def collection(self) -> QdrantCollection:
+        return QdrantCollection(self.store)
+
+    def node_ids(self) -> list[str]:
+        return [str(p.id) for page in self.collection.scroll(with_vectors=False, payload=False) for p in page]
+
+    def embeddings(self, ids: Sequence[str], *, copy: bool = True) -> np.ndarray:
+        collection = self.collection
+        found = {str(p.id): collection.vector(p) for p in collection.retrieve(list(ids), with_vectors=True, payload=False)}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise ValueError(f"Node {missing[0]!r} is not in the Qdrant collection {collection.name!r}.")
+        return np.asarray([found[i] for i in ids], dtype=np.float32)
+
+    def native_async(self) -> bool:
+        # Its async search needs the async client, which the integration keeps private (no accessor).
+        return super().native_async() and getattr(self.store, "_aclient", None) is not None
+
+    def cluster_backend(self) -> QdrantClusterBackend:
+        return QdrantClusterBackend(self.store)
