@@ -16,6 +16,7 @@ Adding an option = one field here (plus the scorer or code that reads it).
 
 from __future__ import annotations
 
+import functools
 import logging
 from numbers import Integral
 from typing import Annotated, Any, Literal, Mapping, Optional
@@ -75,6 +76,20 @@ def _bool(name: str) -> Any:
     return BeforeValidator(check)
 
 
+#: Marks a field as the weight of a re-ranking term on a fitted table: it needs
+#: ``rerank_candidates`` and counts in :attr:`CaragSettings.penalties` (see :func:`rerank_terms`).
+_RERANK_TERM = {"rerank_term": True}
+
+
+@functools.cache
+def rerank_terms() -> tuple[str, ...]:
+    """The names of the fields marked as re-ranking-term weights, in declaration order."""
+    return tuple(
+        name for name, info in CaragSettings.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("rerank_term")
+    )
+
+
 def _seed(v: Any) -> int | None:
     if v is None:
         return None
@@ -129,12 +144,14 @@ class CaragSettings(BaseModel):
     )
     hub_penalty: Annotated[float, _unit("hub_penalty")] = Field(
         0.0,
+        json_schema_extra=_RERANK_TERM,
         description="lambda in '- lambda * r(n)', r = the passage's hubness (mean cosine to its hub_k nearest "
         "passages).  Needs rerank_candidates; 0 = off.",
     )
     hub_k: Annotated[int, _positive("hub_k")] = Field(20, description="Neighbours used for the hubness.")
     claim_contrast: Annotated[float, _unit("claim_contrast")] = Field(
         0.45,
+        json_schema_extra=_RERANK_TERM,
         description="beta in '- beta * c(n)', c = the passage's cosine to the most similar other corpus claim.  "
         "Needs rerank_candidates and the corpus's claims; 0 = off.",
     )
@@ -143,6 +160,7 @@ class CaragSettings(BaseModel):
     )
     lexical_weight: Annotated[float, _nonnegative("lexical_weight", 10.0)] = Field(
         0.6,
+        json_schema_extra=_RERANK_TERM,
         description="Weight of BM25 in '+ w * l(n)': the query's top rerank_candidates BM25 passages join the pool and "
         "l = the BM25 score min-max scaled in the pool, times the pool's spread of claim cosines (so w = 1 gives "
         "the best lexical match as much pull as the spread of dense scores).  Needs rerank_candidates; 0 = off "
@@ -152,7 +170,7 @@ class CaragSettings(BaseModel):
     @model_validator(mode="after")
     def _cross_field(self) -> "CaragSettings":
         if self.rerank_candidates is None:
-            for name in ("hub_penalty", "claim_contrast", "lexical_weight"):
+            for name in rerank_terms():
                 if getattr(self, name):
                     raise ValueError(
                         f"{name} needs rerank_candidates (the candidates it re-ranks); set {name}=0 as well, "
@@ -167,8 +185,8 @@ class CaragSettings(BaseModel):
 
     @property
     def penalties(self) -> bool:
-        """True when a re-ranking term beyond the claim and its SOI (hubness, claim contrast, BM25) is on."""
-        return self.hub_penalty > 0 or self.claim_contrast > 0 or self.lexical_weight > 0
+        """True when a re-ranking term beyond the claim and its SOI (hubness, claim contrast, BM25, …) is on."""
+        return any(getattr(self, name) > 0 for name in rerank_terms())
 
     def fit_options(self) -> dict[str, Any]:
         """The clustering options (:data:`FIT_FIELDS`)."""

@@ -79,7 +79,7 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
         expect = sorted(pool, key=lambda i: -(E[i] @ q - 0.4 * (others @ E[i]).max()))[:6]
         assert [n.node.node_id for n in r.retrieve(claim.text)] == expect
     r.refit()
-    assert set(r.corpus.contrast.get_state()[0]["ids"]) == set(E)  # re-tabulated with the inserted passages
+    assert set(r.corpus.tables["claim_contrast"].get_state()[0]["ids"]) == set(E)  # re-tabulated with the inserted passages
 
 
 def test_table_is_built_in_blocks(rng, monkeypatch):

@@ -37,7 +37,7 @@ def test_needs_a_pool():
 
 
 def test_lexical_only_matches_appear_with_provenance(hybrid, demo_index, demo_corpus):
-    assert isinstance(hybrid.corpus.lexical, LexicalIndex)
+    assert isinstance(hybrid.corpus.tables["lexical"].index, LexicalIndex)
     claim = demo_corpus.claim_nodes[0].get_content()
     hits = hybrid.retrieve(claim)
     assert len(hits) == HYBRID.similarity_top_k
@@ -74,10 +74,15 @@ def test_async_matches_sync(hybrid, demo_corpus):
 
 
 def test_persist_round_trip_keeps_bm25(tmp_path, hybrid, demo_corpus):
+    import json
+
     hybrid.persist(tmp_path, persist_index=True)
-    assert (tmp_path / "carag" / "lexical" / "carag_lexical_ids.json").is_file()
+    manifest = json.loads((tmp_path / "carag" / "carag_manifest.json").read_text())
+    assert "lexical" in [t["key"] for t in manifest["info"]["tables"]]  # inside the atomic state
+    assert not (tmp_path / "carag" / "lexical").exists()  # no side folder written before the manifest
     again = ContextAwareRetriever.from_persist_dir(tmp_path)
     assert again.settings == hybrid.settings
+    assert again.corpus.tables["lexical"].index.ids_ == hybrid.corpus.tables["lexical"].index.ids_
     claim = demo_corpus.claim_nodes[7].get_content()
     assert [(h.node.node_id, round(h.score, 6)) for h in again.retrieve(claim)] == [
         (h.node.node_id, round(h.score, 6)) for h in hybrid.retrieve(claim)
@@ -89,12 +94,12 @@ def test_inserted_passages_are_found_lexically(minilm, demo_corpus):
     retriever = ContextAwareRetriever.from_index(index, HYBRID, claim_nodes=demo_corpus.claim_nodes)
     new = TextNode(id_="fresh-1", text="Quokkaflux zebrabanana levels rose sharply in 2031.")
     retriever.insert_nodes([new])
-    assert "fresh-1" in retriever.corpus.lexical.ids_
+    assert "fresh-1" in retriever.corpus.tables["lexical"].index.ids_
     hits = retriever.retrieve("quokkaflux zebrabanana")
     assert hits[0].node.node_id == "fresh-1"
     assert hits[0].node.metadata["carag"]["lexical_rank"] == 1
     retriever.delete_nodes(["fresh-1"])
-    assert "fresh-1" not in retriever.corpus.lexical.ids_
+    assert "fresh-1" not in retriever.corpus.tables["lexical"].index.ids_
 
 
 def test_package_default_is_the_default_preset(demo_index, demo_corpus):
@@ -123,7 +128,7 @@ def test_same_hybrid_results_on_faiss_simple_and_qdrant(rng):
     settings = PAPER.replace(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3)
     built = [ContextAwareRetriever.from_index(make(evidence, emb), settings, claim_nodes=claims)
              for make in (faiss_index, simple_index, qdrant_index)]
-    assert all(b.corpus.lexical is not None and len(b.corpus.lexical) == len(evidence) for b in built)
+    assert all(len(b.corpus.tables["lexical"]) == len(evidence) for b in built)
     for claim in claims:
         runs = [[(h.node.node_id, round(h.score, 5)) for h in b.retrieve(claim.text)] for b in built]
         assert runs[0] == runs[1] == runs[2]

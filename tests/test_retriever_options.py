@@ -81,7 +81,7 @@ def test_hub_penalty_needs_rerank(corpus):
         r.with_settings(hub_penalty=0.1)  # one validator, whichever entry point
     assert "hubness" not in [s.name for s in r.stage.scorers]
     ranked = r.with_settings(rerank_candidates=10, hub_penalty=0.1)  # the table is fitted here, not per query
-    assert "hubness" in [s.name for s in ranked.stage.scorers] and r.corpus.hubness
+    assert "hubness" in [s.name for s in ranked.stage.scorers] and "hubness_20" in r.corpus.tables
     info = ranked.retrieve(claims[0].text)[0].node.metadata["carag"]
     assert set(info["terms"]) == {"dense", "thematic", "hubness"} or set(info["terms"]) == {"dense", "hubness"}
 
@@ -212,7 +212,7 @@ def test_hubness_table_is_saved_and_reloaded_not_refitted(corpus, tmp_path, monk
 
     monkeypatch.setattr(scorers.Hubness, "fit", refit)
     again = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
-    assert again.corpus.hubness[3].table_ == pytest.approx(r.corpus.hubness[3].table_)
+    assert again.corpus.tables["hubness_3"].table_ == pytest.approx(r.corpus.tables["hubness_3"].table_)
     for claim in claims[::5]:
         a, b = r.retrieve(claim.text), again.retrieve(claim.text)
         assert [n.node.node_id for n in a] == [n.node.node_id for n in b]

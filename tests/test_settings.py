@@ -104,7 +104,7 @@ def test_state_from_before_settings_model_loads(fitted):
     for key in ("mode", "n_clusters", "random_state", "covariance_type"):
         info["settings"].pop(key)
     info.pop("clusterer_params")
-    info.pop("claim_contrast_table")
+    info.pop("tables")
     path.write_text(json.dumps(manifest))
     back = ContextAwareRetriever.from_persist_dir(folder, index=index)
     assert back.settings == r.settings

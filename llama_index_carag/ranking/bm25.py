@@ -5,7 +5,9 @@ BM25 is `bm25s <https://github.com/xhluca/bm25s>`_ with the tokenisation of Llam
 Snowball English stemmer (PyStemmer), token pattern ``(?u)\\b\\w\\w+\\b``, text =
 ``node.get_content(MetadataMode.EMBED)`` (so label metadata excluded from embeddings is excluded
 here too).  Unlike ``BM25Retriever.persist`` it does not save a second copy of every node: the
-state is the sparse score matrix (``.npy``, no pickle) and the node ids.
+state is the sparse score matrix (``.npy``, no pickle) and the node ids: :meth:`LexicalIndex.get_state`
+gives it as JSON plus arrays for the retriever's atomic state (:meth:`LexicalIndex.persist` writes a
+folder of its own, the layout of states saved before).
 
 One :meth:`LexicalIndex.query` call scores every passage once; the top ``n`` come from it and
 so do the lexical scores of candidates found by the dense search, at no extra cost.
@@ -16,10 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -30,11 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalIndex", "LexicalHits", "TOKEN_PATTERN", "import_bm25s"]
+__all__ = ["LexicalIndex", "LexicalHits", "TOKEN_PATTERN", "IDS_FILE", "import_bm25s"]
 
 #: The token pattern of ``llama-index-retrievers-bm25``.
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-_IDS_FILE = "carag_lexical_ids.json"
+#: The file of a :meth:`LexicalIndex.persist` folder that lists its node ids.
+IDS_FILE = "carag_lexical_ids.json"
 _FORMAT = 1
 
 
@@ -186,8 +191,45 @@ class LexicalIndex:
         path.mkdir(parents=True, exist_ok=True)
         self.bm25_.save(str(path), allow_pickle=False, show_progress=False)
         meta = {"format": _FORMAT, "ids": self.ids_, "language": self.language, "stopwords": self.stopwords}
-        atomic_write_text(path / _IDS_FILE, json.dumps(meta))
+        atomic_write_text(path / IDS_FILE, json.dumps(meta))
         return path
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(info, arrays)``: the node ids and settings as JSON, bm25s's own saved files as arrays
+        (its ``.npy`` files as they are, its JSON files as UTF-8 bytes, ``uint8``)."""
+        self._check_fitted()
+        files: dict[str, dict[str, Any]] = {}
+        arrays: dict[str, np.ndarray] = {}
+        with tempfile.TemporaryDirectory(prefix="carag-bm25-") as tmp:
+            self.bm25_.save(tmp, allow_pickle=False, show_progress=False)
+            for path in sorted(Path(tmp).iterdir()):
+                name = re.sub(r"\W", "_", path.name)
+                npy = path.suffix == ".npy"
+                arrays[name] = np.load(path, allow_pickle=False) if npy else np.frombuffer(path.read_bytes(), dtype=np.uint8).copy()
+                files[name] = {"file": path.name, "npy": npy}
+        info = {"format": _FORMAT, "ids": self.ids_, "language": self.language, "stopwords": self.stopwords, "files": files}
+        return info, arrays
+
+    @classmethod
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> "LexicalIndex":
+        """The index :meth:`get_state` described (bm25s reloads its own files from a scratch folder).
+
+        Raises:
+            ValueError / KeyError: the info and arrays do not belong together.
+        """
+        with tempfile.TemporaryDirectory(prefix="carag-bm25-") as tmp:
+            for name, meta in info["files"].items():
+                file_name = str(meta["file"])
+                if Path(file_name).name != file_name or file_name.startswith("."):
+                    raise ValueError(f"Bad BM25 file name {file_name!r} in the saved state.")
+                target = Path(tmp) / file_name
+                if meta["npy"]:
+                    np.save(target, arrays[name], allow_pickle=False)
+                else:
+                    target.write_bytes(np.asarray(arrays[name], dtype=np.uint8).tobytes())
+            meta_file = {k: info[k] for k in ("format", "ids", "language", "stopwords") if k in info}
+            (Path(tmp) / IDS_FILE).write_text(json.dumps(meta_file), encoding="utf-8")
+            return cls.from_persist_dir(tmp)
 
     @classmethod
     def from_persist_dir(cls, folder: str | os.PathLike[str]) -> "LexicalIndex":
@@ -200,13 +242,13 @@ class LexicalIndex:
         bm25s = import_bm25s()
 
         path = Path(folder)
-        if not (path / _IDS_FILE).is_file():
-            raise FileNotFoundError(f"No lexical index in {path} ({_IDS_FILE} is missing).")
+        if not (path / IDS_FILE).is_file():
+            raise FileNotFoundError(f"No lexical index in {path} ({IDS_FILE} is missing).")
         try:
-            meta = json.loads((path / _IDS_FILE).read_text(encoding="utf-8"))
+            meta = json.loads((path / IDS_FILE).read_text(encoding="utf-8"))
             ids = [str(i) for i in meta["ids"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path / _IDS_FILE} is corrupt ({exc}).") from None
+            raise ValueError(f"{path / IDS_FILE} is corrupt ({exc}).") from None
         model = bm25s.BM25.load(str(path), load_corpus=False, allow_pickle=False)
         self = cls(language=meta.get("language", "english"), stopwords=meta.get("stopwords", "en"), k1=model.k1, b=model.b)
         if int(model.scores["num_docs"]) != len(ids):

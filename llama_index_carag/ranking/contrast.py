@@ -25,6 +25,8 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+    from llama_index_carag.ranking.tables import TableCorpus
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -38,7 +40,9 @@ class ClaimContrast:
     """Nearest-claim table for the competing-claim term.
 
     A re-ranking scorer (:class:`~llama_index_carag.ranking.protocols.Scorer`) named
-    ``claim_contrast``, weighted ``-settings.claim_contrast``.
+    ``claim_contrast``, weighted ``-settings.claim_contrast``, and a fitted table
+    (:class:`~llama_index_carag.ranking.tables.FittedTable`, key ``claim_contrast``): an insert
+    or delete only drops the changed passages, which are then computed exactly.
 
     Args:
         claim_units: the corpus's claims as unit vectors, shape ``(m, d)``.
@@ -51,6 +55,7 @@ class ClaimContrast:
     """
 
     name = "claim_contrast"
+    key = "claim_contrast"
 
     def __init__(self, claim_units: np.ndarray, *, top: int = 8, threshold: float = 0.9) -> None:
         units = np.asarray(claim_units, dtype=np.float32)
@@ -93,6 +98,33 @@ class ClaimContrast:
         logger.debug("Claim-contrast table: %d passages x %d nearest claims.", n, top)
         return self
 
+    # ------------------------------------------------------- fitted-table protocol
+    @classmethod
+    def key_for(cls, settings: "CaragSettings") -> str | None:
+        return cls.key if settings.claim_contrast > 0 else None
+
+    @classmethod
+    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "ClaimContrast":
+        """The table of the corpus's evidence against its claims (``threshold`` from ``settings``).
+
+        Raises:
+            ValueError: the corpus has no claims.
+        """
+        if corpus.claim_units is None:
+            raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
+        return cls(corpus.claim_units, threshold=settings.contrast_threshold).fit(*corpus.evidence_units())
+
+    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+        """Changed passages leave the table (computed exactly when seen again); the table stays."""
+        self.forget(changed)
+        return True
+
+    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+        return []
+
+    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+        return [self.with_threshold(settings.contrast_threshold)]
+
     def forget(self, node_ids: Sequence[str]) -> None:
         """Drop passages from the table (changed or deleted); they are computed exactly if seen again."""
         with self._lock:
@@ -118,15 +150,23 @@ class ClaimContrast:
         return -settings.claim_contrast
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``({top, threshold, ids}, {"sims": (n, top), "claims": (n, top)})``."""
         rows = sorted(self._rows.items(), key=lambda kv: kv[1])
         info = {"top": self.top, "threshold": self.threshold, "ids": [i for i, _ in rows]}
         keep = np.array([r for _, r in rows], dtype=np.int64)
-        return info, {"contrast_sims": self.sims_[keep], "contrast_claims": self.claims_[keep]}
+        return info, {"sims": self.sims_[keep], "claims": self.claims_[keep]}
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], claim_units: np.ndarray) -> "ClaimContrast":
-        self = cls(claim_units, top=int(info["top"]), threshold=float(info["threshold"]))
-        sims, claims = arrays["contrast_sims"], arrays["contrast_claims"]
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus") -> "ClaimContrast":
+        """The saved table, against the corpus's claims.
+
+        Raises:
+            ValueError: no claims, or arrays that do not match the ids or the claims.
+        """
+        if corpus.claim_units is None:
+            raise ValueError("the state has a claim-contrast table but no claims")
+        self = cls(corpus.claim_units, top=int(info["top"]), threshold=float(info["threshold"]))
+        sims, claims = arrays["sims"], arrays["claims"]
         if sims.shape != (len(info["ids"]), self.top) or claims.shape != sims.shape:
             raise ValueError("The saved claim-contrast table does not match its ids.")
         if claims.size and int(claims.max()) >= self.claim_units.shape[0]:

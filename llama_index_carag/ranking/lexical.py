@@ -9,7 +9,8 @@
   similarities, whatever BM25's raw scale on the corpus; ``0`` ignores BM25.
 
 Both read one :class:`~llama_index_carag.ranking.bm25.LexicalIndex`; a query's BM25 scores are
-computed once (every passage at once) and shared by the two through a small cache.
+computed once (every passage at once) and shared by the two through a small cache.  The index is
+fitted, refitted and saved as a fitted table (:mod:`llama_index_carag.ranking.lexical_table`).
 """
 
 from __future__ import annotations
@@ -28,16 +29,11 @@ from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.protocols import SearchRequest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index.core import VectorStoreIndex
-
-    from llama_index_carag.retrieval.fitting import FittedCorpus
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LexicalSource", "LexicalRelevance", "scaled_lexical", "fit_lexical", "ensure_lexical", "evidence_ids", "lexical_provenance",
-]
+__all__ = ["LexicalSource", "LexicalRelevance", "scaled_lexical", "lexical_provenance"]
 
 _CACHE_SIZE = 64
 
@@ -149,41 +145,6 @@ class LexicalRelevance:
 
     def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
         return float(getattr(settings, "lexical_weight", 0.0))
-
-
-def evidence_ids(corpus: "FittedCorpus") -> list[str]:
-    """The fitted corpus's evidence passages (its items that are not claims), in the context's order."""
-    claims = set(corpus.claim_ids)
-    return [i for i, _ in corpus.context.iter_items() if i not in claims]
-
-
-def fit_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", *, show_progress: bool = False) -> LexicalIndex:
-    """A BM25 index of the corpus's evidence, text read from the docstore (or the vector store).
-
-    Raises:
-        ValueError: no evidence text could be found.
-    """
-    from llama_index_carag.retrieval.updates import nodes_by_id
-
-    ids = evidence_ids(corpus)
-    nodes = [n for n in nodes_by_id(index, ids) if n is not None]
-    if len(nodes) < len(ids):
-        logger.warning("BM25: %d of %d evidence passages have no stored text; they get no lexical score.", len(ids) - len(nodes), len(ids))
-    if not nodes:
-        raise ValueError("lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it.")
-    return LexicalIndex().fit(nodes, show_progress=show_progress)
-
-
-def ensure_lexical(index: "VectorStoreIndex", corpus: "FittedCorpus", settings: "CaragSettings", *, refit: bool = False) -> None:
-    """Fit (or, with ``refit`` and a changed evidence set, refit) the corpus's BM25 index when the
-    settings use it.  bm25s has no incremental update, so an insert or delete rebuilds it: O(corpus)."""
-    if settings.lexical_weight <= 0:
-        return
-    current = corpus.lexical
-    if current is not None and refit and set(current.ids_) != set(evidence_ids(corpus)):
-        current = None
-    if current is None:
-        corpus.lexical = fit_lexical(index, corpus)
 
 
 def lexical_provenance(source: LexicalSource, pool: CandidatePool, query_str: str, n: int) -> Callable[[int], dict]:

@@ -12,7 +12,10 @@
   the provenance dict under the scorer's ``name``.
 
 A new re-ranking term = one :class:`~llama_index_carag.settings.CaragSettings` field
-(its weight) + one scorer; nothing in the stage changes.
+(its weight) + one scorer; nothing in the stage changes.  A term that learns a per-passage table
+from the corpus is a :class:`~llama_index_carag.ranking.tables.FittedTable` (fitted, updated and
+saved by the retriever with no further edit), listed in
+:data:`~llama_index_carag.ranking.assembly.TABLE_TYPES`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``alpha * dense + (1 - alpha) * thematic - hub_penalty * hubness - claim_contrast * contrast``
 (``dense`` alone when the SOI is empty).  :class:`Hubness` and
 :class:`~llama_index_carag.ranking.contrast.ClaimContrast` are fitted per-passage tables
-(``fit`` / ``scores`` / ``get_state`` / ``from_state``).
+(:class:`~llama_index_carag.ranking.tables.FittedTable`: ``from_corpus`` / ``scores`` /
+``get_state`` / ``from_state``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+    from llama_index_carag.ranking.tables import TableCorpus
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,9 @@ class Hubness:
     ``reference_size`` passages (all of them on small corpora); exact duplicates
     (cosine > 0.999) are ignored, so copies of one passage do not count as neighbours.
 
+    A fitted table (:class:`~llama_index_carag.ranking.tables.FittedTable`, key ``hubness_{k}``,
+    one per ``hub_k``): every passage's ``r`` depends on all others, so an insert or delete refits it.
+
     Attributes (after :meth:`fit`):
         table_: ``{node id: r}``.
     """
@@ -90,6 +96,28 @@ class Hubness:
         logger.debug("Hubness of %d passages (k=%d).", n, self.k)
         return self
 
+    @property
+    def key(self) -> str:
+        return f"hubness_{self.k}"
+
+    @classmethod
+    def key_for(cls, settings: "CaragSettings") -> str | None:
+        return f"hubness_{settings.hub_k}" if settings.hub_penalty > 0 else None
+
+    @classmethod
+    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "Hubness":
+        """The hubness of the corpus's evidence for ``settings.hub_k`` (ValueError on Qdrant: no vectors in memory)."""
+        return cls(settings.hub_k).fit(*corpus.evidence_units())
+
+    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+        return not changed  # any change moves every passage's neighbours: refit
+
+    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+        return []
+
+    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+        return [self]
+
     def hubness(self, node_id: str) -> float | None:
         """``r`` of one passage, or ``None`` when it is not in the table."""
         return self.table_.get(node_id)
@@ -107,7 +135,7 @@ class Hubness:
         return info, {"hubness": np.array([self.table_[i] for i in ids], dtype=np.float64)}
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> "Hubness":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus | None" = None) -> "Hubness":
         self = cls(int(info["k"]), reference_size=int(info["reference_size"]), seed=int(info["seed"]))
         values = arrays["hubness"]
         if len(values) != len(info["ids"]):

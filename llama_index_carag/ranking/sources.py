@@ -19,10 +19,8 @@ __all__ = ["DenseSource"]
 
 
 def _has_native_async(store: Any) -> bool:
-    """True when the store's async query is its own and can run (Qdrant needs an async client)."""
-    if type(store).aquery is BasePydanticVectorStore.aquery:
-        return False
-    return getattr(store, "_aclient", True) is not None
+    """True when the store overrides LlamaIndex's default async query (which only calls ``query``)."""
+    return type(store).aquery is not BasePydanticVectorStore.aquery
 
 
 class DenseSource:
@@ -35,14 +33,19 @@ class DenseSource:
         index: the vector index.
         embed_model: the index's query model (the request always carries its vector).
         excluded: returns the ids never to return.
+        native_async: whether the store's own async search is usable (``None``: whether the store
+            overrides it; the retriever passes its vector-store adapter's answer, which also knows
+            that Qdrant needs an async client).
     """
 
     name = "dense"
 
     def __init__(
-        self, index: "VectorStoreIndex", embed_model: "BaseEmbedding", excluded: Callable[[], frozenset[str]]
+        self, index: "VectorStoreIndex", embed_model: "BaseEmbedding", excluded: Callable[[], frozenset[str]],
+        *, native_async: bool | None = None,
     ) -> None:
         self._index = index
+        self._native_async = _has_native_async(index.vector_store) if native_async is None else bool(native_async)
         self._embed_model = embed_model
         self._excluded = excluded
         self._searchers: dict[int, VectorIndexRetriever] = {}
@@ -96,7 +99,7 @@ class DenseSource:
         return list(result.ids)
 
     async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
-        if not _has_native_async(self._index.vector_store):
+        if not self._native_async:
             # No native async search (FAISS, simple): run it off the event loop.
             return await asyncio.to_thread(self.search, request, n)
         excluded = self._excluded()

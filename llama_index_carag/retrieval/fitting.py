@@ -1,10 +1,10 @@
-"""Fitting CARAG's corpus context: clusters, SOIs, claim table and hubness, from an index and claims.
+"""Fitting CARAG's corpus context: clusters, SOIs, claim table and fitted tables, from an index and claims.
 
 :func:`fit_corpus` is the one place that fits a :class:`FittedCorpus` — in memory
-(FAISS, the simple store, …) or on a Qdrant collection (clusters in the payloads);
-:func:`fit_components` fits the per-passage tables the settings need (the claim-contrast
-table, the hubness).  ``ContextAwareRetriever.from_index``, ``refit()`` and
-``with_settings()`` call them; no query and no property setter does fit-time work.
+(FAISS, the simple store, …) or through the store's cluster backend (Qdrant: clusters in the
+payloads); :func:`~llama_index_carag.retrieval.tables.fit_corpus_tables` fits the per-passage
+tables the settings need (claim contrast, hubness, BM25).  ``ContextAwareRetriever.from_index``,
+``refit()`` and ``with_settings()`` call them; no query and no property setter does fit-time work.
 """
 
 from __future__ import annotations
@@ -16,23 +16,22 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_carag.backends.vector_stores import adapter_for, get_node_embeddings
 from llama_index_carag.core.context import CorpusItems, ThematicContext
-from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.datasets import LABEL_METADATA_KEYS
-from llama_index_carag.ranking.scorers import Hubness
-from llama_index_carag.settings import CaragSettings
-from llama_index_carag.backends.vector_stores import get_node_embeddings
+from llama_index_carag.core.persistence import StateError
 from llama_index_carag.core.vectors import as_matrix, l2_normalize
+from llama_index_carag.datasets import LABEL_METADATA_KEYS
+from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
-
-    from llama_index_carag.ranking.bm25 import LexicalIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    from llama_index_carag.ranking.tables import FittedTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FittedCorpus", "fit_corpus", "fit_components", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
+__all__ = ["FittedCorpus", "fit_corpus", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
 
 
 @dataclass
@@ -46,9 +45,8 @@ class FittedCorpus:
         exclude_ids: node ids never returned (claims that are also in the index).
         theme_key, claim_key: metadata keys of the theme and of the claim link.
         clusterer_params: extra :class:`ThematicClusterer` arguments used by the fit.
-        contrast: the claim-contrast table, once fitted.
-        hubness: hubness tables by ``hub_k``, once fitted.
-        lexical: the BM25 index of the evidence, once fitted (``lexical_weight > 0``).
+        tables: the fitted per-passage tables by key (``claim_contrast``, ``hubness_20``, ``lexical``, …;
+            :class:`~llama_index_carag.ranking.tables.FittedTable`), fitted as the settings ask.
     """
 
     context: ThematicContext
@@ -58,9 +56,7 @@ class FittedCorpus:
     theme_key: str = "theme"
     claim_key: str = "claim_id"
     clusterer_params: dict[str, Any] = field(default_factory=dict)
-    contrast: ClaimContrast | None = None
-    hubness: dict[int, Hubness] = field(default_factory=dict)
-    lexical: "LexicalIndex | None" = None
+    tables: "dict[str, FittedTable]" = field(default_factory=dict)
 
     @property
     def claim_units(self) -> np.ndarray | None:
@@ -78,25 +74,10 @@ class FittedCorpus:
             self.exclude_ids = frozenset(self.exclude_ids | new)
         return bool(new)
 
-    def forget(self, node_ids: Sequence[str]) -> None:
-        """Changed or deleted passages leave the fitted tables (hubness is refitted by :func:`fit_components`)."""
-        if self.contrast is not None:
-            self.contrast.forget(node_ids)
-        self.hubness.clear()
-
-
-def fit_components(corpus: FittedCorpus, settings: CaragSettings, *, refit: bool = False) -> None:
-    """Fit the per-passage tables ``settings`` needs (claim contrast, hubness) that are not fitted yet.
-
-    Raises:
-        ValueError: ``claim_contrast`` without claims, or ``hub_penalty`` on a Qdrant collection.
-    """
-    if settings.claim_contrast > 0 and (corpus.contrast is None or refit):
-        if corpus.claim_units is None:
-            raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
-        corpus.contrast = ClaimContrast(corpus.claim_units).fit(*corpus.context.evidence_units())
-    if settings.hub_penalty > 0 and (settings.hub_k not in corpus.hubness or refit):
-        corpus.hubness[settings.hub_k] = Hubness(settings.hub_k).fit(*corpus.context.evidence_units())
+    def evidence_ids(self) -> list[str]:
+        """The evidence passages (the clustered items that are not claims), in the context's order."""
+        claims = set(self.claim_ids)
+        return [i for i, _ in self.context.iter_items() if i not in claims]
 
 
 def fit_corpus(
@@ -127,18 +108,14 @@ def fit_corpus(
     if len(set(claim_ids)) != len(claim_ids):
         raise ValueError("claim_nodes contain duplicated node ids.")
 
-    from llama_index_carag.backends.qdrant_store import is_qdrant_store
-
-    if is_qdrant_store(index.vector_store):
-        # Server-side: clusters go into the payloads; only a bounded sample of vectors is fetched.
-        from llama_index_carag.backends.qdrant_fit import fit_qdrant_context
-
+    backend = adapter_for(index).cluster_backend()
+    if backend is not None:
+        # Server-side (Qdrant): clusters go into the store; only a bounded sample of vectors is fetched.
         claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
-        context = fit_qdrant_context(
-            index.vector_store, _claim_items(claim_nodes, claim_vectors, claim_key, theme_key), mode=settings.mode,
+        context, exclude = backend.fit_context(
+            _claim_items(claim_nodes, claim_vectors, claim_key, theme_key), mode=settings.mode,
             theme_key=theme_key, claim_key=claim_key, show_progress=show_progress, **options,
         )
-        exclude = context.store.exclude  # type: ignore[attr-defined]
     else:
         items, claim_vectors, exclude = _memory_items(index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress)
         context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
@@ -148,24 +125,30 @@ def fit_corpus(
         context, claim_ids, claim_vectors.reshape(len(claim_ids), -1) if claim_ids else np.zeros((0, context.dim_), np.float32),
         frozenset(exclude), theme_key, claim_key, dict(clusterer_params or {}),
     )
-    fit_components(corpus, settings)
+    from llama_index_carag.retrieval.tables import fit_corpus_tables  # the tables read the fitted corpus
+
+    fit_corpus_tables(index, corpus, settings)
     return corpus
 
 
 def restore_context(
     info: dict[str, Any], arrays: dict[str, np.ndarray], index: "VectorStoreIndex", vectors: Callable[[list[str]], np.ndarray]
 ) -> ThematicContext:
-    """A saved context (:meth:`ThematicContext.get_state`) rebuilt on ``index``: in memory, or on its Qdrant collection.
+    """A saved context (:meth:`ThematicContext.get_state`) rebuilt on ``index``: in memory, or through the
+    store's cluster backend (Qdrant).
 
     ``vectors(ids)`` gives the stored embeddings of evidence and claims, shape ``(len(ids), d)``.
-    """
-    if info.get("backend") == "qdrant":
-        from llama_index_carag.backends.qdrant_store import QdrantClusterStore
 
-        return ThematicContext.from_state(
-            info, arrays, vectors,
-            store=lambda i, dim, unit: QdrantClusterStore.from_state(i, index.vector_store, dim, unit),
-        )
+    Raises:
+        StateError: the context was fitted in memory and the index keeps clusters itself, or the reverse.
+    """
+    backend = adapter_for(index).cluster_backend()
+    saved = info.get("backend")
+    if saved != (None if backend is None else backend.name):
+        where = "in memory" if saved is None else f"on a {saved} store"
+        raise StateError(f"The state's clusters were fitted {where}, not on this {type(index.vector_store).__name__} index.")
+    if backend is not None:
+        return ThematicContext.from_state(info, arrays, vectors, store=backend.restore_store)
     return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index))
 
 

@@ -37,11 +37,13 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index_carag.retrieval import updates
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
-from llama_index_carag.retrieval.fitting import FittedCorpus, fit_components, fit_corpus
+from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus
+from llama_index_carag.retrieval.tables import CorpusView, fit_corpus_tables
+from llama_index_carag.backends.vector_stores import adapter_for
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
 from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
-from llama_index_carag.ranking.lexical import LexicalSource, ensure_lexical, lexical_provenance
+from llama_index_carag.ranking.lexical import LexicalSource, lexical_provenance
 from llama_index_carag.ranking.pool import CandidatePool
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
@@ -100,8 +102,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         self._settings = settings if settings is not None else PAPER.replace(mode=corpus.context.mode)
         if self._settings.mode != corpus.context.mode:
             raise ValueError(f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}.")
-        fit_components(corpus, self._settings)  # no-op when the tables are fitted already
-        ensure_lexical(index, corpus, self._settings)  # the BM25 index, when lexical_weight > 0
+        fit_corpus_tables(index, corpus, self._settings)  # no-op when the tables are fitted already
         self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
         self._custom_sources = sources is not None
         self._sources = list(sources) if sources is not None else self._default_sources()
@@ -111,7 +112,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
-        return default_sources(self._index, self._corpus, self._settings, self._embed_model)
+        return default_sources(
+            self._index, self._embed_model, CorpusView(self._index, self._corpus), self._corpus.tables, self._settings,
+            native_async=adapter_for(self._index).native_async(),
+        )
 
     def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         return updates.nodes_by_id(self._index, ids)
@@ -120,7 +124,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return lexical_source(self._sources)
 
     def _scorers(self) -> list[Scorer]:
-        return settings_scorers(self._settings, self._corpus, self._sources) + self._extra_scorers
+        return settings_scorers(self._settings, self._corpus.tables, self._sources) + self._extra_scorers
 
     # -------------------------------------------------------------- settings
     @property
@@ -346,8 +350,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     # ----------------------------------------------------- incremental updates
     def _after_update(self) -> None:
         """Refit the per-passage tables in use (after an insert/delete/sync) and note the store's size."""
-        fit_components(self._corpus, self._settings)
-        ensure_lexical(self._index, self._corpus, self._settings, refit=True)  # BM25 has no incremental update
+        fit_corpus_tables(self._index, self._corpus, self._settings)  # those the edit dropped are refitted
         if not self._custom_sources:
             self._sources = self._default_sources()
         self._stage = RerankStage(self._settings, self._scorers())

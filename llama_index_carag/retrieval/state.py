@@ -1,34 +1,41 @@
-"""Saving and loading a retriever's fitted state (settings as ``CaragSettings`` JSON, context, claims, tables)."""
+"""Saving and loading a retriever's fitted state (settings as ``CaragSettings`` JSON, context, claims, tables).
+
+Everything goes into one atomic state (:func:`~llama_index_carag.core.persistence.save_state`):
+the fitted tables (:class:`~llama_index_carag.ranking.tables.FittedTable`) are saved and loaded in
+one loop, each as ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays
+beside the others.  States written before (claim-contrast and hubness under their own keys, BM25
+in a side folder) are read by :mod:`llama_index_carag.retrieval.state_legacy`.
+"""
 
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.retrieval.fitting import FittedCorpus, restore_context
-from llama_index_carag.models.resolve import embed_model_name
+from llama_index_carag.backends.vector_stores import PERSISTED_KINDS, adapter_for, get_node_embeddings, index_node_ids, load_persisted_index
 from llama_index_carag.core.persistence import StateError, ids_checksum, load_state, save_state
-from llama_index_carag.ranking.scorers import Hubness
+from llama_index_carag.models.resolve import embed_model_name
+from llama_index_carag.ranking.assembly import table_type
+from llama_index_carag.retrieval.fitting import FittedCorpus, restore_context
+from llama_index_carag.retrieval.state_legacy import LEGACY_LEXICAL_SUBDIR, is_legacy_lexical_dir, legacy_tables
+from llama_index_carag.retrieval.tables import CorpusView
 from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings
-from llama_index_carag.backends.vector_stores import PERSISTED_KINDS, faiss_metric, get_node_embeddings, index_node_ids, vector_store_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
-
-    from llama_index_carag.ranking.bm25 import LexicalIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    from llama_index_carag.ranking.tables import FittedTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["save_retriever", "load_retriever", "settings_from_state"]
+__all__ = ["save_retriever", "load_retriever", "settings_from_state", "tables_state", "tables_from_state"]
 
-#: Sub-folder of the state folder that holds the BM25 index.
-LEXICAL_SUBDIR = "lexical"
 #: Keys kept beside the settings in the state's "settings" block (not options).
 _KEYS = ("theme_key", "claim_key", "exclude_ids")
 
@@ -36,10 +43,10 @@ _KEYS = ("theme_key", "claim_key", "exclude_ids")
 def save_retriever(
     folder: Path, index: "VectorStoreIndex", corpus: FittedCorpus, settings: CaragSettings, embed_model: "BaseEmbedding"
 ) -> Path:
-    """Write the state of a retriever into ``folder``; returns the folder."""
+    """Write the state of a retriever into ``folder`` (one atomic state, tables included); returns the folder."""
     ctx_info, arrays = corpus.context.get_state()
-    claim_set = set(corpus.claim_ids)
-    evidence_ids = [i for i, _ in corpus.context.iter_items() if i not in claim_set]
+    evidence_ids = corpus.evidence_ids()
+    adapter = adapter_for(index)
     info: dict[str, Any] = {
         "settings": {
             **settings.model_dump(mode="json"),
@@ -49,8 +56,8 @@ def save_retriever(
         },
         "embed_model": embed_model_name(embed_model),
         "dim": corpus.context.dim_,
-        "vector_store": vector_store_kind(index),
-        "faiss_metric": faiss_metric(index),
+        "vector_store": adapter.kind,
+        "faiss_metric": adapter.metric(),
         "evidence_ids_sha256": ids_checksum(evidence_ids),
         "n_evidence": len(evidence_ids),
         "claim_ids": list(corpus.claim_ids),
@@ -58,21 +65,47 @@ def save_retriever(
         "context": ctx_info,
     }
     arrays = {"claim_vectors": np.asarray(corpus.claim_vectors, dtype=np.float32), **arrays}
-    if corpus.contrast is not None:
-        c_info, c_arrays = corpus.contrast.get_state()
-        info["claim_contrast_table"] = c_info
-        arrays.update(c_arrays)
-    if corpus.hubness:
-        info["hubness_tables"] = []
-        for k, table in sorted(corpus.hubness.items()):
-            h_info, h_arrays = table.get_state()
-            info["hubness_tables"].append({**h_info, "array": f"hubness_{k}"})
-            arrays[f"hubness_{k}"] = h_arrays["hubness"]
-    if corpus.lexical is not None:  # bm25s's own files (.npy + JSON, no pickle) in a sub-folder
-        corpus.lexical.persist(folder / LEXICAL_SUBDIR)
-        info["lexical"] = {"dir": LEXICAL_SUBDIR, "n": len(corpus.lexical)}
-    save_state(folder, info, arrays)
+    info["tables"], table_arrays = tables_state(corpus.tables)
+    clash = set(arrays) & set(table_arrays)
+    if clash:
+        raise ValueError(f"Fitted-table arrays clash with the context's: {sorted(clash)}.")
+    save_state(folder, info, {**arrays, **table_arrays})
+    legacy = folder / LEGACY_LEXICAL_SUBDIR
+    if is_legacy_lexical_dir(legacy):  # an earlier version's BM25 side folder: the manifest no longer names it
+        shutil.rmtree(legacy, ignore_errors=True)
     return folder
+
+
+def tables_state(tables: "dict[str, FittedTable]") -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """``(entries, arrays)`` of the fitted tables: one ``{"key", "type", "info", "arrays"}`` entry per
+    table, whose ``arrays`` maps the table's own array names to their names in the state."""
+    entries: list[dict[str, Any]] = []
+    arrays: dict[str, np.ndarray] = {}
+    for key, table in sorted(tables.items()):
+        t_info, t_arrays = table.get_state()
+        names = {local: f"table_{key}_{local}" for local in t_arrays}
+        entries.append({"key": key, "type": table.name, "info": t_info, "arrays": names})
+        arrays.update({names[local]: array for local, array in t_arrays.items()})
+    return entries, arrays
+
+
+def tables_from_state(
+    entries: list[dict[str, Any]], arrays: dict[str, np.ndarray], corpus: CorpusView
+) -> "dict[str, FittedTable]":
+    """The tables :func:`tables_state` saved.
+
+    Raises:
+        StateError: an unknown table type, a missing array, or a table its class cannot read.
+    """
+    tables: dict[str, FittedTable] = {}
+    for entry in entries:
+        try:
+            key, cls = str(entry["key"]), table_type(str(entry["type"]))
+            own = {local: arrays[name] for local, name in entry["arrays"].items()}
+            tables[key] = cls.from_state(entry["info"], own, corpus)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"The saved fitted table {entry.get('key')!r} is unreadable ({exc}).") from None
+    return tables
 
 
 def settings_from_state(saved: dict[str, Any], ctx_info: dict[str, Any]) -> CaragSettings:
@@ -100,7 +133,8 @@ def settings_from_state(saved: dict[str, Any], ctx_info: dict[str, Any]) -> Cara
 def _check_evidence(info: dict[str, Any], index: "VectorStoreIndex", claim_lookup: dict[str, np.ndarray]) -> None:
     ctx_info = info["context"]
     evidence_ids = [str(i) for g in ctx_info["groups"] for i in g["ids"] if str(i) not in claim_lookup]
-    if ctx_info.get("backend") != "qdrant" and ids_checksum(evidence_ids) != info.get("evidence_ids_sha256"):
+    in_memory = ctx_info.get("backend") is None  # a store that keeps the clusters lists no evidence in the state
+    if in_memory and ids_checksum(evidence_ids) != info.get("evidence_ids_sha256"):
         raise StateError("The state's node list is inconsistent (checksum mismatch); it was modified.")
     try:
         current = [i for i in index_node_ids(index) if i not in claim_lookup]
@@ -137,15 +171,13 @@ def _resolve_index(
 
     recorded_model = info["embed_model"]
     if index is None:
-        from llama_index_carag.retrieval.indexing import load_persisted_index
-
         kind = info.get("vector_store")
         if kind not in PERSISTED_KINDS:
             raise StateError(
                 f"The state was fitted on a {kind} index, which is not saved on disk; pass index=... to reload it."
             )
         model = resolve_embed_model(embed_model if embed_model is not None else recorded_model)
-        index = load_persisted_index(folder.parent, model, kind)
+        index = load_persisted_index(folder.parent, model, str(kind))
     else:
         model = resolve_embed_model(embed_model) if embed_model is not None else index._embed_model  # noqa: SLF001
     if embed_model_name(model) != recorded_model:
@@ -187,39 +219,9 @@ def load_retriever(
         context, claim_ids, claim_vectors, frozenset(saved.get("exclude_ids", [])),
         saved.get("theme_key", "theme"), saved.get("claim_key", "claim_id"), dict(params),
     )
-    if "claim_contrast_table" in info and corpus.claim_units is not None:
-        try:
-            corpus.contrast = ClaimContrast.from_state(info["claim_contrast_table"], arrays, corpus.claim_units)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"The saved claim-contrast table is unreadable ({exc}).") from None
-    corpus.hubness = _load_hubness(info, arrays)
-    if "lexical" in info:
-        corpus.lexical = _load_lexical(folder / LEXICAL_SUBDIR, corpus)
+    view = CorpusView(index, corpus)
+    if "tables" in info:
+        corpus.tables = tables_from_state(info["tables"], arrays, view)
+    else:  # a state written before the fitted-table protocol
+        corpus.tables = legacy_tables(info, arrays, folder, view)
     return index, corpus, settings, model
-
-
-def _load_hubness(info: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[int, Hubness]:
-    """The saved hubness tables by ``hub_k`` (states without them get them refitted on first use)."""
-    tables: dict[int, Hubness] = {}
-    for h_info in info.get("hubness_tables", []):
-        try:
-            table = Hubness.from_state(h_info, {"hubness": arrays[h_info["array"]]})
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"A saved hubness table is unreadable ({exc}).") from None
-        tables[table.k] = table
-    return tables
-
-
-def _load_lexical(folder: Path, corpus: FittedCorpus) -> "LexicalIndex | None":
-    """The saved BM25 index, or ``None`` (refitted from the docstore) when it does not match the evidence."""
-    from llama_index_carag.ranking.bm25 import LexicalIndex
-    from llama_index_carag.ranking.lexical import evidence_ids
-
-    try:
-        lexical = LexicalIndex.from_persist_dir(folder)
-    except (OSError, ValueError, KeyError) as exc:
-        raise StateError(f"The saved BM25 index in {folder} is unreadable ({exc}).") from None
-    if set(lexical.ids_) != set(evidence_ids(corpus)):
-        logger.warning("The saved BM25 index does not cover the saved evidence; it is rebuilt from the docstore.")
-        return None
-    return lexical

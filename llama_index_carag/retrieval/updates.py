@@ -1,4 +1,9 @@
-"""Corpus edits without refitting (insert, delete, sync) and refitting a corpus as it is now."""
+"""Corpus edits without refitting (insert, delete, sync) and refitting a corpus as it is now.
+
+Edits go through the index's vector-store adapter
+(:func:`~llama_index_carag.backends.vector_stores.adapter_for`) and tell the corpus's fitted
+tables which passages changed (:func:`~llama_index_carag.retrieval.tables.update_corpus_tables`).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from llama_index.core.schema import BaseNode, TextNode
 
+from llama_index_carag.backends.vector_stores import adapter_for, get_node_embeddings, index_node_ids, nodes_by_id, store_size
 from llama_index_carag.core.context import CorpusItems
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus, warn_on_embedded_labels
+from llama_index_carag.retrieval.tables import update_corpus_tables
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.backends.vector_stores import get_node_embeddings, index_node_ids, store_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -20,24 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["store_size", "insert_nodes", "delete_nodes", "sync", "refit_corpus", "claim_nodes_of"]
+__all__ = ["store_size", "nodes_by_id", "insert_nodes", "delete_nodes", "sync", "refit_corpus", "claim_nodes_of"]
 
 
 def _meta(node: BaseNode | None, key: str) -> str | None:
     value = None if node is None else node.metadata.get(key)
     return None if value is None or str(value) == "" else str(value)
-
-
-def nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> list[BaseNode | None]:
-    """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant)."""
-    found = {n.node_id: n for n in index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
-    missing = [i for i in ids if i not in found]
-    if missing and index.vector_store.stores_text:
-        try:
-            found.update({n.node_id: n for n in index.vector_store.get_nodes(node_ids=missing)})
-        except (NotImplementedError, ValueError):
-            pass
-    return [found.get(i) for i in ids]
 
 
 def _evidence_items(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str]) -> CorpusItems:
@@ -65,8 +59,8 @@ def insert_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, nodes: list[Ba
     existing = [i for i in ids if i in corpus.context and i not in claims]
     if existing:
         delete_nodes(index, corpus, existing)
-    index.insert_nodes(nodes, **insert_kwargs)
-    corpus.forget(ids)
+    adapter_for(index).insert(nodes, **insert_kwargs)
+    update_corpus_tables(index, corpus, ids)
     corpus.exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
     evidence = [i for i in ids if i not in claims]
     if evidence:
@@ -79,15 +73,9 @@ def delete_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequ
     ids = [i for i in node_ids if i not in corpus.exclude_ids]
     if not ids:
         return False
-    try:
-        index.delete_nodes(ids, delete_from_docstore=True, **delete_kwargs)
-    except NotImplementedError:
-        raise ValueError(
-            f"{type(index.vector_store).__name__} cannot delete nodes; build the index with an "
-            "id-mapped FAISS index (build_faiss_index(..., id_map=True) / FaissMapVectorStore)."
-        ) from None
+    adapter_for(index).delete(ids, **delete_kwargs)
     corpus.context.remove_items(ids)
-    corpus.forget(ids)
+    update_corpus_tables(index, corpus, ids)
     return True
 
 
@@ -102,7 +90,7 @@ def sync(index: "VectorStoreIndex", corpus: FittedCorpus) -> tuple[int, int]:
     gone = [i for i in known if i not in current_set]
     removed = corpus.context.remove_items(gone)
     added = [i for i in current if i not in known]
-    corpus.forget(gone + added)
+    update_corpus_tables(index, corpus, gone + added)
     if added:
         corpus.context.add_items(_evidence_items(index, corpus, added))
     return len(added), removed

@@ -1,0 +1,94 @@
+"""The BM25 index as a fitted table: fitted on the evidence text, saved in the retriever's atomic state.
+
+:class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one
+:class:`~llama_index_carag.ranking.bm25.LexicalIndex` and contributes the BM25 candidate source
+(:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the lexical term
+(:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  bm25s has no incremental update,
+so an insert or delete refits it: O(corpus).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.settings import CaragSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LexicalTable", "lexical_source"]
+
+
+def lexical_source(sources: Sequence["CandidateSource"]) -> LexicalSource | None:
+    """The BM25 source among ``sources``, if any."""
+    return next((src for src in sources if isinstance(src, LexicalSource)), None)
+
+
+class LexicalTable:
+    """The fitted BM25 index of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
+
+    Args:
+        index: the fitted BM25 index.
+    """
+
+    name = "lexical"
+    key = "lexical"
+
+    def __init__(self, index: LexicalIndex) -> None:
+        self.index = index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @classmethod
+    def key_for(cls, settings: "CaragSettings") -> str | None:
+        return cls.key if settings.lexical_weight > 0 else None
+
+    @classmethod
+    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "LexicalTable":
+        """BM25 over the evidence text (docstore, or the vector store when it keeps the text).
+
+        Raises:
+            ValueError: no evidence text could be found.
+        """
+        ids = corpus.evidence_ids()
+        nodes = [n for n in corpus.nodes(ids) if n is not None]
+        if len(nodes) < len(ids):
+            logger.warning("BM25: %d of %d evidence passages have no stored text; they get no lexical score.", len(ids) - len(nodes), len(ids))
+        if not nodes:
+            raise ValueError("lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it.")
+        return cls(LexicalIndex().fit(nodes))
+
+    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+        return not changed  # no incremental update in bm25s: refit
+
+    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+        return [LexicalSource(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
+
+    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+        """The lexical term, reading the BM25 source's cache (none when the sources have no BM25 source)."""
+        source = lexical_source(sources)
+        return [] if source is None else [LexicalRelevance(source)]
+
+    def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return self.index.get_state()
+
+    @classmethod
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus") -> "LexicalTable":
+        """The saved index.
+
+        Raises:
+            ValueError: it does not cover the corpus's evidence.
+        """
+        index = LexicalIndex.from_state(info, arrays)
+        if set(index.ids_) != set(corpus.evidence_ids()):
+            raise ValueError("the saved BM25 index does not cover the saved evidence")
+        return cls(index)

@@ -1,0 +1,173 @@
+"""retrieval.state: the fitted tables saved and loaded in one loop inside the atomic state; older states load."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core.schema import QueryBundle, TextNode
+
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.core import persistence
+from llama_index_carag.core.persistence import StateError
+from llama_index_carag.ranking import assembly
+from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.contrast import ClaimContrast
+from llama_index_carag.ranking.scorers import Hubness
+from llama_index_carag.retrieval.state import tables_from_state, tables_state
+from tests.helpers import TableEmbedding, faiss_index, planted_corpus
+
+LEGACY = Path(__file__).parent / "data" / "legacy_state_v1"  # written by commit 603ae74 (see its README)
+HYBRID = dict(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3, hub_penalty=0.1, hub_k=3)
+
+
+def run(retriever, queries):
+    return [
+        [(h.node.node_id, round(float(h.score), 6)) for h in retriever.retrieve(QueryBundle(q["text"], embedding=q["embedding"]))]
+        for q in queries
+    ]
+
+
+@pytest.fixture()
+def legacy(tmp_path, monkeypatch):
+    """The 603ae74 state (BM25 in a side folder, old table keys) copied to a scratch folder; fits forbidden."""
+    folder = tmp_path / "legacy"
+    shutil.copytree(LEGACY, folder)
+    queries = json.loads((folder / "queries.json").read_text())["queries"]
+    model = TableEmbedding({"probe": [1.0] + [0.0] * 15})  # the recorded model's name; queries carry their vectors
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a saved table was refitted")
+
+    for cls in assembly.TABLE_TYPES:
+        monkeypatch.setattr(cls, "from_corpus", classmethod(no_fit))
+    return folder, queries, model
+
+
+def test_a_state_saved_by_603ae74_loads_with_its_tables_and_results(legacy):
+    folder, queries, model = legacy
+    assert (folder / "carag" / "lexical").is_dir() and "tables" not in json.loads(
+        (folder / "carag" / persistence.MANIFEST_NAME).read_text()
+    )["info"]
+    r = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
+    assert set(r.corpus.tables) == {"claim_contrast", "hubness_3", "lexical"}
+    assert [s.name for s in r.stage.scorers] == ["dense", "thematic", "lexical", "hubness", "claim_contrast"]
+    got = run(r, queries)
+    assert got == [[tuple(hit) for hit in q["expected"]] for q in queries]
+    assert sum(q["lexical_id"] in [i for i, _ in hits] for q, hits in zip(queries, got)) >= 3  # BM25 matters here
+
+
+def test_persisting_a_legacy_state_writes_one_atomic_state(legacy):
+    folder, queries, model = legacy
+    r = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
+    state = r.persist(folder)
+    assert not (state / "lexical").exists()  # the side folder is gone
+    manifest = json.loads((state / persistence.MANIFEST_NAME).read_text())
+    entries = manifest["info"]["tables"]
+    assert sorted(e["key"] for e in entries) == ["claim_contrast", "hubness_3", "lexical"]
+    assert not {"claim_contrast_table", "hubness_tables", "lexical"} & set(manifest["info"])
+    named = {meta["file"] for meta in manifest["arrays"].values()} | {persistence.MANIFEST_NAME}
+    assert {p.name for p in state.iterdir()} == named  # every file of the state is in the manifest
+    again = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
+    assert run(again, queries) == run(r, queries)
+
+
+def test_crash_before_the_manifest_keeps_every_table_of_the_previous_state(rng, tmp_path, monkeypatch):
+    """The BM25 index used to be written before the manifest: a crash left a new BM25 beside old tables."""
+    evidence, claims, emb = planted_corpus(rng)
+    index = faiss_index(evidence, emb, id_map=True)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, **HYBRID)
+    r.persist(tmp_path)
+    changed = evidence[0]
+    r.insert_nodes([TextNode(id_=changed.node_id, text="zebrafloop quokkanite", embedding=changed.embedding)])
+    assert r.corpus.tables["lexical"].index.query("zebrafloop", 3).ids == [changed.node_id]
+    real = persistence.atomic_write_bytes if hasattr(persistence, "atomic_write_bytes") else persistence._atomic_write
+
+    def crash_on_manifest(path, data):
+        if path.name == persistence.MANIFEST_NAME:
+            raise OSError("disk full")
+        return real(path, data)
+
+    monkeypatch.setattr(persistence, real.__name__, crash_on_manifest)
+    with pytest.raises(OSError, match="disk full"):
+        r.persist(tmp_path)
+    back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
+    assert back.corpus.tables["lexical"].index.query("zebrafloop", 3).ids == []  # the previous BM25, as the manifest says
+
+
+class FakeCorpus:
+    """A TableCorpus of a few unit vectors and texts."""
+
+    def __init__(self, rng, n=12, m=3, d=6):
+        self.units = rng.normal(size=(n, d)).astype(np.float32)
+        self.units /= np.linalg.norm(self.units, axis=1, keepdims=True)
+        self.claims = self.units[:m] + 0.1
+        self.claims /= np.linalg.norm(self.claims, axis=1, keepdims=True)
+        self.ids = [f"p{i}" for i in range(n)]
+        self.texts = {i: f"passage {i} word{k % 4}" for k, i in enumerate(self.ids)}
+        self.exclude_ids = frozenset()
+
+    @property
+    def claim_units(self):
+        return self.claims
+
+    def evidence_units(self):
+        return list(self.ids), self.units
+
+    def evidence_ids(self):
+        return list(self.ids)
+
+    def nodes(self, ids):
+        return [TextNode(id_=i, text=self.texts[i]) if i in self.texts else None for i in ids]
+
+
+def test_tables_round_trip_through_one_loop(rng):
+    from llama_index_carag.settings import CaragSettings
+
+    corpus = FakeCorpus(rng)
+    tables = {}
+    assembly.fit_tables(corpus, tables, CaragSettings(**HYBRID))
+    entries, arrays = tables_state(tables)
+    assert sorted(e["type"] for e in entries) == ["claim_contrast", "hubness", "lexical"]
+    assert all(name.isidentifier() for name in arrays)
+    back = tables_from_state(json.loads(json.dumps(entries)), arrays, corpus)
+    assert set(back) == set(tables)
+    assert isinstance(back["claim_contrast"], ClaimContrast) and isinstance(back["hubness_3"], Hubness)
+    np.testing.assert_array_equal(back["claim_contrast"].sims_, tables["claim_contrast"].sims_)
+    assert back["hubness_3"].table_ == pytest.approx(tables["hubness_3"].table_)
+    for text in ("word1", "passage word3", "nothing"):
+        np.testing.assert_allclose(back["lexical"].index.all_scores(text), tables["lexical"].index.all_scores(text))
+
+
+def test_unreadable_tables_fail_clearly(rng):
+    from llama_index_carag.settings import CaragSettings
+
+    corpus = FakeCorpus(rng)
+    tables = {}
+    assembly.fit_tables(corpus, tables, CaragSettings(**HYBRID))
+    entries, arrays = tables_state(tables)
+    unknown = [dict(entries[0], type="no_such_table")]
+    with pytest.raises(StateError, match="unreadable.*no_such_table"):
+        tables_from_state(unknown, arrays, corpus)
+    missing = {k: v for k, v in arrays.items() if not k.startswith("table_claim_contrast_")}
+    with pytest.raises(StateError, match="claim_contrast"):
+        tables_from_state(entries, missing, corpus)
+    other = FakeCorpus(np.random.default_rng(1), n=5)  # BM25 of other passages
+    with pytest.raises(StateError, match="lexical"):
+        tables_from_state([e for e in entries if e["key"] == "lexical"], arrays, other)
+
+
+def test_lexical_state_is_bm25s_files_as_arrays(rng):
+    index = LexicalIndex().fit(FakeCorpus(rng).nodes([f"p{i}" for i in range(12)]))
+    info, arrays = index.get_state()
+    assert {meta["file"] for meta in info["files"].values()} >= {"data.csc.index.npy", "vocab.index.json", "params.index.json"}
+    assert all(a.dtype != object for a in arrays.values())
+    back = LexicalIndex.from_state(info, arrays)
+    assert back.ids_ == index.ids_
+    np.testing.assert_allclose(back.all_scores("word2 passage"), index.all_scores("word2 passage"))
+    bad = dict(info, files={**info["files"], "x": {"file": "../escape.npy", "npy": True}})
+    with pytest.raises(ValueError, match="Bad BM25 file name"):
+        LexicalIndex.from_state(bad, {**arrays, "x": np.zeros(1)})
