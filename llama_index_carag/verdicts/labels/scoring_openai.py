@@ -12,11 +12,13 @@ echoed tail, the generated token left out).  The explanation is then generated a
 label's tokens are those the server's tokenizer makes of it after the prompt (the local scorers
 tokenize the label on its own; for the usual BPE tokenizers both are the same).
 
-Not every server returns usable prompt log-probabilities: vLLM does; llama.cpp's own server, Ollama
-and LM Studio return none for the prompt; llama-cpp-python's server does (unless started with
-``--logits_all false``), but reads them one position off where the prompt does not start with the BOS
-token (ChatML models such as SmolLM2 and Qwen2.5 with a generic prompt; their own chat template starts
-with the BOS text ``<|im_start|>`` for SmolLM2).  Each server and model is probed once
+Not every server returns usable prompt log-probabilities (only llama-cpp-python's server was tested
+here; vLLM's completions endpoint takes ``echo`` with ``logprobs``; llama.cpp's own ``llama-server``,
+Ollama and LM Studio do not document prompt log-probabilities).  llama-cpp-python's server returns
+them (unless started with ``--logits_all false``), but reads them one position off where the prompt does not start with the BOS
+token (measured: SmolLM2 with a generic prompt, and Qwen2.5 even with its own chat template, whose
+``<|im_start|>`` is not its BOS; SmolLM2's own template starts with its BOS and scores correctly).
+Each server and model is probed once
 (:func:`supports_prompt_logprobs`: a counting sequence must score as near-certain; logged); where the
 numbers are missing or implausible, :meth:`OpenAILabelScorer.from_llm` returns ``None`` and the
 synthesizer reads the label from the text answer instead.
