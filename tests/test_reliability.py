@@ -104,14 +104,14 @@ def test_crash_mid_persist_leaves_previous_state_loadable(persisted, monkeypatch
     r, index, claims, folder, state = persisted
     before = run(r.retrieve(claims[0].text))
     r = r.with_settings(alpha=0.2)
-    real = persistence._atomic_write
+    real = persistence.atomic_write_bytes
 
     def crash_on_manifest(path, data):
         if path.name == persistence.MANIFEST_NAME:
             raise OSError("simulated crash")
         real(path, data)
 
-    monkeypatch.setattr(persistence, "_atomic_write", crash_on_manifest)
+    monkeypatch.setattr(persistence, "atomic_write_bytes", crash_on_manifest)
     with pytest.raises(OSError, match="simulated crash"):
         r.persist(folder)
     monkeypatch.undo()

@@ -84,14 +84,14 @@ def test_crash_before_the_manifest_keeps_every_table_of_the_previous_state(rng, 
     changed = evidence[0]
     r.insert_nodes([TextNode(id_=changed.node_id, text="zebrafloop quokkanite", embedding=changed.embedding)])
     assert r.corpus.tables["lexical"].index.query("zebrafloop", 3).ids == [changed.node_id]
-    real = persistence.atomic_write_bytes if hasattr(persistence, "atomic_write_bytes") else persistence._atomic_write
+    real = persistence.atomic_write_bytes
 
     def crash_on_manifest(path, data):
         if path.name == persistence.MANIFEST_NAME:
             raise OSError("disk full")
         return real(path, data)
 
-    monkeypatch.setattr(persistence, real.__name__, crash_on_manifest)
+    monkeypatch.setattr(persistence, "atomic_write_bytes", crash_on_manifest)
     with pytest.raises(OSError, match="disk full"):
         r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
