@@ -24,7 +24,6 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -163,11 +162,9 @@ def _cached(fingerprint: str) -> ProbeResult | None:
 
 
 def _store(result: ProbeResult) -> None:
-    target = _cache_file()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".json.part")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(asdict(result), fh)
-    os.replace(tmp, target)
+    from llama_index_carag.core.atomic import atomic_write_text
+
+    atomic_write_text(_cache_file(), json.dumps(asdict(result)))
 
 
 def llamacpp_usable(*, force: bool = False) -> ProbeResult:
