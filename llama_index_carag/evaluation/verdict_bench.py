@@ -249,13 +249,13 @@ def run_verdict_bench(
         load_s = time.perf_counter() - t0
         name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
         embed = bench.retriever.embed_model  # the measured label rule's cosines, if the LLM has one
-        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False, embed_model=embed)
+        synth = FactCheckSynthesizer(llm, decision="rule", show_ids=False, embed_model=embed)
         info: dict[str, Any] = {"alias": alias, "load_s": round(load_s, 1), "label_mode": synth.label_mode,
                                 "label_rule": synth.label_rule is not None}
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)
             info.update(bias=tuned["bias"], tune_macro_F1=round(tuned["tune_macro_F1"], 4), tune_n=tuned["n"])
-            synth = FactCheckSynthesizer(llm, label_bias=tuned["bias"], show_ids=False, embed_model=embed)
+            synth = FactCheckSynthesizer(llm, decision="rule", label_bias=tuned["bias"], show_ids=False, embed_model=embed)
         _report(bench, synth, report, name, rows_path)
         meta["llms"][name] = info
         del synth, llm
@@ -328,26 +328,39 @@ def _write_summary(summary: list[dict[str, Any]], meta: dict[str, Any], out: Pat
 def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
     """The ``--verdicts`` options of ``carag eval``."""
     p.add_argument("--verdicts", action="store_true",
-                   help="verdict benchmark on FactVer (annotated and retrieved evidence; needs --data)")
-    p.add_argument("--verdict-llms", default="qwen1.5b,smollm2", help="comma-separated LLMs for --verdicts")
-    p.add_argument("--per-label", type=int, default=10, help="--verdicts: report-half claims per label (T, F, N)")
-    p.add_argument("--tune-per-label", type=int, default=6,
-                   help="--verdicts: tuning-half claims per label for the NOT_ENOUGH_INFO offsets (0: none)")
+                   help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
+                   "(--scifact): arg-max, the old rule and the stance decision on the same cached LLM outputs")
+    p.add_argument("--verdict-llms", default="qwen1.5b", help="the label-scoring LLM for --verdicts (first one)")
+    p.add_argument("--per-label", type=int, default=10, help="--verdicts: claims per label (T, F, N) per domain")
+    p.add_argument("--tune-per-label", type=int, default=6, help=argparse.SUPPRESS)  # the retired offsets' tuning
+    p.add_argument("--scifact", default=None, help="--verdicts: the SciFact BEIR folder with verdicts.jsonl "
+                   "(default ../shared/data/scifact)")
+    p.add_argument("--verdict-cache", default=None, help="--verdicts: JSONL cache of the LLM outputs "
+                   "(default OUT/verdict_cache.jsonl; resumed, never recomputed)")
+    p.add_argument("--retrieved", action="store_true", help="--verdicts: FactVer also with the default retriever's top-k")
+    p.add_argument("--no-collect", action="store_true", help="--verdicts: summarise the cache only (no LLM)")
 
 
 def run_verdict_command(args: argparse.Namespace) -> int:
-    """``carag eval --verdicts``: run :func:`run_verdict_bench` and print the table."""
+    """``carag eval --verdicts``: :func:`~llama_index_carag.evaluation.verdict_decisions.run_two_domain_bench`."""
+    from llama_index_carag.evaluation.verdict_decisions import run_two_domain_bench
+
     if not args.data:
         raise ValueError("--verdicts needs --data (the FactVer CSV)")
-    if args.per_label < 1 or args.tune_per_label < 0:
-        raise ValueError("--per-label must be >= 1 and --tune-per-label >= 0")
-    llms = [x.strip() for x in args.verdict_llms.split(",") if x.strip()]
-    result = run_verdict_bench(args.data, args.out, llms=llms, per_label=args.per_label,
-                               tune_per_label=args.tune_per_label, k=args.k, cache_dir=args.cache_dir,
-                               split_seed=args.split_seed)
+    if args.per_label < 1:
+        raise ValueError("--per-label must be >= 1")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = args.verdict_cache or str(out / "verdict_cache.jsonl")
+    llm = [x.strip() for x in args.verdict_llms.split(",") if x.strip()][0]
+    result = run_two_domain_bench(args.data, args.scifact or "../shared/data/scifact", cache, llm=llm,
+                                  per_label=args.per_label, retrieved=args.retrieved, cache_dir=args.cache_dir,
+                                  collect_first=not args.no_collect)
+    (out / "verdict_decisions.md").write_text(result["markdown"], encoding="utf-8")
+    (out / "verdict_decisions.json").write_text(json.dumps(result["summary"], indent=1), encoding="utf-8")
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
-        print(Path(result["files"][-1]).read_text(encoding="utf-8"))
-        print("wrote " + ", ".join(result["files"]))
+        print(result["markdown"])
+        print(f"cache {cache}; wrote {out / 'verdict_decisions.md'}, {out / 'verdict_decisions.json'}")
     return 0

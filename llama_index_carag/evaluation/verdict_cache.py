@@ -121,40 +121,48 @@ def _as_dict(logprobs: Any) -> dict[str, float]:
 
 
 def _prior_row(scorer: Any, model: str) -> dict[str, Any]:
-    from llama_index_carag.verdicts.labels.stance import CONTENT_FREE_INPUTS, stance_messages
+    from llama_index_carag.verdicts.labels.stance import CONTENT_FREE_INPUTS, stance_scores
 
-    inputs = [{"claim": c, "passage": p, "logprobs": _as_dict(scorer.score(stance_messages(c, p))[0].logprobs)}
+    inputs = [{"claim": c, "passage": p, "logprobs": _as_dict(stance_scores(scorer, c, [p])[0])}
               for c, p in CONTENT_FREE_INPUTS]
     return {"kind": "prior", "model": model, "inputs": inputs}
 
 
-def _claim_row(synth: Any, embed: Any, claim: BenchClaim, source: str, model: str) -> dict[str, Any]:
+def _claim_row(synth: Any, embed: Any, claim: BenchClaim, source: str, model: str,
+               known_joint: dict[str, float] | None = None) -> dict[str, Any]:
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from llama_index_carag.verdicts.labels.rules import evidence_cosines
-    from llama_index_carag.verdicts.labels.stance import stance_messages
+    from llama_index_carag.verdicts.labels.stance import stance_scores
 
     texts, ids, gold = claim.evidence[source]
     scorer = synth._scorer  # noqa: SLF001 - the benchmark scores with the synthesizer's own scorer
     nodes = [NodeWithScore(node=TextNode(id_=i, text=t), score=None) for t, i in zip(texts, ids)]
     t0 = time.perf_counter()
-    joint = synth.score_labels(claim.claim, nodes).logprobs if nodes else None
+    joint = None
+    if nodes and known_joint is None:
+        joint = _as_dict(synth.score_labels(claim.claim, nodes).logprobs)
     t1 = time.perf_counter()
-    passages = [_as_dict(scorer.score(stance_messages(claim.claim, t))[0].logprobs) for t in texts]
+    passages = [_as_dict(s) for s in stance_scores(scorer, claim.claim, texts)]
     t2 = time.perf_counter()
-    claim_only = _as_dict(scorer.score(stance_messages(claim.claim, "N/A"))[0].logprobs)
+    claim_only = _as_dict(stance_scores(scorer, claim.claim, ["N/A"])[0])
     return {
         "kind": "claim", "model": model, "domain": claim.domain, "evidence": source, "claim_id": claim.claim_id,
         "claim": claim.claim, "gold": claim.gold, "passage_ids": ids, "passage_gold": gold,
-        "joint": None if joint is None else _as_dict(joint), "passages": passages, "claim_only": claim_only,
+        "joint": known_joint if known_joint is not None else joint, "joint_reused": known_joint is not None,
+        "passages": passages, "claim_only": claim_only,
         "cosines": [round(float(c), 5) for c in evidence_cosines(embed, claim.claim, texts)],
-        "seconds_joint": round(t1 - t0, 2), "seconds_passages": round(t2 - t1, 2),
+        "seconds_joint": None if known_joint is not None else round(t1 - t0, 2), "seconds_passages": round(t2 - t1, 2),
         "prompt_chars": [len(t) for t in texts],
     }
 
 
-def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path) -> Path:
-    """Score ``claims`` with ``llm`` into the cache at ``path`` (appending; done rows are skipped)."""
+def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path,
+            joints: dict[tuple[str, str, str], dict[str, float]] | None = None) -> Path:
+    """Score ``claims`` with ``llm`` into the cache at ``path`` (appending; done rows are skipped).
+
+    ``joints``: whole-evidence scores already measured (``(llm, evidence, claim_id)`` keys), reused.
+    """
     from llama_index_carag.models.resolve import llm_name
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
@@ -175,11 +183,11 @@ def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path
         for source, claim in ((s, c) for s in sources for c in claims if s in c.evidence):
             if (model, claim.domain, source, claim.claim_id) in done:
                 continue
-            row = _claim_row(synth, embed, claim, source, model)
+            row = _claim_row(synth, embed, claim, source, model, (joints or {}).get((model, source, claim.claim_id)))
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             logger.info("%s %s %s: %.1f s", claim.domain, source, claim.claim_id,
-                        row["seconds_joint"] + row["seconds_passages"])
+                        (row["seconds_joint"] or 0.0) + row["seconds_passages"])
     return path
 
 
@@ -195,14 +203,37 @@ def _main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--llm", default="qwen1.5b")
     p.add_argument("--retrieved", action="store_true", help="FactVer also with the default retriever's top-6")
     p.add_argument("--cache-dir", default=None)
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (1 is faster on a loaded machine)")
+    p.add_argument("--domains", default="factver,scifact", help="comma-separated: factver, scifact")
+    p.add_argument("--joint-from", default=None, help="verdict benchmark rows CSV (docs/results/verdicts_rows.csv) "
+                   "whose whole-evidence scores of the same LLM, claim and evidence are reused instead of recomputed")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
 
-    llm, embed = resolve_llm(args.llm), resolve_embed_model("minilm")
-    sci = domain_claims("scifact", args.scifact, args.per_label)
-    fv = domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
-    collect(_interleaved([_round_robin(fv), _round_robin(sci)]), llm, embed, args.out)
+    if args.threads and args.llm == "qwen1.5b":
+        from llama_index_carag.models.files import qwen_gguf_path
+        from llama_index_carag.models.llamacpp import load_llamacpp
+
+        llm = load_llamacpp(str(qwen_gguf_path()), context_window=4096, max_new_tokens=128, n_threads=args.threads)
+    else:
+        llm = resolve_llm(args.llm)
+    embed = resolve_embed_model("minilm")
+    domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+    sci = domain_claims("scifact", args.scifact, args.per_label) if "scifact" in domains else []
+    fv = (domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
+          if "factver" in domains else [])
+    joints = _old_joints(args.joint_from) if args.joint_from else {}
+    collect(_interleaved([_round_robin(fv), _round_robin(sci)]), llm, embed, args.out, joints=joints)
+
+
+def _old_joints(path: str) -> dict[tuple[str, str, str], dict[str, float]]:
+    """``(llm, evidence, claim_id) -> whole-evidence label scores`` from an earlier benchmark's rows CSV."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {(r["llm"], r["evidence"], r["claim_id"]): json.loads(r["scores"])
+                for r in csv.DictReader(fh) if r.get("scores") and r["scores"] != "null"}
 
 
 def _round_robin(claims: Sequence[BenchClaim]) -> list[BenchClaim]:

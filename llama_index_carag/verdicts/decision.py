@@ -35,8 +35,9 @@ __all__ = [
 
 #: Names of the decisions :class:`VerdictSettings` can ask for.
 DECISIONS = ("stance", "argmax", "rule")
-#: Calibrations of the per-passage stance: content-free inputs (Zhao et al., 2021) or none.
-CALIBRATIONS = ("content-free", "none")
+#: Calibrations of the per-passage stance with content-free inputs (Zhao et al., 2021): the
+#: SUPPORTED/REFUTED balance only (``"content-free"``), all three labels (``"content-free-full"``), or none.
+CALIBRATIONS = ("content-free", "content-free-full", "none")
 #: Ways to obtain the label (see :mod:`~llama_index_carag.verdicts.synthesizer`).
 LABEL_MODES = ("auto", "score", "structured", "text")
 
@@ -50,7 +51,8 @@ class VerdictSettings:
             :class:`StanceDecision`), ``"argmax"`` (whole-evidence arg-max) or ``"rule"`` (the
             FactVer-fitted ``EvidenceLabelRule``, where one was measured for the LLM and the
             synthesizer has the encoder it was fitted with; arg-max otherwise).
-        calibration: ``"content-free"`` (divide out the label prior of content-free inputs) or ``"none"``.
+        calibration: ``"content-free"`` (divide out the SUPPORTED/REFUTED lean of content-free inputs),
+            ``"content-free-full"`` (all three labels, as Zhao et al.) or ``"none"``.
         label_mode: ``"auto"``, ``"score"``, ``"structured"`` or ``"text"``.
         max_sentences: explanation length cap (papers: two).
         max_explanation_tokens: explanation budget in ``"score"`` mode (default: the LLM's, at most 72).

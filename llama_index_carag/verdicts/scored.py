@@ -26,7 +26,14 @@ from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
 from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
-from llama_index_carag.verdicts.labels.stance import DEFAULT_PRIORS, ContentFreePrior, PassageStance, score_passages
+from llama_index_carag.verdicts.labels.stance import (
+    DEFAULT_PRIORS,
+    SIDES,
+    STANCE_ORDER,
+    ContentFreePrior,
+    PassageStance,
+    score_passages,
+)
 from llama_index_carag.verdicts.types import Verdict
 
 logger = logging.getLogger(__name__)
@@ -83,7 +90,8 @@ class ScoredVerdicts:
 
     def stances(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> list[PassageStance]:
         """Each passage's calibrated stance towards ``claim``."""
-        return score_passages(self.scorer, claim, texts, ids, self.prior())
+        labels = STANCE_ORDER if self.settings.calibration == "content-free-full" else SIDES
+        return score_passages(self.scorer, claim, texts, ids, self.prior(), labels)
 
     def evidence(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> ScoredEvidence:
         """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation)."""

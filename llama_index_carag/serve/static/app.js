@@ -70,11 +70,21 @@ function renderVerdict(verdict) {
   label.className = "badge " + (verdict ? verdict.label : "");
   $("explanation").textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
   const cited = new Set(verdict ? verdict.evidence_ids : []);
+  const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
   for (const row of $("evidence").tBodies[0].rows) {
+    renderStance(row.cells[6], stances.get(row.dataset.rank));
     const isCited = cited.has(row.dataset.id);
     row.classList.toggle("cited", isCited);
     row.cells[0].textContent = (isCited ? "★ " : "") + row.dataset.rank;
   }
+}
+
+// A passage's own stance towards the claim (the stance decision): a word, its probability and a colour.
+const STANCE_WORDS = { SUPPORTED: "supports", REFUTED: "refutes", NOT_ENOUGH_INFO: "neither" };
+function renderStance(cell, stance) {
+  if (!cell) return;
+  cell.textContent = stance ? `${STANCE_WORDS[stance.stance] || stance.stance} ${fmt(stance.score)}` : "-";
+  cell.className = "stance " + (stance ? stance.stance : "");
 }
 
 function renderEvidence(result) {
@@ -86,9 +96,13 @@ function renderEvidence(result) {
     tr.dataset.rank = String(row.rank);
     const c = row.carag || {};
     const kind = c.in_soi ? String(c.soi_kind || "yes").replace(/_.*/, "") : "-";
-    for (const v of [row.rank, fmt(row.score), c.cluster ?? "-", fmt(c.claim_similarity), fmt(c.thematic_similarity), kind, row.id]) {
+    for (const v of [row.rank, fmt(row.score), c.cluster ?? "-", fmt(c.claim_similarity), fmt(c.thematic_similarity), kind]) {
       tr.append(el("td", v));
     }
+    const stance = el("td", "-", "stance");
+    renderStance(stance, row.stance ? { stance: row.stance, score: row.stance_score } : null);
+    tr.append(stance);
+    tr.append(el("td", row.id));
     const text = el("td", row.text, "text");
     text.dir = "auto";
     tr.append(text);

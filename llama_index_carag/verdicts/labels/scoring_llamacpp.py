@@ -137,27 +137,67 @@ class LlamaCppLabelScorer:
         prompt_ids = self._ids(self.llm.messages_to_prompt(list(messages)) + prefix, first=True)
         if not prompt_ids:
             raise ValueError("The rendered prompt is empty.")
-        room = model.n_ctx() - len(prompt_ids) - self.max_new_tokens - 16
-        if room < 0:
+        self._check_room(prompt_ids)
+        with model_lock(model):
+            self._evaluate(prompt_ids)
+            logprobs = self._options_here(prompt_ids, options)
+        return logprobs, prompt_ids
+
+    def score_after_prefix(
+        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str] = LABEL_STRINGS,  # type: ignore[assignment]
+    ) -> list[dict[K, float]]:
+        """Each rendered prompt (text starting with ``prefix``, e.g. one claim's stance prompts), ``ANSWER_PREFIX``
+        appended, its ``options`` scored; the shared ``prefix`` is evaluated once.
+
+        Deterministic per prompt: the prefix is evaluated from the first token at every call (the same
+        tokens in the same batches), and each prompt's remainder on top of exactly that, so a prompt's
+        scores depend neither on the prompts scored before it nor on the others in ``prompts``.  A prompt
+        whose tokens do not start with the prefix's tokens is evaluated whole.
+        """
+        model = self.model
+        pre = self._ids(prefix, first=True)
+        out: list[dict[K, float]] = []
+        with model_lock(model):
+            held = False  # whether the model holds exactly the evaluated prefix (and what follows is discarded)
+            for text in prompts:
+                ids = self._ids(text + ANSWER_PREFIX, first=True)
+                self._check_room(ids)
+                if len(ids) > len(pre) and ids[: len(pre)] == pre:
+                    if not held:
+                        self._evaluate(pre)
+                        held = True
+                    model.n_tokens = len(pre)
+                    model.eval(ids[len(pre):])
+                else:
+                    self._evaluate(ids)
+                    held = False
+                out.append(self._options_here(ids, options))
+        return out
+
+    def _check_room(self, prompt_ids: list[int]) -> None:
+        model = self.model
+        if model.n_ctx() - len(prompt_ids) - self.max_new_tokens - 16 < 0:
             raise ValueError(
                 f"The fact-check prompt has {len(prompt_ids)} tokens; with the explanation budget it does not fit "
                 f"the LLM's context window of {model.n_ctx()} tokens. Pass fewer or shorter passages."
             )
+
+    def _options_here(self, prompt_ids: list[int], options: Mapping[K, str]) -> dict[K, float]:
+        """Score ``options`` after the evaluated ``prompt_ids`` (each cut off again)."""
+        model = self.model
+        first = self._last_logprobs()
         logprobs: dict[K, float] = {}
-        with model_lock(model):
-            self._evaluate(prompt_ids)
-            first = self._last_logprobs()
-            for key, text in options.items():
-                ids = self._ids(text)
-                if not ids:
-                    raise ValueError(f"Option {key!r} has no tokens.")
-                total = float(first[ids[0]])
-                for token, following in zip(ids[:-1], ids[1:]):
-                    model.eval([token])
-                    total += float(self._last_logprobs()[following])
-                model.n_tokens = len(prompt_ids)
-                logprobs[key] = total
-        return logprobs, prompt_ids
+        for key, text in options.items():
+            ids = self._ids(text)
+            if not ids:
+                raise ValueError(f"Option {key!r} has no tokens.")
+            total = float(first[ids[0]])
+            for token, following in zip(ids[:-1], ids[1:]):
+                model.eval([token])
+                total += float(self._last_logprobs()[following])
+            model.n_tokens = len(prompt_ids)
+            logprobs[key] = total
+        return logprobs
 
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
         """Generate the explanation after ``Verdict: <label>\\nExplanation:`` (the prompt is not evaluated again)."""

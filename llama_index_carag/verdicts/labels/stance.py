@@ -8,9 +8,10 @@ scored after ``Verdict:`` (the same label-word log-likelihoods as the whole-evid
 
 **Contextual calibration** (Zhao et al., 2021, "Calibrate before use"): the same prompt is scored
 for content-free inputs (:data:`CONTENT_FREE_INPUTS`: claim and passage ``"N/A"``, ``""`` and
-``"[MASK]"``); the mean of their label probabilities is the model's prior ``p_cf`` for this prompt,
-and a passage's calibrated probabilities are ``softmax(log p - log p_cf)``.  It needs no labels of
-the data being checked.  The prior is computed once per model and prompt and cached in memory
+``"[MASK]"``); the mean of their label probabilities is the model's prior ``p_cf`` for this prompt.
+Zhao et al. divide all of it out (``softmax(log p - log p_cf)``); for a stance a content-free passage
+*should* say NOT ENOUGH INFO, so by default only its lean between SUPPORTED and REFUTED is divided
+out (:func:`calibrated`).  It needs no labels of the data being checked.  The prior is computed once per model and prompt and cached in memory
 (:class:`ContentFreePrior`).
 
 Each prompt is scored on its own (the scorers evaluate a prompt from its first token), so a
@@ -23,19 +24,21 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from llama_index_carag.verdicts import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "STANCE_ORDER", "CONTENT_FREE_INPUTS", "PassageStance", "ContentFreePrior", "label_probabilities",
-    "calibrated", "stance_messages", "score_passages",
+    "STANCE_ORDER", "SIDES", "CONTENT_FREE_INPUTS", "PassageStance", "ContentFreePrior", "label_probabilities",
+    "calibrated", "stance_messages", "stance_scores", "score_passages",
 ]
 
 #: Stance labels in their fixed order (ties go to the earlier one).
 STANCE_ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
+#: The two sides a passage can take; calibration balances them by default.
+SIDES = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED)
 #: Content-free ``(claim, passage)`` inputs for the prior (Zhao et al., 2021).
 CONTENT_FREE_INPUTS: tuple[tuple[str, str], ...] = (("N/A", "N/A"), ("", ""), ("[MASK]", "[MASK]"))
 
@@ -78,17 +81,25 @@ def label_probabilities(logprobs: Mapping[VerdictLabel, float]) -> dict[VerdictL
 
 
 def calibrated(
-    logprobs: Mapping[VerdictLabel, float], prior: Mapping[VerdictLabel, float] | None
+    logprobs: Mapping[VerdictLabel, float], prior: Mapping[VerdictLabel, float] | None,
+    labels: Sequence[VerdictLabel] = SIDES,
 ) -> dict[VerdictLabel, float]:
     """Label probabilities with ``prior`` (probabilities, e.g. of content-free inputs) divided out (pure).
 
-    ``softmax(log p - log prior)``; ``prior=None`` gives the plain softmax.
+    The log-likelihood of each label in ``labels`` is shifted by ``-log(prior[k] / mean(prior[j] for j in
+    labels))``; the others stay; then a softmax.  With all three labels this is contextual calibration
+    (Zhao et al., 2021: ``softmax(log p - log prior)``).  With :data:`SIDES` (the default) only the
+    balance of SUPPORTED against REFUTED is corrected: a content-free passage rightly says NOT ENOUGH
+    INFO, so its NOT_ENOUGH_INFO probability is no bias to remove, while its lean to one side is.
+    ``prior=None`` gives the plain softmax.
     """
     if prior is None:
         return label_probabilities(logprobs)
-    if any(float(prior[k]) <= 0.0 for k in STANCE_ORDER):
-        raise ValueError(f"A calibration prior needs positive probabilities; got {dict(prior)}.")
-    shifted = {k: float(logprobs[k]) - math.log(float(prior[k])) for k in STANCE_ORDER}
+    if not labels or any(float(prior[k]) <= 0.0 for k in labels):
+        raise ValueError(f"A calibration prior needs positive probabilities for {list(labels)}; got {dict(prior)}.")
+    mean = sum(float(prior[k]) for k in labels) / len(labels)
+    shifted = {k: float(logprobs[k]) - (math.log(float(prior[k]) / mean) if k in labels else 0.0)
+               for k in STANCE_ORDER}
     return label_probabilities(shifted)
 
 
@@ -105,10 +116,29 @@ def _scores(scorer: Any, messages: Sequence[Any]) -> dict[VerdictLabel, float]:
     return {k: float(scores.logprobs[k]) for k in STANCE_ORDER}
 
 
+_SLOT = "\x01"
+
+
+def stance_scores(scorer: Any, claim: str, passages: Sequence[str]) -> list[dict[VerdictLabel, float]]:
+    """The raw label log-likelihoods of each passage's stance prompt.
+
+    With a scorer that can share a prompt prefix (``score_after_prefix``, llama.cpp) the claim's part of
+    the prompt (system message, claim, up to the passage) is evaluated once per call, deterministically;
+    otherwise each prompt is scored on its own.
+    """
+    share = getattr(scorer, "score_after_prefix", None)
+    render = getattr(getattr(scorer, "llm", None), "messages_to_prompt", None)
+    if share is None or render is None or not passages:
+        return [_scores(scorer, stance_messages(claim, p)) for p in passages]
+    prefix = render(stance_messages(claim, _SLOT)).split(_SLOT)[0]
+    prompts = [render(stance_messages(claim, p)) for p in passages]
+    return [{k: float(d[k]) for k in STANCE_ORDER} for d in share(prefix, prompts)]
+
+
 class ContentFreePrior:
     """The label prior of content-free inputs, per model and prompt, computed once (thread-safe).
 
-    ``prior(scorer, key)`` scores :data:`CONTENT_FREE_INPUTS` through :func:`stance_messages` the first
+    ``prior(scorer, key)`` scores :data:`CONTENT_FREE_INPUTS` through :func:`stance_scores` the first
     time a ``key`` (e.g. the model's name) is asked for, and returns the mean label probabilities.
     """
 
@@ -119,11 +149,11 @@ class ContentFreePrior:
         self._cache: dict[str, dict[VerdictLabel, float]] = {}
         self._lock = threading.Lock()
 
-    def prior(self, scorer: Any, key: str, build: Callable[[str, str], list[Any]] = stance_messages) -> dict[VerdictLabel, float]:
+    def prior(self, scorer: Any, key: str) -> dict[VerdictLabel, float]:
         """The mean label probabilities of the content-free inputs for ``key`` (cached)."""
         with self._lock:
             if key not in self._cache:
-                probs = [label_probabilities(_scores(scorer, build(c, p))) for c, p in self.inputs]
+                probs = [label_probabilities(stance_scores(scorer, c, [p])[0]) for c, p in self.inputs]
                 self._cache[key] = {k: sum(p[k] for p in probs) / len(probs) for k in STANCE_ORDER}
                 logger.info("content-free prior for %s: %s", key,
                             {k.value: round(v, 3) for k, v in self._cache[key].items()})
@@ -141,15 +171,14 @@ DEFAULT_PRIORS = ContentFreePrior()
 
 def score_passages(
     scorer: Any, claim: str, passages: Sequence[str], ids: Sequence[str],
-    prior: Mapping[VerdictLabel, float] | None,
+    prior: Mapping[VerdictLabel, float] | None, labels: Sequence[VerdictLabel] = SIDES,
 ) -> list[PassageStance]:
-    """Each passage's :class:`PassageStance` (one prompt per passage, ``prior`` divided out)."""
+    """Each passage's :class:`PassageStance` (one prompt per passage, ``prior`` divided out, :func:`calibrated`)."""
     if len(passages) != len(ids):
         raise ValueError(f"{len(passages)} passages but {len(ids)} ids.")
     out = []
-    for number, (text, node_id) in enumerate(zip(passages, ids), start=1):
-        logprobs = _scores(scorer, stance_messages(claim, text))
-        probs = calibrated(logprobs, prior)
+    for number, (logprobs, node_id) in enumerate(zip(stance_scores(scorer, claim, passages), ids), start=1):
+        probs = calibrated(logprobs, prior, labels)
         stance = max(STANCE_ORDER, key=lambda k: probs[k])
         out.append(PassageStance(number, str(node_id), stance, probs[stance], probs, logprobs))
     return out

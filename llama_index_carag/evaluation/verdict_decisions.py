@@ -1,0 +1,222 @@
+"""Verdict decisions compared on the same cached LLM outputs, two labelled domains (``carag eval --verdicts``).
+
+The LLM outputs are collected once (:mod:`~llama_index_carag.evaluation.verdict_cache`); every
+decision here is replayed on them, so they differ only in how the label is decided.
+
+**Declared before any report number was seen** (this docstring was written first):
+
+* The decision of the package (``stance``): each passage's label log-likelihoods from its own stance
+  prompt; the SUPPORTED/REFUTED lean of the model's content-free prior divided out (three
+  content-free inputs, mean probabilities, per model; NOT_ENOUGH_INFO left as scored,
+  :func:`~llama_index_carag.verdicts.labels.stance.calibrated`); each passage's stance = its most
+  probable label; the claim's label by
+  :func:`~llama_index_carag.verdicts.decision.strongest_stance` (strongest supporting passage against
+  strongest refuting one; NOT_ENOUGH_INFO when no passage takes a side).  Nothing is fitted.
+* Compared side by side on the same outputs: ``argmax`` (whole-evidence prompt, the plain arg-max),
+  ``rule`` (the FactVer-fitted ``EvidenceLabelRule``, as shipped), and three variants of the stance
+  decision, reported but not chosen from: no calibration (``stance-raw``), Zhao et al.'s full
+  three-label calibration (``stance-full``), and the claim's own prior (the stance prompt with the
+  claim and passage ``"N/A"``; ``stance-claim``).
+* One fitted variant, chosen leave-one-domain-out: ``stance-margin`` — a passage takes a side only
+  when its side's calibrated probability beats NOT_ENOUGH_INFO's by a margin ``m`` (grid 0 … 0.5),
+  ``m`` fitted for macro-F1 on the *other* domain.  It replaces ``stance`` only if it beats it in
+  both directions (fit FactVer → report SciFact, and the reverse).
+
+Metrics per (domain, evidence, decision): accuracy, macro-F1, recall and share of each predicted
+label (T/F/N), per-passage stance accuracy where gold stances exist (SciFact: the rationale's
+label for a cited abstract with a rationale, NOT_ENOUGH_INFO without), and seconds per claim of
+the LLM calls the decision needs (measured while collecting, under whatever load there was).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
+from llama_index_carag.verdicts import VerdictLabel
+from llama_index_carag.verdicts.decision import strongest_stance
+from llama_index_carag.verdicts.labels.stance import (
+    SIDES,
+    STANCE_ORDER,
+    PassageStance,
+    calibrated,
+    label_probabilities,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["prior_of", "decide_rows", "summarize", "DECISION_NAMES", "MARGIN_GRID", "fit_margin"]
+
+DECISION_NAMES = ("argmax", "rule", "stance", "stance-raw", "stance-full", "stance-claim", "stance-margin")
+MARGIN_GRID = tuple(np.round(np.arange(0.0, 0.501, 0.05), 2))
+_T = {VerdictLabel.SUPPORTED: "T", VerdictLabel.REFUTED: "F", VerdictLabel.NOT_ENOUGH_INFO: "N"}
+
+
+def _labels(d: Mapping[str, float]) -> dict[VerdictLabel, float]:
+    return {VerdictLabel(k): float(v) for k, v in d.items()}
+
+
+def prior_of(rows: Sequence[Mapping[str, Any]], model: str) -> dict[VerdictLabel, float]:
+    """The mean label probabilities of the model's content-free inputs (its ``"prior"`` cache line)."""
+    for r in rows:
+        if r["kind"] == "prior" and r["model"] == model:
+            probs = [label_probabilities(_labels(i["logprobs"])) for i in r["inputs"]]
+            return {k: float(np.mean([p[k] for p in probs])) for k in STANCE_ORDER}
+    raise ValueError(f"The cache has no content-free prior for {model!r}.")
+
+
+def _stances(row: Mapping[str, Any], prior: Any, labels: Sequence[VerdictLabel], margin: float = 0.0) -> list[PassageStance]:
+    out = []
+    for i, (lp, node_id) in enumerate(zip(row["passages"], row["passage_ids"]), start=1):
+        probs = calibrated(_labels(lp), prior, labels)
+        stance = max(STANCE_ORDER, key=lambda k: probs[k])
+        if stance in SIDES and probs[stance] - probs[VerdictLabel.NOT_ENOUGH_INFO] < margin:
+            stance = VerdictLabel.NOT_ENOUGH_INFO
+        out.append(PassageStance(i, str(node_id), stance, probs[stance], probs, _labels(lp)))
+    return out
+
+
+def _stance_decider(labels: Sequence[VerdictLabel], prior_kind: str, margin: float = 0.0) -> Callable:
+    def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, list[str]]:
+        p = None if prior_kind == "none" else (label_probabilities(_labels(row["claim_only"]))
+                                               if prior_kind == "claim" else prior)
+        stances = _stances(row, p, labels, margin)
+        return _T[strongest_stance(stances).label], [_T[s.stance] for s in stances]
+    return decide
+
+
+def _argmax(row: Mapping[str, Any], prior: Any) -> tuple[str, None]:
+    joint = _labels(row["joint"])
+    return _T[max(STANCE_ORDER, key=lambda k: joint[k])], None
+
+
+def _rule_decider(model: str) -> Callable | None:
+    from llama_index_carag.verdicts.labels.rules import measured_rule
+
+    rule = measured_rule(model)
+    if rule is None:
+        return None
+    return lambda row, prior: (_T[rule.predict(_labels(row["joint"]), row["cosines"])], None)
+
+
+def _deciders(model: str, margin: float | None) -> dict[str, Callable]:
+    out: dict[str, Callable] = {"argmax": _argmax}
+    rule = _rule_decider(model)
+    if rule is not None:
+        out["rule"] = rule
+    out.update({
+        "stance": _stance_decider(SIDES, "model"),
+        "stance-raw": _stance_decider(SIDES, "none"),
+        "stance-full": _stance_decider(STANCE_ORDER, "model"),
+        "stance-claim": _stance_decider(SIDES, "claim"),
+    })
+    if margin is not None:
+        out["stance-margin"] = _stance_decider(SIDES, "model", margin)
+    return out
+
+
+def decide_rows(rows: Sequence[Mapping[str, Any]], prior: Any, decide: Callable) -> list[dict[str, Any]]:
+    """``[{"gold", "pred", "stances", "passage_gold"}]`` for claim rows under one decision (T/F/N)."""
+    out = []
+    for r in rows:
+        if not r["passages"]:
+            pred, stances = "N", []
+        else:
+            pred, stances = decide(r, prior)
+        out.append({"gold": r["gold"], "pred": pred, "stances": stances, "passage_gold": r.get("passage_gold")})
+    return out
+
+
+def _metrics(decided: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
+    gold, pred = [d["gold"] for d in decided], [d["pred"] for d in decided]
+    share = Counter(pred)
+    out: dict[str, Any] = {"claims": len(gold), "accuracy": accuracy(gold, pred), "macro_F1": macro_f1(gold, pred)}
+    for c in LABELS:
+        hits = [p == c for g, p in zip(gold, pred) if g == c]
+        out[f"recall_{c}"] = float(np.mean(hits)) if hits else float("nan")
+    for c in LABELS:
+        out[f"share_{c}"] = share[c] / len(pred) if pred else float("nan")
+    pairs = [(g, s) for d in decided if d["stances"] and d["passage_gold"] for g, s in zip(d["passage_gold"], d["stances"])]
+    out["stance_accuracy"] = float(np.mean([g == s for g, s in pairs])) if pairs else float("nan")
+    out["passages_with_gold"] = len(pairs)
+    out["s_per_claim"] = seconds
+    return {k: (round(float(v), 4) if isinstance(v, (float, np.floating)) else v) for k, v in out.items()}
+
+
+def _seconds(rows: Sequence[Mapping[str, Any]], name: str) -> float:
+    key = "seconds_joint" if name in ("argmax", "rule") else "seconds_passages"
+    values = [r[key] for r in rows if r.get(key) is not None]  # reused whole-evidence scores have no time
+    return float(np.mean(values)) if values else float("nan")
+
+
+def fit_margin(rows: Sequence[Mapping[str, Any]], prior: Any) -> float:
+    """The margin of ``stance-margin`` with the best macro-F1 on ``rows`` (ties: the smaller margin)."""
+    best = max(MARGIN_GRID, key=lambda m: (macro_f1(*_gold_pred(rows, prior, m)), -m))
+    return float(best)
+
+
+def _gold_pred(rows: Sequence[Mapping[str, Any]], prior: Any, margin: float) -> tuple[list[str], list[str]]:
+    decided = decide_rows(rows, prior, _stance_decider(SIDES, "model", margin))
+    return [d["gold"] for d in decided], [d["pred"] for d in decided]
+
+
+def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, Any]]:
+    """One row per (domain, evidence, decision) of ``model``'s cached claims (see the module docstring)."""
+    prior = prior_of(cache, model)
+    latest = {(r["domain"], r["evidence"], r["claim_id"]): r for r in cache if r["kind"] == "claim" and r["model"] == model}
+    claims = list(latest.values())  # a claim collected twice (merged caches) counts once
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in claims:
+        groups.setdefault((r["domain"], r["evidence"]), []).append(r)
+    out = []
+    for (domain, evidence), rows in groups.items():
+        other = [r for r in claims if r["domain"] != domain and r["evidence"] == "annotated"]
+        margin = fit_margin(other, prior) if other else None
+        for name, decide in _deciders(model, margin).items():
+            row = {"domain": domain, "evidence": evidence, "decision": name,
+                   **_metrics(decide_rows(rows, prior, decide), _seconds(rows, name))}
+            if name == "stance-margin":
+                row["fitted_margin"] = margin
+            out.append(row)
+    return out
+
+
+# ------------------------------------------------------------------ the command
+_COLUMNS = ["domain", "evidence", "decision", "claims", "accuracy", "macro_F1", "recall_T", "recall_F", "recall_N",
+            "share_T", "share_F", "share_N", "stance_accuracy", "passages_with_gold", "s_per_claim"]
+
+
+def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The summary rows as a markdown table (NaN as ``-``)."""
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return "-"
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in _COLUMNS) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run_two_domain_bench(factver: str, scifact: str, cache: str, *, llm: str = "qwen1.5b", per_label: int = 10,
+                         retrieved: bool = False, cache_dir: str | None = None, collect_first: bool = True) -> dict[str, Any]:
+    """Collect (what the cache lacks) and summarise both domains; returns ``{"summary", "markdown", "cache"}``.
+
+    ``cache``: one JSONL file, or (``collect_first=False``) several, comma-separated, merged.
+    """
+    from llama_index_carag.evaluation.verdict_cache import _main as collect_main, read_cache
+
+    if collect_first:
+        argv = [cache, "--factver", factver, "--scifact", scifact, "--per-label", str(per_label), "--llm", llm]
+        collect_main(argv + (["--retrieved"] if retrieved else []) + (["--cache-dir", cache_dir] if cache_dir else []))
+    rows = [r for path in str(cache).split(",") for r in read_cache(path)]  # several caches: merged
+    models = list(dict.fromkeys(r["model"] for r in rows if r["kind"] == "prior"))
+    if len(models) != 1:
+        raise ValueError(f"{cache} holds the outputs of {len(models)} LLMs ({models}); use one cache per LLM.")
+    model = models[0]
+    summary = summarize(rows, model)
+    return {"summary": summary, "markdown": markdown(summary), "cache": str(cache), "model": model}

@@ -1,0 +1,59 @@
+"""The two-domain verdict benchmark's decisions, replayed on a small synthetic cache of LLM outputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llama_index_carag.evaluation.verdict_decisions import fit_margin, markdown, prior_of, summarize
+
+MODEL = "fake-llm"
+
+
+def _lp(s, r, n):
+    z = math.log(math.exp(s) + math.exp(r) + math.exp(n))
+    return {"SUPPORTED": s - z, "REFUTED": r - z, "NOT_ENOUGH_INFO": n - z}
+
+
+def _claim(domain, cid, gold, passages, passage_gold=None, joint=(0.0, 0.0, 0.0)):
+    return {"kind": "claim", "model": MODEL, "domain": domain, "evidence": "annotated", "claim_id": cid,
+            "claim": "c", "gold": gold, "passage_ids": [f"{cid}-{i}" for i in range(len(passages))],
+            "passage_gold": passage_gold, "joint": _lp(*joint), "passages": [_lp(*p) for p in passages],
+            "claim_only": _lp(0.0, 0.0, 0.0), "cosines": [0.5] * len(passages), "seconds_joint": 2.0,
+            "seconds_passages": 3.0}
+
+
+def _cache():
+    prior = {"kind": "prior", "model": MODEL,
+             "inputs": [{"claim": "N/A", "passage": "N/A", "logprobs": _lp(1.0, 0.0, 3.0)}]}  # leans to SUPPORTED
+    rows = [prior]
+    for d in ("factver", "scifact"):
+        rows += [
+            _claim(d, f"{d}-t", "T", [(3.0, 0.0, 0.0), (0.0, 0.0, 2.0)], ["T", "N"], joint=(2.0, 0.0, 0.0)),
+            _claim(d, f"{d}-f", "F", [(1.2, 1.0, 0.0)], ["F"], joint=(2.0, 0.0, 0.0)),  # raw S, calibrated R
+            _claim(d, f"{d}-n", "N", [(0.0, 0.0, 3.0)], ["N"], joint=(2.0, 0.0, 0.0)),
+        ]
+    return rows
+
+
+def test_the_decisions_are_replayed_on_the_same_outputs():
+    rows = {(r["domain"], r["decision"]): r for r in summarize(_cache(), MODEL)}
+    assert rows[("factver", "argmax")]["accuracy"] == pytest.approx(1 / 3, abs=1e-3)  # joint always says SUPPORTED
+    assert rows[("factver", "argmax")]["share_T"] == 1.0
+    stance = rows[("scifact", "stance")]
+    assert stance["accuracy"] == 1.0 and stance["macro_F1"] == 1.0 and stance["recall_N"] == 1.0
+    assert stance["stance_accuracy"] == 1.0 and stance["passages_with_gold"] == 4
+    assert rows[("scifact", "stance-raw")]["recall_F"] == 0.0  # without calibration the lean wins
+    assert stance["s_per_claim"] == 3.0 and rows[("scifact", "argmax")]["s_per_claim"] == 2.0
+    assert "rule" not in {d for _, d in rows}  # no rule measured for this LLM
+    assert rows[("factver", "stance-margin")]["fitted_margin"] == 0.0  # fitted on the other domain
+    assert markdown(list(rows.values())).count("\n") == len(rows) + 2
+
+
+def test_prior_and_margin():
+    prior = prior_of(_cache(), MODEL)
+    assert sum(prior.values()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no content-free prior"):
+        prior_of(_cache(), "another")
+    assert fit_margin([r for r in _cache() if r["kind"] == "claim"], prior) == 0.0
