@@ -56,6 +56,11 @@ class EvidenceRow(BaseModel):
         default_factory=dict,
         description="provenance from node.metadata['carag']: cluster, claim/thematic similarity, in_soi, ...",
     )
+    stance: Optional[str] = Field(
+        default=None, description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
+        "NOT_ENOUGH_INFO = neither), from the stance decision; None when it was not scored",
+    )
+    stance_score: Optional[float] = Field(default=None, description="calibrated probability (0-1) of that stance")
 
 
 class VerdictPayload(BaseModel):
@@ -67,6 +72,14 @@ class VerdictPayload(BaseModel):
     explanation: str = Field(description="at most two sentences")
     evidence_ids: list[str] = Field(default_factory=list, description="cited passages, in first-mention order")
     parsed: bool = Field(default=True, description="False when no label was found and NOT_ENOUGH_INFO is a fallback")
+    decision: Optional[str] = Field(default=None, description="scored labels: the decision that picked the label "
+                                    "(stance, argmax or rule)")
+    decision_passages: list[int] = Field(default_factory=list, description="1-based ranks of the passages the "
+                                         "label rests on (stance decision)")
+    passage_stances: Optional[list[dict[str, Any]]] = Field(
+        default=None, description="per passage: number (rank), id, stance, score (calibrated probability), "
+        "probabilities and raw logprobs per label; None when the stance decision did not run",
+    )
 
 
 class CheckResult(BaseModel):
@@ -103,7 +116,7 @@ class Retrieved:
             verdict=None if verdict is None else VerdictPayload.model_validate(verdict),
             settings=self.settings,
             soi=self.soi.to_dict(),
-            evidence=[EvidenceRow(**row) for row in evidence_rows(self.nodes)],
+            evidence=[EvidenceRow(**row) for row in _with_stances(evidence_rows(self.nodes), verdict)],
         )
 
 
@@ -123,6 +136,13 @@ def retrieve_claim(retriever: Any, claim: str) -> Retrieved:
     soi = retriever.build_soi(bundle)
     nodes = retriever.retrieve(bundle)
     return Retrieved(claim=claim, soi=soi, nodes=list(nodes), settings=retriever.settings)
+
+
+def _with_stances(rows: list[dict[str, Any]], verdict: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each passage's ``stance``/``stance_score`` from the verdict's ``passage_stances`` (by rank)."""
+    stances = {s["number"]: s for s in ((verdict or {}).get("passage_stances") or [])}
+    return [{**r, "stance": stances[r["rank"]]["stance"], "stance_score": stances[r["rank"]]["score"]}
+            if r["rank"] in stances else r for r in rows]
 
 
 def evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:
