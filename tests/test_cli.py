@@ -22,7 +22,7 @@ from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag"}
+EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
