@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -86,6 +87,59 @@ def make_stub_llm() -> ServeStubLLM:
     A prompt with :data:`PROBE` in it (the claim, or evidence) is answered with :data:`PROBE_ANSWER`.
     """
     return ServeStubLLM(answer=os.environ.get("CARAG_STUB_ANSWER", DEFAULT_ANSWER))
+
+
+#: In a prompt to :class:`CrashingStubLLM`: the worker process dies (SIGKILL / SIGSEGV) before answering.
+CRASH, SEGFAULT = "LLM-CRASH-NOW", "LLM-SEGFAULT-NOW"
+#: In a prompt to :class:`CrashingStubLLM`: the stream sends two words, then the worker dies.
+CRASH_MID_STREAM = "LLM-CRASH-MID-STREAM"
+#: In a prompt to :class:`CrashingStubLLM`: the call never returns (until the worker is killed).
+HANG = "LLM-HANG-NOW"
+#: Environment variables read by :func:`make_crashing_stub_llm` when a worker starts: while the file
+#: named by HOLD_ENV exists, the start waits; if the file named by CRASH_ENV exists, the start dies.
+HOLD_ENV, CRASH_ENV = "CARAG_TEST_HOLD_FILE", "CARAG_TEST_CRASH_FILE"
+
+
+class CrashingStubLLM(ServeStubLLM):
+    """:class:`ServeStubLLM` that kills its own process on :data:`CRASH` and friends (a stand-in for a
+    native crash of llama.cpp inside an LLM worker process)."""
+
+    def _answer(self, prompt: str) -> str:
+        if CRASH in prompt:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if SEGFAULT in prompt:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if HANG in prompt:
+            threading.Event().wait()
+        return super()._answer(prompt)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        words = self._answer(prompt).split(" ")
+
+        def gen() -> CompletionResponseGen:
+            text = ""
+            for i, word in enumerate(words):
+                if i == 2 and CRASH_MID_STREAM in prompt:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                delta = word if i == 0 else " " + word
+                text += delta
+                yield CompletionResponse(text=text, delta=delta)
+
+        return gen()
+
+
+def make_crashing_stub_llm() -> CrashingStubLLM:
+    """``--llm-factory tests.serve_helpers:make_crashing_stub_llm`` (see :data:`HOLD_ENV`, :data:`CRASH_ENV`)."""
+    hold, crash = os.environ.get(HOLD_ENV), os.environ.get(CRASH_ENV)
+    if crash and Path(crash).exists():
+        os.kill(os.getpid(), signal.SIGKILL)
+    waited = threading.Event()
+    for _ in range(6000):  # at most ~5 minutes: a test that forgets its file still ends
+        if not (hold and Path(hold).exists()):
+            break
+        waited.wait(0.05)
+    return CrashingStubLLM()
 
 
 #: Evidence passages whose text (and one id) carry markup that marks the DOM if it ever runs.

@@ -44,10 +44,27 @@ def test_missing_index(tmp_path):
     ("no_colon", "MODULE:CALLABLE"),
     ("no_such_module_xyz:make", "No module named"),
     ("os:no_such_attr", "no_such_attr"),
-    ("os:getcwd", "not a LlamaIndex LLM"),
+    ("os:sep", "not a callable"),
 ])
-def test_bad_llm_factory(fake_index, spec, needle):
-    assert_usage_error(serve("--index", str(fake_index), "--llm-factory", spec, "--port", "0"), needle)
+@pytest.mark.parametrize("where", [[], ["--llm-in-process"]], ids=["worker", "in-process"])
+def test_bad_llm_factory(fake_index, spec, needle, where):
+    assert_usage_error(serve("--index", str(fake_index), "--llm-factory", spec, "--port", "0", *where), needle)
+
+
+def test_factory_result_that_is_no_llm_in_process(fake_index):
+    """In process, the LLM loads before the index."""
+    proc = serve("--index", str(fake_index), "--llm-factory", "os:getcwd", "--llm-in-process", "--port", "0")
+    assert_usage_error(proc, "not a LlamaIndex LLM")
+
+
+@pytest.mark.integration
+def test_factory_result_that_is_no_llm_in_a_worker(tmp_path):
+    """In a worker process, after the index loaded: still one line, and no server."""
+    from tests.serve_helpers import build_demo_index
+
+    index = build_demo_index(tmp_path / "index")
+    proc = serve("--index", str(index), "--llm-factory", "os:getcwd", "--port", "0")
+    assert_usage_error(proc, "the LLM could not be loaded", "not a LlamaIndex LLM")
 
 
 def test_port_in_use(fake_index):

@@ -1,19 +1,24 @@
-"""``carag serve``: the HTTP API and chat page over an index (arguments and server in :mod:`llama_index_carag.serve.command`)."""
+"""``carag serve``: the HTTP API and chat page over an index (arguments and server in :mod:`llama_index_carag.serve.command`).
+
+By default the LLM runs in supervised worker processes (:mod:`llama_index_carag.serve.llm_pool`), so a
+native crash of the model costs a restart, not the server; ``--llm-in-process`` loads it here instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from llama_index_carag.serve.command import bind_socket, load_llm_factory, run_server, settings_from_args
+    from llama_index_carag.serve.command import bind_socket, run_server, settings_from_args
 
     try:
         from llama_index_carag.serve.app import create_app
-        from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
     except ImportError as exc:
         raise CLIError(f"carag serve needs the serve extra: pip install 'llama-index-carag[serve]' ({exc})") from None
     settings = settings_from_args(args)
@@ -22,25 +27,54 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not Path(args.index).is_dir():
         raise CLIError(f"no index at {args.index} (build one with: carag index DATA.csv --out {args.index})")
     sock = bind_socket(args.host, args.port)  # before loading models: a taken port fails fast
-    llm = None
-    if args.llm_factory:
-        llm = load_llm_factory(args.llm_factory)
-    elif not args.no_llm:
-        llm = _llm(args)
-    retriever = _load_retriever(args)
-    app = create_app(
-        retriever,
-        None if llm is None else get_fact_check_synthesizer(llm, embed_model=retriever.embed_model),
-        stream_synthesizer=None if llm is None else get_fact_check_synthesizer(
-            llm, streaming=True, embed_model=retriever.embed_model),
-        llm=llm,
-        settings=settings,
-    )
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
-          f"{'no LLM' if llm is None else 'LLM ' + str(getattr(llm.metadata, 'model_name', type(llm).__name__))})",
-          flush=True)
-    run_server(app, sock, log_level="info" if args.verbose else "warning")
+    pool = None
+    try:
+        if args.no_llm:
+            retriever, name = _load_retriever(args), None
+            app = create_app(retriever, settings=settings)
+        elif args.llm_in_process:
+            retriever, app, name = _in_process(args, settings, create_app)
+        else:
+            retriever, pool = _with_workers(args, settings)
+            app, name = create_app(retriever, settings=settings, llm_pool=pool), pool.info["name"]
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
+        print(f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
+              f"{'no LLM' if name is None else 'LLM ' + name + workers})", flush=True)
+        run_server(app, sock, log_level="info" if args.verbose else "warning")
+    finally:
+        if pool is not None:
+            pool.close()
+        sock.close()
     return 0
 
+
+def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tuple[Any, Any, str]:
+    """The LLM and synthesizers in this process (the LLM loads before the index)."""
+    from llama_index_carag.serve.command import load_llm_factory
+    from llama_index_carag.serve.llm_worker import model_info, serve_synthesizers
+
+    llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
+    retriever = _load_retriever(args)
+    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model)
+    app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
+    return retriever, app, model_info(llm)["name"]
+
+
+def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
+    """The index here, the LLM in ``settings.llm_workers`` supervised worker processes (started and ready)."""
+    from llama_index_carag.serve.command import check_llm_factory
+    from llama_index_carag.serve.llm_pool import LLMPool, LLMStartupError
+    from llama_index_carag.serve.llm_worker import LLMWorkerSpec, embed_model_spec
+
+    if args.llm_factory:
+        check_llm_factory(args.llm_factory)  # a typo fails before the index loads
+    retriever = _load_retriever(args)
+    spec = LLMWorkerSpec(llm=args.llm, llm_factory=args.llm_factory, embed_model=embed_model_spec(retriever.embed_model),
+                         log_level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        pool = LLMPool(spec, settings.llm_workers, call_timeout_s=settings.request_timeout_s).start()
+    except LLMStartupError as exc:
+        raise CLIError(f"the LLM could not be loaded: {exc}") from None
+    return retriever, pool

@@ -4,7 +4,8 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 
 * ``GET /`` — the chat page (self-contained: its own JS/CSS and plotly.js from the ``plotly`` package).
 * ``GET /healthz`` — ``{"status": "ok"}``.
-* ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits.
+* ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits, and
+  ``llm_state`` (the LLM worker processes: ``{"workers": [{"pid", "state", "restarts", "busy"}]}``).
 * ``GET /v1/schema/check-result`` — JSON Schema of the check result.
 * ``GET /openapi.json`` — the OpenAPI description (no ``/docs``: Swagger UI would need a CDN).
 * ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.verdicts.checking.CheckResult` (``carag check --json``).
@@ -54,6 +55,7 @@ def create_app(
     llm: Any | None = None,
     settings: ServeSettings | None = None,
     clock: Callable[[], float] | None = None,
+    llm_pool: Any | None = None,
 ) -> FastAPI:
     """The HTTP API and chat page over one retriever.
 
@@ -67,8 +69,13 @@ def create_app(
             ``metadata.model_name`` is shown by ``/v1/info``.
         settings: limits and timeouts (:class:`ServeSettings`).
         clock: monotonic seconds for session expiry (tests).
+        llm_pool: a started :class:`~llama_index_carag.serve.llm_pool.LLMPool`: verdicts and chat turns
+            run in its worker processes (leave ``synthesizer``, ``stream_synthesizer`` and ``llm`` None);
+            while no worker is ready they get 503 ``llm_unavailable``; chat sessions stay here.
     """
     settings = settings or ServeSettings()
+    if llm_pool is not None:
+        synthesizer, stream_synthesizer, llm = _remote(llm_pool, synthesizer, stream_synthesizer, llm)
     bot_factory = None
     if llm is not None:
 
@@ -77,7 +84,8 @@ def create_app(
 
             return FactCheckChatBot(retriever, llm)
 
-    engine = CheckEngine(retriever, synthesizer, stream_synthesizer, bot_factory, settings)
+    engine = CheckEngine(retriever, synthesizer, stream_synthesizer, bot_factory, settings,
+                         llm_gate=None if llm_pool is None else llm_pool.check_available)
     sessions = SessionStore(settings.max_sessions, settings.session_ttl_s, **({"clock": clock} if clock else {}))
     # No /docs: Swagger UI loads from a CDN; the OpenAPI JSON stays at /openapi.json.
     app = FastAPI(title="llama-index-carag", version=_version(), docs_url=None, redoc_url=None)
@@ -86,12 +94,22 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     _security_headers(app)
     app.include_router(page_router())
-    _api_routes(app, engine, sessions, settings, llm_name=_llm_name(llm, synthesizer))
+    _api_routes(app, engine, sessions, settings, llm_name=_llm_name(llm, synthesizer),
+                llm_state=None if llm_pool is None else llm_pool.state)
     return app
 
 
+def _remote(pool: Any, *given: Any) -> tuple[Any, Any, Any]:
+    """The pool's stand-ins: (synthesizer, stream synthesizer, llm)."""
+    if any(x is not None for x in given):
+        raise ValueError("create_app: pass llm_pool, or synthesizer/stream_synthesizer/llm, not both")
+    from llama_index_carag.serve.llm_remote import RemoteLLM, RemoteSynthesizer
+
+    return RemoteSynthesizer(pool), RemoteSynthesizer(pool, streaming=True), RemoteLLM(pool)
+
+
 def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, settings: ServeSettings,
-                llm_name: str | None) -> None:
+                llm_name: str | None, llm_state: Callable[[], dict[str, Any]] | None) -> None:
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -100,7 +118,8 @@ def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, setti
     def info() -> InfoOut:
         r = engine.retriever
         return InfoOut(version=_version(), schema_version=CHECK_SCHEMA_VERSION, mode=r.mode, k=r.similarity_top_k,
-                       n_items=int(r.context.n_items_), llm=llm_name, limits=settings.public())
+                       n_items=int(r.context.n_items_), llm=llm_name, limits=settings.public(),
+                       llm_state=None if llm_state is None else llm_state())
 
     @app.get("/v1/schema/check-result")
     def schema() -> dict[str, Any]:
@@ -116,6 +135,8 @@ def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, setti
     async def check_stream(body: ClaimRequest) -> StreamingResponse:
         claim = engine.clean_text(body.claim, "claim", settings.max_claim_chars)
         engine.check_admission()  # 503 now, while a status can still be sent
+        if engine.stream_synthesizer is not None:
+            engine.check_llm()
 
         async def events() -> AsyncIterator[str]:
             async with engine.admitted(check=False):

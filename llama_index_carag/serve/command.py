@@ -17,7 +17,8 @@ from llama_index_carag.serve.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_serve_arguments", "load_llm_factory", "settings_from_args", "bind_socket", "run_server"]
+__all__ = ["add_serve_arguments", "load_llm_factory", "check_llm_factory", "settings_from_args", "bind_socket",
+           "run_server"]
 
 
 def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], Callable[[str], int]]) -> None:
@@ -26,13 +27,17 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
                    help="a Python callable returning any LlamaIndex LLM (MODULE is imported from the current folder "
                         "or the installed packages); replaces --llm")
     p.add_argument("--no-llm", action="store_true", help="retrieval, SOI and graph only: no verdicts, no chat")
+    p.add_argument("--llm-in-process", action="store_true",
+                   help="run the LLM in the server process (default: in supervised worker processes, restarted "
+                        "if the model crashes; chat sessions survive the restart)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
     d = ServeSettings()
     p.add_argument("--retrieval-workers", type=positive_int("--retrieval-workers"), default=d.retrieval_workers,
                    help=f"checks retrieving at once (default {d.retrieval_workers})")
     p.add_argument("--llm-workers", type=positive_int("--llm-workers"), default=d.llm_workers,
-                   help=f"LLM calls at once (default {d.llm_workers})")
+                   help=f"LLM calls at once: one worker process each, each with its own copy of the model "
+                        f"(default {d.llm_workers})")
     p.add_argument("--max-pending", type=positive_int("--max-pending"), default=d.max_pending,
                    help=f"requests admitted at once before 503 (default {d.max_pending})")
     p.add_argument("--timeout", type=float, default=d.request_timeout_s,
@@ -52,14 +57,12 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     )
 
 
-def load_llm_factory(spec: str) -> Any:
-    """Call ``MODULE:CALLABLE`` and return the LlamaIndex LLM it makes.
+def check_llm_factory(spec: str) -> Callable[[], Any]:
+    """The callable ``MODULE:CALLABLE`` names (imported, not called).
 
     Raises:
-        ValueError: a malformed spec, a missing module or attribute, or a result that is not an LLM.
+        ValueError: a malformed spec, a missing module or attribute, or an attribute that is not callable.
     """
-    from llama_index.core.llms import LLM
-
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"--llm-factory must look like MODULE:CALLABLE, not {spec!r}")
@@ -69,7 +72,20 @@ def load_llm_factory(spec: str) -> Any:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--llm-factory {spec}: {exc}") from None
-    llm = factory()
+    if not callable(factory):
+        raise ValueError(f"--llm-factory {spec} is a {type(factory).__name__}, not a callable")
+    return factory
+
+
+def load_llm_factory(spec: str) -> Any:
+    """Call ``MODULE:CALLABLE`` and return the LlamaIndex LLM it makes.
+
+    Raises:
+        ValueError: a malformed spec, a missing module or attribute, or a result that is not an LLM.
+    """
+    from llama_index.core.llms import LLM
+
+    llm = check_llm_factory(spec)()
     if not isinstance(llm, LLM):
         raise ValueError(f"--llm-factory {spec} returned {type(llm).__name__}, not a LlamaIndex LLM")
     return llm

@@ -3,7 +3,9 @@
 Retrieval and LLM calls are blocking (local models), so each runs on a worker
 thread; ``retrieval_workers`` and ``llm_workers`` bound how many run at once,
 ``max_pending`` bounds how many requests may wait, and ``request_timeout_s``
-bounds how long one may take.
+bounds how long one may take.  With the LLM in worker processes
+(:mod:`~llama_index_carag.serve.llm_pool`), ``llm_gate`` answers 503 ``llm_unavailable`` before
+any work while no worker is ready, and a worker dying mid-call gives the same 503.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio.to_thread
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.verdicts.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
 from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.llm_pool import LLMUnavailable
 from llama_index_carag.serve.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
@@ -37,6 +40,8 @@ class CheckEngine:
         stream_synthesizer: one built with ``streaming=True`` for ``/v1/check/stream``.
         bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
         settings: limits.
+        llm_gate: raises :class:`~llama_index_carag.serve.llm_pool.LLMUnavailable` while the LLM
+            cannot answer (``LLMPool.check_available``); None: always available.
     """
 
     def __init__(
@@ -46,9 +51,10 @@ class CheckEngine:
         stream_synthesizer: Any | None,
         bot_factory: Callable[[], Any] | None,
         settings: ServeSettings,
+        llm_gate: Callable[[], None] | None = None,
     ) -> None:
         self.retriever, self.synthesizer, self.stream_synthesizer = retriever, synthesizer, stream_synthesizer
-        self.bot_factory, self.settings = bot_factory, settings
+        self.bot_factory, self.settings, self.llm_gate = bot_factory, settings, llm_gate
         self.retrieval_limiter = anyio.CapacityLimiter(settings.retrieval_workers)
         self.llm_limiter = anyio.CapacityLimiter(settings.llm_workers)
         self.pending = 0
@@ -87,6 +93,14 @@ class CheckEngine:
             raise ApiError(422, "invalid_request", f"{name}: is {len(text.strip())} characters; the limit is {limit}")
         return text
 
+    def check_llm(self) -> None:
+        """503 ``llm_unavailable`` (with ``Retry-After``) now, while no LLM worker is ready."""
+        if self.llm_gate is not None:
+            try:
+                self.llm_gate()
+            except LLMUnavailable as exc:
+                raise _unavailable(exc) from None
+
     def require_llm(self, what: Any) -> Any:
         if what is None:
             raise ApiError(503, "no_llm", "this server runs without an LLM (--no-llm): verdicts and chat are off")
@@ -102,6 +116,8 @@ class CheckEngine:
 
     async def check(self, claim: str) -> CheckResult:
         """Retrieval, SOI and (with a synthesizer) the verdict; 504 past the timeout, 502 if the LLM fails."""
+        if self.synthesizer is not None:
+            self.check_llm()
         try:
             with self._timeout():
                 retrieved = await self.retrieve(claim)
@@ -154,6 +170,7 @@ class CheckEngine:
     # ------------------------------------------------------------------- chat
     async def chat_turn(self, bot: Any, message: str, turn: int) -> dict[str, Any]:
         """Ask ``bot`` one message; the turn as JSON."""
+        self.check_llm()
         try:
             with self._timeout():
                 answer = await _llm_step(self._run(self.llm_limiter, bot.ask, message))
@@ -179,9 +196,15 @@ async def _llm_step(awaitable: Any) -> Any:
         return await awaitable
     except (TimeoutError, anyio.get_cancelled_exc_class(), ApiError):
         raise
+    except LLMUnavailable as exc:
+        raise _unavailable(exc) from None
     except Exception as exc:
         logger.exception("LLM call failed")
         raise ApiError(502, "llm_error", f"the language model failed ({type(exc).__name__})") from exc
+
+
+def _unavailable(exc: LLMUnavailable) -> ApiError:
+    return ApiError(503, "llm_unavailable", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
 
 def _graph(retriever: Any, claim: str) -> dict[str, Any]:

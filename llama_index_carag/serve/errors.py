@@ -13,6 +13,7 @@
  503   ``busy``                ``max_pending`` requests are already admitted (``Retry-After``)
  503   ``too_many_sessions``   ``max_sessions`` sessions are open
  503   ``no_llm``              the server runs without an LLM (verdicts and chat are off)
+ 503   ``llm_unavailable``     the LLM worker is (re)starting, or died during the call (``Retry-After``)
  504   ``timeout``             the request ran past ``request_timeout_s``
  500   ``internal_error``      a bug: logged with its traceback, no details sent
 =====  ======================  ==================================================

@@ -69,3 +69,6 @@ class InfoOut(BaseModel):
     n_items: int
     llm: Optional[str] = Field(description="the LLM's model name, or None when verdicts are off")
     limits: dict[str, Any]
+    llm_state: Optional[dict[str, Any]] = Field(
+        None, description='the LLM worker processes: {"workers": [{"pid", "state": "ready|starting|dead", '
+        '"restarts", "busy"}]}; None when the LLM runs in the server process')

@@ -18,6 +18,7 @@ class ServeSettings:
         max_body_bytes: largest request body; larger bodies get 413 before they are read in full.
         retrieval_workers: checks that embed and retrieve at the same time (threads).
         llm_workers: LLM calls (verdicts, chat turns) at the same time; 1 suits one local model.
+            ``carag serve`` runs one LLM worker process per call slot (each loads the model).
         max_pending: requests admitted at once (running + waiting for a worker); one more gets 503.
         request_timeout_s: a request still running after this many seconds gets 504 (a stream
             ends with an ``error`` event); its worker slot is freed, and the thread (which Python
