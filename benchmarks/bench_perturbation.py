@@ -43,7 +43,9 @@ from tests.test_regression import FIELDS, FLOAT_FIELDS, top_differences
 Run = list[dict[str, Any]]
 
 
-def perturbed(matrix: np.ndarray, scale: float, rng: np.random.Generator, *, same_for_equal_rows: bool = True) -> np.ndarray:
+def perturbed(
+    matrix: np.ndarray, scale: float, rng: np.random.Generator, *, same_for_equal_rows: bool = True
+) -> np.ndarray:
     """Unit rows of ``matrix`` ``(n, d)`` plus N(0, scale²) noise per component, re-normalised (float32).
 
     With ``same_for_equal_rows`` equal rows (a passage repeated under several ids) get the same
@@ -63,7 +65,9 @@ def fit(corpus: Any, evidence: np.ndarray, claims: np.ndarray, preset: str) -> t
     nodes = with_embeddings(corpus.evidence_nodes, evidence)
     claim_nodes = with_embeddings(corpus.claim_nodes, claims)
     store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(evidence.shape[1]))
-    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=RefuseEmbedding())
+    index = VectorStoreIndex(
+        nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=RefuseEmbedding()
+    )
     return ContextAwareRetriever.from_index(index, preset, claim_nodes=claim_nodes), claim_nodes
 
 
@@ -112,14 +116,19 @@ def compare(base: Run, other: Run, tol: float) -> dict[str, float]:
     text_firsts = [b["texts"][:1] != o["texts"][:1] for b, o in zip(base, other)]
     flagged = [bool(top_differences(o, b, tol)) for b, o in zip(base, other)]
     deltas = [
-        abs(s - o["scores"][o["ids"].index(p)]) for b, o in zip(base, other) for p, s in zip(b["ids"], b["scores"]) if p in o["ids"]
+        abs(s - o["scores"][o["ids"].index(p)])
+        for b, o in zip(base, other)
+        for p, s in zip(b["ids"], b["scores"])
+        if p in o["ids"]
     ]
     n = len(base)
     shares = {"set": sets, "top1": firsts, "text_set": text_sets, "text_top1": text_firsts, "flagged": flagged}
     return {**{k: sum(v) / n for k, v in shares.items()}, "dscore": max(deltas, default=0.0)}
 
 
-def study(corpus: Any, evidence: np.ndarray, claims: np.ndarray, preset: str, args: argparse.Namespace) -> list[list[str]]:
+def study(
+    corpus: Any, evidence: np.ndarray, claims: np.ndarray, preset: str, args: argparse.Namespace
+) -> list[list[str]]:
     """One table row per seed for ``preset``: changes against the unperturbed fit."""
     t0 = time.perf_counter()
     retriever, claim_nodes = fit(corpus, evidence, claims, preset)
@@ -159,8 +168,15 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = [row for preset in args.presets for row in study(corpus, evidence, claims, preset, args)]
     header = [
-        "preset", "seed", "items re-clustered", "top-k ids changed", "top-1 id changed",
-        "top-k texts changed", "top-1 text changed", "flagged (beyond ties)", "max |Δscore|",
+        "preset",
+        "seed",
+        "items re-clustered",
+        "top-k ids changed",
+        "top-1 id changed",
+        "top-k texts changed",
+        "top-1 text changed",
+        "flagged (beyond ties)",
+        "max |Δscore|",
     ]
     print(table(rows, header))
     print(f"total {time.perf_counter() - t0:.0f} s")

@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import REPO, machine, table  # noqa: E402
+from _common import REPO, machine, table
 
 STUB_ANSWER = "Verdict: REFUTED. Passage [1] contradicts the claim. Passage [2] is about another topic."
 
@@ -81,8 +81,12 @@ def ensure_index(path: Path) -> Path:
 
     corpus = load_demo_corpus()
     retriever = ContextAwareRetriever.from_defaults(
-        corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, embed_model="minilm", id_map=True,
-        n_clusters=3, delta=0.5,
+        corpus.evidence_nodes,
+        claim_nodes=corpus.claim_nodes,
+        embed_model="minilm",
+        id_map=True,
+        n_clusters=3,
+        delta=0.5,
     )
     retriever.persist(path, persist_index=True)
     return path
@@ -91,9 +95,23 @@ def ensure_index(path: Path) -> Path:
 def start_server(index: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     factory = "make_stub_llm" if args.llm == "stub" else "make_named_llm"
     llm = ["--llm-factory", f"benchmarks.bench_serve:{factory}"]
-    cmd = [str(Path(sys.executable).parent / "carag"), "serve", "--index", str(index), "--port", "0",
-           "--host", "127.0.0.1", "--max-pending", str(args.max_pending or max(256, args.concurrency)),
-           "--retrieval-workers", str(args.workers), "--timeout", str(args.timeout), *llm]
+    cmd = [
+        str(Path(sys.executable).parent / "carag"),
+        "serve",
+        "--index",
+        str(index),
+        "--port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--max-pending",
+        str(args.max_pending or max(256, args.concurrency)),
+        "--retrieval-workers",
+        str(args.workers),
+        "--timeout",
+        str(args.timeout),
+        *llm,
+    ]
     env = {**os.environ, "CARAG_BENCH_LLM": args.llm}
     if args.server_threads:
         env.update(OMP_NUM_THREADS=str(args.server_threads), MKL_NUM_THREADS=str(args.server_threads))
@@ -192,8 +210,19 @@ async def run(url: str, claims: list[str], args: argparse.Namespace) -> list[lis
                 raise RuntimeError(f"sequential check failed: {status} {body}")
             expected[claim] = body
             seq.append(dt)
-    rows.append(["sequential /v1/check", str(len(claims)), "1", f"200×{len(claims)}", f"{sum(seq):.2f}",
-                 f"{len(claims) / sum(seq):.2f}", *percentiles(seq), "-", "-"])
+    rows.append(
+        [
+            "sequential /v1/check",
+            str(len(claims)),
+            "1",
+            f"200×{len(claims)}",
+            f"{sum(seq):.2f}",
+            f"{len(claims) / sum(seq):.2f}",
+            *percentiles(seq),
+            "-",
+            "-",
+        ]
+    )
     batch = [claims[i % len(claims)] for i in range(args.requests)]
     sem = asyncio.Semaphore(args.concurrency)
     for name, fn in (("concurrent /v1/check", one_check), ("concurrent /v1/check/stream", one_stream)):
@@ -212,10 +241,19 @@ async def run(url: str, claims: list[str], args: argparse.Namespace) -> list[lis
         wrong = sum(1 for c, r in zip(batch, results) if r[0] == 200 and r[-1] != expected[c])
         ok = [r[1] for r in results if r[0] == 200]
         first = [r[2] for r in results if r[0] == 200] if fn is one_stream else []
-        rows.append([name, str(args.requests), str(args.concurrency), _codes(codes, wrong), f"{wall:.2f}",
-                     f"{len(ok) / wall:.2f}", *percentiles(ok),
-                     f"{statistics.median(first) * 1000:.0f}" if first else "-",
-                     f"{_p95_ms(health)} ({len(health)})" if health else "-"])
+        rows.append(
+            [
+                name,
+                str(args.requests),
+                str(args.concurrency),
+                _codes(codes, wrong),
+                f"{wall:.2f}",
+                f"{len(ok) / wall:.2f}",
+                *percentiles(ok),
+                f"{statistics.median(first) * 1000:.0f}" if first else "-",
+                f"{_p95_ms(health)} ({len(health)})" if health else "-",
+            ]
+        )
     return rows
 
 
@@ -231,22 +269,40 @@ def _codes(codes: Counter, wrong: int) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--index", default=str(Path(tempfile.gettempdir()) / "carag_bench_serve_index"),
-                   help="index folder (the demo index is built there if missing)")
+    p.add_argument(
+        "--index",
+        default=str(Path(tempfile.gettempdir()) / "carag_bench_serve_index"),
+        help="index folder (the demo index is built there if missing)",
+    )
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=200)
     p.add_argument("--workers", type=int, default=4, help="--retrieval-workers of the server")
-    p.add_argument("--llm", default="stub",
-                   help="stub (default), or a name for resolve_llm: default, smollm2, qwen1.5b, a hub id/path")
-    p.add_argument("--baseline", type=int, default=None,
-                   help="demo claims in the sequential pass (default all 21); the load cycles over them")
+    p.add_argument(
+        "--llm",
+        default="stub",
+        help="stub (default), or a name for resolve_llm: default, smollm2, qwen1.5b, a hub id/path",
+    )
+    p.add_argument(
+        "--baseline",
+        type=int,
+        default=None,
+        help="demo claims in the sequential pass (default all 21); the load cycles over them",
+    )
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
-    p.add_argument("--max-pending", type=int, default=None,
-                   help="the server's --max-pending (default max(256, concurrency)); below the concurrency, "
-                   "the excess must get 503 with Retry-After")
-    p.add_argument("--server-threads", type=int, default=None,
-                   help="OMP_NUM_THREADS of the server (torch intra-op threads); default: torch's own choice")
+    p.add_argument(
+        "--max-pending",
+        type=int,
+        default=None,
+        help="the server's --max-pending (default max(256, concurrency)); below the concurrency, "
+        "the excess must get 503 with Retry-After",
+    )
+    p.add_argument(
+        "--server-threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS of the server (torch intra-op threads); default: torch's own choice",
+    )
     args = p.parse_args()
     index = ensure_index(Path(args.index))
     from llama_index_carag.datasets import load_demo_corpus
@@ -260,10 +316,29 @@ def main() -> int:
         proc.terminate()
         proc.wait(30)
     threads = args.server_threads or "default"
-    print(f"carag serve load test — {machine()}; LLM {args.llm}; demo index; server torch threads {threads}; "
-          f"server peak RSS {rss:.0f} MB")
-    print(table(rows, ["phase", "requests", "concurrency", "status", "wall s", "req/s", "p50 ms", "p90 ms",
-                       "p99 ms", "max ms", "first event ms (median)", "/healthz p95 ms (polls)"]))
+    print(
+        f"carag serve load test — {machine()}; LLM {args.llm}; demo index; server torch threads {threads}; "
+        f"server peak RSS {rss:.0f} MB"
+    )
+    print(
+        table(
+            rows,
+            [
+                "phase",
+                "requests",
+                "concurrency",
+                "status",
+                "wall s",
+                "req/s",
+                "p50 ms",
+                "p90 ms",
+                "p99 ms",
+                "max ms",
+                "first event ms (median)",
+                "/healthz p95 ms (polls)",
+            ],
+        )
+    )
     return 0
 
 

@@ -66,10 +66,15 @@ def measure(url: str, warm: int) -> dict[str, Any]:
         time.sleep(0.05)
     ready = time.monotonic()
     seconds, (status, _, body) = timed_check(url)
-    out.update({"kill -> ready s": round(ready - killed, 1), "ready -> first verdict s": round(seconds, 1),
-                "kill -> first verdict s": round(time.monotonic() - killed, 1),
-                "first verdict": f"{status} {body['verdict']['label'] if status == 200 else body}",
-                "restarts": worker(url)["restarts"]})
+    out.update(
+        {
+            "kill -> ready s": round(ready - killed, 1),
+            "ready -> first verdict s": round(seconds, 1),
+            "kill -> first verdict s": round(time.monotonic() - killed, 1),
+            "first verdict": f"{status} {body['verdict']['label'] if status == 200 else body}",
+            "restarts": worker(url)["restarts"],
+        }
+    )
     return out
 
 
@@ -80,8 +85,20 @@ def main() -> int:
     p.add_argument("--warm", type=int, default=2, help="checks before the kill (default 2)")
     args = p.parse_args()
     index = ensure_index(args.index)
-    cmd = [str(Path(sys.executable).parent / "carag"), "serve", "--index", str(index), "--port", "0",
-           "--host", "127.0.0.1", "--timeout", "900", "--llm", args.llm]
+    cmd = [
+        str(Path(sys.executable).parent / "carag"),
+        "serve",
+        "--index",
+        str(index),
+        "--port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--timeout",
+        "900",
+        "--llm",
+        args.llm,
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         url = next(line.split()[2].rstrip("/") for line in proc.stdout if line.startswith("carag serve: http://"))

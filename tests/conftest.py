@@ -8,10 +8,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 pytest_plugins = ["tests.isolation"]  # tests marked `isolated` run in a child pytest (native crashes)
 

@@ -68,7 +68,9 @@ def save_vectors(corpus: Any, evidence: np.ndarray, claims: np.ndarray, path: Pa
     """
     evidence_ids = [n.node_id for n in corpus.evidence_nodes]
     if evidence.shape[0] != len(evidence_ids) or claims.shape[0] != len(corpus.claim_nodes):
-        raise ValueError(f"{len(evidence)} evidence / {len(claims)} claim vectors for {len(evidence_ids)} / {len(corpus.claim_nodes)} nodes.")
+        raise ValueError(
+            f"{len(evidence)} evidence / {len(claims)} claim vectors for {len(evidence_ids)} / {len(corpus.claim_nodes)} nodes."
+        )
     both = np.vstack([np.asarray(evidence, dtype=DTYPE), np.asarray(claims, dtype=DTYPE)])
     rows, inverse = np.unique(both, axis=0, return_inverse=True)  # FactVer repeats passages: store each once
     inverse = inverse.reshape(-1).astype(np.int32)
@@ -115,7 +117,9 @@ def load_vectors(corpus: Any, path: Path = VECTORS) -> tuple[np.ndarray, np.ndar
         ValueError: they were stored for other ids or other text.
     """
     if not path.is_file():
-        raise FileNotFoundError(f"No stored vectors at {path}; record them with `python -m tests.test_regression --record-vectors`.")
+        raise FileNotFoundError(
+            f"No stored vectors at {path}; record them with `python -m tests.test_regression --record-vectors`."
+        )
     with np.load(path, allow_pickle=False) as data:
         evidence = _checked(data, "evidence", corpus.evidence_nodes, path)
         claims = _checked(data, "claims", corpus.claim_nodes, path)

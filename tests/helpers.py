@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -105,8 +106,14 @@ def planted_corpus(
             table[text] = claim_vec
             meta = {"theme": theme, "claim_id": claim_id}
             claims.append(
-                TextNode(id_=claim_id, text=text, metadata=dict(meta), embedding=claim_vec.tolist(),
-                         excluded_embed_metadata_keys=list(meta), excluded_llm_metadata_keys=list(meta))
+                TextNode(
+                    id_=claim_id,
+                    text=text,
+                    metadata=dict(meta),
+                    embedding=claim_vec.tolist(),
+                    excluded_embed_metadata_keys=list(meta),
+                    excluded_llm_metadata_keys=list(meta),
+                )
             )
             for e in range(evidence_per_claim):
                 eid = f"e{t}_{c}_{e}"
@@ -115,8 +122,14 @@ def planted_corpus(
                 table[etext] = vec
                 emeta = {"theme": theme, "claim_id": claim_id, "evidence_id": eid}
                 evidence.append(
-                    TextNode(id_=eid, text=etext, metadata=dict(emeta), embedding=vec.tolist(),
-                             excluded_embed_metadata_keys=list(emeta), excluded_llm_metadata_keys=list(emeta))
+                    TextNode(
+                        id_=eid,
+                        text=etext,
+                        metadata=dict(emeta),
+                        embedding=vec.tolist(),
+                        excluded_embed_metadata_keys=list(emeta),
+                        excluded_llm_metadata_keys=list(emeta),
+                    )
                 )
     return evidence, claims, TableEmbedding({k: v.tolist() for k, v in table.items()})
 
@@ -130,7 +143,9 @@ def faiss_index(nodes: Sequence[TextNode], embed_model: BaseEmbedding, *, id_map
 
     dim = len(nodes[0].embedding)
     flat = faiss.IndexFlatIP(dim)
-    store = SafeFaissMapVectorStore(faiss_index=faiss.IndexIDMap2(flat)) if id_map else FaissVectorStore(faiss_index=flat)
+    store = (
+        SafeFaissMapVectorStore(faiss_index=faiss.IndexIDMap2(flat)) if id_map else FaissVectorStore(faiss_index=flat)
+    )
     return VectorStoreIndex(
         [n.model_copy() for n in nodes],
         storage_context=StorageContext.from_defaults(vector_store=store),

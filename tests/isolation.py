@@ -79,8 +79,9 @@ def _run_child(items: list[pytest.Item]) -> tuple[int | None, str]:
         env = {**os.environ, _CHILD_ENV: "1", _REPORTS_ENV: str(reports)}
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *[item.nodeid for item in items]]
         try:
-            proc = subprocess.run(cmd, cwd=items[0].config.rootpath, env=env, capture_output=True, text=True,
-                                  timeout=_TIMEOUT_S)
+            proc = subprocess.run(
+                cmd, cwd=items[0].config.rootpath, env=env, capture_output=True, text=True, timeout=_TIMEOUT_S
+            )
             code, output = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             code, output = None, f"the child pytest took over {_TIMEOUT_S} s: {exc}"
@@ -113,8 +114,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if _in_child() or not _isolated(item):
         return None
     if item.nodeid not in _results and item.nodeid not in _crashes:
-        module = [i for i in item.session.items if _isolated(i) and i.module is item.module
-                  and i.nodeid not in _results and i.nodeid not in _crashes]
+        module = [
+            i
+            for i in item.session.items
+            if _isolated(i) and i.module is item.module and i.nodeid not in _results and i.nodeid not in _crashes
+        ]
         _run_module(module or [item])
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)

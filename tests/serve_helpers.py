@@ -178,9 +178,8 @@ class LiveServer:
         carag = Path(sys.executable).parent / "carag"
         cmd = [str(carag), "serve", "--index", str(index), "--host", "127.0.0.1", "--port", "0", *args]
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-        self.log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty server never blocks
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env=full_env)
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server; a file, not a pipe: a chatty server never blocks
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True, env=full_env)
         self.url = self._read_url(start_timeout)
 
     def _read_url(self, timeout: float) -> str:
@@ -227,8 +226,10 @@ class _WebSocket:
         parts = urllib.parse.urlsplit(url)
         self.sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
-        request = (f"GET {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        request = (
+            f"GET {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
         self.sock.sendall(request.encode())
         head = b""
         while b"\r\n\r\n" not in head:
@@ -300,13 +301,27 @@ class Chromium:
 
     def __init__(self, profile: Path, timeout: float = 120, width: int = 1280, height: int = 1400) -> None:
         profile.mkdir(parents=True, exist_ok=True)
-        self._log = tempfile.TemporaryFile(mode="w+")  # Chromium logs a lot; a pipe could fill and block it
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as Chromium;; a pipe could fill and block it
         self.proc = subprocess.Popen(
-            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", "--disable-extensions",
-             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=self._log, text=True,
+            [
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-extensions",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            text=True,
         )
         port = self._port(profile / "DevToolsActivePort", timeout)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as r:
@@ -355,7 +370,9 @@ class Chromium:
     def wait_for(self, condition: str) -> None:
         """Resolve when the JS ``condition`` holds, checked on every DOM change (no sleeping in Python)."""
         self.evaluate(
-            "new Promise(resolve => { const ok = () => { try { return (" + condition + "); } catch (e) { return false; } };"
+            "new Promise(resolve => { const ok = () => { try { return ("
+            + condition
+            + "); } catch (e) { return false; } };"
             " if (ok()) return resolve(true);"
             " const obs = new MutationObserver(() => { if (ok()) { obs.disconnect(); resolve(true); } });"
             " obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});"

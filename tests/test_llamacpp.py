@@ -56,7 +56,9 @@ def test_gguf_chat_template_renders_like_transformers(smol_cpp):
     messages = _synth(smol_cpp).messages(CLAIM, PASSAGES)
     tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
     rows = [{"role": m.role.value, "content": m.content} for m in messages]
-    assert smol_cpp.messages_to_prompt(messages) == tok.apply_chat_template(rows, tokenize=False, add_generation_prompt=True)
+    assert smol_cpp.messages_to_prompt(messages) == tok.apply_chat_template(
+        rows, tokenize=False, add_generation_prompt=True
+    )
     assert smol_cpp.completion_to_prompt("hi").endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
 
 
@@ -156,7 +158,9 @@ def test_generation_options_are_translated_or_refused():
 
     assert llamacpp_generate_kwargs(None) == {"repeat_penalty": 1.1}
     assert llamacpp_generate_kwargs({"repetition_penalty": 1.3, "do_sample": False, "max_new_tokens": 9}) == {
-        "repeat_penalty": 1.3, "max_tokens": 9}
+        "repeat_penalty": 1.3,
+        "max_tokens": 9,
+    }
     assert llamacpp_generate_kwargs({"top_k": 1, "stop": ["x"]}) == {"repeat_penalty": 1.1, "top_k": 1, "stop": ["x"]}
     with pytest.raises(ValueError, match="llama.cpp has no option 'num_beams'"):
         llamacpp_generate_kwargs({"num_beams": 4})

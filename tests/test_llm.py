@@ -9,8 +9,8 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.models.resolve import default_llm, resolve_llm
-from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.isolated]  # a native crash fails a test, not the run
 
@@ -24,7 +24,9 @@ def smollm2():
 
 
 def test_real_model_gives_a_well_formed_verdict(smollm2, demo_index, demo_corpus):
-    r = ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
+    r = ContextAwareRetriever.from_index(
+        demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5
+    )
     engine = RetrieverQueryEngine(retriever=r, response_synthesizer=get_fact_check_synthesizer(smollm2))
     for claim in demo_corpus.claim_nodes[:2]:
         t0 = time.perf_counter()
@@ -51,11 +53,10 @@ def test_default_llm_gives_one_checked_verdict():
     label, an explanation of at most two sentences citing only the shown passages, agreeing with the label."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.verdicts.explanation_checks import CONTRADICTING_STANCES
-    from llama_index_carag.verdicts import sentence_stance
-
     from llama_index_carag.models.llamacpp import llamacpp_available
     from llama_index_carag.models.resolve import llm_name, resolve_embed_model
+    from llama_index_carag.verdicts import sentence_stance
+    from llama_index_carag.verdicts.explanation_checks import CONTRADICTING_STANCES
 
     t0 = time.perf_counter()
     llm = default_llm(max_new_tokens=48)
@@ -73,4 +74,6 @@ def test_default_llm_gives_one_checked_verdict():
     assert set(verdict.label_scores) == {label.value for label in VerdictLabel}
     assert 1 <= len(split_sentences(verdict.explanation)) <= 2
     assert set(verdict.cited_passages) <= {1} and verdict.evidence_ids == ["E1"] * len(verdict.cited_passages)
-    assert not any(sentence_stance(s) in CONTRADICTING_STANCES[verdict.label] for s in split_sentences(verdict.explanation))
+    assert not any(
+        sentence_stance(s) in CONTRADICTING_STANCES[verdict.label] for s in split_sentences(verdict.explanation)
+    )

@@ -149,23 +149,33 @@ def _echo_completions(default: float = -0.01, list_generated: bool = True) -> Ro
 
     def answer(body: dict) -> tuple[int, Any]:
         if not body.get("echo"):
-            return 200, {"choices": [{"text": EXPLANATION, "index": 0, "logprobs": None}],
-                         "usage": {"prompt_tokens": 5, "completion_tokens": 9}}
+            return 200, {
+                "choices": [{"text": EXPLANATION, "index": 0, "logprobs": None}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 9},
+            }
         tokens = re.findall(r"\s*\S+", body["prompt"])
         values = [None] + [WORD_LOGPROBS.get(t, default) for t in tokens[1:]]
         if list_generated:
             tokens, values = [*tokens, " Because"], [*values, -7.0]
-        choice = {"text": body["prompt"] + " Because", "index": 0,
-                  "logprobs": {"tokens": tokens, "token_logprobs": values}}
+        choice = {
+            "text": body["prompt"] + " Because",
+            "index": 0,
+            "logprobs": {"tokens": tokens, "token_logprobs": values},
+        }
         return 200, {"choices": [choice], "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1}}
 
     return answer
 
 
 def _chat(text: str) -> Route:
-    return lambda body: (200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                            "finish_reason": "stop"}], "object": "chat.completion",
-                               "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}})
+    return lambda body: (
+        200,
+        {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "object": "chat.completion",
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+        },
+    )
 
 
 def _name() -> str:
@@ -179,9 +189,16 @@ def test_server_url_forms():
     assert parse_server_url("http://localhost:11434") == ("http://localhost:11434/v1", None)
 
 
-@pytest.mark.parametrize("spec", ["openai-compatible:", "openai-compatible:ftp://host/v1",
-                                  "openai-compatible:http://127.0.0.1:notaport/v1", "openai-compatible:127.0.0.1:8080",
-                                  "openai-compatible:http://h/v1?key=1"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "openai-compatible:",
+        "openai-compatible:ftp://host/v1",
+        "openai-compatible:http://127.0.0.1:notaport/v1",
+        "openai-compatible:127.0.0.1:8080",
+        "openai-compatible:http://h/v1?key=1",
+    ],
+)
 def test_malformed_url_is_a_value_error_naming_it(spec):
     with pytest.raises(ValueError) as err:
         resolve_llm(spec)
@@ -251,8 +268,12 @@ def test_a_generation_that_never_comes_times_out():
 
 # ------------------------------------------------------------------ scored labels
 def test_echoed_tail_with_and_without_the_generated_token():
-    choice = {"logprobs": {"tokens": ["Verdict:", " NOT", " ENOUGH", " INFO", "\n"],
-                           "token_logprobs": [None, -1.0, -0.5, -0.25, -9.0]}}
+    choice = {
+        "logprobs": {
+            "tokens": ["Verdict:", " NOT", " ENOUGH", " INFO", "\n"],
+            "token_logprobs": [None, -1.0, -0.5, -0.25, -9.0],
+        }
+    }
     assert echoed_tail_logprobs(choice, " NOT ENOUGH INFO", 1) == [-1.0, -0.5, -0.25]
     choice["logprobs"] = {k: v[:-1] for k, v in choice["logprobs"].items()}  # llama-cpp-python without BOS
     assert echoed_tail_logprobs(choice, " NOT ENOUGH INFO", 1) == [-1.0, -0.5, -0.25]
@@ -299,14 +320,21 @@ def test_the_synthesizer_scores_labels_on_a_server_with_logprobs():
     assert 1 <= len(split_sentences(verdict.explanation)) <= 2 and not server.calls("POST /v1/chat/completions")
 
 
-@pytest.mark.parametrize("completions", [
-    lambda body: (200, {"choices": [{"text": "ok", "index": 0, "logprobs": None}], "usage": {}}),  # Ollama-like
-    lambda body: (400, {"error": {"message": "logprobs is not supported"}}),
-    _echo_completions(default=-10.0, list_generated=False),  # numbers one position off
-], ids=["no-logprobs", "refused", "implausible"])
+@pytest.mark.parametrize(
+    "completions",
+    [
+        lambda body: (200, {"choices": [{"text": "ok", "index": 0, "logprobs": None}], "usage": {}}),  # Ollama-like
+        lambda body: (400, {"error": {"message": "logprobs is not supported"}}),
+        _echo_completions(default=-10.0, list_generated=False),  # numbers one position off
+    ],
+    ids=["no-logprobs", "refused", "implausible"],
+)
 def test_servers_without_usable_logprobs_fall_back_to_text(completions, caplog):
-    routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": completions,
-              "POST /v1/chat/completions": _chat("Verdict: REFUTED\nExplanation: The tower is in Paris [1].")}
+    routes = {
+        "GET /v1/models": _models(_name()),
+        "POST /v1/completions": completions,
+        "POST /v1/chat/completions": _chat("Verdict: REFUTED\nExplanation: The tower is in Paris [1]."),
+    }
     with FakeServer(routes) as server, caplog.at_level(logging.WARNING):
         llm = resolve_llm(f"openai-compatible:{server.url}")
         synth = get_fact_check_synthesizer(llm)
@@ -364,8 +392,19 @@ def smol_server(tmp_path_factory):
         pytest.skip(f"llama-cpp-python's server needs {missing}")
     gguf, port = _smol_gguf(), _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", "1024"]
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "1024",
+    ]
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:

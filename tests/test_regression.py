@@ -110,10 +110,15 @@ def _cut_problems(got: dict[str, float], expected: dict[str, float], tol: float)
     """Passages that left or entered the top-k without a tie (within ``tol``) at the k-th score."""
     cuts = (min(expected.values(), default=0.0), min(got.values(), default=0.0))
     problems = []
-    for kind, ids, scores in (("left", expected.keys() - got.keys(), expected), ("entered", got.keys() - expected.keys(), got)):
+    for kind, ids, scores in (
+        ("left", expected.keys() - got.keys(), expected),
+        ("entered", got.keys() - expected.keys(), got),
+    ):
         for pid in sorted(ids):
             if any(abs(scores[pid] - cut) > tol for cut in cuts):
-                problems.append(f"{pid} {kind} the top-k with score {scores[pid]:.7f} (k-th: {cuts[0]:.7f} -> {cuts[1]:.7f})")
+                problems.append(
+                    f"{pid} {kind} the top-k with score {scores[pid]:.7f} (k-th: {cuts[0]:.7f} -> {cuts[1]:.7f})"
+                )
     return problems
 
 
@@ -139,7 +144,9 @@ def top_differences(got: dict[str, Any], expected: dict[str, Any], tol: float = 
     return problems
 
 
-def result_differences(got: list[dict[str, Any]], expected: list[dict[str, Any]], where: str, tol: float = TOL) -> list[str]:
+def result_differences(
+    got: list[dict[str, Any]], expected: list[dict[str, Any]], where: str, tol: float = TOL
+) -> list[str]:
     """All differences (see :func:`top_differences`) between two runs over the same claims, prefixed by ``where``."""
     if [g["claim"] for g in got] != [e["claim"] for e in expected]:
         return [f"{where}: other claims than the golden file's"]
@@ -193,7 +200,11 @@ def _record() -> None:  # pragma: no cover - run by hand
     from tests.conftest import FACTVER_CSV
 
     evidence, claims = stored_nodes(load_factver(FACTVER_CSV))
-    out: dict[str, Any] = {"n_claims": N_CLAIMS, "embed_model": "minilm", "vectors": "tests/data/factver_minilm_vectors.npz"}
+    out: dict[str, Any] = {
+        "n_claims": N_CLAIMS,
+        "embed_model": "minilm",
+        "vectors": "tests/data/factver_minilm_vectors.npz",
+    }
     for backend in ("faiss", "qdrant"):
         index = build_index(backend, evidence)
         out[backend] = {name: top6(index, claims, config) for name, config in configs().items()}

@@ -16,14 +16,14 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from llama_index_carag.core.validation import sanitize_text  # noqa: E402
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_claim  # noqa: E402
-from llama_index_carag.retrieval.retriever import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.serve import ServeSettings, create_app  # noqa: E402
-from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer  # noqa: E402
-from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM  # noqa: E402
+from llama_index_carag.core.validation import sanitize_text
+from llama_index_carag.retrieval.retriever import ContextAwareRetriever
+from llama_index_carag.serve import ServeSettings, create_app
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_claim
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM
 
 CLAIM = "Offshore wind farms drive fish away."
 pytestmark = pytest.mark.integration
@@ -31,15 +31,21 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def retriever(demo_index, demo_corpus):
-    return ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5)
+    return ContextAwareRetriever.from_index(
+        demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5
+    )
 
 
 def make_app(retriever, llm: ServeStubLLM | None = None, clock=None, **settings):
     if llm is None:
         return create_app(retriever, settings=ServeSettings(**settings))
     return create_app(
-        retriever, FactCheckSynthesizer(llm), stream_synthesizer=FactCheckSynthesizer(llm, streaming=True),
-        llm=llm, settings=ServeSettings(**settings), clock=clock,
+        retriever,
+        FactCheckSynthesizer(llm),
+        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True),
+        llm=llm,
+        settings=ServeSettings(**settings),
+        clock=clock,
     )
 
 
@@ -74,8 +80,14 @@ def test_health_info_and_schema(client, retriever):
     schema = client.get("/v1/schema/check-result").json()
     assert {"schema_version", "claim", "verdict", "settings", "soi", "evidence"} <= set(schema["properties"])
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/v1/check", "/v1/check/stream", "/v1/graph", "/v1/sessions", "/v1/sessions/{session_id}",
-            "/v1/sessions/{session_id}/messages"} <= set(paths)
+    assert {
+        "/v1/check",
+        "/v1/check/stream",
+        "/v1/graph",
+        "/v1/sessions",
+        "/v1/sessions/{session_id}",
+        "/v1/sessions/{session_id}/messages",
+    } <= set(paths)
     assert_error(client.get("/docs"), 404, "not_found")  # Swagger UI would need a CDN
 
 
@@ -184,10 +196,22 @@ BAD_REQUESTS = [
     ("empty claim", "/v1/check", b'{"claim": ""}', "application/json", 422, "invalid_request"),
     ("whitespace claim", "/v1/check/stream", b'{"claim": " \\n\\t "}', "application/json", 422, "invalid_request"),
     ("only a NUL", "/v1/graph", b'{"claim": "\\u0000"}', "application/json", 422, "invalid_request"),
-    ("claim too long", "/v1/check", json.dumps({"claim": "a" * 101}).encode(), "application/json", 422,
-     "invalid_request"),
-    ("body too large", "/v1/check", json.dumps({"claim": "a" * 3000}).encode(), "application/json", 413,
-     "body_too_large"),
+    (
+        "claim too long",
+        "/v1/check",
+        json.dumps({"claim": "a" * 101}).encode(),
+        "application/json",
+        422,
+        "invalid_request",
+    ),
+    (
+        "body too large",
+        "/v1/check",
+        json.dumps({"claim": "a" * 3000}).encode(),
+        "application/json",
+        413,
+        "body_too_large",
+    ),
     ("text/plain body", "/v1/check", b'{"claim": "a"}', "text/plain", 415, "unsupported_media"),
     ("form body", "/v1/graph", b"claim=a", "application/x-www-form-urlencoded", 415, "unsupported_media"),
 ]
@@ -205,14 +229,16 @@ def test_bad_requests_get_a_clear_error(retriever, case):
 
 def test_chunked_body_over_the_limit_is_413(retriever):
     with TestClient(make_app(retriever, ServeStubLLM(), max_body_bytes=1024)) as c:
+
         def chunks():
             yield b'{"claim": "'
             for _ in range(10):
                 yield b"a" * 500
             yield b'"}'
 
-        assert_error(c.post("/v1/check", content=chunks(), headers={"content-type": "application/json"}), 413,
-                     "body_too_large")
+        assert_error(
+            c.post("/v1/check", content=chunks(), headers={"content-type": "application/json"}), 413, "body_too_large"
+        )
 
 
 def test_unknown_paths_methods_and_sessions(client):
@@ -245,7 +271,9 @@ def test_hostile_text_round_trips(client):
     data = client.post("/v1/check", content=body, headers={"content-type": "application/json"}).json()
     assert data["claim"] == sanitize_text(claim)
     assert data["claim"].startswith("Wind farms <script>alert(1)</script> \u05e8\u05d5\u05d7 \ufffd")
-    assert data["claim"].endswith("harm fish \U0001f41f") and not any(0xD800 <= ord(ch) <= 0xDFFF for ch in data["claim"])
+    assert data["claim"].endswith("harm fish \U0001f41f") and not any(
+        0xD800 <= ord(ch) <= 0xDFFF for ch in data["claim"]
+    )
     assert data["verdict"]["label"] == "REFUTED"
 
 
@@ -263,13 +291,19 @@ def test_security_headers_and_no_cdn(client):
     assert js.status_code == 200 and js.content == shipped.read_bytes()
     for name in ("/", "/static/app.js", "/static/app.css"):
         text = client.get(name).text
-        assert "http://" not in text and "https://" not in text and "innerHTML" not in text.replace(
-            "never innerHTML", "")
+        assert (
+            "http://" not in text and "https://" not in text and "innerHTML" not in text.replace("never innerHTML", "")
+        )
 
 
 def test_settings_are_checked():
-    for bad in ({"max_pending": 0}, {"request_timeout_s": 0}, {"retrieval_workers": 1.5},
-                {"session_ttl_s": float("inf")}, {"max_turns": True}):
+    for bad in (
+        {"max_pending": 0},
+        {"request_timeout_s": 0},
+        {"retrieval_workers": 1.5},
+        {"session_ttl_s": float("inf")},
+        {"max_turns": True},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ServeSettings(**bad)
 
@@ -369,6 +403,7 @@ def test_many_concurrent_checks_equal_sequential(retriever, demo_corpus):
     async def scenario() -> list[httpx.Response]:
         out: list[httpx.Response] = []
         async with _async_client(app) as c, anyio.create_task_group() as tg:
+
             async def one(claim: str) -> None:
                 out.append(await c.post("/v1/check", json={"claim": claim}))
 

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests.serve_helpers import (  # noqa: E402
+from tests.serve_helpers import (
     CHROMIUM,
     DEFAULT_ANSWER,
     HOSTILE_PASSAGES,
@@ -31,8 +31,10 @@ from tests.serve_helpers import (  # noqa: E402
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CI"),
-                       reason="headless Chromium not installed (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and not os.environ.get("CI"),
+        reason="headless Chromium not installed (apt-get install chromium)",
+    ),
 ]
 CLAIM = "Offshore wind farms drive fish away."
 HOSTILE_CLAIM = f"{PROBE} a glass teapot <img src=x onerror=\"document.body.dataset.pwned='claim'\"> orbits"
@@ -94,8 +96,10 @@ def open_page(chrome: Chromium, server: LiveServer) -> None:
 def check_claim(chrome: Chromium, claim: str) -> None:
     type_into(chrome, "claim", claim)
     chrome.evaluate("document.getElementById('check-btn').click()")
-    chrome.wait_for("['done', 'error'].includes(document.body.dataset.state) && "
-                    "['done', 'error'].includes(document.body.dataset.graph)")
+    chrome.wait_for(
+        "['done', 'error'].includes(document.body.dataset.state) && "
+        "['done', 'error'].includes(document.body.dataset.graph)"
+    )
 
 
 def send_chat(chrome: Chromium, message: str) -> None:
@@ -118,10 +122,19 @@ def test_check_a_claim_in_the_browser(server, browser, tmp_path):
       summary: document.getElementById('soi-summary').textContent,
       csp: window.__csp,
     }))()""")
-    assert (page["state"], page["graph"]) == ("done", "done"), browser.evaluate("document.getElementById('error').textContent")
-    api = json.loads(urllib.request.urlopen(urllib.request.Request(
-        server.url + "/v1/check", data=json.dumps({"claim": CLAIM}).encode(),
-        headers={"Content-Type": "application/json"}), timeout=120).read())
+    assert (page["state"], page["graph"]) == ("done", "done"), browser.evaluate(
+        "document.getElementById('error').textContent"
+    )
+    api = json.loads(
+        urllib.request.urlopen(
+            urllib.request.Request(
+                server.url + "/v1/check",
+                data=json.dumps({"claim": CLAIM}).encode(),
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=120,
+        ).read()
+    )
     assert page["label"] == api["verdict"]["label"] == "REFUTED"
     assert page["explanation"] == api["verdict"]["explanation"]
     assert page["answer"] == DEFAULT_ANSWER  # every streamed token arrived, in order
@@ -169,9 +182,16 @@ def test_hostile_content_is_shown_as_text(server, browser, tmp_path):
 
 def test_control_page_proves_the_detector(server, browser, tmp_path):
     """The same server output rendered with innerHTML: the detector must flag it."""
-    api = json.loads(urllib.request.urlopen(urllib.request.Request(
-        server.url + "/v1/check", data=json.dumps({"claim": HOSTILE_CLAIM}).encode(),
-        headers={"Content-Type": "application/json"}), timeout=120).read())
+    api = json.loads(
+        urllib.request.urlopen(
+            urllib.request.Request(
+                server.url + "/v1/check",
+                data=json.dumps({"claim": HOSTILE_CLAIM}).encode(),
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=120,
+        ).read()
+    )
     assert any(PROBE in row["text"] for row in api["evidence"])
     payload = json.dumps(api).replace("<", "\\u003c")  # safe inside the control page's own script
     control = tmp_path / "control.html"
@@ -180,7 +200,9 @@ def test_control_page_proves_the_detector(server, browser, tmp_path):
         f"const r = {payload};"
         "document.querySelector('#evidence tbody').innerHTML = r.evidence.map(e => '<tr><td>' + e.text + '</td></tr>').join('');"
         "document.getElementById('explanation').innerHTML = r.verdict.raw;"
-        "</script></body></html>", encoding="utf-8")
+        "</script></body></html>",
+        encoding="utf-8",
+    )
     browser.navigate(control.as_uri())
     browser.wait_for("document.body.dataset.pwned")  # an injected onerror handler ran
     found = browser.evaluate(DETECT)
@@ -201,8 +223,15 @@ def test_retrieval_only_server_in_the_browser(server, browser, tmp_path):
           chat: document.getElementById('tab-chat').disabled,
           info: document.getElementById('info').textContent,
         }))()""")
-        assert page == {"state": "done", "graph": "done", "label": "no verdict (retrieval only)", "rows": 6,
-                        "cited": 0, "chat": True, "info": page["info"]}
+        assert page == {
+            "state": "done",
+            "graph": "done",
+            "label": "no verdict (retrieval only)",
+            "rows": 6,
+            "cited": 0,
+            "chat": True,
+            "info": page["info"],
+        }
         assert "no LLM" in page["info"] and browser.console_errors() == []
     finally:
         live.stop()

@@ -17,8 +17,14 @@ pytestmark = pytest.mark.skipif(not CARAG.exists(), reason="the carag entry poin
 
 
 def serve(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CARAG), "serve", *args], capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return subprocess.run(
+        [str(CARAG), "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
 
 
 @pytest.fixture()
@@ -40,12 +46,15 @@ def test_missing_index(tmp_path):
     assert_usage_error(serve("--index", str(tmp_path / "nope"), "--no-llm", "--port", "0"), "no index at")
 
 
-@pytest.mark.parametrize("spec, needle", [
-    ("no_colon", "MODULE:CALLABLE"),
-    ("no_such_module_xyz:make", "No module named"),
-    ("os:no_such_attr", "no_such_attr"),
-    ("os:sep", "not a callable"),
-])
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("no_colon", "MODULE:CALLABLE"),
+        ("no_such_module_xyz:make", "No module named"),
+        ("os:no_such_attr", "no_such_attr"),
+        ("os:sep", "not a callable"),
+    ],
+)
 @pytest.mark.parametrize("where", [[], ["--llm-in-process"]], ids=["worker", "in-process"])
 def test_bad_llm_factory(fake_index, spec, needle, where):
     assert_usage_error(serve("--index", str(fake_index), "--llm-factory", spec, "--port", "0", *where), needle)
@@ -72,15 +81,20 @@ def test_port_in_use(fake_index):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        assert_usage_error(serve("--index", str(fake_index), "--no-llm", "--port", str(port)), "cannot listen", str(port))
+        assert_usage_error(
+            serve("--index", str(fake_index), "--no-llm", "--port", str(port)), "cannot listen", str(port)
+        )
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--timeout", "0"], "request_timeout_s"),
-    (["--timeout", "nan"], "request_timeout_s"),
-    (["--port", "70000"], "--port"),
-    (["--no-llm", "--llm", "smollm2"], "--no-llm"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--timeout", "0"], "request_timeout_s"),
+        (["--timeout", "nan"], "request_timeout_s"),
+        (["--port", "70000"], "--port"),
+        (["--no-llm", "--llm", "smollm2"], "--no-llm"),
+    ],
+)
 def test_bad_values(fake_index, args, needle):
     base = ["--index", str(fake_index)] + ([] if "--no-llm" in args else ["--no-llm"])
     assert_usage_error(serve(*base, *args), needle)

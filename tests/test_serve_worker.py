@@ -87,7 +87,9 @@ def switches(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def pool(switches):
-    with LLMPool(LLMWorkerSpec(llm_factory=FACTORY), call_timeout_s=3, backoff_s=0.1, max_backoff_s=0.5).start(300) as p:
+    with LLMPool(LLMWorkerSpec(llm_factory=FACTORY), call_timeout_s=3, backoff_s=0.1, max_backoff_s=0.5).start(
+        300
+    ) as p:
         yield p
 
 
@@ -101,8 +103,9 @@ def ready_pool(pool, switches):
 
 @pytest.fixture(scope="module")
 def retriever(demo_index, demo_corpus):
-    return ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3,
-                                            delta=0.5)
+    return ContextAwareRetriever.from_index(
+        demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5
+    )
 
 
 @pytest.fixture()
@@ -188,7 +191,8 @@ def test_a_factory_that_fails_is_a_startup_error():
 
 def test_close_and_parent_death_leave_no_worker(tmp_path):
     script = tmp_path / "owner.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys, threading
         sys.path.insert(0, {str(ROOT)!r})
         from llama_index_carag.serve.llm_pool import LLMPool
@@ -197,7 +201,8 @@ def test_close_and_parent_death_leave_no_worker(tmp_path):
             pool = LLMPool(LLMWorkerSpec(llm_factory={FACTORY!r})).start(300)
             print(pool.state()["workers"][0]["pid"], flush=True)
             threading.Event().wait()
-    """))
+    """)
+    )
     owner = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         child = int(owner.stdout.readline())
@@ -282,8 +287,10 @@ def test_timeout_is_504_and_the_next_check_gets_its_own_verdict(ready_pool, retr
     with TestClient(app) as c:
         err = c.post("/v1/check", json={"claim": f"{CLAIM} {HANG}"})
         assert err.status_code == 504 and err.json()["error"]["code"] == "timeout"
-        wait_until(lambda: not ready_pool.state()["workers"][0]["busy"]
-                   and "ready" in worker_states(ready_pool), "the hung worker to be replaced")
+        wait_until(
+            lambda: not ready_pool.state()["workers"][0]["busy"] and "ready" in worker_states(ready_pool),
+            "the hung worker to be replaced",
+        )
         probe = c.post("/v1/check", json={"claim": f"{CLAIM} {PROBE}"})
         assert probe.status_code == 200 and probe.json()["verdict"]["label"] == "SUPPORTED"  # PROBE_ANSWER's
 

@@ -94,8 +94,11 @@ def _kill_during_a_check(server: LiveServer) -> None:
     wait_until(lambda: workers(server)[0]["state"] == "ready", "a ready worker", tries=3600)
     answers: list[Any] = []
     for _ in range(5):  # the verdict may finish before we look; then try again
-        thread = threading.Thread(target=lambda: answers.append(
-            request(server, "/v1/check", {"claim": CLAIM + " " + "Turbines and fish. " * 40}, timeout=VERDICT_S)))
+        thread = threading.Thread(
+            target=lambda: answers.append(
+                request(server, "/v1/check", {"claim": CLAIM + " " + "Turbines and fish. " * 40}, timeout=VERDICT_S)
+            )
+        )
         thread.start()
         wait_until(lambda t=thread: not t.is_alive() or workers(server)[0]["busy"], "the check to reach the worker")
         (worker,) = workers(server)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from llama_index_carag.serve.page import CONTENT_SECURITY_POLICY, page_router
@@ -41,6 +41,7 @@ from llama_index_carag.serve.schemas import (
 )
 from llama_index_carag.serve.sessions import SessionStore
 from llama_index_carag.serve.settings import ServeSettings
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,14 @@ def create_app(
 
             return FactCheckChatBot(retriever, llm)
 
-    engine = CheckEngine(retriever, synthesizer, stream_synthesizer, bot_factory, settings,
-                         llm_gate=None if llm_pool is None else llm_pool.check_available)
+    engine = CheckEngine(
+        retriever,
+        synthesizer,
+        stream_synthesizer,
+        bot_factory,
+        settings,
+        llm_gate=None if llm_pool is None else llm_pool.check_available,
+    )
     sessions = SessionStore(settings.max_sessions, settings.session_ttl_s, **({"clock": clock} if clock else {}))
     # No /docs: Swagger UI loads from a CDN; the OpenAPI JSON stays at /openapi.json.
     app = FastAPI(title="llama-index-carag", version=_version(), docs_url=None, redoc_url=None)
@@ -94,8 +101,14 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     _security_headers(app)
     app.include_router(page_router())
-    _api_routes(app, engine, sessions, settings, llm_name=_llm_name(llm, synthesizer),
-                llm_state=None if llm_pool is None else llm_pool.state)
+    _api_routes(
+        app,
+        engine,
+        sessions,
+        settings,
+        llm_name=_llm_name(llm, synthesizer),
+        llm_state=None if llm_pool is None else llm_pool.state,
+    )
     return app
 
 
@@ -108,8 +121,14 @@ def _remote(pool: Any, *given: Any) -> tuple[Any, Any, Any]:
     return RemoteSynthesizer(pool), RemoteSynthesizer(pool, streaming=True), RemoteLLM(pool)
 
 
-def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, settings: ServeSettings,
-                llm_name: str | None, llm_state: Callable[[], dict[str, Any]] | None) -> None:
+def _api_routes(
+    app: FastAPI,
+    engine: CheckEngine,
+    sessions: SessionStore,
+    settings: ServeSettings,
+    llm_name: str | None,
+    llm_state: Callable[[], dict[str, Any]] | None,
+) -> None:
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -117,9 +136,16 @@ def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, setti
     @app.get("/v1/info", response_model=InfoOut)
     def info() -> InfoOut:
         r = engine.retriever
-        return InfoOut(version=_version(), schema_version=CHECK_SCHEMA_VERSION, mode=r.mode, k=r.similarity_top_k,
-                       n_items=int(r.context.n_items_), llm=llm_name, limits=settings.public(),
-                       llm_state=None if llm_state is None else llm_state())
+        return InfoOut(
+            version=_version(),
+            schema_version=CHECK_SCHEMA_VERSION,
+            mode=r.mode,
+            k=r.similarity_top_k,
+            n_items=int(r.context.n_items_),
+            llm=llm_name,
+            limits=settings.public(),
+            llm_state=None if llm_state is None else llm_state(),
+        )
 
     @app.get("/v1/schema/check-result")
     def schema() -> dict[str, Any]:
@@ -143,8 +169,9 @@ def _api_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, setti
                 async for event, data in engine.stream(claim):
                     yield f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     @app.post("/v1/graph", response_model=GraphOut)
     async def graph(body: ClaimRequest) -> dict[str, Any]:

@@ -11,49 +11,90 @@ import logging
 import os
 import socket
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from llama_index_carag.serve.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_serve_arguments", "load_llm_factory", "check_llm_factory", "settings_from_args", "bind_socket",
-           "run_server"]
+__all__ = [
+    "add_serve_arguments",
+    "load_llm_factory",
+    "check_llm_factory",
+    "settings_from_args",
+    "bind_socket",
+    "run_server",
+]
 
 
 def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], Callable[[str], int]]) -> None:
     """The serve-only options (the caller adds ``--index``, the retrieval overrides and ``--llm``)."""
-    p.add_argument("--llm-factory", metavar="MODULE:CALLABLE",
-                   help="a Python callable returning any LlamaIndex LLM (MODULE is imported from the current folder "
-                        "or the installed packages); replaces --llm")
+    p.add_argument(
+        "--llm-factory",
+        metavar="MODULE:CALLABLE",
+        help="a Python callable returning any LlamaIndex LLM (MODULE is imported from the current folder "
+        "or the installed packages); replaces --llm",
+    )
     p.add_argument("--no-llm", action="store_true", help="retrieval, SOI and graph only: no verdicts, no chat")
-    p.add_argument("--llm-in-process", action="store_true",
-                   help="run the LLM in the server process (default: in supervised worker processes, restarted "
-                        "if the model crashes; chat sessions survive the restart)")
+    p.add_argument(
+        "--llm-in-process",
+        action="store_true",
+        help="run the LLM in the server process (default: in supervised worker processes, restarted "
+        "if the model crashes; chat sessions survive the restart)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
     d = ServeSettings()
-    p.add_argument("--retrieval-workers", type=positive_int("--retrieval-workers"), default=d.retrieval_workers,
-                   help=f"checks retrieving at once (default {d.retrieval_workers})")
-    p.add_argument("--llm-workers", type=positive_int("--llm-workers"), default=d.llm_workers,
-                   help=f"LLM calls at once: one worker process each, each with its own copy of the model "
-                        f"(default {d.llm_workers})")
-    p.add_argument("--max-pending", type=positive_int("--max-pending"), default=d.max_pending,
-                   help=f"requests admitted at once before 503 (default {d.max_pending})")
-    p.add_argument("--timeout", type=float, default=d.request_timeout_s,
-                   help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})")
-    p.add_argument("--max-sessions", type=positive_int("--max-sessions"), default=d.max_sessions,
-                   help=f"chat sessions open at once (default {d.max_sessions})")
-    p.add_argument("--max-claim-chars", type=positive_int("--max-claim-chars"), default=d.max_claim_chars,
-                   help=f"longest claim or chat message (default {d.max_claim_chars})")
+    p.add_argument(
+        "--retrieval-workers",
+        type=positive_int("--retrieval-workers"),
+        default=d.retrieval_workers,
+        help=f"checks retrieving at once (default {d.retrieval_workers})",
+    )
+    p.add_argument(
+        "--llm-workers",
+        type=positive_int("--llm-workers"),
+        default=d.llm_workers,
+        help=f"LLM calls at once: one worker process each, each with its own copy of the model "
+        f"(default {d.llm_workers})",
+    )
+    p.add_argument(
+        "--max-pending",
+        type=positive_int("--max-pending"),
+        default=d.max_pending,
+        help=f"requests admitted at once before 503 (default {d.max_pending})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=d.request_timeout_s,
+        help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=positive_int("--max-sessions"),
+        default=d.max_sessions,
+        help=f"chat sessions open at once (default {d.max_sessions})",
+    )
+    p.add_argument(
+        "--max-claim-chars",
+        type=positive_int("--max-claim-chars"),
+        default=d.max_claim_chars,
+        help=f"longest claim or chat message (default {d.max_claim_chars})",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     """:class:`ServeSettings` from the parsed options (ValueError on a bad value)."""
     return ServeSettings(
-        retrieval_workers=args.retrieval_workers, llm_workers=args.llm_workers, max_pending=args.max_pending,
-        request_timeout_s=args.timeout, max_sessions=args.max_sessions,
-        max_claim_chars=args.max_claim_chars, max_message_chars=args.max_claim_chars,
+        retrieval_workers=args.retrieval_workers,
+        llm_workers=args.llm_workers,
+        max_pending=args.max_pending,
+        request_timeout_s=args.timeout,
+        max_sessions=args.max_sessions,
+        max_claim_chars=args.max_claim_chars,
+        max_message_chars=args.max_claim_chars,
     )
 
 
@@ -105,8 +146,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
     if not _is_loopback(host):
-        logger.warning("listening on %s: the API has no authentication; anyone who can reach this address "
-                       "can use it (put it behind an authenticating proxy)", host)
+        logger.warning(
+            "listening on %s: the API has no authentication; anyone who can reach this address "
+            "can use it (put it behind an authenticating proxy)",
+            host,
+        )
     return sock
 
 
@@ -125,6 +169,7 @@ def run_server(app: Any, sock: socket.socket, *, log_level: str = "warning") -> 
     """Serve ``app`` on ``sock`` with uvicorn until interrupted."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level=log_level, access_log=log_level in ("info", "debug"),
-                            timeout_graceful_shutdown=5, lifespan="off")
+    config = uvicorn.Config(
+        app, log_level=log_level, access_log=log_level in ("info", "debug"), timeout_graceful_shutdown=5, lifespan="off"
+    )
     uvicorn.Server(config).run(sockets=[sock])

@@ -11,17 +11,18 @@ any work while no worker is ready, and a worker dying mid-call gives the same 50
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from llama_index_carag.core.validation import sanitize_text
-from llama_index_carag.verdicts.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
 from llama_index_carag.serve.errors import ApiError, error_body
 from llama_index_carag.serve.llm_pool import LLMUnavailable
 from llama_index_carag.serve.settings import ServeSettings
+from llama_index_carag.verdicts.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,12 @@ class CheckEngine:
     def check_admission(self) -> None:
         """503 ``busy`` when ``max_pending`` requests are admitted."""
         if self.pending >= self.settings.max_pending:
-            raise ApiError(503, "busy", f"{self.settings.max_pending} requests are in progress; retry shortly",
-                           headers={"Retry-After": "1"})
+            raise ApiError(
+                503,
+                "busy",
+                f"{self.settings.max_pending} requests are in progress; retry shortly",
+                headers={"Retry-After": "1"},
+            )
 
     @asynccontextmanager
     async def admitted(self, *, check: bool = True) -> AsyncIterator[None]:
@@ -111,7 +116,8 @@ class CheckEngine:
         return await self._run(self.retrieval_limiter, retrieve_claim, self.retriever, claim)
 
     async def _verdict(self, retrieved: Retrieved) -> dict[str, Any]:
-        response = await self._run(self.llm_limiter, self.synthesizer.synthesize, retrieved.claim, retrieved.nodes)
+        synthesizer = self.require_llm(self.synthesizer)
+        response = await self._run(self.llm_limiter, synthesizer.synthesize, retrieved.claim, retrieved.nodes)
         return verdict_dict(response.metadata["verdict"])
 
     async def check(self, claim: str) -> CheckResult:

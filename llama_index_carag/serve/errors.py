@@ -35,8 +35,15 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ApiError", "error_body", "install_error_handlers", "BodyLimitMiddleware"]
 
-_HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
-               415: "unsupported_media", 422: "invalid_request", 500: "internal_error"}
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media",
+    422: "invalid_request",
+    500: "internal_error",
+}
 
 
 class ApiError(Exception):
@@ -138,6 +145,11 @@ class BodyLimitMiddleware:
 
 async def _send_error(send: Send, status: int, code: str, message: str) -> None:
     body = json.dumps(error_body(code, message)).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

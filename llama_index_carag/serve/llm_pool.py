@@ -108,9 +108,17 @@ class LLMPool:
             ``stable_s`` before it died restarts at once.
     """
 
-    def __init__(self, spec: LLMWorkerSpec, n_workers: int = 1, *, call_timeout_s: float = 300.0,
-                 start_timeout_s: float = 900.0, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 stable_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        spec: LLMWorkerSpec,
+        n_workers: int = 1,
+        *,
+        call_timeout_s: float = 300.0,
+        start_timeout_s: float = 900.0,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        stable_s: float = 60.0,
+    ) -> None:
         if n_workers < 1:
             raise ValueError(f"n_workers must be >= 1; got {n_workers}.")
         self.spec, self.call_timeout_s, self.start_timeout_s = spec, call_timeout_s, start_timeout_s
@@ -160,11 +168,13 @@ class LLMPool:
         for sig in (None, signal.SIGTERM, signal.SIGKILL):  # the readers reap them and mark them dead
             with self._cond:
                 running = [p for w, p, _ in live if w.process is p and w.state != "dead"]
-            for process in running if sig is not None else ():
-                self._signal(process, sig)
+            if sig is not None:
+                for process in running:
+                    self._signal(process, sig)
             with self._cond:
-                if self._cond.wait_for(lambda: all(w.process is not p or w.state == "dead" for w, p, _ in live),
-                                       timeout):
+                if self._cond.wait_for(
+                    lambda: all(w.process is not p or w.state == "dead" for w, p, _ in live), timeout
+                ):
                     return
         logger.warning("LLM workers %s did not exit", [p.pid for w, p, _ in live if w.state != "dead"])
 
@@ -176,8 +186,9 @@ class LLMPool:
 
     def _spawn(self, worker: _Worker) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=worker_main, args=(child, self.spec), daemon=True,
-                                    name=f"carag-llm-worker-{worker.index}")
+        process = self._ctx.Process(
+            target=worker_main, args=(child, self.spec), daemon=True, name=f"carag-llm-worker-{worker.index}"
+        )
         try:
             process.start()
         finally:
@@ -188,8 +199,9 @@ class LLMPool:
             if self._closing:  # close() ran while this one was being started
                 self._signal(process, signal.SIGKILL)
         logger.info("LLM worker %d started (pid %d)", worker.index, process.pid)
-        threading.Thread(target=self._read, args=(worker, process, parent), daemon=True,
-                         name=f"carag-llm-reader-{worker.index}").start()
+        threading.Thread(
+            target=self._read, args=(worker, process, parent), daemon=True, name=f"carag-llm-reader-{worker.index}"
+        ).start()
 
     @staticmethod
     def _signal(process: Any, sig: int) -> None:
@@ -232,8 +244,13 @@ class LLMPool:
                 worker.state, worker.ready_at, worker.failure = "ready", time.monotonic(), None
                 self._startup_s = worker.ready_at - worker.started_at
                 self.info = payload
-                logger.info("LLM worker %d ready (pid %d, %.1f s): %s", worker.index, process.pid,
-                            self._startup_s, payload.get("name"))
+                logger.info(
+                    "LLM worker %d ready (pid %d, %.1f s): %s",
+                    worker.index,
+                    process.pid,
+                    self._startup_s,
+                    payload.get("name"),
+                )
             else:
                 worker.failure = str(payload)
             self._cond.notify_all()
@@ -266,9 +283,15 @@ class LLMPool:
             self._cond.notify_all()
         expected = self._closing or self.info is None  # stopped, or a failed first start (start() reports it)
         delay = worker.next_start - now
-        logger.log(logging.INFO if expected else logging.WARNING, "LLM worker %d (pid %d) %s%s%s", worker.index,
-                   process.pid, reason, f" ({reported})" if reported else "",
-                   "" if math.isinf(delay) else f"; restarting it in {delay:.1f} s")
+        logger.log(
+            logging.INFO if expected else logging.WARNING,
+            "LLM worker %d (pid %d) %s%s%s",
+            worker.index,
+            process.pid,
+            reason,
+            f" ({reported})" if reported else "",
+            "" if math.isinf(delay) else f"; restarting it in {delay:.1f} s",
+        )
 
     @staticmethod
     def _exit_reason(worker: _Worker, code: int | None) -> str:
@@ -320,8 +343,9 @@ class LLMPool:
                 worker.kill_reason = "start_timeout"
             else:
                 continue
-            logger.warning("LLM worker %d (pid %d) %s", worker.index, worker.process.pid,
-                           self._exit_reason(worker, None))
+            logger.warning(
+                "LLM worker %d (pid %d) %s", worker.index, worker.process.pid, self._exit_reason(worker, None)
+            )
             self._signal(worker.process, signal.SIGKILL)
 
     def _restart(self, worker: _Worker) -> None:
@@ -332,8 +356,9 @@ class LLMPool:
             with self._cond:
                 worker.state = "dead"
                 worker.quick_deaths += 1
-                worker.next_start = time.monotonic() + max(self.backoff_s, restart_delay(
-                    worker.quick_deaths, self.backoff_s, self.max_backoff_s))
+                worker.next_start = time.monotonic() + max(
+                    self.backoff_s, restart_delay(worker.quick_deaths, self.backoff_s, self.max_backoff_s)
+                )
                 self._cond.notify_all()
 
     # ------------------------------------------------------------------ calls
@@ -347,8 +372,9 @@ class LLMPool:
             raise LLMUnavailable("the server is shutting down", 5)
         if not any(w.state == "ready" for w in self._workers):
             states = ", ".join(w.state for w in self._workers)
-            raise LLMUnavailable(f"the language model is restarting (workers: {states}); retry shortly",
-                                 self._retry_after())
+            raise LLMUnavailable(
+                f"the language model is restarting (workers: {states}); retry shortly", self._retry_after()
+            )
 
     def _retry_after(self) -> int:
         now, waits = time.monotonic(), []

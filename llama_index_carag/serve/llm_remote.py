@@ -94,7 +94,7 @@ class RemoteSynthesizer:
     def synthesize(self, query: Any, nodes: Sequence[Any], **_: Any) -> Response | StreamingResponse:
         claim, nodes = str(query), list(nodes)
         if self.streaming:
-            response = StreamingResponse(None, source_nodes=nodes, metadata={})
+            response = StreamingResponse(iter(()), source_nodes=nodes, metadata={})  # type: ignore[arg-type]
             response.response_gen = self._deltas(response, claim, nodes)
             return response
         text, verdict = self.pool.call("verdict", claim, nodes)

@@ -33,8 +33,16 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLMWorkerSpec", "OPS", "FINAL", "worker_main", "build_llm", "serve_synthesizers", "embed_model_spec",
-           "model_info"]
+__all__ = [
+    "LLMWorkerSpec",
+    "OPS",
+    "FINAL",
+    "worker_main",
+    "build_llm",
+    "serve_synthesizers",
+    "embed_model_spec",
+    "model_info",
+]
 
 #: Requests a worker answers: verdicts (the synthesizers) and raw LLM calls (the chat sessions' proxy LLM).
 OPS = ("verdict", "stream_verdict", "chat", "stream_chat", "complete", "stream_complete")
@@ -86,8 +94,10 @@ def serve_synthesizers(llm: Any, embed_model: Any) -> tuple[Any, Any]:
     in the server (``--llm-in-process``) and in a worker alike."""
     from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
-    return (get_fact_check_synthesizer(llm, embed_model=embed_model),
-            get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model))
+    return (
+        get_fact_check_synthesizer(llm, embed_model=embed_model),
+        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model),
+    )
 
 
 def embed_model_spec(embed_model: Any) -> Any:
@@ -101,8 +111,11 @@ def embed_model_spec(embed_model: Any) -> Any:
     try:
         pickle.dumps(embed_model)
     except Exception as exc:
-        logger.warning("The embed model %s cannot be sent to the LLM worker (%s): the measured label rule is off.",
-                       type(embed_model).__name__, exc)
+        logger.warning(
+            "The embed model %s cannot be sent to the LLM worker (%s): the measured label rule is off.",
+            type(embed_model).__name__,
+            exc,
+        )
         return None
     return embed_model
 
@@ -127,8 +140,13 @@ def model_info(llm: Any) -> dict[str, Any]:
         pickle.dumps(wrapper)
     except Exception:
         wrapper = None
-    return {"name": name, "metadata": metadata, "system_prompt": getattr(llm, "system_prompt", None),
-            "query_wrapper_prompt": wrapper, "pid": os.getpid()}
+    return {
+        "name": name,
+        "metadata": metadata,
+        "system_prompt": getattr(llm, "system_prompt", None),
+        "query_wrapper_prompt": wrapper,
+        "pid": os.getpid(),
+    }
 
 
 # ------------------------------------------------------------------ serving

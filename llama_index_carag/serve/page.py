@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -19,7 +19,7 @@ CONTENT_SECURITY_POLICY = (
 _STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _static(name: str) -> bytes:
     return resources.files("llama_index_carag.serve").joinpath("static", name).read_bytes()
 
@@ -45,8 +45,11 @@ def page_router() -> APIRouter:
 
     @router.get("/static/plotly.min.js", include_in_schema=False)
     def plotly_js() -> FileResponse:
-        return FileResponse(plotly_js_path(), media_type="text/javascript; charset=utf-8",
-                            headers={"Cache-Control": "public, max-age=86400"})
+        return FileResponse(
+            plotly_js_path(),
+            media_type="text/javascript; charset=utf-8",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
 
     @router.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:

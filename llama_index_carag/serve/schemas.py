@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,8 +67,10 @@ class InfoOut(BaseModel):
     mode: str
     k: int
     n_items: int
-    llm: Optional[str] = Field(description="the LLM's model name, or None when verdicts are off")
+    llm: str | None = Field(description="the LLM's model name, or None when verdicts are off")
     limits: dict[str, Any]
-    llm_state: Optional[dict[str, Any]] = Field(
-        None, description='the LLM worker processes: {"workers": [{"pid", "state": "ready|starting|dead", '
-        '"restarts", "busy"}]}; None when the LLM runs in the server process')
+    llm_state: dict[str, Any] | None = Field(
+        None,
+        description='the LLM worker processes: {"workers": [{"pid", "state": "ready|starting|dead", '
+        '"restarts", "busy"}]}; None when the LLM runs in the server process',
+    )

@@ -6,8 +6,9 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from llama_index_carag.serve.errors import ApiError
 
@@ -55,9 +56,12 @@ class SessionStore:
         """A new session with a new bot from ``bot_factory``."""
         self._expire()
         if len(self._sessions) >= self.max_sessions:
-            raise ApiError(503, "too_many_sessions",
-                           f"{self.max_sessions} chat sessions are open; close one (DELETE) or retry later",
-                           headers={"Retry-After": "60"})
+            raise ApiError(
+                503,
+                "too_many_sessions",
+                f"{self.max_sessions} chat sessions are open; close one (DELETE) or retry later",
+                headers={"Retry-After": "60"},
+            )
         now = self.clock()
         session = Session(id=secrets.token_urlsafe(16), bot=bot_factory(), created=now, last_used=now)
         self._sessions[session.id] = session

@@ -46,7 +46,9 @@ class ServeSettings:
             if f.type in ("int", int):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise ValueError(f"ServeSettings.{f.name} must be an integer >= 1; got {value!r}.")
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            elif (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            ):
                 raise ValueError(f"ServeSettings.{f.name} must be a positive number of seconds; got {value!r}.")
 
     def public(self) -> dict[str, float | int]:
