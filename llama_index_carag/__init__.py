@@ -60,7 +60,39 @@ _EXPORTS: dict[str, str] = {
     "SubsetOfInterest": "llama_index_carag.core.soi",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+#: a literal list for type checkers and linters; tests/test_public_api.py checks it is sorted(_EXPORTS) + ["__version__"]
+__all__ = [
+    "CARAG_METADATA_KEY",
+    "CaragSettings",
+    "CheckResult",
+    "ClaimEvidenceCorpus",
+    "ContextAwareRetriever",
+    "DEFAULT",
+    "FactCheckChatBot",
+    "FactCheckSynthesizer",
+    "PAPER",
+    "PRESETS",
+    "SOIItem",
+    "StateError",
+    "SubsetOfInterest",
+    "TUNED",
+    "ThematicClusterer",
+    "ThematicContextPostprocessor",
+    "Verdict",
+    "VerdictLabel",
+    "build_faiss_index",
+    "check_claim",
+    "default_llm",
+    "demo_corpus_path",
+    "get_fact_check_synthesizer",
+    "load_claim_evidence_csv",
+    "load_demo_corpus",
+    "load_factver",
+    "parse_verdict",
+    "resolve_embed_model",
+    "resolve_llm",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

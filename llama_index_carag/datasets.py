@@ -28,10 +28,11 @@ import logging
 import os
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from llama_index.core.schema import TextNode
 
@@ -362,7 +363,7 @@ def _read_csv_records(path: Path, encoding: str) -> tuple[list[str], list[tuple[
         text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
         raise ValueError(
-            f"{path} is not valid {encoding} text (byte {exc.start}: {raw[exc.start:exc.start + 4]!r}); "
+            f"{path} is not valid {encoding} text (byte {exc.start}: {raw[exc.start : exc.start + 4]!r}); "
             "re-save it as UTF-8 or pass encoding=..."
         ) from None
     text = text.replace("\x00", "")
@@ -443,7 +444,7 @@ def load_claim_evidence_csv(
 
 def _load_hf_rows(dataset_id: str) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
     try:
-        import datasets  # type: ignore[import-not-found]
+        import datasets
     except ImportError:
         raise ValueError(
             f"{dataset_id!r} is not a file; loading it as a Hugging Face dataset needs "

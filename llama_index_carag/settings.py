@@ -18,16 +18,35 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from numbers import Integral
-from typing import Annotated, Any, Literal, Mapping, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.json_schema import JsonDict
 
-from llama_index_carag.core.validation import check_delta, check_interval, check_n_clusters, check_top_k, check_unit_interval
+from llama_index_carag.core.validation import (
+    check_delta,
+    check_interval,
+    check_n_clusters,
+    check_top_k,
+    check_unit_interval,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CaragSettings", "DEFAULT", "PAPER", "TUNED", "PRESETS", "PAPER_SETTINGS", "TUNED_SETTINGS", "FIT_FIELDS", "SettingsView", "package_default"]
+__all__ = [
+    "CaragSettings",
+    "DEFAULT",
+    "PAPER",
+    "TUNED",
+    "PRESETS",
+    "PAPER_SETTINGS",
+    "TUNED_SETTINGS",
+    "FIT_FIELDS",
+    "SettingsView",
+    "package_default",
+]
 
 
 def _positive(name: str) -> Any:
@@ -78,14 +97,15 @@ def _bool(name: str) -> Any:
 
 #: Marks a field as the weight of a re-ranking term on a fitted table: it needs
 #: ``rerank_candidates`` and counts in :attr:`CaragSettings.penalties` (see :func:`rerank_terms`).
-_RERANK_TERM = {"rerank_term": True}
+_RERANK_TERM: JsonDict = {"rerank_term": True}
 
 
 @functools.cache
 def rerank_terms() -> tuple[str, ...]:
     """The names of the fields marked as re-ranking-term weights, in declaration order."""
     return tuple(
-        name for name, info in CaragSettings.model_fields.items()
+        name
+        for name, info in CaragSettings.model_fields.items()
         if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("rerank_term")
     )
 
@@ -118,7 +138,7 @@ class CaragSettings(BaseModel):
     n_clusters: Annotated[int | Literal["auto"], BeforeValidator(check_n_clusters)] = Field(
         10, description="Clusters t (papers: 10), per theme in supervised mode, or 'auto' (BIC)."
     )
-    random_state: Annotated[Optional[int], BeforeValidator(_seed)] = Field(0, description="Seed of the clustering.")
+    random_state: Annotated[int | None, BeforeValidator(_seed)] = Field(0, description="Seed of the clustering.")
     covariance_type: Literal["full", "tied", "diag", "spherical"] = Field("diag", description="GMM covariance.")
     # ---- query
     alpha: Annotated[float, _unit("alpha")] = Field(
@@ -127,11 +147,14 @@ class CaragSettings(BaseModel):
     delta: Annotated[float, _cosine("delta")] = Field(
         0.75, description="SOI threshold: items with cosine > delta to the claim are kept, [-1, 1]."
     )
-    similarity_top_k: Annotated[int, _positive("similarity_top_k")] = Field(6, description="Evidence passages returned.")
-    soi_top_m: Annotated[Optional[int], _optional_positive("soi_top_m")] = Field(
-        None, description="Keep at most this many SOI items, the most similar (None: all above delta, as in the papers)."
+    similarity_top_k: Annotated[int, _positive("similarity_top_k")] = Field(
+        6, description="Evidence passages returned."
     )
-    rerank_candidates: Annotated[Optional[int], _optional_positive("rerank_candidates")] = Field(
+    soi_top_m: Annotated[int | None, _optional_positive("soi_top_m")] = Field(
+        None,
+        description="Keep at most this many SOI items, the most similar (None: all above delta, as in the papers).",
+    )
+    rerank_candidates: Annotated[int | None, _optional_positive("rerank_candidates")] = Field(
         50,
         description="None (papers): search with the blended vector alpha*q + (1-alpha)*T.  n: search with the "
         "claim vector for n candidates and re-rank them by alpha*sim(q, n) + (1-alpha)*sim(T, n) minus the penalties.",
@@ -168,7 +191,7 @@ class CaragSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _cross_field(self) -> "CaragSettings":
+    def _cross_field(self) -> CaragSettings:
         if self.rerank_candidates is None:
             for name in rerank_terms():
                 if getattr(self, name):
@@ -179,7 +202,7 @@ class CaragSettings(BaseModel):
         return self
 
     # ------------------------------------------------------------------ helpers
-    def replace(self, **changes: Any) -> "CaragSettings":
+    def replace(self, **changes: Any) -> CaragSettings:
         """A validated copy with ``changes`` applied."""
         return type(self).model_validate({**self.model_dump(), **changes})
 
@@ -193,7 +216,7 @@ class CaragSettings(BaseModel):
         return {name: getattr(self, name) for name in FIT_FIELDS}
 
     @classmethod
-    def from_options(cls, base: "CaragSettings | Mapping[str, Any] | str | None" = None, **options: Any) -> "CaragSettings":
+    def from_options(cls, base: CaragSettings | Mapping[str, Any] | str | None = None, **options: Any) -> CaragSettings:
         """Settings from a base (an instance, a mapping or a preset name; default :data:`DEFAULT`,
         the field defaults) plus options.
 
@@ -203,7 +226,9 @@ class CaragSettings(BaseModel):
         """
         unknown = sorted(set(options) - set(cls.model_fields))
         if unknown:
-            raise TypeError(f"Unknown CARAG option(s) {', '.join(map(repr, unknown))}; known: {', '.join(cls.model_fields)}.")
+            raise TypeError(
+                f"Unknown CARAG option(s) {', '.join(map(repr, unknown))}; known: {', '.join(cls.model_fields)}."
+            )
         if base is None:
             start: dict[str, Any] = {}
         elif isinstance(base, str):
@@ -237,7 +262,7 @@ PAPER = DEFAULT.replace(alpha=0.5, rerank_candidates=None, lexical_weight=0.0, c
 TUNED = PAPER.replace(alpha=0.8, rerank_candidates=50, soi_claims=1, claim_contrast=0.1, contrast_threshold=0.8)
 
 
-def package_default(settings: "CaragSettings | str | None", has_claims: bool) -> "CaragSettings | str":
+def package_default(settings: CaragSettings | str | None, has_claims: bool) -> CaragSettings | str:
     """``settings``, or the package default: :data:`DEFAULT`, without claim contrast when there are no claims."""
     if settings is not None:
         return settings

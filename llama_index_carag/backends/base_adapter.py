@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -40,7 +41,7 @@ class StoreAdapter:
     #: What to do instead when the store cannot delete (appended to the error).
     delete_hint: ClassVar[str] = "use a vector store that can delete nodes."
 
-    def __init__(self, index: "VectorStoreIndex") -> None:
+    def __init__(self, index: VectorStoreIndex) -> None:
         self.index = index
 
     @property
@@ -54,7 +55,7 @@ class StoreAdapter:
     def metric(self) -> str | None:
         return None
 
-    def insert(self, nodes: Sequence["BaseNode"], **insert_kwargs: Any) -> None:
+    def insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         self.index.insert_nodes(list(nodes), **insert_kwargs)
 
     def delete(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
@@ -66,11 +67,11 @@ class StoreAdapter:
     def native_async(self) -> bool:
         return type(self.store).aquery is not BasePydanticVectorStore.aquery
 
-    def cluster_backend(self) -> "ClusterBackend | None":
+    def cluster_backend(self) -> ClusterBackend | None:
         return None
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         raise ValueError(f"A {cls.kind or 'custom'} index is not saved on disk; pass index=... to reload it.")
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +57,9 @@ class FaissAdapter(StoreAdapter):
 
     kind = "faiss"
     persisted = True
-    delete_hint = "build the index with an id-mapped FAISS index (build_faiss_index(..., id_map=True) / FaissMapVectorStore)."
+    delete_hint = (
+        "build the index with an id-mapped FAISS index (build_faiss_index(..., id_map=True) / FaissMapVectorStore)."
+    )
 
     @classmethod
     def handles(cls, vector_store: Any) -> bool:
@@ -90,7 +93,7 @@ class FaissAdapter(StoreAdapter):
         return "inner_product" if self.store.client.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         return load_faiss_index(folder, embed_model, id_map=False)
 
 
@@ -107,7 +110,7 @@ class FaissMapAdapter(FaissAdapter):
         store = self.store
         if isinstance(store, SafeFaissMapVectorStore):
             return store.faiss_ids()
-        return store._node_id_to_faiss_id_map  # noqa: SLF001 - the upstream store has no public accessor
+        return store._node_id_to_faiss_id_map  # the upstream store has no public accessor
 
     def node_ids(self) -> list[str]:
         return list(self._id_map())
@@ -131,13 +134,13 @@ class FaissMapAdapter(FaissAdapter):
         return out
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         return load_faiss_index(folder, embed_model, id_map=True)
 
 
 def load_faiss_index(
-    persist_dir: str | os.PathLike[str], embed_model: "BaseEmbedding", *, id_map: bool | None = None
-) -> "VectorStoreIndex":
+    persist_dir: str | os.PathLike[str], embed_model: BaseEmbedding, *, id_map: bool | None = None
+) -> VectorStoreIndex:
     """Reload an index persisted with ``index.storage_context.persist(persist_dir)``.
 
     Args:
@@ -158,6 +161,10 @@ def load_faiss_index(
         from llama_index.vector_stores.faiss.map_store import DEFAULT_ID_MAP_NAME
 
         id_map = (folder / DEFAULT_ID_MAP_NAME).is_file()
-    vector_store = SafeFaissMapVectorStore.from_persist_dir(str(folder)) if id_map else FaissVectorStore.from_persist_dir(str(folder))
+    vector_store = (
+        SafeFaissMapVectorStore.from_persist_dir(str(folder))
+        if id_map
+        else FaissVectorStore.from_persist_dir(str(folder))
+    )
     storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
     return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]

@@ -14,8 +14,9 @@ is ever lost or duplicated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, List, Mapping
+from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode
@@ -39,7 +40,7 @@ class SafeFaissMapVectorStore(FaissMapVectorStore):
         used = self._faiss_id_to_node_id_map
         return (max(used) + 1) if used else int(self.client.ntotal)
 
-    def add(self, nodes: List[BaseNode], **add_kwargs: Any) -> List[str]:
+    def add(self, nodes: list[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add nodes; a node id that is already stored has its vector replaced."""
         if not nodes:
             return []

@@ -20,7 +20,8 @@ A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,15 +48,15 @@ class ClusterBackend(Protocol):
     name: str
 
     def fit_context(
-        self, claims: "CorpusItems", *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
-    ) -> tuple["ThematicContext", list[str]]:
+        self, claims: CorpusItems, *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
+    ) -> tuple[ThematicContext, list[str]]:
         """Cluster the store's points plus ``claims``; ``(context, ids of claims stored as points)``.
 
         ``options``: ``n_clusters``, ``random_state``, ``clusterer_params``.
         """
         ...
 
-    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> "ClusterStore":
+    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> ClusterStore:
         """The cluster store of a saved context (``unit_vectors(ids)``: the claims' unit vectors)."""
         ...
 
@@ -74,7 +75,7 @@ class VectorStoreAdapter(Protocol):
 
     kind: str
     persisted: ClassVar[bool]
-    index: "VectorStoreIndex"
+    index: VectorStoreIndex
 
     @classmethod
     def handles(cls, vector_store: Any) -> bool:
@@ -106,7 +107,7 @@ class VectorStoreAdapter(Protocol):
         """``"inner_product"`` / ``"l2"`` where the store has a fixed metric (FAISS), else ``None``."""
         ...
 
-    def insert(self, nodes: Sequence["BaseNode"], **insert_kwargs: Any) -> None:
+    def insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         """Embed (where needed) and add ``nodes`` through the index."""
         ...
 
@@ -127,7 +128,7 @@ class VectorStoreAdapter(Protocol):
         ...
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         """Reload an index of this kind saved under ``folder`` (``persisted`` kinds only).
 
         Raises:

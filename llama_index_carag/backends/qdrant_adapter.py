@@ -10,7 +10,8 @@ The integration is optional: nothing here imports ``qdrant_client`` until a Qdra
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,13 +36,18 @@ class QdrantClusterBackend:
         self.vector_store = vector_store
 
     def fit_context(
-        self, claims: "CorpusItems", *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
-    ) -> tuple["ThematicContext", list[str]]:
+        self, claims: CorpusItems, *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
+    ) -> tuple[ThematicContext, list[str]]:
         from llama_index_carag.backends.qdrant_fit import fit_qdrant_context
 
         context = fit_qdrant_context(
-            self.vector_store, claims, mode=mode, theme_key=theme_key, claim_key=claim_key,  # type: ignore[arg-type]
-            show_progress=show_progress, **options,
+            self.vector_store,
+            claims,
+            mode=mode,  # type: ignore[arg-type]
+            theme_key=theme_key,
+            claim_key=claim_key,
+            show_progress=show_progress,
+            **options,
         )
         store = context.store
         return context, list(store.exclude) if isinstance(store, QdrantClusterStore) else []
@@ -68,7 +74,9 @@ class QdrantAdapter(StoreAdapter):
 
     def embeddings(self, ids: Sequence[str], *, copy: bool = True) -> np.ndarray:
         collection = self.collection
-        found = {str(p.id): collection.vector(p) for p in collection.retrieve(list(ids), with_vectors=True, payload=False)}
+        found = {
+            str(p.id): collection.vector(p) for p in collection.retrieve(list(ids), with_vectors=True, payload=False)
+        }
         missing = [i for i in ids if i not in found]
         if missing:
             raise ValueError(f"Node {missing[0]!r} is not in the Qdrant collection {collection.name!r}.")

@@ -10,14 +10,20 @@ point's cluster and write it into the payload.  The result holds a
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
+from llama_index_carag.backends.qdrant_store import (
+    CLUSTER_PAYLOAD_KEY,
+    QdrantClusterStore,
+    QdrantCollection,
+    payload_str,
+)
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, MemoryClusters, MemoryClusterStore
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.backends.qdrant_store import CLUSTER_PAYLOAD_KEY, QdrantClusterStore, QdrantCollection, payload_str
 from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -53,24 +59,47 @@ def fit_qdrant_context(
     partitions = _partitions(points, claims.ids, claim_themes, mode)
     clusterers = {}
     for theme in partitions:
-        ev = [i for i, t in enumerate(points.themes) if t == theme] if theme is not None else list(range(len(points.ids)))
-        cl = [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
+        ev = (
+            [i for i, t in enumerate(points.themes) if t == theme]
+            if theme is not None
+            else list(range(len(points.ids)))
+        )
+        cl = (
+            [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
+        )
         clusterers[theme] = _fit_partition(
-            context, collection, theme, [points.ids[i] for i in ev], [claims.ids[i] for i in cl], claim_vectors[cl], dim,
+            context,
+            collection,
+            theme,
+            [points.ids[i] for i in ev],
+            [claims.ids[i] for i in cl],
+            claim_vectors[cl],
+            dim,
             show_progress,
         )
     counts, sums = _assign_all(collection, clusterers, dict(zip(points.ids, points.themes)))
-    centroids = {t: l2_normalize(np.asarray(v, dtype=np.float32)) for t, v in sums.items()} if mode == "supervised" else {}
+    centroids = (
+        {t: l2_normalize(np.asarray(v, dtype=np.float32)) for t, v in sums.items()} if mode == "supervised" else {}
+    )
     store = QdrantClusterStore(
-        collection, supervised=mode == "supervised", dim=dim,
-        claims=MemoryClusterStore(MemoryClusters(_claim_groups(claims, claim_vectors, claim_themes, clusterers, mode), dim)),
-        counts=counts, exclude=points.claims_in_collection,
+        collection,
+        supervised=mode == "supervised",
+        dim=dim,
+        claims=MemoryClusterStore(
+            MemoryClusters(_claim_groups(claims, claim_vectors, claim_themes, clusterers, mode), dim)
+        ),
+        counts=counts,
+        exclude=points.claims_in_collection,
     )
     logger.info("Fitted %s context on Qdrant collection %r: %d points", mode, collection.name, len(points.ids))
     return ThematicContext.from_fitted(
         {"mode": mode, "n_clusters": n_clusters, "random_state": random_state, "clusterer_params": clusterer_params},
-        clusterers=clusterers, theme_centroids=centroids, dim=dim, claim_texts=claims.claim_texts or {},
-        claim_node_of={str(c): i for i, c in zip(claims.ids, claims.claim_of)}, store=store,
+        clusterers=clusterers,
+        theme_centroids=centroids,
+        dim=dim,
+        claim_texts=claims.claim_texts or {},
+        claim_node_of={str(c): i for i, c in zip(claims.ids, claims.claim_of)},
+        store=store,
     )
 
 
@@ -108,18 +137,28 @@ def _claim_vectors(claims: CorpusItems, dim: int) -> np.ndarray:
     return vectors
 
 
-def _partitions(points: _Points, claim_ids: Sequence[str], claim_themes: list[str | None], mode: str) -> list[str | None]:
+def _partitions(
+    points: _Points, claim_ids: Sequence[str], claim_themes: list[str | None], mode: str
+) -> list[str | None]:
     if mode != "supervised":
         return [None]
     missing = [i for i, t in zip(points.ids + list(claim_ids), points.themes + claim_themes) if not t]
     if missing:
-        raise ValueError(f"Supervised CARAG needs a theme on every node; {len(missing)} node(s) lack it (e.g. {missing[0]!r}).")
+        raise ValueError(
+            f"Supervised CARAG needs a theme on every node; {len(missing)} node(s) lack it (e.g. {missing[0]!r})."
+        )
     return sorted(set(points.themes) | set(claim_themes))  # type: ignore[type-var]
 
 
 def _fit_partition(
-    context: ThematicContext, collection: QdrantCollection, theme: str | None, evidence_ids: list[str],
-    claim_ids: Sequence[str], claim_vectors: np.ndarray, dim: int, show_progress: bool,
+    context: ThematicContext,
+    collection: QdrantCollection,
+    theme: str | None,
+    evidence_ids: list[str],
+    claim_ids: Sequence[str],
+    claim_vectors: np.ndarray,
+    dim: int,
+    show_progress: bool,
 ) -> Any:
     """One partition's mixture, fitted on the sample the in-memory fit would draw (same canonical order)."""
     all_ids = list(evidence_ids) + list(claim_ids)
@@ -129,7 +168,10 @@ def _fit_partition(
     rows = canonical if positions is None else canonical[positions]
     wanted = [all_ids[r] for r in rows]
     evidence, local = set(evidence_ids), dict(zip(claim_ids, claim_vectors))
-    fetched = {str(p.id): collection.vector(p) for p in collection.retrieve([i for i in wanted if i in evidence], with_vectors=True, payload=False)}
+    fetched = {
+        str(p.id): collection.vector(p)
+        for p in collection.retrieve([i for i in wanted if i in evidence], with_vectors=True, payload=False)
+    }
     sample = np.empty((len(wanted), dim), dtype=np.float32)
     for r, node_id in enumerate(wanted):
         sample[r] = fetched[node_id] if node_id in fetched else local[node_id]
@@ -158,7 +200,10 @@ def _assign_all(
 
 
 def _claim_groups(
-    claims: CorpusItems, claim_vectors: np.ndarray, claim_themes: list[str | None], clusterers: Mapping[str | None, Any],
+    claims: CorpusItems,
+    claim_vectors: np.ndarray,
+    claim_themes: list[str | None],
+    clusterers: Mapping[str | None, Any],
     mode: str,
 ) -> dict[GroupKey, ClusterGroup]:
     """The claims by cluster (they stay in memory)."""

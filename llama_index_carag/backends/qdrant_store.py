@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,12 +78,18 @@ class QdrantCollection:
             vector = vector[self.using or ""]
         return np.asarray(vector, dtype=np.float32)
 
-    def scroll(self, *, with_vectors: bool, payload: list[str] | bool, scroll_filter: Any = None) -> Iterator[list[Any]]:
+    def scroll(
+        self, *, with_vectors: bool, payload: list[str] | bool, scroll_filter: Any = None
+    ) -> Iterator[list[Any]]:
         """Every point (matching ``scroll_filter``), page by page."""
         offset = None
         while True:
             points, offset = self.client.scroll(
-                self.name, scroll_filter=scroll_filter, limit=_PAGE, offset=offset, with_vectors=with_vectors,
+                self.name,
+                scroll_filter=scroll_filter,
+                limit=_PAGE,
+                offset=offset,
+                with_vectors=with_vectors,
                 with_payload=payload,
             )
             if points:
@@ -93,7 +100,9 @@ class QdrantCollection:
     def retrieve(self, ids: Sequence[str], *, with_vectors: bool, payload: list[str] | bool) -> list[Any]:
         out: list[Any] = []
         for start in range(0, len(ids), _PAGE):
-            out += self.client.retrieve(self.name, ids=list(ids[start : start + _PAGE]), with_vectors=with_vectors, with_payload=payload)
+            out += self.client.retrieve(
+                self.name, ids=list(ids[start : start + _PAGE]), with_vectors=with_vectors, with_payload=payload
+            )
         return out
 
     def cluster_filter(self, key: GroupKey, exclude: Sequence[str]) -> Any:
@@ -123,8 +132,14 @@ class QdrantClusterStore:
     """
 
     def __init__(
-        self, collection: QdrantCollection, *, supervised: bool, dim: int, claims: MemoryClusterStore,
-        counts: Mapping[GroupKey, int], exclude: Sequence[str] = (),
+        self,
+        collection: QdrantCollection,
+        *,
+        supervised: bool,
+        dim: int,
+        claims: MemoryClusterStore,
+        counts: Mapping[GroupKey, int],
+        exclude: Sequence[str] = (),
     ) -> None:
         self.collection = collection
         self.supervised = supervised
@@ -138,7 +153,9 @@ class QdrantClusterStore:
         return sum(self.counts.values()) + len(self.claims)
 
     def __contains__(self, node_id: object) -> bool:
-        return node_id in self.claims or bool(self.collection.retrieve([str(node_id)], with_vectors=False, payload=False))
+        return node_id in self.claims or bool(
+            self.collection.retrieve([str(node_id)], with_vectors=False, payload=False)
+        )
 
     def keys(self) -> list[GroupKey]:
         return sorted(set(self.counts) | set(self.claims.keys()), key=lambda k: (str(k[0]), k[1]))
@@ -150,7 +167,9 @@ class QdrantClusterStore:
         key = self.claims.key_of(node_id)
         if key is not None:
             return key
-        found = self.collection.retrieve([node_id], with_vectors=False, payload=[CLUSTER_PAYLOAD_KEY, self.collection.theme_key])
+        found = self.collection.retrieve(
+            [node_id], with_vectors=False, payload=[CLUSTER_PAYLOAD_KEY, self.collection.theme_key]
+        )
         payload = (found[0].payload or {}) if found else {}
         if CLUSTER_PAYLOAD_KEY not in payload:
             return None
@@ -160,7 +179,9 @@ class QdrantClusterStore:
         """Unit vectors and clusters of several nodes with one round trip."""
         local_vectors, local_clusters = self.claims.vectors_and_clusters(node_ids)
         remote = [i for i, v in zip(node_ids, local_vectors) if v is None]
-        points = {str(p.id): p for p in self.collection.retrieve(remote, with_vectors=True, payload=[CLUSTER_PAYLOAD_KEY])}
+        points = {
+            str(p.id): p for p in self.collection.retrieve(remote, with_vectors=True, payload=[CLUSTER_PAYLOAD_KEY])
+        }
         vectors, clusters = list(local_vectors), list(local_clusters)
         for r, node_id in enumerate(node_ids):
             point = points.get(node_id) if vectors[r] is None else None
@@ -183,8 +204,15 @@ class QdrantClusterStore:
         while True:
             limit = _PAGE if top_m is None else min(_PAGE, top_m - len(points))
             page = c.client.query_points(
-                c.name, query=query_unit.tolist(), using=c.using, query_filter=c.cluster_filter(key, self.exclude),
-                score_threshold=float(delta), limit=limit, offset=offset, with_vectors=True, with_payload=payload,
+                c.name,
+                query=query_unit.tolist(),
+                using=c.using,
+                query_filter=c.cluster_filter(key, self.exclude),
+                score_threshold=float(delta),
+                limit=limit,
+                offset=offset,
+                with_vectors=True,
+                with_payload=payload,
             ).points
             points += page
             offset += len(page)
@@ -195,9 +223,15 @@ class QdrantClusterStore:
     def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
         """All members of a cluster (scrolls it; for drawing, not for queries)."""
         c = self.collection
-        points = [p for page in c.scroll(
-            with_vectors=True, payload=[c.claim_key, "_node_content", "text"], scroll_filter=c.cluster_filter(key, self.exclude)
-        ) for p in page]
+        points = [
+            p
+            for page in c.scroll(
+                with_vectors=True,
+                payload=[c.claim_key, "_node_content", "text"],
+                scroll_filter=c.cluster_filter(key, self.exclude),
+            )
+            for p in page
+        ]
         return self._with_claims(key, points, texts)
 
     def _with_claims(self, key: GroupKey, points: list[Any], texts: TextsOf | None) -> ClusterMembers:
@@ -205,7 +239,9 @@ class QdrantClusterStore:
         claims = self.claims.clusters.group(key)
         vectors = [l2_normalize(np.vstack([self.collection.vector(p) for p in points]))] if points else []
         ids = [str(p.id) for p in points]
-        claim_of = [payload_str((p.payload or {}).get(self.collection.claim_key)) if self.supervised else None for p in points]
+        claim_of = [
+            payload_str((p.payload or {}).get(self.collection.claim_key)) if self.supervised else None for p in points
+        ]
         text_list = [_payload_text(p.payload or {}) for p in points] if texts is not None else None
         if claims is not None:
             ids += claims.ids
@@ -228,7 +264,9 @@ class QdrantClusterStore:
         yield from self.claims.iter_items()
 
     def _point_items(self) -> Iterator[tuple[str, GroupKey]]:
-        for page in self.collection.scroll(with_vectors=False, payload=[CLUSTER_PAYLOAD_KEY, self.collection.theme_key]):
+        for page in self.collection.scroll(
+            with_vectors=False, payload=[CLUSTER_PAYLOAD_KEY, self.collection.theme_key]
+        ):
             for p in page:
                 payload = p.payload or {}
                 if CLUSTER_PAYLOAD_KEY in payload and str(p.id) not in self.claims:
@@ -279,7 +317,7 @@ class QdrantClusterStore:
         }
 
     @classmethod
-    def from_state(cls, info: Mapping[str, Any], vector_store: Any, dim: int, unit_vectors: Any) -> "QdrantClusterStore":
+    def from_state(cls, info: Mapping[str, Any], vector_store: Any, dim: int, unit_vectors: Any) -> QdrantClusterStore:
         """Rebuild from :meth:`get_state` against the (same) collection; ``unit_vectors(ids)``: the claims'."""
         if info.get("collection") != vector_store.collection_name:
             raise ValueError(
@@ -287,7 +325,9 @@ class QdrantClusterStore:
             )
         collection = QdrantCollection(vector_store, info.get("theme_key", "theme"), info.get("claim_key", "claim_id"))
         return cls(
-            collection, supervised=info["mode"] == "supervised", dim=dim,
+            collection,
+            supervised=info["mode"] == "supervised",
+            dim=dim,
             claims=MemoryClusterStore.from_state(info, dim, unit_vectors),
             counts={(t, int(c)): int(n) for t, c, n in info.get("counts", [])},
             exclude=list(info.get("claims_in_collection", [])),

@@ -7,8 +7,9 @@ Ids and embeddings come from its public ``data.embedding_dict``; it deletes, and
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class SimpleAdapter(StoreAdapter):
         return len(self.store.data.embedding_dict)
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: "BaseEmbedding") -> "VectorStoreIndex":
+    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         from llama_index.core import StorageContext, load_index_from_storage
 
         if not (Path(folder) / "docstore.json").is_file():

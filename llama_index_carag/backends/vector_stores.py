@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,8 +33,16 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "ADAPTERS", "adapter_for", "load_persisted_index", "index_node_ids", "get_node_embeddings", "nodes_by_id",
-    "vector_store_kind", "faiss_metric", "store_size", "PERSISTED_KINDS",
+    "ADAPTERS",
+    "adapter_for",
+    "load_persisted_index",
+    "index_node_ids",
+    "get_node_embeddings",
+    "nodes_by_id",
+    "vector_store_kind",
+    "faiss_metric",
+    "store_size",
+    "PERSISTED_KINDS",
 ]
 
 #: The adapters, most specific first (the id-mapped FAISS store is a FAISS store too); any other
@@ -43,7 +52,7 @@ ADAPTERS: tuple[type, ...] = (FaissMapAdapter, FaissAdapter, SimpleAdapter, Qdra
 PERSISTED_KINDS: tuple[str, ...] = tuple(cls.kind for cls in ADAPTERS if cls.persisted)
 
 
-def adapter_for(index: "VectorStoreIndex") -> VectorStoreAdapter:
+def adapter_for(index: VectorStoreIndex) -> VectorStoreAdapter:
     """The adapter of the index's vector store."""
     store = index.vector_store
     for cls in ADAPTERS:
@@ -52,7 +61,9 @@ def adapter_for(index: "VectorStoreIndex") -> VectorStoreAdapter:
     return GenericAdapter(index)
 
 
-def load_persisted_index(persist_dir: str | os.PathLike[str], embed_model: "BaseEmbedding", kind: str) -> "VectorStoreIndex":
+def load_persisted_index(
+    persist_dir: str | os.PathLike[str], embed_model: BaseEmbedding, kind: str
+) -> VectorStoreIndex:
     """Reload a persisted ``VectorStoreIndex`` of a given store kind (one of :data:`PERSISTED_KINDS`).
 
     Raises:
@@ -71,28 +82,28 @@ def load_persisted_index(persist_dir: str | os.PathLike[str], embed_model: "Base
         raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None
 
 
-def vector_store_kind(index: "VectorStoreIndex") -> str:
+def vector_store_kind(index: VectorStoreIndex) -> str:
     """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name (``"QdrantVectorStore"``, …)."""
     return adapter_for(index).kind
 
 
-def store_size(index: "VectorStoreIndex") -> int | None:
+def store_size(index: VectorStoreIndex) -> int | None:
     """Cheap change signal: the number of vectors in the store (``None`` if unknown, e.g. Qdrant)."""
     return adapter_for(index).size()
 
 
-def faiss_metric(index: "VectorStoreIndex") -> str | None:
+def faiss_metric(index: VectorStoreIndex) -> str | None:
     """``"inner_product"``/``"l2"`` for FAISS-backed indexes, else ``None``."""
     return adapter_for(index).metric()
 
 
-def index_node_ids(index: "VectorStoreIndex") -> list[str]:
+def index_node_ids(index: VectorStoreIndex) -> list[str]:
     """Ids of the nodes the index's vector store can return, in storage order."""
     return adapter_for(index).node_ids()
 
 
 def get_node_embeddings(
-    index: "VectorStoreIndex", node_ids: list[str] | None = None, *, copy: bool = True
+    index: VectorStoreIndex, node_ids: list[str] | None = None, *, copy: bool = True
 ) -> tuple[list[str], np.ndarray]:
     """The stored embeddings of ``node_ids`` (default: all nodes of the index).
 
@@ -114,7 +125,7 @@ def get_node_embeddings(
     return ids, adapter.embeddings(ids, copy=copy)
 
 
-def nodes_by_id(index: "VectorStoreIndex", ids: Sequence[str]) -> "list[BaseNode | None]":
+def nodes_by_id(index: VectorStoreIndex, ids: Sequence[str]) -> list[BaseNode | None]:
     """Nodes from the docstore, or from the vector store when it keeps the text (Qdrant); ``None`` where neither has one."""
     found = {n.node_id: n for n in index.docstore.get_nodes(list(ids), raise_error=False) if n is not None}
     missing = [i for i in ids if i not in found]

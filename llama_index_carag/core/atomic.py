@@ -11,15 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text"]
 
 logger = logging.getLogger(__name__)
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then move it onto ``path``.
 
     ``write`` may raise (after checking what it wrote, say): nothing is left behind and the

@@ -6,7 +6,7 @@ it in with one assignment, so a concurrent query reads one consistent table.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -32,11 +32,11 @@ class ClaimTable:
         self._by_text: dict[str, str] | None = None
 
     @classmethod
-    def of_items(cls, items: CorpusItems) -> "ClaimTable":
+    def of_items(cls, items: CorpusItems) -> ClaimTable:
         """The claims among ``items`` (rows with ``is_claim``)."""
         return cls().with_items(items)
 
-    def with_items(self, items: CorpusItems) -> "ClaimTable":
+    def with_items(self, items: CorpusItems) -> ClaimTable:
         """This table plus the claims among ``items`` (a claim id seen again points to its new node)."""
         node_of = dict(self.node_of)
         claim_of = list(items.claim_of)
@@ -44,7 +44,7 @@ class ClaimTable:
             node_of[str(claim_of[i])] = items.ids[i]
         return ClaimTable(node_of, {**self.texts, **(items.claim_texts or {})})
 
-    def without(self, removed: Sequence[tuple[str, str | None]]) -> "ClaimTable":
+    def without(self, removed: Sequence[tuple[str, str | None]]) -> ClaimTable:
         """This table without the removed ``(node id, claim id)`` pairs (``self`` when there are none)."""
         if not removed:
             return self

@@ -10,7 +10,8 @@ concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -54,17 +55,21 @@ class ClusterGroup:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def extended(self, other: "ClusterGroup") -> "ClusterGroup":
+    def extended(self, other: ClusterGroup) -> ClusterGroup:
         """This group with ``other``'s members appended."""
         return ClusterGroup(
-            self.ids + other.ids, np.vstack([self.unit, other.unit]), np.concatenate([self.is_claim, other.is_claim]),
+            self.ids + other.ids,
+            np.vstack([self.unit, other.unit]),
+            np.concatenate([self.is_claim, other.is_claim]),
             self.claim_of + other.claim_of,
         )
 
-    def without(self, positions: set[int]) -> "ClusterGroup":
+    def without(self, positions: set[int]) -> ClusterGroup:
         """This group without the members at ``positions``."""
         keep = np.array([p for p in range(len(self)) if p not in positions], dtype=np.int64)
-        return ClusterGroup([self.ids[p] for p in keep], self.unit[keep], self.is_claim[keep], [self.claim_of[p] for p in keep])
+        return ClusterGroup(
+            [self.ids[p] for p in keep], self.unit[keep], self.is_claim[keep], [self.claim_of[p] for p in keep]
+        )
 
 
 class MemoryClusters:
@@ -115,7 +120,9 @@ class MemoryClusters:
         group = self.groups.get(key)
         if group is None:
             return ClusterMembers([], [] if texts else None, np.zeros((0, self.dim), np.float32), np.zeros(0, bool), [])
-        return ClusterMembers(group.ids, None if texts is None else texts(group.ids), group.unit, group.is_claim, group.claim_of)
+        return ClusterMembers(
+            group.ids, None if texts is None else texts(group.ids), group.unit, group.is_claim, group.claim_of
+        )
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         """Ids and unit vectors of the evidence members, cluster by cluster."""
@@ -131,7 +138,7 @@ class MemoryClusters:
         return ((node_id, found[0]) for node_id, found in self.where.items())
 
     # ---------------------------------------------------------------- writing
-    def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> "MemoryClusters":
+    def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> MemoryClusters:
         """A new snapshot with ``added``'s members appended to their clusters."""
         groups = dict(self.groups)
         for key, group in added.items():
@@ -139,7 +146,7 @@ class MemoryClusters:
             groups[key] = group if old is None else old.extended(group)
         return MemoryClusters(groups, self.dim)
 
-    def without(self, node_ids: Iterable[str]) -> tuple["MemoryClusters", list[tuple[str, str | None]]]:
+    def without(self, node_ids: Iterable[str]) -> tuple[MemoryClusters, list[tuple[str, str | None]]]:
         """A new snapshot without ``node_ids`` (unknown ids ignored), and the removed ``(id, claim_of)`` of claims.
 
         Returns ``(self, [])`` when nothing was removed.
@@ -159,22 +166,27 @@ class MemoryClusters:
             groups[key] = group.without(positions)
         return MemoryClusters(groups, self.dim), claims
 
-    def removed_count(self, before: "MemoryClusters") -> int:
+    def removed_count(self, before: MemoryClusters) -> int:
         return len(before) - len(self)
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> list[dict[str, Any]]:
         """JSON-safe description of every group, without vectors."""
         return [
-            {"theme": key[0], "cluster": key[1], "ids": group.ids, "is_claim": group.is_claim.astype(int).tolist(),
-             "claim_of": group.claim_of}
+            {
+                "theme": key[0],
+                "cluster": key[1],
+                "ids": group.ids,
+                "is_claim": group.is_claim.astype(int).tolist(),
+                "claim_of": group.claim_of,
+            }
             for key, group in self.groups.items()
         ]
 
     @classmethod
     def from_state(
         cls, groups: Sequence[Mapping[str, Any]], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]
-    ) -> "MemoryClusters":
+    ) -> MemoryClusters:
         """Rebuild from :meth:`get_state`; ``unit_vectors(ids)`` gives their unit vectors, shape ``(len(ids), dim)``."""
         out: dict[GroupKey, ClusterGroup] = {}
         for g in groups:
@@ -182,7 +194,9 @@ class MemoryClusters:
             unit = unit_vectors(ids)
             if unit.shape != (len(ids), dim):
                 raise ValueError(f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {dim}).")
-            out[(g["theme"], int(g["cluster"]))] = ClusterGroup(ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]))
+            out[(g["theme"], int(g["cluster"]))] = ClusterGroup(
+                ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"])
+            )
         return cls(out, dim)
 
 
@@ -196,9 +210,9 @@ class ClusterStore(Protocol):
     ``None`` when no texts are wanted).
     """
 
-    def __len__(self) -> int: ...  # noqa: D105  (items clustered: evidence and claims)
+    def __len__(self) -> int: ...  # items clustered: evidence and claims
 
-    def __contains__(self, node_id: object) -> bool: ...  # noqa: D105
+    def __contains__(self, node_id: object) -> bool: ...
 
     def keys(self) -> list[GroupKey]:
         """``(theme, cluster)`` of the non-empty clusters."""
@@ -305,6 +319,8 @@ class MemoryClusterStore:
         return {"groups": self.clusters.get_state()}
 
     @classmethod
-    def from_state(cls, info: Mapping[str, Any], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]) -> "MemoryClusterStore":
+    def from_state(
+        cls, info: Mapping[str, Any], dim: int, unit_vectors: Callable[[list[str]], np.ndarray]
+    ) -> MemoryClusterStore:
         """Rebuild from :meth:`get_state`; ``unit_vectors(ids)``: their unit vectors, shape ``(len(ids), dim)``."""
         return cls(MemoryClusters.from_state(info["groups"], dim, unit_vectors))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -124,7 +125,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         if self.reduce_dim is not None and (
-            isinstance(self.reduce_dim, bool) or not isinstance(self.reduce_dim, (int, np.integer)) or self.reduce_dim < 1
+            isinstance(self.reduce_dim, bool)
+            or not isinstance(self.reduce_dim, (int, np.integer))
+            or self.reduce_dim < 1
         ):
             raise ValueError(f"reduce_dim must be None or a positive integer; got {self.reduce_dim!r}.")
         if isinstance(self.reg_covar, bool) or not isinstance(self.reg_covar, (int, float)) or not self.reg_covar >= 0:
@@ -137,9 +140,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
                 raise ValueError(f"auto_range must be (low, high) with 1 <= low <= high; got {self.auto_range!r}.")
             high = min(int(high), n_samples)
             if low > high:
-                raise ValueError(
-                    f"n_clusters='auto' needs at least {low} points; got {n_samples}."
-                )
+                raise ValueError(f"n_clusters='auto' needs at least {low} points; got {n_samples}.")
             return list(range(int(low), high + 1))
         if isinstance(self.n_clusters, bool) or not isinstance(self.n_clusters, (int, np.integer)):
             raise TypeError(f"n_clusters must be a positive integer or 'auto'; got {self.n_clusters!r}.")
@@ -154,7 +155,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
     # --------------------------------------------------------------------- fit
     def fit(
         self, X: Sequence[Sequence[float]] | np.ndarray, y: Any = None, *, order: np.ndarray | None = None
-    ) -> "ThematicClusterer":
+    ) -> ThematicClusterer:
         """Fit the mixture on ``X`` (shape ``(n, d)``) and assign every row.
 
         Args:
@@ -213,7 +214,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         """Fit one mixture per candidate ``t``; keep the lowest BIC (``gmm_``, ``n_clusters_``, ``bic_``)."""
         self.bic_: dict[int, float] = {}
         best: GaussianMixture | None = None
-        for k in _progress(candidates, total=len(candidates), desc="GMM-EM (BIC)", enabled=self.show_progress and len(candidates) > 1):
+        for k in _progress(
+            candidates, total=len(candidates), desc="GMM-EM (BIC)", enabled=self.show_progress and len(candidates) > 1
+        ):
             gmm = self._fit_one(sample_t, k)
             self.bic_[k] = float(gmm.bic(sample_t)) if len(candidates) > 1 else float("nan")
             if best is None or self.bic_[k] < self.bic_[best.n_components]:
@@ -287,7 +290,9 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             return np.array([_diag_argmax(self.gmm_, self._transform(matrix))], dtype=np.int64)
         out = np.empty(n, dtype=np.int64)
         starts = range(0, n, int(self.batch_size))
-        for start in _progress(starts, total=len(starts), desc="Assigning clusters", enabled=self.show_progress and len(starts) > 1):
+        for start in _progress(
+            starts, total=len(starts), desc="Assigning clusters", enabled=self.show_progress and len(starts) > 1
+        ):
             stop = start + int(self.batch_size)
             out[start:stop] = self.gmm_.predict(self._transform(matrix[start:stop]))
         return out
@@ -337,7 +342,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         return info, arrays
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> "ThematicClusterer":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> ThematicClusterer:
         """Rebuild a fitted clusterer from :meth:`get_state`'s output.
 
         Raises:
@@ -435,7 +440,7 @@ def _count_distinct(matrix: np.ndarray, *, limit: int) -> int:
 
 
 def clusterers_state(
-    clusterers: dict[str | None, "ThematicClusterer"], centroids: dict[str, np.ndarray]
+    clusterers: dict[str | None, ThematicClusterer], centroids: dict[str, np.ndarray]
 ) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """``(infos, arrays)`` of a context's clusterers (one per theme) and theme centroids."""
     infos: list[dict[str, Any]] = []
@@ -452,13 +457,13 @@ def clusterers_state(
 
 def clusterers_from_state(
     themes: list[str | None], infos: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]
-) -> tuple[dict[str | None, "ThematicClusterer"], dict[str, np.ndarray]]:
+) -> tuple[dict[str | None, ThematicClusterer], dict[str, np.ndarray]]:
     """The clusterers and theme centroids saved by :func:`clusterers_state`."""
     clusterers: dict[str | None, ThematicClusterer] = {}
     centroids: dict[str, np.ndarray] = {}
     for i, (theme, c_info) in enumerate(zip(themes, infos)):
         prefix = f"clusterer{i}_"
-        c_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        c_arrays = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
         clusterers[theme] = ThematicClusterer.from_state(c_info, c_arrays)
         if theme is not None:
             centroids[theme] = np.asarray(arrays[f"centroid{i}"], dtype=np.float32)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,8 +37,8 @@ from llama_index_carag.core.cluster_store import (
     TextsOf,
 )
 from llama_index_carag.core.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
-from llama_index_carag.core.partition_fit import fit_partitions, partition_clusterer, partitions_of, sorted_groups
 from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery
+from llama_index_carag.core.partition_fit import fit_partitions, partition_clusterer, partitions_of, sorted_groups
 from llama_index_carag.core.soi import (
     ClusterMembers,
     SubsetOfInterest,
@@ -95,7 +96,7 @@ class ThematicContext:
         self.text_lookup = text_lookup
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, items: CorpusItems, *, show_progress: bool = False) -> "ThematicContext":
+    def fit(self, items: CorpusItems, *, show_progress: bool = False) -> ThematicContext:
         """Cluster ``items`` and store their members per cluster.
 
         Raises:
@@ -117,7 +118,9 @@ class ThematicContext:
         self._claims = ClaimTable.of_items(items)
 
         partitions = partitions_of(self.mode, items, ids, self.n_clusters)
-        self.clusterers_, labels, theme_index = fit_partitions(X, ids, partitions, self.partition_clusterer, show_progress)
+        self.clusterers_, labels, theme_index = fit_partitions(
+            X, ids, partitions, self.partition_clusterer, show_progress
+        )
         groups, centroids = sorted_groups(X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions))
         self._set_centroids(centroids)
         self._store = MemoryClusterStore(MemoryClusters(groups, self.dim_))
@@ -127,7 +130,11 @@ class ThematicContext:
     def partition_clusterer(self, theme: str | None, n_rows: int, *, show_progress: bool = False) -> ThematicClusterer:
         """An unfitted mixture with this context's parameters for one partition of ``n_rows`` items."""
         return partition_clusterer(
-            self.n_clusters, theme, n_rows, random_state=self.random_state, params=self.clusterer_params,
+            self.n_clusters,
+            theme,
+            n_rows,
+            random_state=self.random_state,
+            params=self.clusterer_params,
             show_progress=show_progress,
         )
 
@@ -135,7 +142,7 @@ class ThematicContext:
     # (add/remove) run under the lock; the in-memory store publishes a new immutable
     # snapshot per write, so a concurrent query always reads a consistent view.
     @property
-    def lock(self) -> "threading.RLock":
+    def lock(self) -> threading.RLock:
         """The writers' lock (add/remove/sync hold it)."""
         return self._lock
 
@@ -316,12 +323,23 @@ class ThematicContext:
         :meth:`match_claim` when not given).
         """
         q = self.query_soi(
-            query_vector, delta, claim=claim, claim_id=claim_id, top_m=top_m,
-            n_related_claims=n_related_claims, include_texts=include_texts,
+            query_vector,
+            delta,
+            claim=claim,
+            claim_id=claim_id,
+            top_m=top_m,
+            n_related_claims=n_related_claims,
+            include_texts=include_texts,
         )
         return materialize_soi(
-            q.core, q.members, mode=self.mode, claim=claim, claim_id=q.claim_id, delta=delta,  # type: ignore[arg-type]
-            cluster=q.key[1], theme=q.key[0],
+            q.core,
+            q.members,
+            mode=self.mode,
+            claim=claim,
+            claim_id=q.claim_id,
+            delta=delta,
+            cluster=q.key[1],
+            theme=q.key[0],
         )
 
     def query_soi(
@@ -335,7 +353,7 @@ class ThematicContext:
         n_related_claims: int = 0,
         include_texts: bool = False,
         unit: bool = False,
-    ) -> "SOIQuery":
+    ) -> SOIQuery:
         """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path.
 
         The query vector is checked and normalised once, here; ``unit=True`` says the caller
@@ -417,7 +435,7 @@ class ThematicContext:
         claim_node_of: Mapping[str, str],
         store: ClusterStore,
         text_lookup: Callable[[str], str] | None = None,
-    ) -> "ThematicContext":
+    ) -> ThematicContext:
         """A fitted context from its parts (what a store-specific fit or a saved state produced).
 
         Args:
@@ -449,8 +467,8 @@ class ThematicContext:
         vectors: Callable[[list[str]], np.ndarray],
         *,
         text_lookup: Callable[[str], str] | None = None,
-        store: "Callable[[Mapping[str, Any], int, Callable[[list[str]], np.ndarray]], ClusterStore] | None" = None,
-    ) -> "ThematicContext":
+        store: Callable[[Mapping[str, Any], int, Callable[[list[str]], np.ndarray]], ClusterStore] | None = None,
+    ) -> ThematicContext:
         """Rebuild a fitted context.
 
         Args:
@@ -463,9 +481,14 @@ class ThematicContext:
         clusterers, centroids = clusterers_from_state(info["themes"], info["clusterers"], arrays)
         unit_vectors = lambda ids: l2_normalize(as_matrix(vectors(ids), name="stored embeddings"))  # noqa: E731
         return cls.from_fitted(
-            info, clusterers=clusterers, theme_centroids=centroids, dim=dim,
-            claim_texts=info.get("claim_texts") or {}, claim_node_of=info.get("claim_node_of") or {},
-            store=(store or MemoryClusterStore.from_state)(info, dim, unit_vectors), text_lookup=text_lookup,
+            info,
+            clusterers=clusterers,
+            theme_centroids=centroids,
+            dim=dim,
+            claim_texts=info.get("claim_texts") or {},
+            claim_node_of=info.get("claim_node_of") or {},
+            store=(store or MemoryClusterStore.from_state)(info, dim, unit_vectors),
+            text_lookup=text_lookup,
         )
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
@@ -489,5 +512,7 @@ def _groups_of(items: CorpusItems, unit: np.ndarray, keys: Sequence[GroupKey]) -
     groups: dict[GroupKey, ClusterGroup] = {}
     for key in dict.fromkeys(keys):
         rows = [i for i, k in enumerate(keys) if k == key]
-        groups[key] = ClusterGroup([items.ids[r] for r in rows], unit[rows], is_claim[rows], [claim_of[r] for r in rows])
+        groups[key] = ClusterGroup(
+            [items.ids[r] for r in rows], unit[rows], is_claim[rows], [claim_of[r] for r in rows]
+        )
     return groups

@@ -10,7 +10,8 @@ order, and :func:`sorted_groups` lays the corpus out cluster by cluster.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import numpy as np
 
@@ -82,7 +83,11 @@ def partition_clusterer(
         logger.warning("Theme %r has only %d nodes; using %d clusters instead of %d.", theme, n_rows, n_rows, k)
         k = n_rows
     return ThematicClusterer(
-        n_clusters=k, random_state=random_state, normalize=True, show_progress=show_progress, **params  # type: ignore[arg-type]
+        n_clusters=k,  # type: ignore[arg-type]
+        random_state=random_state,
+        normalize=True,
+        show_progress=show_progress,
+        **params,
     )
 
 
@@ -116,8 +121,14 @@ def fit_partitions(
 
 
 def sorted_groups(
-    X: np.ndarray, norms: np.ndarray, ids: list[str], is_claim: np.ndarray, claim_of: list[str | None],
-    labels: np.ndarray, theme_index: np.ndarray, theme_names: list[str | None],
+    X: np.ndarray,
+    norms: np.ndarray,
+    ids: list[str],
+    is_claim: np.ndarray,
+    claim_of: list[str | None],
+    labels: np.ndarray,
+    theme_index: np.ndarray,
+    theme_names: list[str | None],
 ) -> tuple[dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
     """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``).
 
@@ -134,7 +145,9 @@ def sorted_groups(
     for start, stop in zip(bounds[:-1], bounds[1:]):
         rows = order[start:stop]
         key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
-        groups[key] = ClusterGroup([ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows])
+        groups[key] = ClusterGroup(
+            [ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]
+        )
     centroids: dict[str, np.ndarray] = {}
     for theme in theme_names:
         if theme is not None:

@@ -21,8 +21,9 @@ import io
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -151,7 +152,9 @@ def load_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
         except ValueError as exc:
             raise StateError(f"State file {path.name} cannot be read safely ({exc}).") from None
         if arr.shape != shape or arr.dtype.str != dtype:
-            raise StateError(f"State file {path.name} has shape/dtype {arr.shape}/{arr.dtype.str}; expected {shape}/{dtype}.")
+            raise StateError(
+                f"State file {path.name} has shape/dtype {arr.shape}/{arr.dtype.str}; expected {shape}/{dtype}."
+            )
         arrays[name] = arr
     info = manifest.get("info")
     if not isinstance(info, dict):

@@ -19,8 +19,9 @@ cluster in :mod:`llama_index_carag.core.context`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -146,7 +147,7 @@ class SubsetOfInterest:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SubsetOfInterest":
+    def from_dict(cls, data: Mapping[str, Any]) -> SubsetOfInterest:
         """Inverse of :meth:`to_dict` (the thematic embedding is not restored).
 
         Raises:
@@ -164,7 +165,9 @@ class SubsetOfInterest:
                 item_id = str(raw["id"])
                 items.append(SOIItem(item_id, str(raw["text"]), sims.get(item_id, float("nan")), raw.get("claim_id")))
             lists[key] = items
-        mode = data.get("mode", "supervised" if lists["annotated_evidences"] or lists["related_claims"] else "unsupervised")
+        mode = data.get(
+            "mode", "supervised" if lists["annotated_evidences"] or lists["related_claims"] else "unsupervised"
+        )
         if mode not in ("supervised", "unsupervised"):
             raise ValueError(f"Unknown SOI mode {mode!r}.")
         return cls(
@@ -312,7 +315,9 @@ def supervised_core(
     is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
     related_mask = is_claim & ~is_self
     related_ids = list(set(claim_of[related_mask].tolist()))
-    annotated_mask = (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    annotated_mask = (
+        (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
+    )
     thematic_mask = ~is_claim & np.isin(claim_of, np.asarray(related_ids, dtype=object))
 
     def pick(mask: np.ndarray) -> np.ndarray:
@@ -329,14 +334,27 @@ def supervised_core(
 
 
 def materialize_soi(
-    core: SOICore, members: ClusterMembers, *, mode: Mode, claim: str, claim_id: str | None, delta: float,
-    cluster: int | None, theme: str | None = None,
+    core: SOICore,
+    members: ClusterMembers,
+    *,
+    mode: Mode,
+    claim: str,
+    claim_id: str | None,
+    delta: float,
+    cluster: int | None,
+    theme: str | None = None,
 ) -> SubsetOfInterest:
     """Turn an :class:`SOICore` into a :class:`SubsetOfInterest` (item objects, texts, similarities)."""
     lists = {key: _items(members, rows, core.sims) for key, rows in core.rows.items()}
     soi = SubsetOfInterest(
-        claim_id=claim_id, claim=claim, mode=mode, delta=float(delta), cluster=cluster, theme=theme,
-        cluster_size=core.cluster_size, **lists,
+        claim_id=claim_id,
+        claim=claim,
+        mode=mode,
+        delta=float(delta),
+        cluster=cluster,
+        theme=theme,
+        cluster_size=core.cluster_size,
+        **lists,
     )
     soi.thematic_embedding = core.thematic_embedding
     soi.similarities = {item.id: item.similarity for item in soi.items()}
@@ -378,7 +396,9 @@ def build_unsupervised_soi(
     core = unsupervised_core(
         claim_vector, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims
     )
-    return materialize_soi(core, members, mode="unsupervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster)
+    return materialize_soi(
+        core, members, mode="unsupervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster
+    )
 
 
 def build_supervised_soi(

@@ -6,7 +6,16 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["sanitize_text", "check_alpha", "check_delta", "check_top_k", "check_n_clusters", "check_query_text", "check_unit_interval", "check_interval"]
+__all__ = [
+    "sanitize_text",
+    "check_alpha",
+    "check_delta",
+    "check_top_k",
+    "check_n_clusters",
+    "check_query_text",
+    "check_unit_interval",
+    "check_interval",
+]
 
 
 def _real(name: str, value: Any) -> float:

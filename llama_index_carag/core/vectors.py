@@ -8,7 +8,8 @@ dimension.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, *, name: str = "e
     return matrix
 
 
-def as_vector(vector: Sequence[float] | np.ndarray, *, dim: int | None = None, name: str = "query embedding") -> np.ndarray:
+def as_vector(
+    vector: Sequence[float] | np.ndarray, *, dim: int | None = None, name: str = "query embedding"
+) -> np.ndarray:
     """Return ``vector`` as a finite float32 array of shape ``(d,)``.
 
     Args:
@@ -116,7 +119,7 @@ def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray, *, normalize
     # A large cluster is scanned in slices on all cores (einsum releases the GIL): the scan is
     # memory-bound, and one thread cannot use the machine's bandwidth.
     out = np.empty(n, dtype=np.float32)
-    step = -(-n // pool._max_workers)  # noqa: SLF001
+    step = -(-n // pool._max_workers)
 
     def part(start: int) -> None:
         np.einsum("ij,j->i", unit_matrix[start : start + step], q, out=out[start : start + step])

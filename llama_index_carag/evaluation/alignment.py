@@ -20,8 +20,8 @@ perplexity, which points are projected); report them with their seed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -155,9 +155,7 @@ class AlignmentTable:
         out: dict[str, dict[str, dict[str, float]]] = {}
         for theme in [*self.theme_names, *([None] if overall else [])]:
             key = theme if theme is not None else "Overall"
-            out[key] = {
-                m: {p: round(self.average(p, m, theme), 6) for p in self.per_claim} for m in self.methods
-            }
+            out[key] = {m: {p: round(self.average(p, m, theme), 6) for p in self.per_claim} for m in self.methods}
         return out
 
     def diffs(self) -> dict[str, dict[str, dict[str, float]]]:

@@ -105,7 +105,11 @@ def load_beir(folder: str | os.PathLike[str]) -> BeirDataset:
             logger.warning("BEIR document %r is empty; skipped.", row["_id"])
             continue
         documents.append(TextNode(id_=str(row["_id"]), text=text, metadata={}))
-    queries = {str(r["_id"]): sanitize_text(str(r.get("text") or "")).strip() for r in _read_jsonl(root / "queries.jsonl")}
-    qrels = {p.stem: _read_qrels(p) for p in sorted((root / "qrels").glob("*.tsv"))} if (root / "qrels").is_dir() else {}
+    queries = {
+        str(r["_id"]): sanitize_text(str(r.get("text") or "")).strip() for r in _read_jsonl(root / "queries.jsonl")
+    }
+    qrels = (
+        {p.stem: _read_qrels(p) for p in sorted((root / "qrels").glob("*.tsv"))} if (root / "qrels").is_dir() else {}
+    )
     logger.info("BEIR %s: %d documents, %d queries, qrels %s", root, len(documents), len(queries), sorted(qrels))
     return BeirDataset(documents=documents, queries=queries, qrels=qrels, source=str(root))

@@ -10,8 +10,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import MetadataMode
@@ -49,7 +50,9 @@ def protocol_methods() -> dict[str, Any]:
     }
 
 
-def cached_evidence_vectors(task: RetrievalTask, model: "BaseEmbedding", cache_dir: str | Path | None, *, show_progress: bool = False) -> np.ndarray:
+def cached_evidence_vectors(
+    task: RetrievalTask, model: BaseEmbedding, cache_dir: str | Path | None, *, show_progress: bool = False
+) -> np.ndarray:
     """The task's evidence embeddings, shape ``(n, d)``; cached as ``.npy`` under ``cache_dir`` (keyed by
     the model name and every passage's id and text) when it is given."""
     from llama_index_carag.models.resolve import embed_model_name
@@ -59,7 +62,12 @@ def cached_evidence_vectors(task: RetrievalTask, model: "BaseEmbedding", cache_d
     if cache_dir:
         digest = hashlib.sha256(embed_model_name(model).encode("utf-8"))
         for node, text in zip(task.evidence, texts):
-            digest.update(b"\x00" + node.node_id.encode("utf-8", "surrogatepass") + b"\x01" + text.encode("utf-8", "surrogatepass"))
+            digest.update(
+                b"\x00"
+                + node.node_id.encode("utf-8", "surrogatepass")
+                + b"\x01"
+                + text.encode("utf-8", "surrogatepass")
+            )
         path = Path(cache_dir) / f"evidence-{digest.hexdigest()[:16]}.npy"
         if path.is_file():
             vectors = np.load(path, allow_pickle=False)
@@ -78,7 +86,7 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 def run_protocol(
     task: RetrievalTask,
-    model: "BaseEmbedding",
+    model: BaseEmbedding,
     *,
     methods: Mapping[str, Any] | None = None,
     cache_dir: str | Path | None = None,
@@ -87,7 +95,10 @@ def run_protocol(
     """The stock baselines and ``methods`` (default :func:`protocol_methods`) on one task."""
     vectors = cached_evidence_vectors(task, model, cache_dir, show_progress=show_progress)
     prepared = prepare_task(task, model, evidence_vectors=vectors, show_progress=show_progress)
-    factories = {**stock_retrievers(prepared), **carag_retrievers(prepared, methods if methods is not None else protocol_methods())}
+    factories = {
+        **stock_retrievers(prepared),
+        **carag_retrievers(prepared, methods if methods is not None else protocol_methods()),
+    }
     return prepared, evaluate_methods(prepared, factories, show_progress=show_progress)
 
 
@@ -102,7 +113,10 @@ def _cell(column: str, value: Any) -> str:
 def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = COLUMNS) -> str:
     """Rows as a Markdown table (only the columns some row has); the best nDCG@10 and recall@6 in bold."""
     cols = [c for c in columns if any(c in r for r in rows)]
-    best = {c: max((r[c] for r in rows if isinstance(r.get(c), float)), default=None) for c in ("nDCG@10", "recall@6", "MRR@10")}
+    best = {
+        c: max((r[c] for r in rows if isinstance(r.get(c), float)), default=None)
+        for c in ("nDCG@10", "recall@6", "MRR@10")
+    }
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" if c == "method" else "---:" for c in cols) + "|"]
     for r in rows:
         cells = []
@@ -113,7 +127,9 @@ def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = COLUMNS
     return "\n".join(lines)
 
 
-def write_protocol_results(rows: Sequence[Mapping[str, Any]], out: str | Path, stem: str, *, header: str) -> tuple[Path, Path]:
+def write_protocol_results(
+    rows: Sequence[Mapping[str, Any]], out: str | Path, stem: str, *, header: str
+) -> tuple[Path, Path]:
     """Write ``<out>/<stem>.csv`` and ``<out>/<stem>.md`` (the header line, then the table)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -147,8 +163,15 @@ def run_protocol_command(args: Any) -> int:
         task = factver_task(args.data or demo_corpus_path(), queries=split)
     if args.limit is not None:
         keep = task.queries[: args.limit]
-        task = type(task)(task.name + f" (first {len(keep)} queries)", task.evidence, task.corpus_claims, keep,
-                          {q.node_id: task.gold[q.node_id] for q in keep}, task.evidence_themes, task.query_themes)
+        task = type(task)(
+            task.name + f" (first {len(keep)} queries)",
+            task.evidence,
+            task.corpus_claims,
+            keep,
+            {q.node_id: task.gold[q.node_id] for q in keep},
+            task.evidence_themes,
+            task.query_themes,
+        )
     model = resolve_embed_model(args.embed_model)
     prepared, rows = run_protocol(task, model, cache_dir=args.cache_dir, show_progress=not args.json)
     header = (

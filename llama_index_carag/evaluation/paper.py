@@ -20,9 +20,10 @@ from __future__ import annotations
 import csv
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,9 @@ def load_explanations(path: str | os.PathLike[str], methods: Sequence[str] | Non
     if "Theme" not in header:
         raise ValueError(f"{file} lacks the column Theme (it has: {', '.join(header) or 'no header'}).")
     present = [m for m in EXPLANATION_METHODS if m in header] + [
-        h for h in header if h not in EXPLANATION_METHODS and h not in ("Theme", "Claim_id", "Claim_id_old", "Claim_text")
+        h
+        for h in header
+        if h not in EXPLANATION_METHODS and h not in ("Theme", "Claim_id", "Claim_id_old", "Claim_text")
     ]
     chosen = list(methods) if methods else [m for m in present if m in EXPLANATION_METHODS]
     missing = [m for m in chosen if m not in header]

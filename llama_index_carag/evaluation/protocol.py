@@ -23,8 +23,9 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -83,8 +84,13 @@ def claim_half(claim_id: str) -> int:
 
 def _claim_node(node_id: str, text: str, theme: str | None = None) -> TextNode:
     metadata = {} if theme is None else {"theme": theme}
-    return TextNode(id_=node_id, text=text, metadata=metadata, excluded_embed_metadata_keys=list(metadata),
-                    excluded_llm_metadata_keys=list(metadata))
+    return TextNode(
+        id_=node_id,
+        text=text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=list(metadata),
+    )
 
 
 def factver_task(path: Any, *, queries: str = "report") -> RetrievalTask:
@@ -132,7 +138,9 @@ def factver_task(path: Any, *, queries: str = "report") -> RetrievalTask:
     )
 
 
-def beir_task(folder: Any, *, split: str = "test", claims_split: str = "train", tune_half: int | None = None) -> RetrievalTask:
+def beir_task(
+    folder: Any, *, split: str = "test", claims_split: str = "train", tune_half: int | None = None
+) -> RetrievalTask:
     """A BEIR folder under the new-claims protocol.
 
     Args:
@@ -205,7 +213,7 @@ class PreparedTask:
     """A task with its FAISS index, claim embeddings and query-embedding cache built once."""
 
     task: RetrievalTask
-    index: "VectorStoreIndex"
+    index: VectorStoreIndex
     embed_model: BaseEmbedding
     corpus_claims: list[TextNode]
     query_embed_ms: float
@@ -213,7 +221,11 @@ class PreparedTask:
 
 
 def prepare_task(
-    task: RetrievalTask, embed_model: BaseEmbedding, *, evidence_vectors: np.ndarray | None = None, show_progress: bool = False
+    task: RetrievalTask,
+    embed_model: BaseEmbedding,
+    *,
+    evidence_vectors: np.ndarray | None = None,
+    show_progress: bool = False,
 ) -> PreparedTask:
     """Embed (or take) the evidence vectors, build the FAISS index, embed the claims once.
 
@@ -227,7 +239,9 @@ def prepare_task(
 
     if evidence_vectors is None:
         texts = [n.get_content(MetadataMode.EMBED) for n in task.evidence]
-        evidence_vectors = np.asarray(embed_model.get_text_embedding_batch(texts, show_progress=show_progress), np.float32)
+        evidence_vectors = np.asarray(
+            embed_model.get_text_embedding_batch(texts, show_progress=show_progress), np.float32
+        )
     nodes = [n.model_copy(update={"embedding": v.tolist()}) for n, v in zip(task.evidence, evidence_vectors)]
     cache: dict[str, list[float]] = {}
     times: list[float] = []
@@ -236,15 +250,19 @@ def prepare_task(
         cache[query.get_content()] = embed_model.get_query_embedding(query.get_content())
         times.append(time.perf_counter() - t0)
     query_ms = statistics.median(times) * 1000 if times else math.nan
-    claim_vectors = embed_model.get_text_embedding_batch([c.get_content(MetadataMode.EMBED) for c in task.corpus_claims])
+    claim_vectors = embed_model.get_text_embedding_batch(
+        [c.get_content(MetadataMode.EMBED) for c in task.corpus_claims]
+    )
     claims = [c.model_copy(update={"embedding": list(v)}) for c, v in zip(task.corpus_claims, claim_vectors)]
     cached = CachedQueryEmbedding(embed_model, cache)
     store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(evidence_vectors.shape[1]))
-    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=cached)
+    index = VectorStoreIndex(
+        nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=cached
+    )
     return PreparedTask(task=task, index=index, embed_model=cached, corpus_claims=claims, query_embed_ms=query_ms)
 
 
-def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Callable[[], "BaseRetriever"]]:
+def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Callable[[], BaseRetriever]]:
     """The stock LlamaIndex baselines, as factories: dense, BM25 and hybrid RRF (dense + BM25)."""
     from llama_index.core.llms import MockLLM
     from llama_index.core.retrievers import QueryFusionRetriever
@@ -254,20 +272,29 @@ def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Calla
 
     import_bm25s()  # quietens bm25s's DEBUG logger, which BM25Retriever's import turned on
 
-    def dense() -> "BaseRetriever":
+    def dense() -> BaseRetriever:
         return prepared.index.as_retriever(similarity_top_k=k)
 
-    def bm25() -> "BaseRetriever":
+    def bm25() -> BaseRetriever:
         if "bm25" not in prepared.extra:
             prepared.extra["bm25"] = BM25Retriever.from_defaults(nodes=prepared.task.evidence, similarity_top_k=k)
         return prepared.extra["bm25"]
 
-    def hybrid() -> "BaseRetriever":
+    def hybrid() -> BaseRetriever:
         return QueryFusionRetriever(
-            [dense(), bm25()], mode="reciprocal_rerank", num_queries=1, llm=MockLLM(), similarity_top_k=k, use_async=False
+            [dense(), bm25()],
+            mode="reciprocal_rerank",
+            num_queries=1,
+            llm=MockLLM(),
+            similarity_top_k=k,
+            use_async=False,
         )
 
-    return {"dense (index.as_retriever)": dense, "BM25 (BM25Retriever)": bm25, "hybrid RRF (QueryFusionRetriever)": hybrid}
+    return {
+        "dense (index.as_retriever)": dense,
+        "BM25 (BM25Retriever)": bm25,
+        "hybrid RRF (QueryFusionRetriever)": hybrid,
+    }
 
 
 def ndcg_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int = NDCG_K) -> float:
@@ -285,7 +312,9 @@ def ndcg_at_k(retrieved: Sequence[str], gold: Iterable[str], k: int = NDCG_K) ->
     return dcg / ideal
 
 
-def _score_query(ids: list[str], gold: set[str], themes: Mapping[str, str | None] | None, theme: str | None) -> dict[str, float]:
+def _score_query(
+    ids: list[str], gold: set[str], themes: Mapping[str, str | None] | None, theme: str | None
+) -> dict[str, float]:
     first = next((r for r, i in enumerate(ids[:NDCG_K]) if i in gold), None)
     row = {
         f"nDCG@{NDCG_K}": ndcg_at_k(ids, gold),
@@ -300,7 +329,7 @@ def _score_query(ids: list[str], gold: set[str], themes: Mapping[str, str | None
 
 def evaluate_methods(
     prepared: PreparedTask,
-    methods: Mapping[str, Callable[[], "BaseRetriever"]],
+    methods: Mapping[str, Callable[[], BaseRetriever]],
     *,
     show_progress: bool = False,
 ) -> list[dict[str, Any]]:
@@ -344,17 +373,19 @@ def evaluate_methods(
 
 def carag_retrievers(
     prepared: PreparedTask, presets: Mapping[str, Any], k: int = NDCG_K
-) -> dict[str, Callable[[], "BaseRetriever"]]:
+) -> dict[str, Callable[[], BaseRetriever]]:
     """``ContextAwareRetriever`` factories, one per named settings (a ``CaragSettings`` or preset
     name), fitted on the task's index with its corpus claims (never its query claims)."""
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import CaragSettings
 
-    def factory(settings: Any) -> Callable[[], "BaseRetriever"]:
+    def factory(settings: Any) -> Callable[[], BaseRetriever]:
         resolved = CaragSettings.from_options(settings, similarity_top_k=k)
 
-        def build() -> "BaseRetriever":
-            return ContextAwareRetriever.from_index(prepared.index, resolved, claim_nodes=prepared.corpus_claims or None)
+        def build() -> BaseRetriever:
+            return ContextAwareRetriever.from_index(
+                prepared.index, resolved, claim_nodes=prepared.corpus_claims or None
+            )
 
         return build
 

@@ -20,8 +20,9 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.text import normalize_text
@@ -179,8 +180,8 @@ def summarize_retrieval(method: str, k: int, results: Sequence[RetrievalResult],
 
 
 def evaluate_retrieval(
-    retriever: "BaseRetriever",
-    claims: Sequence["BaseNode"],
+    retriever: BaseRetriever,
+    claims: Sequence[BaseNode],
     evidence_themes: Mapping[str, str | None],
     gold: Mapping[str, Iterable[str]],
     *,
@@ -211,7 +212,7 @@ def evaluate_retrieval(
     return out
 
 
-def _progress(claims: Sequence["BaseNode"], show_progress: bool) -> Iterable["BaseNode"]:
+def _progress(claims: Sequence[BaseNode], show_progress: bool) -> Iterable[BaseNode]:
     """Take the claims and whether to show progress; return them as is, or wrapped in a ``tqdm`` bar."""
     if not show_progress:
         return claims
@@ -220,7 +221,7 @@ def _progress(claims: Sequence["BaseNode"], show_progress: bool) -> Iterable["Ba
     return tqdm(claims, desc="Evaluating", unit="claim")
 
 
-def _claim_query(claim: "BaseNode", use_claim_embeddings: bool) -> "QueryBundle":
+def _claim_query(claim: BaseNode, use_claim_embeddings: bool) -> QueryBundle:
     """Take a claim node; return its ``QueryBundle`` (text, plus its embedding when asked for and set)."""
     from llama_index.core.schema import QueryBundle
 
@@ -230,7 +231,7 @@ def _claim_query(claim: "BaseNode", use_claim_embeddings: bool) -> "QueryBundle"
     )
 
 
-def _timed_retrieve(retriever: "BaseRetriever", bundle: "QueryBundle") -> tuple[list["NodeWithScore"], float]:
+def _timed_retrieve(retriever: BaseRetriever, bundle: QueryBundle) -> tuple[list[NodeWithScore], float]:
     """Take a retriever and a query bundle; return the retrieved nodes and the seconds retrieval took."""
     t0 = time.perf_counter()
     nodes = retriever.retrieve(bundle)
@@ -238,8 +239,8 @@ def _timed_retrieve(retriever: "BaseRetriever", bundle: "QueryBundle") -> tuple[
 
 
 def _score_claim(
-    claim: "BaseNode",
-    nodes: Sequence["NodeWithScore"],
+    claim: BaseNode,
+    nodes: Sequence[NodeWithScore],
     seconds: float,
     evidence_themes: Mapping[str, str | None],
     gold: Mapping[str, Iterable[str]],

@@ -15,18 +15,19 @@ import csv
 import logging
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from llama_index_carag.settings import PAPER, TUNED, CaragSettings
 from llama_index_carag.evaluation.retrieval import (
     RetrievalSummary,
     evaluate_retrieval,
     summarize_retrieval,
 )
+from llama_index_carag.settings import PAPER, TUNED, CaragSettings
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +47,14 @@ __all__ = [
 
 
 #: Result-table column of each settings field (fields not listed keep their name; None: not a column).
-_COLUMNS = {"n_clusters": "t", "rerank_candidates": "rerank", "random_state": None, "covariance_type": None,
-            "similarity_top_k": None, "hub_k": None}
+_COLUMNS = {
+    "n_clusters": "t",
+    "rerank_candidates": "rerank",
+    "random_state": None,
+    "covariance_type": None,
+    "similarity_top_k": None,
+    "hub_k": None,
+}
 
 
 @dataclass(frozen=True, init=False)
@@ -64,13 +71,17 @@ class RunSpec:
     sweep: str
     baseline: bool
 
-    def __init__(self, name: str, settings: CaragSettings | None = None, *, sweep: str = "methods", **options: Any) -> None:
+    def __init__(
+        self, name: str, settings: CaragSettings | None = None, *, sweep: str = "methods", **options: Any
+    ) -> None:
         baseline = options.get("mode") == "rag"
         if baseline:
             options["mode"] = "unsupervised"
             options.setdefault("alpha", 1.0)
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "settings", CaragSettings.from_options(settings if settings is not None else PAPER, **options))
+        object.__setattr__(
+            self, "settings", CaragSettings.from_options(settings if settings is not None else PAPER, **options)
+        )
         object.__setattr__(self, "sweep", sweep)
         object.__setattr__(self, "baseline", baseline)
 
@@ -125,11 +136,17 @@ def sweep_specs() -> list[RunSpec]:
             specs.append(RunSpec(f"{label} t={t}", mode=mode, n_clusters=t, sweep="t"))
     for m in (5, 20):
         for alpha in (0.5, 0.75, 0.9):
-            specs.append(RunSpec(f"CARAG-u top-{m} alpha={alpha}", alpha=alpha, delta=-1.0, soi_top_m=m, sweep="top-m SOI"))
+            specs.append(
+                RunSpec(f"CARAG-u top-{m} alpha={alpha}", alpha=alpha, delta=-1.0, soi_top_m=m, sweep="top-m SOI")
+            )
             specs.append(
                 RunSpec(
                     f"CARAG-u top-{m} rerank-50 alpha={alpha}",
-                    alpha=alpha, delta=-1.0, soi_top_m=m, rerank_candidates=50, sweep="re-rank with T",
+                    alpha=alpha,
+                    delta=-1.0,
+                    soi_top_m=m,
+                    rerank_candidates=50,
+                    sweep="re-rank with T",
                 )
             )
     for alpha in (0.7, 0.8, 0.9):
@@ -140,7 +157,10 @@ def sweep_specs() -> list[RunSpec]:
                 specs.append(
                     RunSpec(
                         f"CARAG-u rerank-50 alpha={alpha} hub={lam} claims={m}",
-                        alpha=alpha, rerank_candidates=50, hub_penalty=lam, soi_claims=m,
+                        alpha=alpha,
+                        rerank_candidates=50,
+                        hub_penalty=lam,
+                        soi_claims=m,
                         sweep="related claims + hubness (re-rank)",
                     )
                 )
@@ -153,8 +173,12 @@ def sweep_specs() -> list[RunSpec]:
                     specs.append(
                         RunSpec(
                             f"CARAG-u rerank-50 alpha={alpha} contrast={beta} tau={tau} claims={m}",
-                            alpha=alpha, rerank_candidates=50, claim_contrast=beta, contrast_threshold=tau,
-                            soi_claims=m, sweep="competing-claim contrast (re-rank)",
+                            alpha=alpha,
+                            rerank_candidates=50,
+                            claim_contrast=beta,
+                            contrast_threshold=tau,
+                            soi_claims=m,
+                            sweep="competing-claim contrast (re-rank)",
                         )
                     )
     specs.append(RunSpec("RAG + dedupe", mode="rag", alpha=1.0, dedupe=True, sweep="dedupe"))
@@ -179,7 +203,7 @@ class EvalSetup:
     @classmethod
     def prepare(
         cls, corpus: Any, embed_model: Any, *, cache_dir: str | Path | None = None, show_progress: bool = True
-    ) -> "EvalSetup":
+    ) -> EvalSetup:
         """Embed evidence (into a FAISS IndexFlatIP index) and claims once; cached by model name if asked."""
         import faiss
         from llama_index.core import StorageContext, VectorStoreIndex
@@ -210,7 +234,9 @@ class EvalSetup:
         for node, vector in zip(evidence + claims, vectors):
             node.embedding = vector.tolist()
         store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(vectors.shape[1]))
-        index = VectorStoreIndex(evidence, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
+        index = VectorStoreIndex(
+            evidence, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
         gold: dict[str, set[str]] = {}
         gold_texts: dict[str, set[str]] = {}
         for n in evidence:
@@ -290,12 +316,23 @@ def write_results(
         writer.writeheader()
         writer.writerows(rows)
     shown = [
-        "method", f"theme_precision@{k}", f"annotated_recall@{k}", "ΔP vs RAG (pts)", "ΔR vs RAG (pts)",
-        f"text_recall@{k}", "MRR", "mean_soi_size", "empty_soi_rate", "median_ms",
+        "method",
+        f"theme_precision@{k}",
+        f"annotated_recall@{k}",
+        "ΔP vs RAG (pts)",
+        "ΔR vs RAG (pts)",
+        f"text_recall@{k}",
+        "MRR",
+        "mean_soi_size",
+        "empty_soi_rate",
+        "median_ms",
     ]
     parts = [header] if header else []
     for sweep in dict.fromkeys(r["sweep"] for r in rows):
-        parts.append(f"### {sweep}\n\n" + markdown_table([r for r in rows if r["sweep"] == sweep], [c for c in shown if c in columns]))
+        parts.append(
+            f"### {sweep}\n\n"
+            + markdown_table([r for r in rows if r["sweep"] == sweep], [c for c in shown if c in columns])
+        )
     md_path = out / "results.md"
     md_path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
     return csv_path, md_path
@@ -339,8 +376,16 @@ def write_explanations(explained: dict[str, Any], out: Path) -> Path:
     methods = list(explained["methods"])
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["Claim_id", "Claim_text", "Theme", "Label", *[_explanation_column(m) for m in methods],
-                         *[f"{_explanation_column(m)}_verdict" for m in methods]])
+        writer.writerow(
+            [
+                "Claim_id",
+                "Claim_text",
+                "Theme",
+                "Label",
+                *[_explanation_column(m) for m in methods],
+                *[f"{_explanation_column(m)}_verdict" for m in methods],
+            ]
+        )
         for i, cid in enumerate(explained["claim_ids"]):
             writer.writerow(
                 [cid, explained["claims"][i], explained["themes"][i], explained["gold"][i]]

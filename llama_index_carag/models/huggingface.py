@@ -82,7 +82,8 @@ def quantize_int8(model: Any) -> Any:
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     spec = {
-        name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+        name: per_channel_dynamic_qconfig
+        for name, module in model.named_modules()
         if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"
     }
     with warnings.catch_warnings():  # torch.ao's eager quantization warns that it will move to torchao

@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class GGUFChatPrompt:
         return self._formatter(messages=rows).prompt
 
     @classmethod
-    def from_model(cls, model: Any, system_prompt: str = "") -> "GGUFChatPrompt | None":
+    def from_model(cls, model: Any, system_prompt: str = "") -> GGUFChatPrompt | None:
         """The chat template of a loaded ``llama_cpp.Llama``; ``None`` if its GGUF has none."""
         template = (getattr(model, "metadata", None) or {}).get("tokenizer.chat_template")
         if not template:
@@ -85,10 +86,30 @@ class GGUFChatPrompt:
 
 
 #: transformers-style generation options and their llama.cpp names (``None``: dropped, it is the default).
-_HF_TO_LLAMACPP = {"repetition_penalty": "repeat_penalty", "do_sample": None, "max_new_tokens": "max_tokens",
-                   "top_k": "top_k", "top_p": "top_p", "temperature": "temperature"}
-_LLAMACPP_KEYS = {"repeat_penalty", "max_tokens", "top_k", "top_p", "min_p", "temperature", "stop", "seed",
-                  "frequency_penalty", "presence_penalty", "typical_p", "mirostat_mode", "mirostat_tau", "mirostat_eta"}
+_HF_TO_LLAMACPP = {
+    "repetition_penalty": "repeat_penalty",
+    "do_sample": None,
+    "max_new_tokens": "max_tokens",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "temperature": "temperature",
+}
+_LLAMACPP_KEYS = {
+    "repeat_penalty",
+    "max_tokens",
+    "top_k",
+    "top_p",
+    "min_p",
+    "temperature",
+    "stop",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "typical_p",
+    "mirostat_mode",
+    "mirostat_tau",
+    "mirostat_eta",
+}
 
 
 def llamacpp_generate_kwargs(generate_kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -156,7 +177,7 @@ def load_llamacpp(
         model_kwargs={"n_threads": threads, "n_threads_batch": threads, "verbose": False},
         verbose=False,
     )  # the system prompt goes into the chat template below, not into LlamaCPP (it would appear twice)
-    chat = GGUFChatPrompt.from_model(llm._model, system_prompt)  # noqa: SLF001 - LlamaCPP's Llama is private
+    chat = GGUFChatPrompt.from_model(llm._model, system_prompt)  # LlamaCPP's Llama is private
     if chat is not None:
         llm.messages_to_prompt = chat.messages
         llm.completion_to_prompt = chat.completion

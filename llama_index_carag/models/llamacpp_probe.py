@@ -135,7 +135,10 @@ def probe_llamacpp(model_path: str | os.PathLike[str] | None = None, timeout_s: 
     start = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, path], capture_output=True, text=True, timeout=timeout_s,
+            [sys.executable, "-c", _CHILD, path],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
     except subprocess.TimeoutExpired:

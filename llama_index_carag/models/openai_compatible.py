@@ -32,8 +32,17 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "PREFIX", "READ_TIMEOUT", "CONNECT_TIMEOUT", "PROBE_TIMEOUT", "is_openai_compatible", "parse_server_url",
-    "request_json", "list_models", "ChatTemplatePrompt", "openai_compatible_llm", "resolve_openai_compatible",
+    "PREFIX",
+    "READ_TIMEOUT",
+    "CONNECT_TIMEOUT",
+    "PROBE_TIMEOUT",
+    "is_openai_compatible",
+    "parse_server_url",
+    "request_json",
+    "list_models",
+    "ChatTemplatePrompt",
+    "openai_compatible_llm",
+    "resolve_openai_compatible",
 ]
 
 #: What ``resolve_llm`` strings for a server start with.
@@ -64,7 +73,7 @@ def parse_server_url(url: str) -> tuple[str, str | None]:
     """
     text = url.strip()
     if text.lower().startswith(PREFIX):
-        text = text[len(PREFIX):].strip()
+        text = text[len(PREFIX) :].strip()
     parts = urlsplit(text)
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -89,8 +98,13 @@ def _api_key(api_key: str | None) -> str:
 
 
 def request_json(
-    method: str, url: str, *, api_key: str | None = None, body: dict[str, Any] | None = None,
-    read_timeout: float = READ_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT,
+    method: str,
+    url: str,
+    *,
+    api_key: str | None = None,
+    body: dict[str, Any] | None = None,
+    read_timeout: float = READ_TIMEOUT,
+    connect_timeout: float = CONNECT_TIMEOUT,
 ) -> tuple[int, Any]:
     """One HTTP request to an OpenAI-compatible server; return ``(status, decoded JSON or None)``.
 
@@ -169,8 +183,7 @@ class ChatTemplatePrompt:
     def __call__(self, messages: Sequence[Any]) -> str:
         """LlamaIndex ``ChatMessage``s → the prompt text, ending with the assistant's turn."""
         rows = [{"role": m.role.value, "content": m.content or ""} for m in messages]
-        return self._template.render(messages=rows, add_generation_prompt=True, bos_token="",
-                                     eos_token=self.eos_token)
+        return self._template.render(messages=rows, add_generation_prompt=True, bos_token="", eos_token=self.eos_token)
 
 
 def openai_compatible_llm(
@@ -218,15 +231,27 @@ def openai_compatible_llm(
     template = chat_template or _server_chat_template(api_base, api_key)
     extra = {"messages_to_prompt": ChatTemplatePrompt(template)} if template else {}
     if not template:
-        logger.info("%s reports no chat template: scored labels render the prompt as generic 'role: content' "
-                    "lines (pass chat_template= for the model's own).", api_base)
+        logger.info(
+            "%s reports no chat template: scored labels render the prompt as generic 'role: content' "
+            "lines (pass chat_template= for the model's own).",
+            api_base,
+        )
     logger.info("Using model %r on the OpenAI-compatible server %s", name, api_base)
     return OpenAILike(
-        model=name, api_base=api_base, api_key=_api_key(api_key),
-        context_window=min([context_window, *limits]), max_tokens=max_new_tokens, temperature=0.0,
-        is_chat_model=True, is_function_calling_model=False, system_prompt=system_prompt or None,
-        timeout=timeout, max_retries=max_retries, reuse_client=True,
-        additional_kwargs={"extra_body": dict(generate_kwargs)} if generate_kwargs else {}, **extra,
+        model=name,
+        api_base=api_base,
+        api_key=_api_key(api_key),
+        context_window=min([context_window, *limits]),
+        max_tokens=max_new_tokens,
+        temperature=0.0,
+        is_chat_model=True,
+        is_function_calling_model=False,
+        system_prompt=system_prompt or None,
+        timeout=timeout,
+        max_retries=max_retries,
+        reuse_client=True,
+        additional_kwargs={"extra_body": dict(generate_kwargs)} if generate_kwargs else {},
+        **extra,
     )
 
 
@@ -234,7 +259,7 @@ def resolve_openai_compatible(spec: str, **options: Any) -> Any:
     """``resolve_llm``'s ``"openai-compatible:URL"`` → :func:`openai_compatible_llm` (``options``: its keywords)."""
     if not is_openai_compatible(spec):
         raise ValueError(f"Expected {PREFIX}URL, got {spec!r}.")
-    rest = spec.strip()[len(PREFIX):].strip()
+    rest = spec.strip()[len(PREFIX) :].strip()
     if not rest:
         raise ValueError(f"{PREFIX} needs a server URL, e.g. {PREFIX}http://127.0.0.1:8080/v1.")
     return openai_compatible_llm(rest, **options)

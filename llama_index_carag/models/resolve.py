@@ -20,8 +20,8 @@ Nothing here runs at import time: models are located and loaded on call.
 from __future__ import annotations
 
 import hashlib
-import os
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,7 @@ def embed_model_name(embed_model: Any) -> str:
             return EMBED_MODEL_ALIASES["minilm"]
     except FileNotFoundError:
         pass
-    for alias, hub_id in EMBED_MODEL_ALIASES.items():
+    for hub_id in EMBED_MODEL_ALIASES.values():
         if name.rstrip("/").endswith(Path(hub_id).name):
             return hub_id
     if os.path.isdir(name):
@@ -116,13 +116,13 @@ def embed_model_name(embed_model: Any) -> str:
 
 
 def resolve_embed_model(
-    model: "str | BaseEmbedding | None" = "minilm",
+    model: str | BaseEmbedding | None = "minilm",
     *,
     device: str | None = None,
     embed_batch_size: int = 64,
     show_progress_bar: bool = False,
     **kwargs: Any,
-) -> "BaseEmbedding":
+) -> BaseEmbedding:
     """Return a LlamaIndex embed model.
 
     Args:
@@ -189,7 +189,7 @@ def offline_llm_path(name: str) -> Path | None:
 
 
 def resolve_llm(
-    llm: "Any | str | None" = None,
+    llm: Any | str | None = None,
     *,
     max_new_tokens: int = 128,
     context_window: int = 4096,
@@ -237,11 +237,20 @@ def resolve_llm(
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
     if is_openai_compatible(llm):  # a server: models/openai_compatible.py
-        return resolve_openai_compatible(llm, context_window=context_window, max_new_tokens=max_new_tokens,
-                                         system_prompt=system_prompt, generate_kwargs=generate_kwargs)
+        return resolve_openai_compatible(
+            llm,
+            context_window=context_window,
+            max_new_tokens=max_new_tokens,
+            system_prompt=system_prompt,
+            generate_kwargs=generate_kwargs,
+        )
     name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
-    options = {"context_window": context_window, "max_new_tokens": max_new_tokens, "system_prompt": system_prompt,
-               "generate_kwargs": generate_kwargs}
+    options = {
+        "context_window": context_window,
+        "max_new_tokens": max_new_tokens,
+        "system_prompt": system_prompt,
+        "generate_kwargs": generate_kwargs,
+    }
     if _backend(llm, name, int8, backend, device_map) == "llama.cpp":
         return _llamacpp_llm(name, **options)
     return _huggingface_llm(name, int8, device_map=device_map, **options)
@@ -269,22 +278,41 @@ def _backend(llm: str | None, name: str, int8: bool, backend: str, device_map: s
     return "llama.cpp" if qwen and device_map == "cpu" and llamacpp_available() else "transformers"
 
 
-def _llamacpp_llm(name: str, *, context_window: int, max_new_tokens: int, system_prompt: str,
-                  generate_kwargs: dict[str, Any] | None) -> Any:
+def _llamacpp_llm(
+    name: str, *, context_window: int, max_new_tokens: int, system_prompt: str, generate_kwargs: dict[str, Any] | None
+) -> Any:
     """Take a ``.gguf`` path or the Qwen alias and options; return LlamaIndex's ``LlamaCPP`` on the GGUF."""
     from llama_index_carag.models.llamacpp import load_llamacpp
 
     path = qwen_gguf_path() if LLM_ALIASES.get(name.lower()) == QWEN_NAME else Path(name).expanduser()
-    return load_llamacpp(str(path), context_window=context_window, max_new_tokens=max_new_tokens,
-                         system_prompt=system_prompt, generate_kwargs=generate_kwargs)
+    return load_llamacpp(
+        str(path),
+        context_window=context_window,
+        max_new_tokens=max_new_tokens,
+        system_prompt=system_prompt,
+        generate_kwargs=generate_kwargs,
+    )
 
 
-def _huggingface_llm(name: str, int8: bool, *, system_prompt: str, device_map: str, generate_kwargs: dict[str, Any] | None,
-                     **llm_kwargs: Any) -> Any:
+def _huggingface_llm(
+    name: str,
+    int8: bool,
+    *,
+    system_prompt: str,
+    device_map: str,
+    generate_kwargs: dict[str, Any] | None,
+    **llm_kwargs: Any,
+) -> Any:
     """Take a model name (offline alias, hub id or folder) and options; return its :class:`HuggingFaceLLM`."""
     from llama_index.llms.huggingface import HuggingFaceLLM  # imports torch and transformers
 
-    from llama_index_carag.models.huggingface import chat_wrapper, generation_kwargs, load_hf_model, quantize_int8, stopping_ids
+    from llama_index_carag.models.huggingface import (
+        chat_wrapper,
+        generation_kwargs,
+        load_hf_model,
+        quantize_int8,
+        stopping_ids,
+    )
 
     offline = offline_llm_path(name)
     path = str(offline) if offline is not None else name
@@ -322,7 +350,7 @@ def llm_name(llm: Any) -> str:
     if not name:
         try:
             name = llm.metadata.model_name
-        except Exception:  # noqa: BLE001 - a stub LLM without metadata
+        except Exception:  # a stub LLM without metadata
             name = None
     return str(name or type(llm).__name__)
 

@@ -8,7 +8,8 @@ over a corpus's ``tables`` dict, so none names a particular term.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING
 
 from llama_index_carag.ranking.contrast import ClaimContrast
 from llama_index_carag.ranking.lexical_table import LexicalTable, lexical_source
@@ -26,8 +27,15 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "TABLE_TYPES", "table_type", "wanted_tables", "active_tables", "fit_tables", "update_tables",
-    "default_sources", "lexical_source", "settings_scorers",
+    "TABLE_TYPES",
+    "table_type",
+    "wanted_tables",
+    "active_tables",
+    "fit_tables",
+    "update_tables",
+    "default_sources",
+    "lexical_source",
+    "settings_scorers",
 ]
 
 #: The fitted per-passage tables, in the order their scorers are applied.  A new fitted term:
@@ -47,7 +55,7 @@ def table_type(name: str) -> type[FittedTable]:
     raise KeyError(f"unknown fitted table type {name!r} (known: {', '.join(c.name for c in TABLE_TYPES)})")
 
 
-def wanted_tables(settings: "CaragSettings") -> dict[str, type[FittedTable]]:
+def wanted_tables(settings: CaragSettings) -> dict[str, type[FittedTable]]:
     """``{key: table class}`` of the tables ``settings`` use."""
     out: dict[str, type[FittedTable]] = {}
     for cls in TABLE_TYPES:
@@ -57,12 +65,12 @@ def wanted_tables(settings: "CaragSettings") -> dict[str, type[FittedTable]]:
     return out
 
 
-def active_tables(settings: "CaragSettings", tables: Mapping[str, FittedTable]) -> list[FittedTable]:
+def active_tables(settings: CaragSettings, tables: Mapping[str, FittedTable]) -> list[FittedTable]:
     """The fitted tables ``settings`` use, in :data:`TABLE_TYPES` order (those not fitted left out)."""
     return [tables[key] for key in wanted_tables(settings) if key in tables]
 
 
-def fit_tables(corpus: TableCorpus, tables: MutableMapping[str, FittedTable], settings: "CaragSettings") -> list[str]:
+def fit_tables(corpus: TableCorpus, tables: MutableMapping[str, FittedTable], settings: CaragSettings) -> list[str]:
     """Fit the tables ``settings`` use that ``tables`` lacks (a no-op when all are fitted); the keys fitted.
 
     Raises:
@@ -91,8 +99,13 @@ def update_tables(corpus: TableCorpus, tables: MutableMapping[str, FittedTable],
 
 
 def default_sources(
-    index: "VectorStoreIndex", embed_model: "BaseEmbedding", corpus: TableCorpus,
-    tables: Mapping[str, FittedTable], settings: "CaragSettings", *, native_async: bool | None = None,
+    index: VectorStoreIndex,
+    embed_model: BaseEmbedding,
+    corpus: TableCorpus,
+    tables: Mapping[str, FittedTable],
+    settings: CaragSettings,
+    *,
+    native_async: bool | None = None,
 ) -> list[CandidateSource]:
     """The dense vector-store search, plus the sources of the tables in use (BM25 when ``lexical_weight > 0``).
 
@@ -106,7 +119,7 @@ def default_sources(
 
 
 def settings_scorers(
-    settings: "CaragSettings", tables: Mapping[str, FittedTable], sources: Sequence[CandidateSource]
+    settings: CaragSettings, tables: Mapping[str, FittedTable], sources: Sequence[CandidateSource]
 ) -> list[Scorer]:
     """The re-ranking terms beyond claim and thematic similarity that ``settings`` switch on."""
     out: list[Scorer] = []

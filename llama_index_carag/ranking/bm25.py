@@ -21,9 +21,10 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ IDS_FILE = "carag_lexical_ids.json"
 _FORMAT = 1
 
 
-def import_bm25s():  # type: ignore[no-untyped-def]
+def import_bm25s():
     """bm25s, imported on first use; it sets its own logger to DEBUG, which would flood a root handler."""
     import bm25s
 
@@ -104,7 +105,7 @@ class LexicalIndex:
             self._stemmer = Stemmer.Stemmer(self.language)
         return self._stemmer
 
-    def fit(self, nodes: Sequence["BaseNode"], *, show_progress: bool = False) -> "LexicalIndex":
+    def fit(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> LexicalIndex:
         """Index the passages' text.
 
         Args:
@@ -121,16 +122,22 @@ class LexicalIndex:
         ids = [n.node_id for n in nodes]
         if len(set(ids)) != len(ids):
             raise ValueError("LexicalIndex.fit: duplicated node ids.")
-        return self.fit_texts(ids, [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes], show_progress=show_progress)
+        return self.fit_texts(
+            ids, [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes], show_progress=show_progress
+        )
 
-    def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> "LexicalIndex":
+    def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> LexicalIndex:
         """Index ``texts`` under ``ids`` (same length)."""
         bm25s = import_bm25s()
 
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
         tokens = bm25s.tokenize(
-            list(texts), stopwords=self.stopwords, stemmer=self._stem(), token_pattern=TOKEN_PATTERN, show_progress=show_progress
+            list(texts),
+            stopwords=self.stopwords,
+            stemmer=self._stem(),
+            token_pattern=TOKEN_PATTERN,
+            show_progress=show_progress,
         )
         model = bm25s.BM25(k1=self.k1, b=self.b)
         model.index(tokens, show_progress=show_progress)
@@ -154,7 +161,12 @@ class LexicalIndex:
         import bm25s
 
         out = bm25s.tokenize(
-            [text], stopwords=None, stemmer=self._stem(), token_pattern=TOKEN_PATTERN, show_progress=False, return_ids=False
+            [text],
+            stopwords=None,
+            stemmer=self._stem(),
+            token_pattern=TOKEN_PATTERN,
+            show_progress=False,
+            return_ids=False,
         )
         return list(out[0]) if out else []
 
@@ -205,13 +217,23 @@ class LexicalIndex:
             for path in sorted(Path(tmp).iterdir()):
                 name = re.sub(r"\W", "_", path.name)
                 npy = path.suffix == ".npy"
-                arrays[name] = np.load(path, allow_pickle=False) if npy else np.frombuffer(path.read_bytes(), dtype=np.uint8).copy()
+                arrays[name] = (
+                    np.load(path, allow_pickle=False)
+                    if npy
+                    else np.frombuffer(path.read_bytes(), dtype=np.uint8).copy()
+                )
                 files[name] = {"file": path.name, "npy": npy}
-        info = {"format": _FORMAT, "ids": self.ids_, "language": self.language, "stopwords": self.stopwords, "files": files}
+        info = {
+            "format": _FORMAT,
+            "ids": self.ids_,
+            "language": self.language,
+            "stopwords": self.stopwords,
+            "files": files,
+        }
         return info, arrays
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> "LexicalIndex":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> LexicalIndex:
         """The index :meth:`get_state` described (bm25s reloads its own files from a scratch folder).
 
         Raises:
@@ -232,7 +254,7 @@ class LexicalIndex:
             return cls.from_persist_dir(tmp)
 
     @classmethod
-    def from_persist_dir(cls, folder: str | os.PathLike[str]) -> "LexicalIndex":
+    def from_persist_dir(cls, folder: str | os.PathLike[str]) -> LexicalIndex:
         """Reload a :meth:`persist` folder.
 
         Raises:
@@ -250,9 +272,13 @@ class LexicalIndex:
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path / IDS_FILE} is corrupt ({exc}).") from None
         model = bm25s.BM25.load(str(path), load_corpus=False, allow_pickle=False)
-        self = cls(language=meta.get("language", "english"), stopwords=meta.get("stopwords", "en"), k1=model.k1, b=model.b)
+        self = cls(
+            language=meta.get("language", "english"), stopwords=meta.get("stopwords", "en"), k1=model.k1, b=model.b
+        )
         if int(model.scores["num_docs"]) != len(ids):
-            raise ValueError(f"The lexical index in {path} scores {model.scores['num_docs']} passages but lists {len(ids)} ids.")
+            raise ValueError(
+                f"The lexical index in {path} scores {model.scores['num_docs']} passages but lists {len(ids)} ids."
+            )
         self.bm25_, self.ids_ = model, ids
         self._row_of = {node_id: r for r, node_id in enumerate(ids)}
         return self

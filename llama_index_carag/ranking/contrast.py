@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class ClaimContrast:
         self.sims_ = np.zeros((0, self.top), dtype=np.float32)
         self.claims_ = np.zeros((0, self.top), dtype=np.int32)
 
-    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> "ClaimContrast":
+    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> ClaimContrast:
         """Tabulate the ``top`` nearest claims of each passage.
 
         Args:
@@ -79,14 +80,18 @@ class ClaimContrast:
         vectors = np.asarray(unit_vectors, dtype=np.float32)
         n, top = len(node_ids), self.top
         if vectors.shape != (n, self.claim_units.shape[1]):
-            raise ValueError(f"Expected {n} unit vectors of dimension {self.claim_units.shape[1]}; got shape {vectors.shape}.")
+            raise ValueError(
+                f"Expected {n} unit vectors of dimension {self.claim_units.shape[1]}; got shape {vectors.shape}."
+            )
         sims = np.empty((n, top), dtype=np.float32)
         claims = np.empty((n, top), dtype=np.int32)
         step = max(1, _BLOCK_CELLS // self.claim_units.shape[0])
         for start in range(0, n, step):
             block = vectors[start : start + step] @ self.claim_units.T  # (b, m)
-            part = np.argpartition(-block, top - 1, axis=1)[:, :top] if top < block.shape[1] else np.tile(
-                np.arange(block.shape[1]), (block.shape[0], 1)
+            part = (
+                np.argpartition(-block, top - 1, axis=1)[:, :top]
+                if top < block.shape[1]
+                else np.tile(np.arange(block.shape[1]), (block.shape[0], 1))
             )
             values = np.take_along_axis(block, part, axis=1)
             order = np.argsort(-values, axis=1, kind="stable")
@@ -100,11 +105,11 @@ class ClaimContrast:
 
     # ------------------------------------------------------- fitted-table protocol
     @classmethod
-    def key_for(cls, settings: "CaragSettings") -> str | None:
+    def key_for(cls, settings: CaragSettings) -> str | None:
         return cls.key if settings.claim_contrast > 0 else None
 
     @classmethod
-    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "ClaimContrast":
+    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> ClaimContrast:
         """The table of the corpus's evidence against its claims (``threshold`` from ``settings``).
 
         Raises:
@@ -114,15 +119,15 @@ class ClaimContrast:
             raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
         return cls(corpus.claim_units, threshold=settings.contrast_threshold).fit(*corpus.evidence_units())
 
-    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+    def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         """Changed passages leave the table (computed exactly when seen again); the table stays."""
         self.forget(changed)
         return True
 
-    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+    def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return []
 
-    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
         return [self.with_threshold(settings.contrast_threshold)]
 
     def forget(self, node_ids: Sequence[str]) -> None:
@@ -134,7 +139,7 @@ class ClaimContrast:
                     rows.pop(i, None)
                 self._rows = rows
 
-    def with_threshold(self, threshold: float) -> "ClaimContrast":
+    def with_threshold(self, threshold: float) -> ClaimContrast:
         """The same fitted table with another ``threshold`` (no refit)."""
         if float(threshold) == self.threshold:
             return self
@@ -142,11 +147,11 @@ class ClaimContrast:
         other.threshold = float(threshold)
         return other
 
-    def scores(self, pool: "CandidatePool", query: "RankQuery") -> np.ndarray:
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
         """``c(n)`` of every candidate of ``pool`` (float64, shape ``(len(pool),)``)."""
         return self.contrast(pool.ids, pool.vectors(), query.unit, self.threshold).astype(np.float64)
 
-    def weight(self, settings: "CaragSettings", query: "RankQuery") -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         return -settings.claim_contrast
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -157,7 +162,7 @@ class ClaimContrast:
         return info, {"sims": self.sims_[keep], "claims": self.claims_[keep]}
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus") -> "ClaimContrast":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> ClaimContrast:
         """The saved table, against the corpus's claims.
 
         Raises:

@@ -19,7 +19,8 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from llama_index.core.schema import BaseNode, NodeWithScore
@@ -99,7 +100,11 @@ class LexicalSource:
     def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         ids = self.search_ids(request, n)
         scores = self.cache.scores_of(request.query_str, ids)
-        return [NodeWithScore(node=node, score=float(score)) for score, node in zip(scores, self._nodes(ids)) if node is not None]
+        return [
+            NodeWithScore(node=node, score=float(score))
+            for score, node in zip(scores, self._nodes(ids))
+            if node is not None
+        ]
 
     async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         return await asyncio.to_thread(self.search, request, n)
@@ -143,7 +148,7 @@ class LexicalRelevance:
             out[known] = scaled_lexical(pool.columns["lexical"][known], pool.columns["dense"][known])
         return out
 
-    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         return float(getattr(settings, "lexical_weight", 0.0))
 
 

@@ -10,7 +10,8 @@ so an insert or delete refits it: O(corpus).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LexicalTable", "lexical_source"]
 
 
-def lexical_source(sources: Sequence["CandidateSource"]) -> LexicalSource | None:
+def lexical_source(sources: Sequence[CandidateSource]) -> LexicalSource | None:
     """The BM25 source among ``sources``, if any."""
     return next((src for src in sources if isinstance(src, LexicalSource)), None)
 
@@ -49,11 +50,11 @@ class LexicalTable:
         return len(self.index)
 
     @classmethod
-    def key_for(cls, settings: "CaragSettings") -> str | None:
+    def key_for(cls, settings: CaragSettings) -> str | None:
         return cls.key if settings.lexical_weight > 0 else None
 
     @classmethod
-    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "LexicalTable":
+    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> LexicalTable:
         """BM25 over the evidence text (docstore, or the vector store when it keeps the text).
 
         Raises:
@@ -62,18 +63,24 @@ class LexicalTable:
         ids = corpus.evidence_ids()
         nodes = [n for n in corpus.nodes(ids) if n is not None]
         if len(nodes) < len(ids):
-            logger.warning("BM25: %d of %d evidence passages have no stored text; they get no lexical score.", len(ids) - len(nodes), len(ids))
+            logger.warning(
+                "BM25: %d of %d evidence passages have no stored text; they get no lexical score.",
+                len(ids) - len(nodes),
+                len(ids),
+            )
         if not nodes:
-            raise ValueError("lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it.")
+            raise ValueError(
+                "lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it."
+            )
         return cls(LexicalIndex().fit(nodes))
 
-    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+    def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         return not changed  # no incremental update in bm25s: refit
 
-    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+    def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return [LexicalSource(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
 
-    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
         """The lexical term, reading the BM25 source's cache (none when the sources have no BM25 source)."""
         source = lexical_source(sources)
         return [] if source is None else [LexicalRelevance(source)]
@@ -82,7 +89,7 @@ class LexicalTable:
         return self.index.get_state()
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus") -> "LexicalTable":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> LexicalTable:
         """The saved index.
 
         Raises:

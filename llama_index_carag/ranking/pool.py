@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode, NodeWithScore
@@ -76,7 +77,7 @@ class CandidatePool:
         query_unit: np.ndarray,
         lookup: Callable[[list[str]], tuple[list[np.ndarray | None], list[int | None]]],
         loader: Callable[[list[str]], list[BaseNode | None]],
-    ) -> "CandidatePool":
+    ) -> CandidatePool:
         """A pool of node ids (first occurrence wins) whose nodes are loaded only when asked for
         (:meth:`prefetch` / :meth:`node_at`) — re-ranking 100 candidates then reads ~k nodes, not 100."""
         unique = list(dict.fromkeys(ids))
@@ -111,7 +112,7 @@ class CandidatePool:
         hits: Sequence[NodeWithScore],
         query_unit: np.ndarray,
         lookup: Callable[[list[str]], tuple[list[np.ndarray | None], list[int | None]]],
-    ) -> "CandidatePool":
+    ) -> CandidatePool:
         """A pool from hits (first occurrence of an id wins), vectors and clusters from ``lookup``.
 
         A hit whose vector ``lookup`` does not know uses its node's own embedding, if any.

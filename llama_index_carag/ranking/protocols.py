@@ -63,10 +63,10 @@ class Scorer(Protocol):
 
     name: str
 
-    def scores(self, pool: "CandidatePool", query: "RankQuery") -> np.ndarray:
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
         """Shape ``(len(pool),)``: the term for every candidate."""
         ...
 
-    def weight(self, settings: "CaragSettings", query: "RankQuery") -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         """The term's weight in the final score (0 = not used)."""
         ...

@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class DenseSimilarity:
     def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
         return pool.columns["dense"]
 
-    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         return 1.0 if query.theme_unit is None else settings.alpha
 
 
@@ -50,7 +51,7 @@ class ThematicSimilarity:
             pool.columns["thematic"] = pool.similarity(query.theme_unit)
         return pool.columns["thematic"]
 
-    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         return 0.0 if query.theme_unit is None else 1.0 - settings.alpha
 
 
@@ -77,12 +78,14 @@ class Hubness:
         self.reference_size = reference_size
         self.seed = seed
 
-    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> "Hubness":
+    def fit(self, node_ids: Sequence[str], unit_vectors: np.ndarray) -> Hubness:
         """Tabulate ``r`` for every passage (``unit_vectors`` of shape ``(n, d)``)."""
         unit = np.asarray(unit_vectors, dtype=np.float32)
         n = unit.shape[0]
         if n == 0:
-            raise ValueError("hub_penalty is not available on a Qdrant collection (it needs every passage's neighbours).")
+            raise ValueError(
+                "hub_penalty is not available on a Qdrant collection (it needs every passage's neighbours)."
+            )
         rng = np.random.default_rng(self.seed)
         ref = unit if n <= self.reference_size else unit[np.sort(rng.choice(n, self.reference_size, replace=False))]
         kk = max(1, min(self.k, ref.shape[0] - 1))
@@ -101,21 +104,21 @@ class Hubness:
         return f"hubness_{self.k}"
 
     @classmethod
-    def key_for(cls, settings: "CaragSettings") -> str | None:
+    def key_for(cls, settings: CaragSettings) -> str | None:
         return f"hubness_{settings.hub_k}" if settings.hub_penalty > 0 else None
 
     @classmethod
-    def from_corpus(cls, settings: "CaragSettings", corpus: "TableCorpus") -> "Hubness":
+    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> Hubness:
         """The hubness of the corpus's evidence for ``settings.hub_k`` (ValueError on Qdrant: no vectors in memory)."""
         return cls(settings.hub_k).fit(*corpus.evidence_units())
 
-    def update(self, corpus: "TableCorpus", changed: Sequence[str]) -> bool:
+    def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         return not changed  # any change moves every passage's neighbours: refit
 
-    def sources(self, corpus: "TableCorpus") -> "list[CandidateSource]":
+    def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return []
 
-    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
         return [self]
 
     def hubness(self, node_id: str) -> float | None:
@@ -126,7 +129,7 @@ class Hubness:
         table = self.table_
         return np.array([table.get(i) or 0.0 for i in pool.ids], dtype=np.float64)
 
-    def weight(self, settings: "CaragSettings", query: RankQuery) -> float:
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
         return -settings.hub_penalty
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -135,7 +138,9 @@ class Hubness:
         return info, {"hubness": np.array([self.table_[i] for i in ids], dtype=np.float64)}
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: "TableCorpus | None" = None) -> "Hubness":
+    def from_state(
+        cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus | None = None
+    ) -> Hubness:
         self = cls(int(info["k"]), reference_size=int(info["reference_size"]), seed=int(info["seed"]))
         values = arrays["hubness"]
         if len(values) != len(info["ids"]):

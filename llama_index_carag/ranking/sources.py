@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -41,8 +42,12 @@ class DenseSource:
     name = "dense"
 
     def __init__(
-        self, index: "VectorStoreIndex", embed_model: "BaseEmbedding", excluded: Callable[[], frozenset[str]],
-        *, native_async: bool | None = None,
+        self,
+        index: VectorStoreIndex,
+        embed_model: BaseEmbedding,
+        excluded: Callable[[], frozenset[str]],
+        *,
+        native_async: bool | None = None,
     ) -> None:
         self._index = index
         self._native_async = _has_native_async(index.vector_store) if native_async is None else bool(native_async)
@@ -67,12 +72,12 @@ class DenseSource:
         fetch = self._fetch_size(n, excluded)
         bundle = QueryBundle(query_str=request.query_str, embedding=request.embedding)
         # The inner retriever's _retrieve, not retrieve: one retrieval event per query (ours), not two.
-        results = self._searcher(fetch)._retrieve(bundle)  # noqa: SLF001
+        results = self._searcher(fetch)._retrieve(bundle)
         kept = [r for r in results if r.node.node_id not in excluded]
         if len(kept) < n and len(results) == fetch:
             # Too many excluded ids among the hits: search again with room for all of them.
             wider = VectorIndexRetriever(self._index, similarity_top_k=n + len(excluded), embed_model=self._embed_model)
-            kept = [r for r in wider._retrieve(bundle) if r.node.node_id not in excluded]  # noqa: SLF001
+            kept = [r for r in wider._retrieve(bundle) if r.node.node_id not in excluded]
         return kept
 
     def search_ids(self, request: SearchRequest, n: int) -> list[str]:
@@ -104,5 +109,5 @@ class DenseSource:
             return await asyncio.to_thread(self.search, request, n)
         excluded = self._excluded()
         bundle = QueryBundle(query_str=request.query_str, embedding=request.embedding)
-        results = await self._searcher(self._fetch_size(n, excluded))._aretrieve(bundle)  # noqa: SLF001
+        results = await self._searcher(self._fetch_size(n, excluded))._aretrieve(bundle)
         return [r for r in results if r.node.node_id not in excluded]

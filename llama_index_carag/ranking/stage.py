@@ -6,7 +6,8 @@ Used by :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever` an
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.schema import MetadataMode, NodeWithScore

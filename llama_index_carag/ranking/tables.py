@@ -22,7 +22,8 @@ A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class TableCorpus(Protocol):
         """Every evidence passage's id (claims left out), in the context's order."""
         ...
 
-    def nodes(self, ids: Sequence[str]) -> "list[BaseNode | None]":
+    def nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         """The stored nodes of ``ids`` (``None`` where none is stored), for tables that read text."""
         ...
 
@@ -76,12 +77,12 @@ class FittedTable(Protocol):
     key: str
 
     @classmethod
-    def key_for(cls, settings: "CaragSettings") -> str | None:
+    def key_for(cls, settings: CaragSettings) -> str | None:
         """The key of the table ``settings`` use, or ``None`` when they do not use this type."""
         ...
 
     @classmethod
-    def from_corpus(cls, settings: "CaragSettings", corpus: TableCorpus) -> "FittedTable":
+    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> FittedTable:
         """A table configured from ``settings`` and fitted on ``corpus`` (the fit-time cost).
 
         Raises:
@@ -94,11 +95,11 @@ class FittedTable(Protocol):
         True, or return False to have the table dropped and refitted."""
         ...
 
-    def sources(self, corpus: TableCorpus) -> "list[CandidateSource]":
+    def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         """The candidate sources the table adds to the dense search (usually none)."""
         ...
 
-    def scorers(self, settings: "CaragSettings", sources: "Sequence[CandidateSource]") -> "list[Scorer]":
+    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
         """The re-ranking terms the table contributes, given the retriever's sources."""
         ...
 
@@ -107,7 +108,7 @@ class FittedTable(Protocol):
         ...
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> "FittedTable":
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> FittedTable:
         """The table :meth:`get_state` saved.
 
         Raises:

@@ -10,8 +10,9 @@ tables the settings need (claim contrast, hubness, BM25).  ``ContextAwareRetriev
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
@@ -56,7 +57,7 @@ class FittedCorpus:
     theme_key: str = "theme"
     claim_key: str = "claim_id"
     clusterer_params: dict[str, Any] = field(default_factory=dict)
-    tables: "dict[str, FittedTable]" = field(default_factory=dict)
+    tables: dict[str, FittedTable] = field(default_factory=dict)
 
     @property
     def claim_units(self) -> np.ndarray | None:
@@ -81,11 +82,11 @@ class FittedCorpus:
 
 
 def fit_corpus(
-    index: "VectorStoreIndex",
+    index: VectorStoreIndex,
     claim_nodes: Sequence[BaseNode] | None,
     settings: CaragSettings,
     *,
-    embed_model: "BaseEmbedding",
+    embed_model: BaseEmbedding,
     theme_key: str,
     claim_key: str,
     clusterer_params: dict[str, Any] | None = None,
@@ -113,17 +114,28 @@ def fit_corpus(
         # Server-side (Qdrant): clusters go into the store; only a bounded sample of vectors is fetched.
         claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
         context, exclude = backend.fit_context(
-            _claim_items(claim_nodes, claim_vectors, claim_key, theme_key), mode=settings.mode,
-            theme_key=theme_key, claim_key=claim_key, show_progress=show_progress, **options,
+            _claim_items(claim_nodes, claim_vectors, claim_key, theme_key),
+            mode=settings.mode,
+            theme_key=theme_key,
+            claim_key=claim_key,
+            show_progress=show_progress,
+            **options,
         )
     else:
-        items, claim_vectors, exclude = _memory_items(index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress)
+        items, claim_vectors, exclude = _memory_items(
+            index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress
+        )
         context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
             items, show_progress=show_progress
         )
     corpus = FittedCorpus(
-        context, claim_ids, claim_vectors.reshape(len(claim_ids), -1) if claim_ids else np.zeros((0, context.dim_), np.float32),
-        frozenset(exclude), theme_key, claim_key, dict(clusterer_params or {}),
+        context,
+        claim_ids,
+        claim_vectors.reshape(len(claim_ids), -1) if claim_ids else np.zeros((0, context.dim_), np.float32),
+        frozenset(exclude),
+        theme_key,
+        claim_key,
+        dict(clusterer_params or {}),
     )
     from llama_index_carag.retrieval.tables import fit_corpus_tables  # the tables read the fitted corpus
 
@@ -132,7 +144,10 @@ def fit_corpus(
 
 
 def restore_context(
-    info: dict[str, Any], arrays: dict[str, np.ndarray], index: "VectorStoreIndex", vectors: Callable[[list[str]], np.ndarray]
+    info: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    index: VectorStoreIndex,
+    vectors: Callable[[list[str]], np.ndarray],
 ) -> ThematicContext:
     """A saved context (:meth:`ThematicContext.get_state`) rebuilt on ``index``: in memory, or through the
     store's cluster backend (Qdrant).
@@ -146,7 +161,9 @@ def restore_context(
     saved = info.get("backend")
     if saved != (None if backend is None else backend.name):
         where = "in memory" if saved is None else f"on a {saved} store"
-        raise StateError(f"The state's clusters were fitted {where}, not on this {type(index.vector_store).__name__} index.")
+        raise StateError(
+            f"The state's clusters were fitted {where}, not on this {type(index.vector_store).__name__} index."
+        )
     if backend is not None:
         return ThematicContext.from_state(info, arrays, vectors, store=backend.restore_store)
     return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index))
@@ -169,8 +186,13 @@ def _claim_items(claim_nodes: list[BaseNode], claim_vectors: np.ndarray, claim_k
 
 
 def _memory_items(
-    index: "VectorStoreIndex", claim_nodes: list[BaseNode], mode: str, embed_model: "BaseEmbedding",
-    theme_key: str, claim_key: str, show_progress: bool,
+    index: VectorStoreIndex,
+    claim_nodes: list[BaseNode],
+    mode: str,
+    embed_model: BaseEmbedding,
+    theme_key: str,
+    claim_key: str,
+    show_progress: bool,
 ) -> tuple[CorpusItems, np.ndarray, list[str]]:
     """Evidence (from the index) and claims as one :class:`CorpusItems`; also the claim vectors and the excluded ids."""
     index_ids, index_vectors = get_node_embeddings(index, copy=False)
@@ -222,7 +244,7 @@ def _memory_items(
     return items, claim_vectors, [i for i in claim_ids if i in index_id_set]
 
 
-def claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: "BaseEmbedding", *, show_progress: bool) -> np.ndarray:
+def claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: BaseEmbedding, *, show_progress: bool) -> np.ndarray:
     """Embeddings of the claim nodes: their own when set, else embedded once with ``embed_model``."""
     if not claim_nodes:
         return np.zeros((0, 0), dtype=np.float32)
@@ -263,7 +285,7 @@ def warn_on_embedded_labels(nodes: Sequence[BaseNode], keys: Sequence[str]) -> N
             return
 
 
-def docstore_text_lookup(index: "VectorStoreIndex") -> Callable[[str], str]:
+def docstore_text_lookup(index: VectorStoreIndex) -> Callable[[str], str]:
     """node id -> its text in the index's docstore (empty when unknown)."""
     docstore = index.docstore
 

@@ -11,7 +11,8 @@ be deleted (``FaissMapVectorStore``).  Reloading lives with the vector-store ada
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from llama_index_carag.backends.faiss_adapter import load_faiss_index
 from llama_index_carag.backends.vector_stores import load_persisted_index
@@ -26,18 +27,18 @@ logger = logging.getLogger(__name__)
 __all__ = ["embedding_dimension", "build_faiss_index", "load_faiss_index", "load_persisted_index"]
 
 
-def embedding_dimension(embed_model: "BaseEmbedding") -> int:
+def embedding_dimension(embed_model: BaseEmbedding) -> int:
     """Dimension of the embed model's vectors (embeds one short probe text)."""
     return len(embed_model.get_text_embedding("dimension probe"))
 
 
 def build_faiss_index(
-    nodes: Sequence["BaseNode"],
-    embed_model: "BaseEmbedding",
+    nodes: Sequence[BaseNode],
+    embed_model: BaseEmbedding,
     *,
     id_map: bool = False,
     show_progress: bool = False,
-) -> "VectorStoreIndex":
+) -> VectorStoreIndex:
     """Embed ``nodes`` and index them in FAISS (inner product on unit vectors = cosine).
 
     Args:
@@ -66,6 +67,4 @@ def build_faiss_index(
 
         vector_store = FaissVectorStore(faiss_index=flat)
     storage = StorageContext.from_defaults(vector_store=vector_store)
-    return VectorStoreIndex(
-        list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress
-    )
+    return VectorStoreIndex(list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress)

@@ -27,7 +27,7 @@ The docstore is never modified: returned nodes are copies.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -35,14 +35,14 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llama_index_carag.core.validation import check_delta
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.core.soi import ClusterMembers, SubsetOfInterest, build_unsupervised_soi
+from llama_index_carag.core.validation import check_delta
+from llama_index_carag.core.vectors import as_vector, l2_normalize
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.stage import RerankStage
 from llama_index_carag.settings import PAPER, CaragSettings
-from llama_index_carag.core.soi import ClusterMembers, SubsetOfInterest, build_unsupervised_soi
-from llama_index_carag.core.vectors import as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     """
 
     settings: CaragSettings = Field(default_factory=lambda: PAPER, description="CARAG options (frozen).")
-    thematic_cutoff: Optional[float] = Field(default=None, description="Minimum sim(T, n) to keep a node.")
-    top_n: Optional[int] = Field(default=None, description="Nodes kept after re-ranking.")
+    thematic_cutoff: float | None = Field(default=None, description="Minimum sim(T, n) to keep a node.")
+    top_n: int | None = Field(default=None, description="Nodes kept after re-ranking.")
 
     _context: ThematicContext | None = PrivateAttr(default=None)
     _retriever: Any = PrivateAttr(default=None)
@@ -73,12 +73,12 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
 
     @field_validator("thematic_cutoff")
     @classmethod
-    def _check_cutoff(cls, v: Optional[float]) -> Optional[float]:
+    def _check_cutoff(cls, v: float | None) -> float | None:
         return None if v is None else check_delta(v)
 
     @field_validator("top_n")
     @classmethod
-    def _check_top_n(cls, v: Optional[int]) -> Optional[int]:
+    def _check_top_n(cls, v: int | None) -> int | None:
         if v is not None and (isinstance(v, bool) or v < 1):
             raise ValueError(f"top_n must be None or >= 1; got {v!r}.")
         return v
@@ -110,7 +110,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         return "ThematicContextPostprocessor"
 
     @classmethod
-    def from_retriever(cls, retriever: Any, **kwargs: Any) -> "ThematicContextPostprocessor":
+    def from_retriever(cls, retriever: Any, **kwargs: Any) -> ThematicContextPostprocessor:
         """Reuse a fitted ``ContextAwareRetriever``'s clustering, embed model, fitted tables and
         (by default) settings; keywords that name a settings field override it."""
         kwargs.setdefault("settings", retriever.settings)
@@ -144,7 +144,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     @classmethod
     def from_clusterer(
         cls, clusterer: ThematicClusterer, embed_model: BaseEmbedding, **kwargs: Any
-    ) -> "ThematicContextPostprocessor":
+    ) -> ThematicContextPostprocessor:
         """Use a fitted clusterer; the SOI is drawn from the retrieved candidates."""
         return cls(clusterer=clusterer, embed_model=embed_model, **kwargs)
 
@@ -156,9 +156,11 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
             raise ValueError("The query has no embedding and no embed_model was given to embed it.")
         return as_vector(self._embed_model.get_agg_embedding_from_queries(query_bundle.embedding_strs))
 
-    def _node_vectors(self, nodes: List[NodeWithScore]) -> np.ndarray:
+    def _node_vectors(self, nodes: list[NodeWithScore]) -> np.ndarray:
         """Unit vectors of the candidates: stored (context), their own, or embedded now."""
-        stored = self._ctx.unit_vectors([n.node.node_id for n in nodes]) if self._ctx is not None else [None] * len(nodes)
+        stored = (
+            self._ctx.unit_vectors([n.node.node_id for n in nodes]) if self._ctx is not None else [None] * len(nodes)
+        )
         out: list[np.ndarray | None] = []
         for n, vec in zip(nodes, stored):
             if vec is None and n.node.embedding is not None:
@@ -175,7 +177,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
                 out[i] = l2_normalize(np.asarray(vec, dtype=np.float32))
         return np.vstack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
-    def _clusters(self, nodes: List[NodeWithScore], unit: np.ndarray) -> list[int | None]:
+    def _clusters(self, nodes: list[NodeWithScore], unit: np.ndarray) -> list[int | None]:
         """Cluster of each candidate: stored (context) or predicted (clusterer)."""
         if self._ctx is not None:
             return self._ctx.clusters_of([n.node.node_id for n in nodes])
@@ -183,13 +185,17 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         return [int(c) for c in self._clusterer.predict(unit)]
 
     def _soi(
-        self, q: np.ndarray, query_str: str, nodes: List[NodeWithScore], unit: np.ndarray, labels: list[int | None]
+        self, q: np.ndarray, query_str: str, nodes: list[NodeWithScore], unit: np.ndarray, labels: list[int | None]
     ) -> SubsetOfInterest:
         ctx = self._ctx
         if ctx is not None:
             return ctx.build_soi(
-                as_vector(q, dim=ctx.dim_), self.delta, claim=query_str, include_texts=False,
-                top_m=self.settings.soi_top_m, n_related_claims=self.settings.soi_claims,
+                as_vector(q, dim=ctx.dim_),
+                self.delta,
+                claim=query_str,
+                include_texts=False,
+                top_m=self.settings.soi_top_m,
+                n_related_claims=self.settings.soi_claims,
             )
         assert self._clusterer is not None
         q_unit = l2_normalize(as_vector(q, dim=self._clusterer.n_features_in_))
@@ -207,18 +213,18 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     # ------------------------------------------------------------- postprocess
     async def apostprocess_nodes(
         self,
-        nodes: List[NodeWithScore],
-        query_bundle: Optional[QueryBundle] = None,
-        query_str: Optional[str] = None,
-    ) -> List[NodeWithScore]:
+        nodes: list[NodeWithScore],
+        query_bundle: QueryBundle | None = None,
+        query_str: str | None = None,
+    ) -> list[NodeWithScore]:
         """Async variant: the embedding and vector maths run in a worker thread, off the event loop."""
         import asyncio
 
         return await asyncio.to_thread(self.postprocess_nodes, nodes, query_bundle, query_str)
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("ThematicContextPostprocessor needs the query (query_bundle).")
         if not nodes:
@@ -231,8 +237,15 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
         soi = self._soi(q, query_bundle.query_str, nodes, unit, labels)
         t = soi.thematic_embedding
         query = RankQuery(
-            query_bundle.query_str, l2_normalize(q), None if t is None else l2_normalize(t), soi.kinds(), len(soi),
-            soi.cluster, soi.theme, soi.claim_id, self._ctx.mode if self._ctx is not None else "unsupervised",
+            query_bundle.query_str,
+            l2_normalize(q),
+            None if t is None else l2_normalize(t),
+            soi.kinds(),
+            len(soi),
+            soi.cluster,
+            soi.theme,
+            soi.claim_id,
+            self._ctx.mode if self._ctx is not None else "unsupervised",
         )
         pool = CandidatePool(
             [n.node.node_id for n in nodes], unit, np.ones(len(nodes), dtype=bool), list(labels), list(nodes)

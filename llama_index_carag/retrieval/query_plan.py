@@ -8,18 +8,19 @@ pool searched with ``q`` and re-ranked (``rerank_candidates``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.schema import QueryBundle
 
-from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.core.validation import check_query_text, sanitize_text
+from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import RankQuery
 from llama_index_carag.ranking.protocols import SearchRequest
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 
 __all__ = ["QueryPlan", "plan_query", "checked_vector", "embedding_strs", "check_bundle"]
 
@@ -51,12 +52,24 @@ def plan_query(settings: CaragSettings, context: ThematicContext, query_str: str
     q = checked_vector(embedding, context.dim_)
     q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
     soi = context.query_soi(
-        q_unit, s.delta, claim=query_str, top_m=s.soi_top_m, n_related_claims=s.soi_claims, unit=True,
+        q_unit,
+        s.delta,
+        claim=query_str,
+        top_m=s.soi_top_m,
+        n_related_claims=s.soi_claims,
+        unit=True,
     )
     theme = soi.core.thematic_embedding
     query = RankQuery(
-        query_str, q_unit, None if theme is None else l2_normalize(theme), soi.kinds(),
-        len(soi.core), soi.key[1], soi.key[0], soi.claim_id, context.mode,
+        query_str,
+        q_unit,
+        None if theme is None else l2_normalize(theme),
+        soi.kinds(),
+        len(soi.core),
+        soi.key[1],
+        soi.key[0],
+        soi.claim_id,
+        context.mode,
     )
     factor = DEDUPE_OVERFETCH if s.dedupe else 1
     if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector

@@ -26,29 +26,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from llama_index_carag.retrieval import updates
-from llama_index_carag.core.context import ThematicContext
-from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
-from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus
-from llama_index_carag.retrieval.tables import CorpusView, fit_corpus_tables
 from llama_index_carag.backends.vector_stores import adapter_for
+from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.retrieval.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
+from llama_index_carag.core.soi import SubsetOfInterest
+from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
 from llama_index_carag.ranking.lexical import LexicalSource, lexical_provenance
 from llama_index_carag.ranking.pool import CandidatePool
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.settings import FIT_FIELDS, PAPER, PAPER_SETTINGS, TUNED_SETTINGS, CaragSettings, SettingsView, package_default
-from llama_index_carag.core.soi import SubsetOfInterest
+from llama_index_carag.retrieval import updates
+from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus
+from llama_index_carag.retrieval.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
+from llama_index_carag.retrieval.tables import CorpusView, fit_corpus_tables
+from llama_index_carag.settings import (
+    FIT_FIELDS,
+    PAPER,
+    PAPER_SETTINGS,
+    TUNED_SETTINGS,
+    CaragSettings,
+    SettingsView,
+    package_default,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -84,11 +93,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     def __init__(
         self,
-        index: "VectorStoreIndex",
+        index: VectorStoreIndex,
         corpus: FittedCorpus,
         settings: CaragSettings | None = None,
         *,
-        embed_model: "BaseEmbedding | None" = None,
+        embed_model: BaseEmbedding | None = None,
         sources: Sequence[CandidateSource] | None = None,
         scorers: Sequence[Scorer] = (),
         callback_manager: CallbackManager | None = None,
@@ -96,14 +105,18 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         verbose: bool = False,
     ) -> None:
         if not isinstance(corpus, FittedCorpus):
-            raise TypeError("ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...).")
+            raise TypeError(
+                "ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...)."
+            )
         self._index = index
         self._corpus = corpus
         self._settings = settings if settings is not None else PAPER.replace(mode=corpus.context.mode)
         if self._settings.mode != corpus.context.mode:
-            raise ValueError(f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}.")
+            raise ValueError(
+                f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}."
+            )
         fit_corpus_tables(index, corpus, self._settings)  # no-op when the tables are fitted already
-        self._embed_model = embed_model or index._embed_model  # noqa: SLF001 - the index's model
+        self._embed_model = embed_model or index._embed_model  # the index's model
         self._custom_sources = sources is not None
         self._sources = list(sources) if sources is not None else self._default_sources()
         self._extra_scorers = list(scorers)
@@ -113,7 +126,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     def _default_sources(self) -> list[CandidateSource]:
         return default_sources(
-            self._index, self._embed_model, CorpusView(self._index, self._corpus), self._corpus.tables, self._settings,
+            self._index,
+            self._embed_model,
+            CorpusView(self._index, self._corpus),
+            self._corpus.tables,
+            self._settings,
             native_async=adapter_for(self._index).native_async(),
         )
 
@@ -132,7 +149,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         """The retriever's options (frozen)."""
         return self._settings
 
-    def with_settings(self, settings: CaragSettings | None = None, /, **changes: Any) -> "ContextAwareRetriever":
+    def with_settings(self, settings: CaragSettings | None = None, /, **changes: Any) -> ContextAwareRetriever:
         """A retriever with other settings over the same index.
 
         Query options share this retriever's fitted corpus (tables the new settings need,
@@ -144,8 +161,14 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         if any(getattr(new, f) != getattr(self._settings, f) for f in FIT_FIELDS):
             corpus = updates.refit_corpus(self._index, corpus, new, self._embed_model)
         return type(self)(
-            self._index, corpus, new, embed_model=self._embed_model, sources=self._sources_if_custom(),
-            scorers=self._extra_scorers, callback_manager=self.callback_manager, verbose=self._verbose,
+            self._index,
+            corpus,
+            new,
+            embed_model=self._embed_model,
+            sources=self._sources_if_custom(),
+            scorers=self._extra_scorers,
+            callback_manager=self.callback_manager,
+            verbose=self._verbose,
         )
 
     def _sources_if_custom(self) -> list[CandidateSource] | None:
@@ -175,22 +198,22 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return self._corpus.claim_key
 
     @property
-    def index(self) -> "VectorStoreIndex":
+    def index(self) -> VectorStoreIndex:
         return self._index
 
     @property
-    def embed_model(self) -> "BaseEmbedding":
+    def embed_model(self) -> BaseEmbedding:
         return self._embed_model
 
     # --------------------------------------------------------------- building
     @classmethod
     def from_index(
         cls,
-        index: "VectorStoreIndex",
+        index: VectorStoreIndex,
         settings: CaragSettings | str | None = None,
         *,
         claim_nodes: Sequence[BaseNode] | None = None,
-        embed_model: "BaseEmbedding | None" = None,
+        embed_model: BaseEmbedding | None = None,
         theme_key: str = THEME_KEY,
         claim_key: str = CLAIM_KEY,
         clusterer_params: dict[str, Any] | None = None,
@@ -198,7 +221,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **options: Any,
-    ) -> "ContextAwareRetriever":
+    ) -> ContextAwareRetriever:
         """Fit the thematic clustering on an index's stored embeddings.
 
         Args:
@@ -226,10 +249,16 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 supervised mode with nodes lacking ``theme_key``.
         """
         resolved = CaragSettings.from_options(package_default(settings, bool(claim_nodes)), **options)
-        embed_model = embed_model or index._embed_model  # noqa: SLF001
+        embed_model = embed_model or index._embed_model
         corpus = fit_corpus(
-            index, claim_nodes, resolved, embed_model=embed_model, theme_key=theme_key, claim_key=claim_key,
-            clusterer_params=clusterer_params, show_progress=show_progress,
+            index,
+            claim_nodes,
+            resolved,
+            embed_model=embed_model,
+            theme_key=theme_key,
+            claim_key=claim_key,
+            clusterer_params=clusterer_params,
+            show_progress=show_progress,
         )
         return cls(index, corpus, resolved, embed_model=embed_model, callback_manager=callback_manager, verbose=verbose)
 
@@ -239,11 +268,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         nodes: Sequence[BaseNode],
         *,
         claim_nodes: Sequence[BaseNode] | None = None,
-        embed_model: "str | BaseEmbedding | None" = "minilm",
+        embed_model: str | BaseEmbedding | None = "minilm",
         id_map: bool = False,
         show_progress: bool = False,
         **kwargs: Any,
-    ) -> "ContextAwareRetriever":
+    ) -> ContextAwareRetriever:
         """Embed ``nodes`` into a new FAISS ``IndexFlatIP`` index and fit on it.
 
         Args:
@@ -254,8 +283,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             id_map: use a delete-capable ``FaissMapVectorStore``.
             **kwargs: passed to :meth:`from_index` (``settings=`` and the options).
         """
-        from llama_index_carag.retrieval.indexing import build_faiss_index
         from llama_index_carag.models.resolve import resolve_embed_model
+        from llama_index_carag.retrieval.indexing import build_faiss_index
 
         model = resolve_embed_model(embed_model)
         index = build_faiss_index(nodes, model, id_map=id_map, show_progress=show_progress)
@@ -304,14 +333,21 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             lexical_info = lexical_provenance(lexical, pool, plan.query.query_str, plan.n)
             extra = lambda row: {"reranked": True, **lexical_info(row)}  # noqa: E731
         out = self._stage.rank(
-            pool, plan.query, rerank=plan.rerank, limit=self._settings.similarity_top_k,
-            dedupe=self._settings.dedupe, extra=extra,
+            pool,
+            plan.query,
+            rerank=plan.rerank,
+            limit=self._settings.similarity_top_k,
+            dedupe=self._settings.dedupe,
+            extra=extra,
         )
         if self._verbose:
             logger.info(
-                "CARAG query %r: cluster %s, SOI %d items%s, %d nodes", plan.query.query_str[:80],
-                plan.query.query_cluster, plan.query.soi_size,
-                " (fallback to claim vector)" if plan.query.fallback else "", len(out),
+                "CARAG query %r: cluster %s, SOI %d items%s, %d nodes",
+                plan.query.query_str[:80],
+                plan.query.query_cluster,
+                plan.query.soi_size,
+                " (fallback to claim vector)" if plan.query.fallback else "",
+                len(out),
             )
         return out
 
@@ -327,8 +363,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         q = checked_vector(self._query_embedding(bundle), self.context.dim_)
         s = self._settings
         return self.context.build_soi(
-            q, s.delta, claim=bundle.query_str, claim_id=claim_id, top_m=s.soi_top_m,
-            n_related_claims=s.soi_claims, include_texts=True,
+            q,
+            s.delta,
+            claim=bundle.query_str,
+            claim_id=claim_id,
+            top_m=s.soi_top_m,
+            n_related_claims=s.soi_claims,
+            include_texts=True,
         )
 
     @dispatcher.span
@@ -398,9 +439,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                     logger.info("The index changed since the last fit/sync; syncing the thematic context.")
                     self.sync()
 
-    def refit(self, *, show_progress: bool = False) -> "ContextAwareRetriever":
+    def refit(self, *, show_progress: bool = False) -> ContextAwareRetriever:
         """Refit the clustering on the index as it is now (same settings and claims); in place."""
-        self._corpus = updates.refit_corpus(self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress)
+        self._corpus = updates.refit_corpus(
+            self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress
+        )
         self._after_update()
         return self
 
@@ -432,11 +475,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         cls,
         persist_dir: str | os.PathLike[str],
         *,
-        index: "VectorStoreIndex | None" = None,
-        embed_model: "str | BaseEmbedding | None" = None,
+        index: VectorStoreIndex | None = None,
+        embed_model: str | BaseEmbedding | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
-    ) -> "ContextAwareRetriever":
+    ) -> ContextAwareRetriever:
         """Reload a retriever saved with :meth:`persist`.
 
         Args:
@@ -455,4 +498,3 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
         index, corpus, settings, model = load_retriever(Path(persist_dir), STATE_SUBDIR, index, embed_model)
         return cls(index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose)
-

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.backends.vector_stores import PERSISTED_KINDS, adapter_for, get_node_embeddings, index_node_ids, load_persisted_index
+from llama_index_carag.backends.vector_stores import (
+    PERSISTED_KINDS,
+    adapter_for,
+    get_node_embeddings,
+    index_node_ids,
+    load_persisted_index,
+)
 from llama_index_carag.core.persistence import StateError, ids_checksum, load_state, save_state
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
@@ -41,7 +48,7 @@ _KEYS = ("theme_key", "claim_key", "exclude_ids")
 
 
 def save_retriever(
-    folder: Path, index: "VectorStoreIndex", corpus: FittedCorpus, settings: CaragSettings, embed_model: "BaseEmbedding"
+    folder: Path, index: VectorStoreIndex, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding
 ) -> Path:
     """Write the state of a retriever into ``folder`` (one atomic state, tables included); returns the folder."""
     ctx_info, arrays = corpus.context.get_state()
@@ -76,7 +83,7 @@ def save_retriever(
     return folder
 
 
-def tables_state(tables: "dict[str, FittedTable]") -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+def tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """``(entries, arrays)`` of the fitted tables: one ``{"key", "type", "info", "arrays"}`` entry per
     table, whose ``arrays`` maps the table's own array names to their names in the state."""
     entries: list[dict[str, Any]] = []
@@ -91,7 +98,7 @@ def tables_state(tables: "dict[str, FittedTable]") -> tuple[list[dict[str, Any]]
 
 def tables_from_state(
     entries: list[dict[str, Any]], arrays: dict[str, np.ndarray], corpus: CorpusView
-) -> "dict[str, FittedTable]":
+) -> dict[str, FittedTable]:
     """The tables :func:`tables_state` saved.
 
     Raises:
@@ -130,7 +137,7 @@ def settings_from_state(saved: dict[str, Any], ctx_info: dict[str, Any]) -> Cara
         ) from None
 
 
-def _check_evidence(info: dict[str, Any], index: "VectorStoreIndex", claim_lookup: dict[str, np.ndarray]) -> None:
+def _check_evidence(info: dict[str, Any], index: VectorStoreIndex, claim_lookup: dict[str, np.ndarray]) -> None:
     ctx_info = info["context"]
     evidence_ids = [str(i) for g in ctx_info["groups"] for i in g["ids"] if str(i) not in claim_lookup]
     in_memory = ctx_info.get("backend") is None  # a store that keeps the clusters lists no evidence in the state
@@ -147,7 +154,9 @@ def _check_evidence(info: dict[str, Any], index: "VectorStoreIndex", claim_looku
         )
 
 
-def _vector_reader(index: "VectorStoreIndex", dim: int, claim_lookup: dict[str, np.ndarray]) -> Callable[[list[str]], np.ndarray]:
+def _vector_reader(
+    index: VectorStoreIndex, dim: int, claim_lookup: dict[str, np.ndarray]
+) -> Callable[[list[str]], np.ndarray]:
     def vectors(ids: list[str]) -> np.ndarray:
         out = np.empty((len(ids), dim), dtype=np.float32)
         ev = [(r, i) for r, i in enumerate(ids) if i not in claim_lookup]
@@ -165,8 +174,8 @@ def _vector_reader(index: "VectorStoreIndex", dim: int, claim_lookup: dict[str, 
 
 
 def _resolve_index(
-    folder: Path, info: dict[str, Any], index: "VectorStoreIndex | None", embed_model: "str | BaseEmbedding | None"
-) -> tuple["VectorStoreIndex", "BaseEmbedding"]:
+    folder: Path, info: dict[str, Any], index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
+) -> tuple[VectorStoreIndex, BaseEmbedding]:
     from llama_index_carag.models.resolve import resolve_embed_model
 
     recorded_model = info["embed_model"]
@@ -179,7 +188,7 @@ def _resolve_index(
         model = resolve_embed_model(embed_model if embed_model is not None else recorded_model)
         index = load_persisted_index(folder.parent, model, str(kind))
     else:
-        model = resolve_embed_model(embed_model) if embed_model is not None else index._embed_model  # noqa: SLF001
+        model = resolve_embed_model(embed_model) if embed_model is not None else index._embed_model
     if embed_model_name(model) != recorded_model:
         raise StateError(
             f"The state was fitted with embed model {recorded_model!r} but the index/query model is "
@@ -189,8 +198,8 @@ def _resolve_index(
 
 
 def load_retriever(
-    persist_dir: Path, subdir: str, index: "VectorStoreIndex | None", embed_model: "str | BaseEmbedding | None"
-) -> tuple["VectorStoreIndex", FittedCorpus, CaragSettings, "BaseEmbedding"]:
+    persist_dir: Path, subdir: str, index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
+) -> tuple[VectorStoreIndex, FittedCorpus, CaragSettings, BaseEmbedding]:
     """``(index, corpus, settings, embed model)`` of a state saved by :func:`save_retriever`."""
     folder = persist_dir / subdir
     info, arrays = load_state(folder)
@@ -216,8 +225,13 @@ def load_retriever(
     if params is None:  # earlier states: the context's parameters include covariance_type
         params = {k: v for k, v in (ctx_info.get("clusterer_params") or {}).items() if k != "covariance_type"}
     corpus = FittedCorpus(
-        context, claim_ids, claim_vectors, frozenset(saved.get("exclude_ids", [])),
-        saved.get("theme_key", "theme"), saved.get("claim_key", "claim_id"), dict(params),
+        context,
+        claim_ids,
+        claim_vectors,
+        frozenset(saved.get("exclude_ids", [])),
+        saved.get("theme_key", "theme"),
+        saved.get("claim_key", "claim_id"),
+        dict(params),
     )
     view = CorpusView(index, corpus)
     if "tables" in info:

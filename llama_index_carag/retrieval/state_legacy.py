@@ -36,7 +36,9 @@ def is_legacy_lexical_dir(path: Path) -> bool:
     return (path / IDS_FILE).is_file()
 
 
-def legacy_tables(info: dict[str, Any], arrays: dict[str, np.ndarray], folder: Path, corpus: "TableCorpus") -> "dict[str, FittedTable]":
+def legacy_tables(
+    info: dict[str, Any], arrays: dict[str, np.ndarray], folder: Path, corpus: TableCorpus
+) -> dict[str, FittedTable]:
     """The tables of an earlier state, by today's keys (a stale BM25 folder is left out: refitted on first use).
 
     Raises:
@@ -59,7 +61,7 @@ def legacy_tables(info: dict[str, Any], arrays: dict[str, np.ndarray], folder: P
     return tables
 
 
-def _legacy_lexical(folder: Path, corpus: "TableCorpus") -> LexicalTable | None:
+def _legacy_lexical(folder: Path, corpus: TableCorpus) -> LexicalTable | None:
     """The BM25 side folder, or ``None`` when it does not match the evidence (it was written before the
     manifest, so a crash in between left a folder of another fit)."""
     try:

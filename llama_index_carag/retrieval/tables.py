@@ -8,7 +8,8 @@ nothing from ``retrieval``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class CorpusView:
     """A fitted corpus on its index, as a :class:`~llama_index_carag.ranking.tables.TableCorpus` (live: reads
     the corpus at each call, so the claims excluded later are excluded too)."""
 
-    def __init__(self, index: "VectorStoreIndex", corpus: "FittedCorpus") -> None:
+    def __init__(self, index: VectorStoreIndex, corpus: FittedCorpus) -> None:
         self.index = index
         self.corpus = corpus
 
@@ -47,11 +48,11 @@ class CorpusView:
     def evidence_ids(self) -> list[str]:
         return self.corpus.evidence_ids()
 
-    def nodes(self, ids: Sequence[str]) -> "list[BaseNode | None]":
+    def nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         return nodes_by_id(self.index, ids)
 
 
-def fit_corpus_tables(index: "VectorStoreIndex", corpus: "FittedCorpus", settings: "CaragSettings") -> list[str]:
+def fit_corpus_tables(index: VectorStoreIndex, corpus: FittedCorpus, settings: CaragSettings) -> list[str]:
     """Fit the tables ``settings`` use that the corpus lacks (no-op when all are fitted); the keys fitted.
 
     Raises:
@@ -61,7 +62,7 @@ def fit_corpus_tables(index: "VectorStoreIndex", corpus: "FittedCorpus", setting
     return fit_tables(CorpusView(index, corpus), corpus.tables, settings)
 
 
-def update_corpus_tables(index: "VectorStoreIndex", corpus: "FittedCorpus", changed: Sequence[str]) -> list[str]:
+def update_corpus_tables(index: VectorStoreIndex, corpus: FittedCorpus, changed: Sequence[str]) -> list[str]:
     """After an edit of the ``changed`` passages: tables update in place or are dropped (refitted by
     :func:`fit_corpus_tables`); the keys dropped."""
     return update_tables(CorpusView(index, corpus), corpus.tables, changed)

@@ -8,12 +8,19 @@ tables which passages changed (:func:`~llama_index_carag.retrieval.tables.update
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_carag.backends.vector_stores import adapter_for, get_node_embeddings, index_node_ids, nodes_by_id, store_size
+from llama_index_carag.backends.vector_stores import (
+    adapter_for,
+    get_node_embeddings,
+    index_node_ids,
+    nodes_by_id,
+    store_size,
+)
 from llama_index_carag.core.context import CorpusItems
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus, warn_on_embedded_labels
@@ -34,7 +41,7 @@ def _meta(node: BaseNode | None, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
-def _evidence_items(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str]) -> CorpusItems:
+def _evidence_items(index: VectorStoreIndex, corpus: FittedCorpus, node_ids: Sequence[str]) -> CorpusItems:
     ids, vectors = get_node_embeddings(index, list(node_ids))
     nodes = nodes_by_id(index, ids)
     supervised = corpus.context.mode == "supervised"
@@ -47,7 +54,7 @@ def _evidence_items(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: S
     )
 
 
-def insert_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, nodes: list[BaseNode], **insert_kwargs: Any) -> bool:
+def insert_nodes(index: VectorStoreIndex, corpus: FittedCorpus, nodes: list[BaseNode], **insert_kwargs: Any) -> bool:
     """Insert into the index and the context (ids that exist are replaced); False when there was nothing to do."""
     if not nodes:
         return False
@@ -68,7 +75,7 @@ def insert_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, nodes: list[Ba
     return True
 
 
-def delete_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequence[str], **delete_kwargs: Any) -> bool:
+def delete_nodes(index: VectorStoreIndex, corpus: FittedCorpus, node_ids: Sequence[str], **delete_kwargs: Any) -> bool:
     """Delete from the index and from every SOI; False when there was nothing to do."""
     ids = [i for i in node_ids if i not in corpus.exclude_ids]
     if not ids:
@@ -79,7 +86,7 @@ def delete_nodes(index: "VectorStoreIndex", corpus: FittedCorpus, node_ids: Sequ
     return True
 
 
-def sync(index: "VectorStoreIndex", corpus: FittedCorpus) -> tuple[int, int]:
+def sync(index: VectorStoreIndex, corpus: FittedCorpus) -> tuple[int, int]:
     """Bring the context in line with nodes inserted into or deleted from the index directly; ``(added, removed)``."""
     claims = set(corpus.claim_ids)
     all_ids = index_node_ids(index)
@@ -109,19 +116,33 @@ def claim_nodes_of(corpus: FittedCorpus) -> list[TextNode]:
         keys = list(metadata)
         out.append(
             TextNode(
-                id_=node_id, text=context.claim_text(node_id), metadata=metadata, embedding=vector.tolist(),
-                excluded_embed_metadata_keys=keys, excluded_llm_metadata_keys=keys,
+                id_=node_id,
+                text=context.claim_text(node_id),
+                metadata=metadata,
+                embedding=vector.tolist(),
+                excluded_embed_metadata_keys=keys,
+                excluded_llm_metadata_keys=keys,
             )
         )
     return out
 
 
 def refit_corpus(
-    index: "VectorStoreIndex", corpus: FittedCorpus, settings: CaragSettings, embed_model: "BaseEmbedding",
-    *, show_progress: bool = False,
+    index: VectorStoreIndex,
+    corpus: FittedCorpus,
+    settings: CaragSettings,
+    embed_model: BaseEmbedding,
+    *,
+    show_progress: bool = False,
 ) -> FittedCorpus:
     """Fit a new corpus on the index as it is now, with the same claims and keys."""
     return fit_corpus(
-        index, claim_nodes_of(corpus) or None, settings, embed_model=embed_model, theme_key=corpus.theme_key,
-        claim_key=corpus.claim_key, clusterer_params=corpus.clusterer_params, show_progress=show_progress,
+        index,
+        claim_nodes_of(corpus) or None,
+        settings,
+        embed_model=embed_model,
+        theme_key=corpus.theme_key,
+        claim_key=corpus.claim_key,
+        clusterer_params=corpus.clusterer_params,
+        show_progress=show_progress,
     )

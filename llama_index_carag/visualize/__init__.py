@@ -43,13 +43,20 @@ Modules (this package re-exports their public names):
 
 from __future__ import annotations
 
-from llama_index_carag.visualize.cluster_plots import cluster_figure, cluster_graph, write_cluster_html, write_cluster_png
+from llama_index_carag.visualize.cluster_plots import (
+    cluster_figure,
+    cluster_graph,
+    write_cluster_html,
+    write_cluster_png,
+)
 from llama_index_carag.visualize.output import save_figure
 from llama_index_carag.visualize.soi_plots import soi_figure, soi_graph, soi_layout, write_soi_html, write_soi_png
 from llama_index_carag.visualize.styles import EMPTY_SOI_MESSAGE, KIND_STYLES, SOI_KIND_OF_KEY, theme_colors
 from llama_index_carag.visualize.thematic_2d import thematic_map, thematic_panels
 from llama_index_carag.visualize.thematic_3d import thematic_map_3d
-from llama_index_carag.visualize.thematic_common import PointsByMethod  # re-exported: the type of the maps' ``points``
+from llama_index_carag.visualize.thematic_common import (
+    PointsByMethod as PointsByMethod,  # re-exported: the type of the maps' ``points``
+)
 
 __all__ = [
     "KIND_STYLES",

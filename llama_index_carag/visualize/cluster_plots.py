@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _plotly_node_trace
 from llama_index_carag.core.atomic import atomic_write
+from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _plotly_node_trace
 from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
 from llama_index_carag.visualize.styles import _EDGE_GREY, KIND_STYLES
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text
@@ -20,9 +21,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 
 def cluster_graph(
-    ids: Sequence[Any], texts: Sequence[Any], unit_vectors: np.ndarray, kinds: Sequence[str], *,
-    threshold: float = 0.5, highlight: Iterable[Any] | None = None,
-) -> "networkx.Graph":
+    ids: Sequence[Any],
+    texts: Sequence[Any],
+    unit_vectors: np.ndarray,
+    kinds: Sequence[str],
+    *,
+    threshold: float = 0.5,
+    highlight: Iterable[Any] | None = None,
+) -> networkx.Graph:
     """The members of one cluster, linked when their cosine similarity is ``> threshold``.
 
     Args:
@@ -50,8 +56,10 @@ def cluster_graph(
     if m == 0 and unit.size == 0:
         unit = unit.reshape(0, 0)
     if unit.ndim != 2 or unit.shape[0] != m or len(texts) != m or len(kinds) != m:
-        raise ValueError(f"ids ({m}), texts ({len(texts)}), kinds ({len(kinds)}) and unit_vectors {unit.shape} "
-                         "must describe the same m members (unit_vectors of shape (m, d)).")
+        raise ValueError(
+            f"ids ({m}), texts ({len(texts)}), kinds ({len(kinds)}) and unit_vectors {unit.shape} "
+            "must describe the same m members (unit_vectors of shape (m, d))."
+        )
     bad = sorted({str(k) for k in kinds} - {"claim", "evidence"})
     if bad:
         raise ValueError(f"kinds must be 'claim' or 'evidence'; got {bad}.")
@@ -73,7 +81,7 @@ def cluster_graph(
     return graph
 
 
-def _cluster_layout(graph: "networkx.Graph", unit: np.ndarray, seed: int) -> dict[Hashable, tuple[float, float]]:
+def _cluster_layout(graph: networkx.Graph, unit: np.ndarray, seed: int) -> dict[Hashable, tuple[float, float]]:
     """Spring layout (fixed ``seed``) started from the members' 2-D PCA projection, within [-1, 1].
 
     ``unit`` has shape ``(m, d)`` in the graph's node order.
@@ -97,9 +105,16 @@ def _cluster_layout(graph: "networkx.Graph", unit: np.ndarray, seed: int) -> dic
 
 
 def cluster_figure(
-    ids: Sequence[Any], texts: Sequence[Any], unit_vectors: np.ndarray, kinds: Sequence[str], *,
-    threshold: float = 0.5, highlight: Iterable[Any] | None = None, title: str | None = None, seed: int = 0,
-) -> "plotly.graph_objects.Figure":
+    ids: Sequence[Any],
+    texts: Sequence[Any],
+    unit_vectors: np.ndarray,
+    kinds: Sequence[str],
+    *,
+    threshold: float = 0.5,
+    highlight: Iterable[Any] | None = None,
+    title: str | None = None,
+    seed: int = 0,
+) -> plotly.graph_objects.Figure:
     """Interactive Plotly picture of :func:`cluster_graph` (the papers' Figure 6a/c/d).
 
     Spring layout with a fixed ``seed``; one trace per kind; highlighted members
@@ -116,8 +131,18 @@ def cluster_figure(
         xs.extend([pos[u][0], pos[v][0], None])
         ys.extend([pos[u][1], pos[v][1], None])
     if xs:
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, name="edges",
-                                 line={"width": 0.8, "color": _EDGE_GREY}, opacity=0.5))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                name="edges",
+                line={"width": 0.8, "color": _EDGE_GREY},
+                opacity=0.5,
+            )
+        )
     for kind in ("claim", "evidence"):
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
         if not nodes:
@@ -125,8 +150,13 @@ def cluster_figure(
         base = 14 if kind == "claim" else KIND_STYLES["evidence"]["size"]
         hl = [graph.nodes[n]["highlighted"] for n in nodes]
         trace = _plotly_node_trace(
-            graph, pos, nodes, kind, show_ids=False,
-            sizes=[base * 1.8 if h else base for h in hl], line_widths=[2 if h else 0 for h in hl],
+            graph,
+            pos,
+            nodes,
+            kind,
+            show_ids=False,
+            sizes=[base * 1.8 if h else base for h in hl],
+            line_widths=[2 if h else 0 for h in hl],
         )
         trace.update(mode="markers")
         fig.add_trace(trace)
@@ -137,27 +167,50 @@ def cluster_figure(
         sub += f" · {n_hl} highlighted (larger, outlined)"
     fig.update_layout(
         title={"text": f"{heading}<br><sup>{_html(sub)}</sup>", "x": 0.5, "xanchor": "center"},
-        template="plotly_white", hovermode="closest", hoverlabel={"align": "left"},
-        legend={"itemsizing": "constant"}, margin={"l": 20, "r": 20, "t": 80, "b": 20},
-        xaxis={"visible": False}, yaxis={"visible": False, "scaleanchor": "x", "scaleratio": 1},
+        template="plotly_white",
+        hovermode="closest",
+        hoverlabel={"align": "left"},
+        legend={"itemsizing": "constant"},
+        margin={"l": 20, "r": 20, "t": 80, "b": 20},
+        xaxis={"visible": False},
+        yaxis={"visible": False, "scaleanchor": "x", "scaleratio": 1},
     )
     return fig
 
 
 def write_cluster_html(
-    ids: Sequence[Any], texts: Sequence[Any], unit_vectors: np.ndarray, kinds: Sequence[str],
-    path: str | os.PathLike[str], *, threshold: float = 0.5, highlight: Iterable[Any] | None = None,
-    title: str | None = None, seed: int = 0,
+    ids: Sequence[Any],
+    texts: Sequence[Any],
+    unit_vectors: np.ndarray,
+    kinds: Sequence[str],
+    path: str | os.PathLike[str],
+    *,
+    threshold: float = 0.5,
+    highlight: Iterable[Any] | None = None,
+    title: str | None = None,
+    seed: int = 0,
 ) -> Path:
     """Write :func:`cluster_figure` as self-contained HTML; returns the resolved path."""
-    fig = cluster_figure(ids, texts, unit_vectors, kinds, threshold=threshold, highlight=highlight, title=title, seed=seed)
+    fig = cluster_figure(
+        ids, texts, unit_vectors, kinds, threshold=threshold, highlight=highlight, title=title, seed=seed
+    )
     return _write_plotly_html(fig, path, div_id="carag-cluster-graph")
 
 
 def write_cluster_png(
-    ids: Sequence[Any], texts: Sequence[Any], unit_vectors: np.ndarray, kinds: Sequence[str],
-    path: str | os.PathLike[str], *, threshold: float = 0.5, highlight: Iterable[Any] | None = None,
-    title: str | None = None, seed: int = 0, width: int = 1200, height: int = 900, dpi: float = 100,
+    ids: Sequence[Any],
+    texts: Sequence[Any],
+    unit_vectors: np.ndarray,
+    kinds: Sequence[str],
+    path: str | os.PathLike[str],
+    *,
+    threshold: float = 0.5,
+    highlight: Iterable[Any] | None = None,
+    title: str | None = None,
+    seed: int = 0,
+    width: int = 1200,
+    height: int = 900,
+    dpi: float = 100,
 ) -> Path:
     """Static Matplotlib PNG of :func:`cluster_graph`, exactly ``width`` × ``height`` pixels.
 
@@ -169,11 +222,25 @@ def write_cluster_png(
     fig = _pixel_figure(width, height, dpi)
     ax = fig.add_axes((0.02, 0.02, 0.96, 0.88))
     fig.suptitle(_mpl_text(title if title is not None else "Cluster graph", 140), y=0.975, fontsize=13)
-    fig.text(0.5, 0.915, f"{graph.number_of_nodes()} members · {graph.number_of_edges()} edges with similarity > {threshold:.2f}",
-             ha="center", fontsize=10, color="#444444")
-    _draw_mpl_graph(ax, graph, pos, label_chars=0, edge_labels=False, node_labels=False, size_scale=0.35,
-                    edge_scale=1.5,
-                    highlight=[n for n, d in graph.nodes(data=True) if d["highlighted"]])
+    fig.text(
+        0.5,
+        0.915,
+        f"{graph.number_of_nodes()} members · {graph.number_of_edges()} edges with similarity > {threshold:.2f}",
+        ha="center",
+        fontsize=10,
+        color="#444444",
+    )
+    _draw_mpl_graph(
+        ax,
+        graph,
+        pos,
+        label_chars=0,
+        edge_labels=False,
+        node_labels=False,
+        size_scale=0.35,
+        edge_scale=1.5,
+        highlight=[n for n, d in graph.nodes(data=True) if d["highlighted"]],
+    )
     ax.autoscale_view()
     ax.margins(0.08)
     ax.set_aspect("equal", adjustable="box")
@@ -181,4 +248,3 @@ def write_cluster_png(
     if graph.number_of_nodes():
         ax.legend(loc="upper left", fontsize=9, framealpha=0.9, markerscale=0.8)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
-

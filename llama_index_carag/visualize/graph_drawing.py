@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, KIND_STYLES
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text, _wrap_html
@@ -31,9 +32,15 @@ def _hover(kind: str, item_id: Any, sim: float | None, text: Any, *, note: str =
 
 
 def _plotly_node_trace(
-    graph: "networkx.Graph", pos: Mapping[Hashable, tuple[float, float]], nodes: Sequence[Hashable], kind: str,
-    *, show_ids: bool, sizes: Sequence[float] | None = None, line_widths: Sequence[float] | None = None,
-) -> "plotly.graph_objects.Scatter":
+    graph: networkx.Graph,
+    pos: Mapping[Hashable, tuple[float, float]],
+    nodes: Sequence[Hashable],
+    kind: str,
+    *,
+    show_ids: bool,
+    sizes: Sequence[float] | None = None,
+    line_widths: Sequence[float] | None = None,
+) -> plotly.graph_objects.Scatter:
     """One legend entry: the ``nodes`` of one ``kind`` with escaped labels and hovers."""
     import plotly.graph_objects as go
 
@@ -41,30 +48,48 @@ def _plotly_node_trace(
     data = [graph.nodes[n] for n in nodes]
     labels = [_esc(d["item_id"], 18) for d in data] if show_ids else [_html(style["label"])] * len(data)
     return go.Scatter(
-        x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes],
+        x=[pos[n][0] for n in nodes],
+        y=[pos[n][1] for n in nodes],
         mode="markers+text" if show_ids or kind == "claim" else "markers",
-        name=style["label"], legendgroup=kind,
-        text=labels, textposition="top center" if kind != "claim" else "bottom center",
+        name=style["label"],
+        legendgroup=kind,
+        text=labels,
+        textposition="top center" if kind != "claim" else "bottom center",
         textfont={"size": 9 if kind != "claim" else 12, "color": "#333333"},
         hovertext=[
-            _hover(d["kind"], d["item_id"], d["similarity"] if "similarity" in d and kind != "claim" else None, d["text"],
-                   note="highlighted (SOI)" if d.get("highlighted") else "")
+            _hover(
+                d["kind"],
+                d["item_id"],
+                d["similarity"] if "similarity" in d and kind != "claim" else None,
+                d["text"],
+                note="highlighted (SOI)" if d.get("highlighted") else "",
+            )
             for d in data
         ],
         hoverinfo="text",
         marker={
-            "color": style["color"], "symbol": style["symbol"],
+            "color": style["color"],
+            "symbol": style["symbol"],
             "size": list(sizes) if sizes is not None else style["size"],
-            "line": {"color": "#FFFFFF" if line_widths is None else "#000000",
-                     "width": list(line_widths) if line_widths is not None else 1},
+            "line": {
+                "color": "#FFFFFF" if line_widths is None else "#000000",
+                "width": list(line_widths) if line_widths is not None else 1,
+            },
         },
     )
 
 
 def _draw_mpl_graph(
-    ax: "matplotlib.axes.Axes", graph: "networkx.Graph", pos: Mapping[Hashable, tuple[float, float]], *,
-    label_chars: int, edge_labels: bool, highlight: Iterable[Hashable] = (), node_labels: bool = True,
-    size_scale: float = 1.0, edge_scale: float = 3.5,
+    ax: matplotlib.axes.Axes,
+    graph: networkx.Graph,
+    pos: Mapping[Hashable, tuple[float, float]],
+    *,
+    label_chars: int,
+    edge_labels: bool,
+    highlight: Iterable[Hashable] = (),
+    node_labels: bool = True,
+    size_scale: float = 1.0,
+    edge_scale: float = 3.5,
 ) -> None:
     """Draw edges (width ∝ weight), nodes (one scatter per kind, labelled for the legend) and labels."""
     from matplotlib.collections import LineCollection
@@ -75,13 +100,23 @@ def _draw_mpl_graph(
         widths.append(_edge_width(d["weight"], base=0.4 * edge_scale / 3.5, scale=edge_scale))
         styles.append(":" if d.get("relation") == "annotated_for" else "-")
     if segments:
-        ax.add_collection(LineCollection(segments, linewidths=widths, linestyles=styles, colors=_EDGE_GREY, alpha=0.7, zorder=1))
+        ax.add_collection(
+            LineCollection(segments, linewidths=widths, linestyles=styles, colors=_EDGE_GREY, alpha=0.7, zorder=1)
+        )
     if edge_labels:
         for u, v, d in graph.edges(data=True):
             if d.get("relation") == "similarity":
-                ax.text((pos[u][0] + pos[v][0]) / 2, (pos[u][1] + pos[v][1]) / 2, d["label"], fontsize=7, ha="center",
-                        va="center", color="#333333", zorder=3,
-                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+                ax.text(
+                    (pos[u][0] + pos[v][0]) / 2,
+                    (pos[u][1] + pos[v][1]) / 2,
+                    d["label"],
+                    fontsize=7,
+                    ha="center",
+                    va="center",
+                    color="#333333",
+                    zorder=3,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+                )
     highlighted = set(highlight)
     for kind in _KIND_ORDER:
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
@@ -90,17 +125,42 @@ def _draw_mpl_graph(
         style = KIND_STYLES[kind]
         sizes = [style["mpl_size"] * size_scale * (2.2 if n in highlighted else 1.0) for n in nodes]
         edge = ["black" if n in highlighted else "white" for n in nodes]
-        ax.scatter([pos[n][0] for n in nodes], [pos[n][1] for n in nodes], s=sizes, c=style["color"],
-                   marker=style["mpl_marker"], edgecolors=edge, linewidths=0.8, zorder=4, label=style["label"])
+        ax.scatter(
+            [pos[n][0] for n in nodes],
+            [pos[n][1] for n in nodes],
+            s=sizes,
+            c=style["color"],
+            marker=style["mpl_marker"],
+            edgecolors=edge,
+            linewidths=0.8,
+            zorder=4,
+            label=style["label"],
+        )
         if not node_labels:
             continue
         for n in nodes:
             data = graph.nodes[n]
             x, y = pos[n]
             if kind == "claim":
-                ax.text(x, y - 0.11, _mpl_text(data["text"], 40), ha="center", va="top", fontsize=9, weight="bold",
-                        zorder=5, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9})
+                ax.text(
+                    x,
+                    y - 0.11,
+                    _mpl_text(data["text"], 40),
+                    ha="center",
+                    va="top",
+                    fontsize=9,
+                    weight="bold",
+                    zorder=5,
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
+                )
             else:
-                ax.text(x, y + 0.055, _mpl_text(data["text"], label_chars), ha="center", va="bottom", fontsize=7,
-                        color="#222222", zorder=5)
-
+                ax.text(
+                    x,
+                    y + 0.055,
+                    _mpl_text(data["text"], label_chars),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="#222222",
+                    zorder=5,
+                )

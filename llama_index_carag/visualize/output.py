@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from llama_index_carag.core.atomic import atomic_write, atomic_write_text
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 logger = logging.getLogger(__name__)
 
 
-def _write_plotly_html(fig: "plotly.graph_objects.Figure", path: str | os.PathLike[str], div_id: str) -> Path:
+def _write_plotly_html(fig: plotly.graph_objects.Figure, path: str | os.PathLike[str], div_id: str) -> Path:
     """Write ``fig`` as a full, self-contained HTML page (plotly.js inlined)."""
     import plotly.io as pio
 
@@ -31,7 +31,13 @@ def _write_plotly_html(fig: "plotly.graph_objects.Figure", path: str | os.PathLi
     return atomic_write_text(path, page)
 
 
-def _new_figure(width_in: float, height_in: float, dpi: float, *, layout: str | None = None) -> "matplotlib.figure.Figure":
+def _new_figure(
+    width_in: float,
+    height_in: float,
+    dpi: float,
+    *,
+    layout: Literal["constrained", "compressed", "tight"] | None = None,
+) -> matplotlib.figure.Figure:
     """A Matplotlib Figure on an Agg canvas (no pyplot, no GUI backend)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -41,7 +47,7 @@ def _new_figure(width_in: float, height_in: float, dpi: float, *, layout: str | 
     return fig
 
 
-def _pixel_figure(width: int, height: int, dpi: float) -> "matplotlib.figure.Figure":
+def _pixel_figure(width: int, height: int, dpi: float) -> matplotlib.figure.Figure:
     """A figure that saves to exactly ``width`` × ``height`` pixels at ``dpi``."""
     if width <= 0 or height <= 0 or dpi <= 0:
         raise ValueError(f"width, height and dpi must be positive; got {width}, {height}, {dpi}.")
@@ -49,7 +55,7 @@ def _pixel_figure(width: int, height: int, dpi: float) -> "matplotlib.figure.Fig
     return _new_figure((width + 1e-3) / dpi, (height + 1e-3) / dpi, dpi)
 
 
-def save_figure(fig: "matplotlib.figure.Figure", path: str | os.PathLike[str], *, dpi: float = 150) -> Path:
+def save_figure(fig: matplotlib.figure.Figure, path: str | os.PathLike[str], *, dpi: float = 150) -> Path:
     """Save a Matplotlib figure as PNG, atomically.
 
     The image is ``figsize * dpi`` pixels (no tight cropping).
@@ -58,4 +64,3 @@ def save_figure(fig: "matplotlib.figure.Figure", path: str | os.PathLike[str], *
         the resolved path written.
     """
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
-

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Hashable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llama_index_carag.core.atomic import atomic_write
 from llama_index_carag.core.soi import SOI_LIST_KEYS
 from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _edge_width, _plotly_node_trace
-from llama_index_carag.core.atomic import atomic_write
 from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, EMPTY_SOI_MESSAGE, SOI_KIND_OF_KEY
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text, _mpl_title, _shorten
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 logger = logging.getLogger(__name__)
 
 
-def _unique_node(graph: "networkx.Graph", wanted: str, kind: str) -> str:
+def _unique_node(graph: networkx.Graph, wanted: str, kind: str) -> str:
     """``wanted`` if free in ``graph``, else a suffixed variant (logged)."""
     if wanted not in graph:
         return wanted
@@ -37,7 +38,7 @@ def _unique_node(graph: "networkx.Graph", wanted: str, kind: str) -> str:
     return candidate
 
 
-def soi_graph(soi: "SubsetOfInterest") -> "networkx.Graph":
+def soi_graph(soi: SubsetOfInterest) -> networkx.Graph:
     """The SOI as a star graph around its claim.
 
     Nodes (attributes ``kind``, ``text``, ``similarity``, ``item_id``):
@@ -66,19 +67,29 @@ def soi_graph(soi: "SubsetOfInterest") -> "networkx.Graph":
     graph = nx.Graph()
     claim_node = str(soi.claim_id) if soi.claim_id is not None else "query"
     graph.graph.update(
-        claim_node=claim_node, claim=soi.claim, mode=soi.mode, delta=float(soi.delta),
-        cluster=soi.cluster, theme=soi.theme, cluster_size=int(soi.cluster_size), soi_size=len(soi),
+        claim_node=claim_node,
+        claim=soi.claim,
+        mode=soi.mode,
+        delta=float(soi.delta),
+        cluster=soi.cluster,
+        theme=soi.theme,
+        cluster_size=int(soi.cluster_size),
+        soi_size=len(soi),
     )
-    graph.add_node(claim_node, kind="claim", text=str(soi.claim), similarity=1.0, item_id=claim_node, claim_id=soi.claim_id)
+    graph.add_node(
+        claim_node, kind="claim", text=str(soi.claim), similarity=1.0, item_id=claim_node, claim_id=soi.claim_id
+    )
 
     related_nodes: dict[str, str] = {}
-    thematic: list[tuple[str, "SOIItem"]] = []
+    thematic: list[tuple[str, SOIItem]] = []
     for key in SOI_LIST_KEYS:
         kind = SOI_KIND_OF_KEY[key]
         for item in getattr(soi, key):
             node = _unique_node(graph, str(item.id), kind)
             sim = float(item.similarity)
-            graph.add_node(node, kind=kind, text=str(item.text), similarity=sim, item_id=str(item.id), claim_id=item.claim_id)
+            graph.add_node(
+                node, kind=kind, text=str(item.text), similarity=sim, item_id=str(item.id), claim_id=item.claim_id
+            )
             graph.add_edge(claim_node, node, weight=sim, label=_fmt_sim(sim), relation="similarity")
             if kind == "related_claim":
                 related_nodes.setdefault(str(item.id), node)
@@ -92,7 +103,7 @@ def soi_graph(soi: "SubsetOfInterest") -> "networkx.Graph":
     return graph
 
 
-def _item_groups(graph: "networkx.Graph") -> list[list[Hashable]]:
+def _item_groups(graph: networkx.Graph) -> list[list[Hashable]]:
     """Item nodes in angular layout order, as groups separated by a gap.
 
     Groups: the annotated evidence; then each related claim followed by its
@@ -112,9 +123,7 @@ def _item_groups(graph: "networkx.Graph") -> list[list[Hashable]]:
     for related in by_kind["related_claim"]:
         block = [related, *evidence_of[related]]
         previous = groups[-1]
-        if len(block) == 1 and previous and all(
-            graph.nodes[n]["kind"] == "related_claim" for n in previous
-        ):
+        if len(block) == 1 and previous and all(graph.nodes[n]["kind"] == "related_claim" for n in previous):
             previous.append(related)
         else:
             groups.append(block)
@@ -122,7 +131,7 @@ def _item_groups(graph: "networkx.Graph") -> list[list[Hashable]]:
     return [g for g in groups if g]
 
 
-def soi_layout(graph: "networkx.Graph") -> dict[Hashable, tuple[float, float]]:
+def soi_layout(graph: networkx.Graph) -> dict[Hashable, tuple[float, float]]:
     """Deterministic positions for :func:`soi_graph`'s nodes.
 
     The claim sits at ``(0, 0)``.  Items go round it clockwise from 12 o'clock in
@@ -163,7 +172,7 @@ def soi_layout(graph: "networkx.Graph") -> dict[Hashable, tuple[float, float]]:
     return pos
 
 
-def _soi_title_lines(graph: "networkx.Graph") -> tuple[str, str]:
+def _soi_title_lines(graph: networkx.Graph) -> tuple[str, str]:
     """Raw (unescaped) title lines: the claim, and mode · theme · cluster · δ · size."""
     g = graph.graph
     mode = g.get("mode")
@@ -180,7 +189,7 @@ def _soi_title_lines(graph: "networkx.Graph") -> tuple[str, str]:
     return f"Claim: “{_shorten(g['claim'], 110)}”", " · ".join(parts)
 
 
-def soi_figure(soi: "SubsetOfInterest", *, title: str | None = None) -> "plotly.graph_objects.Figure":
+def soi_figure(soi: SubsetOfInterest, *, title: str | None = None) -> plotly.graph_objects.Figure:
     """Interactive Plotly picture of :func:`soi_graph` (the papers' Figure 6b).
 
     Claim at the centre (see :func:`soi_layout`), one trace and legend entry per
@@ -205,10 +214,18 @@ def soi_figure(soi: "SubsetOfInterest", *, title: str | None = None) -> "plotly.
         if d["relation"] == "similarity"
     ]
     if mids:
-        fig.add_trace(go.Scatter(
-            x=[m[0] for m in mids], y=[m[1] for m in mids], text=[m[2] for m in mids], mode="text",
-            textfont={"size": 10, "color": "#444444"}, hoverinfo="skip", showlegend=False, name="similarity",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[m[0] for m in mids],
+                y=[m[1] for m in mids],
+                text=[m[2] for m in mids],
+                mode="text",
+                textfont={"size": 10, "color": "#444444"},
+                hoverinfo="skip",
+                showlegend=False,
+                name="similarity",
+            )
+        )
     for kind in _KIND_ORDER:
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
         if nodes:
@@ -228,13 +245,16 @@ def soi_figure(soi: "SubsetOfInterest", *, title: str | None = None) -> "plotly.
         yaxis={"visible": False, "range": [-1.3, 1.3], "scaleanchor": "x", "scaleratio": 1},
     )
     if soi.is_empty:
-        fig.add_annotation(x=0, y=-0.25, text=_html(EMPTY_SOI_MESSAGE), showarrow=False,
-                           font={"size": 14, "color": "#B22222"})
+        fig.add_annotation(
+            x=0, y=-0.25, text=_html(EMPTY_SOI_MESSAGE), showarrow=False, font={"size": 14, "color": "#B22222"}
+        )
     logger.debug("SOI figure of %r: %d nodes, %d edges", claim_node, graph.number_of_nodes(), graph.number_of_edges())
     return fig
 
 
-def _add_plotly_edges(fig: "plotly.graph_objects.Figure", graph: "networkx.Graph", pos: Mapping[Hashable, tuple[float, float]]) -> None:
+def _add_plotly_edges(
+    fig: plotly.graph_objects.Figure, graph: networkx.Graph, pos: Mapping[Hashable, tuple[float, float]]
+) -> None:
     """Edges as line traces, one per (relation, rounded width) so widths can vary ∝ similarity."""
     import plotly.graph_objects as go
 
@@ -246,14 +266,25 @@ def _add_plotly_edges(fig: "plotly.graph_objects.Figure", graph: "networkx.Graph
         ys.extend([pos[u][1], pos[v][1], None])
     for (relation, width), (xs, ys) in sorted(groups.items()):
         dash = "dot" if relation == "annotated_for" else "solid"
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, name=relation,
-            line={"width": width if relation == "similarity" else max(width / 2, 0.8), "color": _EDGE_GREY, "dash": dash},
-            opacity=0.75 if relation == "similarity" else 0.6,
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                hoverinfo="skip",
+                showlegend=False,
+                name=relation,
+                line={
+                    "width": width if relation == "similarity" else max(width / 2, 0.8),
+                    "color": _EDGE_GREY,
+                    "dash": dash,
+                },
+                opacity=0.75 if relation == "similarity" else 0.6,
+            )
+        )
 
 
-def write_soi_html(soi: "SubsetOfInterest", path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+def write_soi_html(soi: SubsetOfInterest, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
     """Write :func:`soi_figure` as a self-contained HTML page (plotly.js inlined, works offline).
 
     Returns:
@@ -263,7 +294,12 @@ def write_soi_html(soi: "SubsetOfInterest", path: str | os.PathLike[str], *, tit
 
 
 def write_soi_png(
-    soi: "SubsetOfInterest", path: str | os.PathLike[str], *, width: int = 1200, height: int = 900, dpi: float = 100,
+    soi: SubsetOfInterest,
+    path: str | os.PathLike[str],
+    *,
+    width: int = 1200,
+    height: int = 900,
+    dpi: float = 100,
     title: str | None = None,
 ) -> Path:
     """Static Matplotlib PNG of the SOI graph, exactly ``width`` × ``height`` pixels.
@@ -290,7 +326,13 @@ def write_soi_png(
     ax.set_ylim(-1.2, 1.2)
     ax.set_aspect("equal", adjustable="box")
     ax.set_axis_off()
-    fig.legend(*ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(0.01, 0.86), fontsize=9,
-               title="SOI component", framealpha=0.9, markerscale=0.6)
+    fig.legend(
+        *ax.get_legend_handles_labels(),
+        loc="upper left",
+        bbox_to_anchor=(0.01, 0.86),
+        fontsize=9,
+        title="SOI component",
+        framealpha=0.9,
+        markerscale=0.6,
+    )
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
-

@@ -6,7 +6,8 @@ palette in sorted order; methods keep the markers of the papers' figures.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: SOI key → node ``kind`` in :func:`soi_graph`.
 SOI_KIND_OF_KEY: dict[str, str] = {
@@ -21,22 +22,45 @@ SOI_KIND_OF_KEY: dict[str, str] = {
 KIND_STYLES: dict[str, dict[str, Any]] = {
     "claim": {"label": "claim", "color": "#000000", "size": 30, "symbol": "star", "mpl_size": 520, "mpl_marker": "*"},
     "annotated_evidence": {
-        "label": "annotated evidence", "color": "#E69F00", "size": 20, "symbol": "diamond",
-        "mpl_size": 200, "mpl_marker": "D",
+        "label": "annotated evidence",
+        "color": "#E69F00",
+        "size": 20,
+        "symbol": "diamond",
+        "mpl_size": 200,
+        "mpl_marker": "D",
     },
     "related_claim": {
-        "label": "related claim", "color": "#56B4E9", "size": 17, "symbol": "square",
-        "mpl_size": 170, "mpl_marker": "s",
+        "label": "related claim",
+        "color": "#56B4E9",
+        "size": 17,
+        "symbol": "square",
+        "mpl_size": 170,
+        "mpl_marker": "s",
     },
     "thematic_evidence": {
-        "label": "thematic cluster evidence", "color": "#009E73", "size": 13, "symbol": "circle",
-        "mpl_size": 110, "mpl_marker": "o",
+        "label": "thematic cluster evidence",
+        "color": "#009E73",
+        "size": 13,
+        "symbol": "circle",
+        "mpl_size": 110,
+        "mpl_marker": "o",
     },
     "refined_evidence": {
-        "label": "refined cluster evidence", "color": "#0072B2", "size": 15, "symbol": "triangle-up",
-        "mpl_size": 140, "mpl_marker": "^",
+        "label": "refined cluster evidence",
+        "color": "#0072B2",
+        "size": 15,
+        "symbol": "triangle-up",
+        "mpl_size": 140,
+        "mpl_marker": "^",
     },
-    "evidence": {"label": "evidence", "color": "#009E73", "size": 9, "symbol": "circle", "mpl_size": 110, "mpl_marker": "o"},
+    "evidence": {
+        "label": "evidence",
+        "color": "#009E73",
+        "size": 9,
+        "symbol": "circle",
+        "mpl_size": 110,
+        "mpl_marker": "o",
+    },
 }
 
 #: Order in which kinds are laid out and listed in legends.
@@ -47,8 +71,16 @@ EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"
 
 #: Qualitative palette for themes (Tableau 10), assigned to themes in sorted order.
 _THEME_PALETTE = (
-    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#EDC948",
-    "#76B7B2", "#FF9DA7", "#9C755F", "#BAB0AC", "#E15759",
+    "#4E79A7",
+    "#F28E2B",
+    "#59A14F",
+    "#B07AA1",
+    "#EDC948",
+    "#76B7B2",
+    "#FF9DA7",
+    "#9C755F",
+    "#BAB0AC",
+    "#E15759",
 )
 
 #: Method name (normalised) → (label colour, Matplotlib marker) as in the papers' figures.
@@ -58,8 +90,13 @@ _METHOD_STYLES: dict[str, tuple[str, str]] = {
     "caragu": ("#1F77B4", "^"),
 }
 _EXTRA_METHOD_STYLES = (
-    ("#9467BD", "s"), ("#FF7F0E", "P"), ("#8C564B", "X"), ("#E377C2", "v"),
-    ("#7F7F7F", "h"), ("#BCBD22", "p"), ("#17BECF", "*"),
+    ("#9467BD", "s"),
+    ("#FF7F0E", "P"),
+    ("#8C564B", "X"),
+    ("#E377C2", "v"),
+    ("#7F7F7F", "h"),
+    ("#BCBD22", "p"),
+    ("#17BECF", "*"),
 )
 
 _EDGE_GREY = "#8C8C8C"
@@ -83,4 +120,3 @@ def _method_styles(methods: Iterable[str]) -> dict[str, tuple[str, str]]:
             out[method] = _EXTRA_METHOD_STYLES[extra % len(_EXTRA_METHOD_STYLES)]
             extra += 1
     return out
-

@@ -75,4 +75,3 @@ def _mpl_title(text: Any, width_px: float, dpi: float, *, fontsize: float, max_l
 def _fmt_sim(value: float) -> str:
     """Similarity label: ``"0.87"``, or ``"n/a"`` when not finite."""
     return f"{value:.2f}" if math.isfinite(value) else "n/a"
-

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +36,9 @@ class _Grid:
         lo, hi = stacked.min(axis=0), stacked.max(axis=0)
         span = np.where(hi - lo > 1e-9, hi - lo, 1.0)
         self.lo, self.hi = lo - pad * span, hi + pad * span
-        self.xx, self.yy = np.meshgrid(np.linspace(self.lo[0], self.hi[0], res), np.linspace(self.lo[1], self.hi[1], res))
+        self.xx, self.yy = np.meshgrid(
+            np.linspace(self.lo[0], self.hi[0], res), np.linspace(self.lo[1], self.hi[1], res)
+        )
 
 
 def _theme_densities(xy: np.ndarray, themes: np.ndarray, grid: _Grid) -> dict[str, np.ndarray]:
@@ -64,8 +67,9 @@ def _theme_densities(xy: np.ndarray, themes: np.ndarray, grid: _Grid) -> dict[st
     return out
 
 
-def _draw_densities(ax: "matplotlib.axes.Axes", densities: Mapping[str, np.ndarray], grid: _Grid,
-                    colors: Mapping[str, str], levels: int) -> None:
+def _draw_densities(
+    ax: matplotlib.axes.Axes, densities: Mapping[str, np.ndarray], grid: _Grid, colors: Mapping[str, str], levels: int
+) -> None:
     """Filled light contours plus line contours per theme, in sorted theme order."""
     from matplotlib.colors import to_rgba
 
@@ -80,34 +84,65 @@ def _draw_densities(ax: "matplotlib.axes.Axes", densities: Mapping[str, np.ndarr
         ax.contour(grid.xx, grid.yy, z, levels=steps, colors=[color], linewidths=0.9, alpha=0.85, zorder=2)
 
 
-def _draw_corpus(ax: "matplotlib.axes.Axes", xy: np.ndarray, themes: np.ndarray, colors: Mapping[str, str], *,
-                 faint: bool, without_density: Iterable[str] = ()) -> None:
+def _draw_corpus(
+    ax: matplotlib.axes.Axes,
+    xy: np.ndarray,
+    themes: np.ndarray,
+    colors: Mapping[str, str],
+    *,
+    faint: bool,
+    without_density: Iterable[str] = (),
+) -> None:
     """The corpus as dots in its theme colours: faint ones (if ``faint``) for every theme,
     clearly visible ones for ``without_density`` themes (too small for a KDE)."""
     bare = set(without_density)
     for theme in sorted(set(themes.tolist())):
         pts = xy[themes == theme]
         if theme in bare:
-            ax.scatter(*pts.T[:2], s=18, c=colors[theme], alpha=0.85, edgecolors="white", linewidths=0.4, zorder=3)
+            ax.scatter(
+                pts[:, 0], pts[:, 1], s=18, c=colors[theme], alpha=0.85, edgecolors="white", linewidths=0.4, zorder=3
+            )
         elif faint:
-            ax.scatter(*pts.T[:2], s=5, c=colors[theme], alpha=0.35, linewidths=0, zorder=1.5)
+            ax.scatter(pts[:, 0], pts[:, 1], s=5, c=colors[theme], alpha=0.35, linewidths=0, zorder=1.5)
 
 
-def _draw_methods(ax: "matplotlib.axes.Axes", methods: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                  styles: Mapping[str, tuple[str, str]], only_theme: str | None = None, *, size: float = 70) -> None:
+def _draw_methods(
+    ax: matplotlib.axes.Axes,
+    methods: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    styles: Mapping[str, tuple[str, str]],
+    only_theme: str | None = None,
+    *,
+    size: float = 70,
+) -> None:
     """Each method's points as black-edged markers on top (optionally one theme's only)."""
     for method, (pts, labels) in methods.items():
         if only_theme is not None:
             pts = pts[labels == only_theme]
         if len(pts):
             color, marker = styles[method]
-            ax.scatter(*pts.T, s=size, c=color, marker=marker, edgecolors="black", linewidths=0.7, zorder=6, alpha=0.95)
+            ax.scatter(
+                pts[:, 0],
+                pts[:, 1],
+                s=size,
+                c=color,
+                marker=marker,
+                edgecolors="black",
+                linewidths=0.7,
+                zorder=6,
+                alpha=0.95,
+            )
 
 
 def thematic_map(
-    corpus_xy: Any, corpus_themes: Sequence[Any], points: PointsByMethod | None, *, title: str | None = None,
-    levels: int = 5, figsize: tuple[float, float] = (9.0, 6.5), show_corpus: bool = True,
-) -> "matplotlib.figure.Figure":
+    corpus_xy: Any,
+    corpus_themes: Sequence[Any],
+    points: PointsByMethod | None,
+    *,
+    title: str | None = None,
+    levels: int = 5,
+    figsize: tuple[float, float] = (9.0, 6.5),
+    show_corpus: bool = True,
+) -> matplotlib.figure.Figure:
     """Per-theme density contours of a 2-D projected corpus with the methods' points on top (Figure 8).
 
     Args:
@@ -141,7 +176,7 @@ def thematic_map(
     return fig
 
 
-def _style_2d(ax: "matplotlib.axes.Axes", grid: _Grid) -> None:
+def _style_2d(ax: matplotlib.axes.Axes, grid: _Grid) -> None:
     ax.set_xlim(grid.lo[0], grid.hi[0])
     ax.set_ylim(grid.lo[1], grid.hi[1])
     ax.set_xlabel("component 1")
@@ -151,9 +186,16 @@ def _style_2d(ax: "matplotlib.axes.Axes", grid: _Grid) -> None:
 
 
 def thematic_panels(
-    corpus_xy: Any, corpus_themes: Sequence[Any], points: PointsByMethod | None, *, title: str | None = None,
-    levels: int = 5, ncols: int | None = None, panel_size: tuple[float, float] = (4.2, 3.6), show_corpus: bool = False,
-) -> "matplotlib.figure.Figure":
+    corpus_xy: Any,
+    corpus_themes: Sequence[Any],
+    points: PointsByMethod | None,
+    *,
+    title: str | None = None,
+    levels: int = 5,
+    ncols: int | None = None,
+    panel_size: tuple[float, float] = (4.2, 3.6),
+    show_corpus: bool = False,
+) -> matplotlib.figure.Figure:
     """One panel per theme (Figure 9): every theme's contours, only that theme's explanation points.
 
     Args: as :func:`thematic_map`; ``ncols`` defaults to ``min(3, #themes)``.
@@ -189,4 +231,3 @@ def thematic_panels(
     fig.suptitle(_mpl_text(title if title is not None else "Explanation points per theme", 120))
     _add_legends(fig, *_legend_handles(all_themes, colors, list(methods), styles))
     return fig
-

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from llama_index_carag.visualize.thematic_common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import matplotlib.axes
     import matplotlib.figure
+    from mpl_toolkits.mplot3d.axes3d import Axes3D
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +42,17 @@ def _hull_faces(pts: np.ndarray) -> np.ndarray | None:
 
 
 def thematic_map_3d(
-    corpus_xyz: Any, corpus_themes: Sequence[Any], points: PointsByMethod | None, *, title: str | None = None,
-    figsize: tuple[float, float] = (9.0, 7.0), alpha: float = 0.12, show_corpus: bool = True,
-    elev: float = 22.0, azim: float = -60.0,
-) -> "matplotlib.figure.Figure":
+    corpus_xyz: Any,
+    corpus_themes: Sequence[Any],
+    points: PointsByMethod | None,
+    *,
+    title: str | None = None,
+    figsize: tuple[float, float] = (9.0, 7.0),
+    alpha: float = 0.12,
+    show_corpus: bool = True,
+    elev: float = 22.0,
+    azim: float = -60.0,
+) -> matplotlib.figure.Figure:
     """3-D view (CARAG-u): a translucent convex hull per theme, the methods' points on top.
 
     Args:
@@ -66,12 +74,14 @@ def thematic_map_3d(
     styles = _method_styles(methods)
 
     fig = _new_figure(*figsize, 100, layout="constrained")
-    ax = fig.add_subplot(projection="3d")
+    ax = cast("Axes3D", fig.add_subplot(projection="3d"))  # the stubs type add_subplot as 2D Axes
     _draw_hulls(ax, xyz, themes, colors, alpha=alpha, show_corpus=show_corpus)
     for method, (pts, _) in methods.items():
         if len(pts):
             color, marker = styles[method]
-            ax.scatter(*pts.T, s=60, c=color, marker=marker, edgecolors="black", linewidths=0.7, depthshade=False, alpha=1.0)
+            ax.scatter(
+                *pts.T, s=60, c=color, marker=marker, edgecolors="black", linewidths=0.7, depthshade=False, alpha=1.0
+            )
     _fit_limits_3d(ax, [xyz, *[p for p, _ in methods.values()]])
     _style_3d(ax, elev=elev, azim=azim)
     ax.set_title(_mpl_text(title if title is not None else "Thematic 3-D map with explanation points", 120))
@@ -79,8 +89,15 @@ def thematic_map_3d(
     return fig
 
 
-def _draw_hulls(ax: "matplotlib.axes.Axes", xyz: np.ndarray, themes: np.ndarray, colors: Mapping[str, str], *,
-                alpha: float, show_corpus: bool) -> None:
+def _draw_hulls(
+    ax: Axes3D,
+    xyz: np.ndarray,
+    themes: np.ndarray,
+    colors: Mapping[str, str],
+    *,
+    alpha: float,
+    show_corpus: bool,
+) -> None:
     """Per theme (sorted): its convex hull and faint corpus dots, or clearly visible dots when it has no hull."""
     from matplotlib.colors import to_rgba
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
@@ -91,15 +108,21 @@ def _draw_hulls(ax: "matplotlib.axes.Axes", xyz: np.ndarray, themes: np.ndarray,
         if faces is None:
             logger.info("Theme %r has fewer than 4 affinely independent points: no convex hull.", theme)
         else:
-            ax.add_collection3d(Poly3DCollection(faces, facecolors=to_rgba(colors[theme], alpha),
-                                                 edgecolors=to_rgba(colors[theme], min(1.0, 2 * alpha)), linewidths=0.3))
+            ax.add_collection3d(
+                Poly3DCollection(
+                    faces,
+                    facecolors=to_rgba(colors[theme], alpha),
+                    edgecolors=to_rgba(colors[theme], min(1.0, 2 * alpha)),
+                    linewidths=0.3,
+                )
+            )
         if faces is None and len(pts):  # no hull: show the theme's points clearly instead
             ax.scatter(*pts.T, s=16, c=colors[theme], alpha=0.85, depthshade=False)
         elif show_corpus and len(pts):
             ax.scatter(*pts.T, s=4, c=colors[theme], alpha=0.35, depthshade=False)
 
 
-def _fit_limits_3d(ax: "matplotlib.axes.Axes", arrays: Sequence[np.ndarray]) -> None:
+def _fit_limits_3d(ax: Axes3D, arrays: Sequence[np.ndarray]) -> None:
     """Axis limits around every finite point of ``arrays`` (5 % padding); left alone when there is none."""
     every = [a for a in arrays if a.size]
     if every:
@@ -113,7 +136,7 @@ def _fit_limits_3d(ax: "matplotlib.axes.Axes", arrays: Sequence[np.ndarray]) -> 
             ax.set_zlim(lo[2] - pad[2], hi[2] + pad[2])
 
 
-def _style_3d(ax: "matplotlib.axes.Axes", *, elev: float, azim: float) -> None:
+def _style_3d(ax: Axes3D, *, elev: float, azim: float) -> None:
     """The fixed camera, axis labels and tick sizes."""
     ax.view_init(elev=elev, azim=azim)
     ax.set_xlabel("component 1", fontsize=8)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,22 +32,33 @@ def _checked_methods(points: PointsByMethod | None, dims: int) -> dict[str, tupl
     return {str(m): _check_points(xy, th, dims, f"points[{m!r}]") for m, (xy, th) in (points or {}).items()}
 
 
-def _legend_handles(themes: Sequence[str], colors: Mapping[str, str], methods: Sequence[str],
-                    styles: Mapping[str, tuple[str, str]]) -> tuple[list[Any], list[Any]]:
+def _legend_handles(
+    themes: Sequence[str], colors: Mapping[str, str], methods: Sequence[str], styles: Mapping[str, tuple[str, str]]
+) -> tuple[list[Any], list[Any]]:
     """Proxy artists: a patch per theme, a marker per method."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     theme_h = [Patch(facecolor=colors[t], edgecolor=colors[t], alpha=0.45, label=_mpl_text(t, 40)) for t in themes]
-    method_h = [Line2D([], [], linestyle="none", marker=styles[m][1], markerfacecolor=styles[m][0],
-                       markeredgecolor="black", markersize=8, label=_mpl_text(m, 30)) for m in methods]
+    method_h = [
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker=styles[m][1],
+            markerfacecolor=styles[m][0],
+            markeredgecolor="black",
+            markersize=8,
+            label=_mpl_text(m, 30),
+        )
+        for m in methods
+    ]
     return theme_h, method_h
 
 
-def _add_legends(fig: "matplotlib.figure.Figure", theme_h: list[Any], method_h: list[Any]) -> None:
+def _add_legends(fig: matplotlib.figure.Figure, theme_h: list[Any], method_h: list[Any]) -> None:
     """Figure legends outside the plot on the right: themes above, methods below."""
     if theme_h:
         fig.legend(handles=theme_h, title="theme", loc="outside right upper", fontsize=8, title_fontsize=9)
     if method_h:
         fig.legend(handles=method_h, title="method", loc="outside right lower", fontsize=8, title_fontsize=9)
-
