@@ -6,8 +6,8 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 FACTVER = Path(os.environ.get("CARAG_FACTVER", REPO.parent / "shared" / "data" / "factver" / "factver_master.csv"))
@@ -17,7 +17,9 @@ def machine() -> str:
     return f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def interleaved(variants: dict[str, Callable[[object], object]], inputs: Sequence[object], *, repeats: int = 1, warmup: int = 3) -> dict[str, list[float]]:
+def interleaved(
+    variants: dict[str, Callable[[object], object]], inputs: Sequence[object], *, repeats: int = 1, warmup: int = 3
+) -> dict[str, list[float]]:
     """Time each variant on each input, alternating variants (A B C A B C ...).
 
     Returns seconds per call, per variant.

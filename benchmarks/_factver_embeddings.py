@@ -25,8 +25,18 @@ def factver_embeddings(model_name: str = "minilm"):
             E, C = data["E"], data["C"]
     if E is None:
         t0 = time.perf_counter()
-        E = np.asarray(model.get_text_embedding_batch([n.get_content(MetadataMode.EMBED) for n in corpus.evidence_nodes], show_progress=True), np.float32)
-        C = np.asarray(model.get_text_embedding_batch([n.get_content(MetadataMode.EMBED) for n in corpus.claim_nodes], show_progress=True), np.float32)
+        E = np.asarray(
+            model.get_text_embedding_batch(
+                [n.get_content(MetadataMode.EMBED) for n in corpus.evidence_nodes], show_progress=True
+            ),
+            np.float32,
+        )
+        C = np.asarray(
+            model.get_text_embedding_batch(
+                [n.get_content(MetadataMode.EMBED) for n in corpus.claim_nodes], show_progress=True
+            ),
+            np.float32,
+        )
         print(f"embedded FactVer with {model_name} in {time.perf_counter() - t0:.0f} s")
         cache.parent.mkdir(exist_ok=True)
         np.savez(cache, E=E, C=C, ids=np.array(ids))

@@ -18,13 +18,13 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
-from _common import machine, table  # noqa: E402
-from _factver_embeddings import factver_embeddings  # noqa: E402
-from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
+import numpy as np
+from _common import machine, table
+from _factver_embeddings import factver_embeddings
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from llama_index_carag import ThematicClusterer  # noqa: E402
-from llama_index_carag.core.vectors import l2_normalize  # noqa: E402
+from llama_index_carag import ThematicClusterer
+from llama_index_carag.core.vectors import l2_normalize
 
 SETTINGS = [
     ("diag (raw)", {"covariance_type": "diag"}),

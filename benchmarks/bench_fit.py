@@ -23,14 +23,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 def child(n: int, dim: int) -> None:
+    import threading
     import time
 
     import numpy as np
     from _synthetic import planted_vectors
 
     from llama_index_carag.core.context import CorpusItems, ThematicContext
-
-    import threading
 
     def rss_mb() -> float:
         with open("/proc/self/statm") as fh:
@@ -64,12 +63,21 @@ def child(n: int, dim: int) -> None:
     sampler.join()
     matrix_mb = vectors.nbytes / 2**20
     extra = peak[0] - base
-    print(json.dumps({
-        "n": n, "dim": dim, "seconds": round(seconds, 2), "matrix_mb": round(matrix_mb, 1),
-        "peak_extra_mb": round(extra, 1), "ratio": round(extra / matrix_mb, 2),
-        "total_ratio": round((extra + matrix_mb) / matrix_mb, 2),
-        "clusters": len(context.groups), "fit_sample": min(n, 20_000),
-    }))
+    print(
+        json.dumps(
+            {
+                "n": n,
+                "dim": dim,
+                "seconds": round(seconds, 2),
+                "matrix_mb": round(matrix_mb, 1),
+                "peak_extra_mb": round(extra, 1),
+                "ratio": round(extra / matrix_mb, 2),
+                "total_ratio": round((extra + matrix_mb) / matrix_mb, 2),
+                "clusters": len(context.groups),
+                "fit_sample": min(n, 20_000),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -87,10 +95,17 @@ def main() -> None:
     print("|          n | fit s | matrix MB | peak extra MB | extra / matrix | (matrix + extra) / matrix |")
     print("|-----------:|------:|----------:|--------------:|---------------:|--------------------------:|")
     for n in args.sizes:
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--dim", str(args.dim)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(n), "--dim", str(args.dim)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {r['n']:>10,} | {r['seconds']:5.1f} | {r['matrix_mb']:9.1f} | {r['peak_extra_mb']:13.1f} | {r['ratio']:14.2f} | {r['total_ratio']:25.2f} |", flush=True)
+        print(
+            f"| {r['n']:>10,} | {r['seconds']:5.1f} | {r['matrix_mb']:9.1f} | {r['peak_extra_mb']:13.1f} | {r['ratio']:14.2f} | {r['total_ratio']:25.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -20,15 +20,15 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
-from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E402
-from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
+import numpy as np
+from _common import FACTVER, interleaved, machine, median_ms, table
+from llama_index.core.schema import QueryBundle, TextNode
 
-from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.retrieval.indexing import build_faiss_index  # noqa: E402
-from llama_index_carag.ranking.bm25 import LexicalIndex  # noqa: E402
-from llama_index_carag.models.resolve import resolve_embed_model  # noqa: E402
-from llama_index_carag.settings import DEFAULT  # noqa: E402
+from llama_index_carag import ContextAwareRetriever, load_factver
+from llama_index_carag.models.resolve import resolve_embed_model
+from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.retrieval.indexing import build_faiss_index
+from llama_index_carag.settings import DEFAULT
 
 
 def bench_factver(n_queries: int) -> None:
@@ -50,7 +50,9 @@ def bench_factver(n_queries: int) -> None:
     rng = np.random.default_rng(0)
     queries = [corpus.claim_nodes[i].text for i in rng.choice(len(corpus.claim_nodes), n_queries, replace=False)]
     times = interleaved({"plain": plain.retrieve, "default": default.retrieve}, queries, repeats=2)
-    rows = [[name, f"{median_ms(t):.2f}", f"{median_ms(t) / median_ms(times['plain']):.3f}x"] for name, t in times.items()]
+    rows = [
+        [name, f"{median_ms(t):.2f}", f"{median_ms(t) / median_ms(times['plain']):.3f}x"] for name, t in times.items()
+    ]
     print(f"\nFactVer, {len(nodes)} passages, {n_queries} queries x 2, query embedding included ({machine()})")
     print(table(rows, ["retriever", "median ms", "ratio"]))
 
@@ -89,7 +91,9 @@ def bench_synthetic(n: int, n_queries: int, dim: int = 384) -> None:
     q_vectors, q_texts = _synthetic_corpus(n_queries, dim, seed=2)
     bundles = [QueryBundle(t, embedding=q_vectors[i].tolist()) for i, t in enumerate(q_texts)]
     times = interleaved({"plain": plain.retrieve, "default": default.retrieve}, bundles, repeats=2)
-    rows = [[name, f"{median_ms(t):.2f}", f"{median_ms(t) / median_ms(times['plain']):.3f}x"] for name, t in times.items()]
+    rows = [
+        [name, f"{median_ms(t):.2f}", f"{median_ms(t) / median_ms(times['plain']):.3f}x"] for name, t in times.items()
+    ]
     print(f"\nsynthetic, {n} passages, {n_queries} queries x 2, retrieval only ({machine()})")
     print(table(rows, ["retriever", "median ms", "ratio"]))
 

@@ -49,8 +49,13 @@ def _measure(build: str, model: str, threads: int, amx: bool) -> dict[str, objec
     env = dict(os.environ)
     if build != "installed":
         env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", _CHILD, model, str(threads), "1" if amx else "0"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, model, str(threads), "1" if amx else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if proc.returncode < 0:
         return {"crashed": signal.Signals(-proc.returncode).name}
     if proc.returncode != 0:

@@ -19,15 +19,15 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
-from _common import FACTVER, interleaved, machine, median_ms, table  # noqa: E402
-from llama_index.core.schema import QueryBundle  # noqa: E402
+import numpy as np
+from _common import FACTVER, interleaved, machine, median_ms, table
+from llama_index.core.schema import QueryBundle
 
-from llama_index_carag import ContextAwareRetriever, load_factver  # noqa: E402
-from llama_index_carag.retrieval.indexing import build_faiss_index  # noqa: E402
-from llama_index_carag.models.resolve import resolve_embed_model  # noqa: E402
-from llama_index_carag.settings import TUNED  # noqa: E402
-from llama_index_carag.core.vectors import blend_query, l2_normalize, thematic_embedding  # noqa: E402
+from llama_index_carag import ContextAwareRetriever, load_factver
+from llama_index_carag.core.vectors import blend_query, l2_normalize, thematic_embedding
+from llama_index_carag.models.resolve import resolve_embed_model
+from llama_index_carag.retrieval.indexing import build_faiss_index
+from llama_index_carag.settings import TUNED
 
 SYNTH_HEADER = (
     "|   passages | index s |  fit s | mean SOI | plain ms | CARAG-u ms | ratio |\n"
@@ -44,7 +44,10 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
     t0 = time.perf_counter()
     carag_u = ContextAwareRetriever.from_index(index, "paper", mode="unsupervised", claim_nodes=corpus.claim_nodes)
     print(f"CARAG-u fit (claims embedded + GMM): {time.perf_counter() - t0:.1f} s")
-    claims_with_vectors = [n.model_copy(update={"embedding": carag_u.corpus.claim_vectors[i].tolist()}) for i, n in enumerate(corpus.claim_nodes)]
+    claims_with_vectors = [
+        n.model_copy(update={"embedding": carag_u.corpus.claim_vectors[i].tolist()})
+        for i, n in enumerate(corpus.claim_nodes)
+    ]
     t0 = time.perf_counter()
     carag = ContextAwareRetriever.from_index(index, "paper", mode="supervised", claim_nodes=claims_with_vectors)
     print(f"CARAG fit (GMM per theme): {time.perf_counter() - t0:.2f} s")
@@ -64,18 +67,35 @@ def bench_factver(n_queries: int, reembed_queries: int) -> None:
         search = blend_query(q, thematic_embedding(keep), carag_u.alpha)
         return plain.retrieve(QueryBundle(query, embedding=search.tolist()))
 
-    variants = {"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "CARAG": carag.retrieve, "CARAG-u (tuned)": tuned.retrieve}
+    variants = {
+        "plain": plain.retrieve,
+        "CARAG-u": carag_u.retrieve,
+        "CARAG": carag.retrieve,
+        "CARAG-u (tuned)": tuned.retrieve,
+    }
     times = interleaved(variants, queries, repeats=2)
-    slow = interleaved({"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "re-embed": reembed}, queries[:reembed_queries], warmup=1)
+    slow = interleaved(
+        {"plain": plain.retrieve, "CARAG-u": carag_u.retrieve, "re-embed": reembed}, queries[:reembed_queries], warmup=1
+    )
     base = median_ms(times["plain"])
     rows = [[name, f"{median_ms(t):.2f}", f"{median_ms(t) / base:.3f}"] for name, t in times.items()]
     base2 = median_ms(slow["CARAG-u"])
-    rows.append(["re-embed (papers' code path)", f"{median_ms(slow['re-embed']):.1f}", f"{median_ms(slow['re-embed']) / median_ms(slow['plain']):.1f}"])
-    print(f"\nFactVer ({len(corpus.evidence_nodes)} passages, MiniLM 384-d, k=6), query embedding included, "
-          f"{len(queries)} queries x 2 interleaved; re-embed variant on {reembed_queries} queries. {machine()}")
+    rows.append(
+        [
+            "re-embed (papers' code path)",
+            f"{median_ms(slow['re-embed']):.1f}",
+            f"{median_ms(slow['re-embed']) / median_ms(slow['plain']):.1f}",
+        ]
+    )
+    print(
+        f"\nFactVer ({len(corpus.evidence_nodes)} passages, MiniLM 384-d, k=6), query embedding included, "
+        f"{len(queries)} queries x 2 interleaved; re-embed variant on {reembed_queries} queries. {machine()}"
+    )
     print(table(rows, ["variant", "median ms/query", "ratio vs plain"]))
-    print(f"CARAG-u / plain = {median_ms(times['CARAG-u']) / base:.3f}; "
-          f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x")
+    print(
+        f"CARAG-u / plain = {median_ms(times['CARAG-u']) / base:.3f}; "
+        f"re-embed / CARAG-u = {median_ms(slow['re-embed']) / base2:.0f}x"
+    )
 
 
 def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int = 10) -> None:
@@ -86,7 +106,9 @@ def bench_synthetic(n: int, n_queries: int, spread: float = 0.6, clusters: int =
     index = synthetic_index(vectors)
     t_index = time.perf_counter() - t0
     t0 = time.perf_counter()
-    carag_u = ContextAwareRetriever.from_index(index, "paper", mode="unsupervised", n_clusters=clusters, show_progress=False)
+    carag_u = ContextAwareRetriever.from_index(
+        index, "paper", mode="unsupervised", n_clusters=clusters, show_progress=False
+    )
     t_fit = time.perf_counter() - t0
     plain = index.as_retriever(similarity_top_k=6)
     rng = np.random.default_rng(1)
@@ -109,7 +131,9 @@ def main() -> None:
     p.add_argument("--factver", action="store_true")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--reembed-queries", type=int, default=10)
-    p.add_argument("--synthetic", type=int, nargs="*", metavar="N", help="synthetic corpus sizes, e.g. 10000 100000 1000000")
+    p.add_argument(
+        "--synthetic", type=int, nargs="*", metavar="N", help="synthetic corpus sizes, e.g. 10000 100000 1000000"
+    )
     p.add_argument("--clusters", type=int, default=10, help="t for the synthetic runs (papers: 10)")
     p.add_argument("--quick", action="store_true", help="tiny run (CI smoke)")
     args = p.parse_args()
@@ -120,9 +144,11 @@ def main() -> None:
     if args.factver:
         bench_factver(args.queries, args.reembed_queries)
     if args.synthetic:
-        print(f"\nSynthetic corpora (384-d unit vectors, 50 planted centres), retrieval only (query vectors given), "
-              f"CARAG-u at alpha=0.5, delta=0.75, t={args.clusters}, k=6; {args.queries} queries x 2 interleaved. "
-              f"{machine()}")
+        print(
+            f"\nSynthetic corpora (384-d unit vectors, 50 planted centres), retrieval only (query vectors given), "
+            f"CARAG-u at alpha=0.5, delta=0.75, t={args.clusters}, k=6; {args.queries} queries x 2 interleaved. "
+            f"{machine()}"
+        )
         print(SYNTH_HEADER)
         for n in args.synthetic:
             bench_synthetic(n, args.queries, clusters=args.clusters)

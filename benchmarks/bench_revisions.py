@@ -28,7 +28,9 @@ _SYNTH = re.compile(r"^\|\s*([0-9,]+)\s*\|.*\|\s*([0-9.]+)\s*\|\s*$", re.MULTILI
 
 def ratios(output: str) -> dict[str, float]:
     """``{"factver": r}`` and ``{"<n>": r}`` for each synthetic size, from one bench_query output."""
-    out = {"factver": float(m.group(1)) for m in _FACTVER.finditer(output)}
+    out: dict[str, float] = {}
+    for m in _FACTVER.finditer(output):  # the last match wins
+        out["factver"] = float(m.group(1))
     out.update({m.group(1).replace(",", ""): float(m.group(2)) for m in _SYNTH.finditer(output)})
     return out
 
@@ -37,8 +39,12 @@ def run(tree: Path, args: list[str]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
     env.setdefault("CARAG_FACTVER", str(REPO.parent / "shared" / "data" / "factver" / "factver_master.csv"))
     done = subprocess.run(
-        [sys.executable, str(tree / "benchmarks" / "bench_query.py"), *args], cwd=tree, env=env,
-        capture_output=True, text=True, check=True,
+        [sys.executable, str(tree / "benchmarks" / "bench_query.py"), *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     found = ratios(done.stdout)
     if not found:

@@ -13,7 +13,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import (  # noqa: E402
+from llama_index_carag import (
     ContextAwareRetriever,
     FactCheckChatBot,
     demo_corpus_path,
@@ -25,7 +25,9 @@ from llama_index_carag import (  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(demo_corpus_path()))
-    parser.add_argument("--llm", default=None, help="qwen1.5b (default, offline), smollm2, a .gguf file or a Hugging Face id/path")
+    parser.add_argument(
+        "--llm", default=None, help="qwen1.5b (default, offline), smollm2, a .gguf file or a Hugging Face id/path"
+    )
     parser.add_argument("--clusters", type=int, default=3)
     parser.add_argument("--delta", type=float, default=0.5)
     args = parser.parse_args()

@@ -13,8 +13,8 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import DEFAULT, load_factver, resolve_embed_model  # noqa: E402
-from llama_index_carag.evaluation.runner import EvalSetup, RunSpec, paper_specs, run_specs, split_claims  # noqa: E402
+from llama_index_carag import DEFAULT, load_factver, resolve_embed_model
+from llama_index_carag.evaluation.runner import EvalSetup, RunSpec, paper_specs, run_specs, split_claims
 
 
 def main() -> None:

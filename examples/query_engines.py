@@ -13,9 +13,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+from llama_index.core.query_engine import RetrieverQueryEngine
 
-from llama_index_carag import (  # noqa: E402
+from llama_index_carag import (
     CARAG_METADATA_KEY,
     ContextAwareRetriever,
     ThematicContextPostprocessor,

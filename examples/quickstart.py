@@ -14,12 +14,14 @@ import textwrap
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever, demo_corpus_path, load_factver  # noqa: E402
+from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever, demo_corpus_path, load_factver
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(demo_corpus_path()), help="CSV in FactVer's layout (default: demo corpus)")
+    parser.add_argument(
+        "--data", default=str(demo_corpus_path()), help="CSV in FactVer's layout (default: demo corpus)"
+    )
     parser.add_argument("--mode", default="unsupervised", choices=["unsupervised", "supervised"])
     parser.add_argument("--clusters", type=int, default=3)
     parser.add_argument("--delta", type=float, default=0.5)
@@ -55,7 +57,9 @@ def main() -> None:
             t_sim = "-" if info["thematic_similarity"] is None else f"{info['thematic_similarity']:.3f}"
             where = info["soi_kind"] or "-"
             text = textwrap.shorten(hit.node.get_content(), 70)
-            print(f"{rank:>4} {hit.score:>6.3f} {info['claim_similarity']:>6.3f} {t_sim:>6} {info['cluster']!s:>3} {where:<28} {text}")
+            print(
+                f"{rank:>4} {hit.score:>6.3f} {info['claim_similarity']:>6.3f} {t_sim:>6} {info['cluster']!s:>3} {where:<28} {text}"
+            )
 
 
 if __name__ == "__main__":

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
 
 from llama_index_carag.backends.base_adapter import GenericAdapter
 from llama_index_carag.backends.protocol import ClusterBackend, VectorStoreAdapter
-from llama_index_carag.backends.vector_stores import PERSISTED_KINDS, adapter_for, get_node_embeddings, load_persisted_index
+from llama_index_carag.backends.vector_stores import (
+    PERSISTED_KINDS,
+    adapter_for,
+    get_node_embeddings,
+    load_persisted_index,
+)
 from tests.helpers import faiss_index, planted_corpus, simple_index
 
 
@@ -27,7 +31,7 @@ class DictStore(BasePydanticVectorStore):
     def client(self) -> Any:
         return None
 
-    def add(self, nodes: List[Any], **kwargs: Any) -> List[str]:
+    def add(self, nodes: list[Any], **kwargs: Any) -> list[str]:
         self._nodes.update({n.node_id: n for n in nodes})
         return [n.node_id for n in nodes]
 
@@ -38,7 +42,7 @@ class DictStore(BasePydanticVectorStore):
         for i in node_ids or []:
             self._nodes.pop(i, None)
 
-    def get_nodes(self, node_ids=None, filters=None) -> List[Any]:
+    def get_nodes(self, node_ids=None, filters=None) -> list[Any]:
         return [self._nodes[i] for i in node_ids or [] if i in self._nodes]
 
     def query(self, query: Any, **kwargs: Any) -> VectorStoreQueryResult:
@@ -49,7 +53,11 @@ class DictStore(BasePydanticVectorStore):
 
 
 def dict_index(nodes, emb):
-    return VectorStoreIndex([n.model_copy() for n in nodes], storage_context=StorageContext.from_defaults(vector_store=DictStore()), embed_model=emb)
+    return VectorStoreIndex(
+        [n.model_copy() for n in nodes],
+        storage_context=StorageContext.from_defaults(vector_store=DictStore()),
+        embed_model=emb,
+    )
 
 
 def qdrant(nodes, emb):

@@ -41,9 +41,13 @@ def test_broken_folders(tmp_path):
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "claim"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="corpus.jsonl:2"):
         load_beir(tmp_path)
-    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "title": "T", "text": "body"}\n{"_id": "d2"}\n', encoding="utf-8")
+    (tmp_path / "corpus.jsonl").write_text(
+        '{"_id": "d1", "title": "T", "text": "body"}\n{"_id": "d2"}\n', encoding="utf-8"
+    )
     (tmp_path / "qrels").mkdir()
-    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t0\r\n", encoding="utf-8")
+    (tmp_path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t0\r\n", encoding="utf-8"
+    )
     data = load_beir(tmp_path)
     assert [d.node_id for d in data.documents] == ["d1"]  # the empty one is skipped
     assert data.split("test") == {"q1": {"d1": 1}}

@@ -75,7 +75,6 @@ def test_state_round_trip_predicts_identically(rng):
         np.testing.assert_allclose(d.predict_proba(X), c.predict_proba(X))
 
 
-
 def _fitted_attributes(estimator) -> dict:
     """scikit-learn's fitted state: the public attributes with a trailing underscore."""
     return {k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")}
@@ -113,6 +112,7 @@ def test_state_saved_before_the_em_summary_still_loads(rng):
     np.testing.assert_array_equal(d.gmm_.precisions_, c.gmm_.precisions_)  # derived, so always restored
     assert d.gmm_.converged_ and d.gmm_.n_iter_ == 0 and np.isnan(d.gmm_.lower_bound_)
     np.testing.assert_array_equal(d.predict(X), c.predict(X))
+
 
 @pytest.mark.parametrize(
     "kwargs, X, exc, match",

@@ -64,7 +64,13 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence[:-6], emb, id_map=True)
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=3, alpha=1.0, rerank_candidates=15, claim_contrast=0.4,
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=3,
+        alpha=1.0,
+        rerank_candidates=15,
+        claim_contrast=0.4,
         contrast_threshold=0.95,
     )
     r.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-6:]])
@@ -79,7 +85,9 @@ def test_retriever_keeps_contrast_exact_after_insert_and_delete(rng):
         expect = sorted(pool, key=lambda i: -(E[i] @ q - 0.4 * (others @ E[i]).max()))[:6]
         assert [n.node.node_id for n in r.retrieve(claim.text)] == expect
     r.refit()
-    assert set(r.corpus.tables["claim_contrast"].get_state()[0]["ids"]) == set(E)  # re-tabulated with the inserted passages
+    assert set(r.corpus.tables["claim_contrast"].get_state()[0]["ids"]) == set(
+        E
+    )  # re-tabulated with the inserted passages
 
 
 def test_table_is_built_in_blocks(rng, monkeypatch):

@@ -93,6 +93,7 @@ def _synthetic():
     PCA to 2 components of points lying in a plane preserves distances, so each
     explanation's distance to its theme centroid is known exactly.
     """
+
     def lift(x, y):
         return np.array([x, y, 0.0]) @ np.array([[0.6, 0.8, 0.0], [-0.8, 0.6, 0.0], [0.0, 0.0, 1.0]])
 

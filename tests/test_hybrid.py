@@ -7,9 +7,9 @@ import pytest
 from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.ranking.bm25 import LexicalIndex
 from llama_index_carag.ranking.lexical import scaled_lexical
+from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.settings import PAPER
 
 HYBRID = PAPER.replace(alpha=1.0, rerank_candidates=30, lexical_weight=0.8)
@@ -126,8 +126,10 @@ def test_same_hybrid_results_on_faiss_simple_and_qdrant(rng):
     evidence, claims, emb = planted_corpus(rng, claims_per_theme=5)
     evidence = with_uuid_ids(evidence)
     settings = PAPER.replace(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3)
-    built = [ContextAwareRetriever.from_index(make(evidence, emb), settings, claim_nodes=claims)
-             for make in (faiss_index, simple_index, qdrant_index)]
+    built = [
+        ContextAwareRetriever.from_index(make(evidence, emb), settings, claim_nodes=claims)
+        for make in (faiss_index, simple_index, qdrant_index)
+    ]
     assert all(len(b.corpus.tables["lexical"]) == len(evidence) for b in built)
     for claim in claims:
         runs = [[(h.node.node_id, round(h.score, 5)) for h in b.retrieve(claim.text)] for b in built]

@@ -61,7 +61,7 @@ def test_reinsert_replaces_never_duplicates(setup):
     r.insert_nodes([node.model_copy(update={"embedding": None})])
     r.insert_nodes([node.model_copy(update={"embedding": None})])
     assert evidence_ids(r).count(node.node_id) == 1
-    assert list(index.vector_store._node_id_to_faiss_id_map).count(node.node_id) == 1  # noqa: SLF001
+    assert list(index.vector_store._node_id_to_faiss_id_map).count(node.node_id) == 1
     assert index.vector_store.client.ntotal == len(evidence) - 10
     hits = [n.node.node_id for n in r.retrieve(claims[0].text)]
     assert len(hits) == len(set(hits))
@@ -102,7 +102,7 @@ def test_safe_map_store_ids_never_collide(rng):
     store.add([TextNode(id_=f"n{i}", text="x", embedding=vecs[i].tolist()) for i in range(5)])
     store.delete_nodes(["n1", "n2"])
     store.add([TextNode(id_=f"n{i}", text="x", embedding=vecs[i].tolist()) for i in (5, 6)])
-    faiss_ids = list(store._node_id_to_faiss_id_map.values())  # noqa: SLF001
+    faiss_ids = list(store._node_id_to_faiss_id_map.values())
     assert len(faiss_ids) == len(set(faiss_ids)) == 5
-    for node_id, fid in store._node_id_to_faiss_id_map.items():  # noqa: SLF001
+    for node_id, fid in store._node_id_to_faiss_id_map.items():
         np.testing.assert_allclose(store.client.reconstruct(int(fid)), vecs[int(node_id[1:])], rtol=1e-6)

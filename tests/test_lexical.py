@@ -51,7 +51,9 @@ def test_no_matching_term_gives_no_hits(nodes):
 
 
 def test_label_metadata_is_not_indexed():
-    secret = TextNode(id_="a", text="wind farms and fish", metadata={"label": "REFUTED"}, excluded_embed_metadata_keys=["label"])
+    secret = TextNode(
+        id_="a", text="wind farms and fish", metadata={"label": "REFUTED"}, excluded_embed_metadata_keys=["label"]
+    )
     other = TextNode(id_="b", text="solar panels on roofs")
     index = LexicalIndex().fit([secret, other])
     assert index.query("refuted", 2).ids == []

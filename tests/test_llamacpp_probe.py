@@ -60,8 +60,11 @@ def test_a_crashing_build_is_not_available_and_qwen_falls_back(cache, monkeypatc
 
     monkeypatch.setattr(llamacpp, "llamacpp_installed", lambda: True)
     monkeypatch.setattr(probe, "build_fingerprint", lambda: "crashing-build")
-    monkeypatch.setattr(probe, "probe_llamacpp",
-                        lambda *a, **k: probe.ProbeResult(False, "crashing-build", "crashed (SIGSEGV)", -11, 0.1))
+    monkeypatch.setattr(
+        probe,
+        "probe_llamacpp",
+        lambda *a, **k: probe.ProbeResult(False, "crashing-build", "crashed (SIGSEGV)", -11, 0.1),
+    )
     assert not llamacpp.llamacpp_available()
     assert _backend("qwen1.5b", "qwen1.5b", False, "auto", "cpu") == "transformers"
     with pytest.raises(RuntimeError, match=r"crashed \(SIGSEGV\); rebuild it portably with: bash scripts/llamacpp.sh"):
@@ -89,7 +92,8 @@ def test_a_native_crash_in_an_isolated_test_fails_that_test_only(tmp_path):
     (tests / "__init__.py").write_text("")
     (tests / "conftest.py").write_text('pytest_plugins = ["tests.isolation"]\n')
     (tests / "isolation.py").write_text((__import__("pathlib").Path(__file__).parent / "isolation.py").read_text())
-    (tests / "test_crash.py").write_text(textwrap.dedent("""
+    (tests / "test_crash.py").write_text(
+        textwrap.dedent("""
         import os, signal
         import pytest
         pytestmark = pytest.mark.isolated
@@ -105,10 +109,16 @@ def test_a_native_crash_in_an_isolated_test_fails_that_test_only(tmp_path):
 
         def test_fails():
             assert 1 == 2
-    """))
+    """)
+    )
     (tests / "test_plain.py").write_text("def test_plain():\n    assert True\n")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "tests"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert "Fatal Python error" not in out.split("last lines of the child")[0]
     assert "died of SIGSEGV" in out

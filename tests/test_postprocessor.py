@@ -29,8 +29,11 @@ def test_reranks_by_claim_and_thematic_similarity(setup):
         out = pp.postprocess_nodes(nodes, query_str=claim.text)
         t = unit(r.build_soi(claim.text).thematic_embedding)
         q = unit(claim.embedding)
-        expect = {n.node.node_id: 0.3 * unit(by_id[n.node.node_id].embedding) @ q
-                  + 0.7 * unit(by_id[n.node.node_id].embedding) @ t for n in nodes}
+        expect = {
+            n.node.node_id: 0.3 * unit(by_id[n.node.node_id].embedding) @ q
+            + 0.7 * unit(by_id[n.node.node_id].embedding) @ t
+            for n in nodes
+        }
         ranked = sorted(expect, key=lambda i: -expect[i])
         assert [n.node.node_id for n in out] == ranked
         np.testing.assert_allclose([n.score for n in out], [expect[i] for i in ranked], rtol=1e-5)
@@ -77,7 +80,9 @@ def test_postprocessor_in_a_query_engine(setup):
     assert ThematicContextPostprocessor.class_name() == "ThematicContextPostprocessor"
 
 
-@pytest.mark.parametrize("kwargs, match", [({"alpha": 2.0}, "alpha"), ({"delta": -3}, "delta"), ({"top_n": 0}, "top_n")])
+@pytest.mark.parametrize(
+    "kwargs, match", [({"alpha": 2.0}, "alpha"), ({"delta": -3}, "delta"), ({"top_n": 0}, "top_n")]
+)
 def test_bad_settings(setup, kwargs, match):
     index, r, *_ = setup
     with pytest.raises(ValueError, match=match):
@@ -97,8 +102,17 @@ def test_postprocessor_gets_every_retriever_option(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.7, rerank_candidates=10, soi_claims=1,
-        hub_penalty=0.2, claim_contrast=0.3, contrast_threshold=0.8,
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=3,
+        delta=0.3,
+        alpha=0.7,
+        rerank_candidates=10,
+        soi_claims=1,
+        hub_penalty=0.2,
+        claim_contrast=0.3,
+        contrast_threshold=0.8,
     )
     pp = ThematicContextPostprocessor.from_retriever(r, top_n=r.similarity_top_k)
     assert pp.settings == r.settings

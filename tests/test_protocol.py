@@ -59,7 +59,9 @@ def test_stock_baselines_run_and_score(minilm):
     prepared = prepare_task(factver_task(demo_corpus_path()), minilm)
     rows = evaluate_methods(prepared, stock_retrievers(prepared))
     assert [r["method"] for r in rows] == [
-        "dense (index.as_retriever)", "BM25 (BM25Retriever)", "hybrid RRF (QueryFusionRetriever)",
+        "dense (index.as_retriever)",
+        "BM25 (BM25Retriever)",
+        "hybrid RRF (QueryFusionRetriever)",
     ]
     for row in rows:
         assert row["queries"] == len(prepared.task.queries)

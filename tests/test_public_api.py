@@ -11,13 +11,32 @@ import pytest
 import llama_index_carag
 
 USER_NAMES = {
-    "ContextAwareRetriever", "ThematicContextPostprocessor", "CARAG_METADATA_KEY",
-    "CaragSettings", "DEFAULT", "PAPER", "TUNED", "PRESETS",
-    "get_fact_check_synthesizer", "FactCheckSynthesizer", "Verdict", "VerdictLabel", "parse_verdict",
-    "FactCheckChatBot", "check_claim", "CheckResult",
-    "resolve_embed_model", "resolve_llm", "default_llm",
-    "load_factver", "load_demo_corpus", "demo_corpus_path", "build_faiss_index",
-    "ThematicClusterer", "SubsetOfInterest", "SOIItem",
+    "ContextAwareRetriever",
+    "ThematicContextPostprocessor",
+    "CARAG_METADATA_KEY",
+    "CaragSettings",
+    "DEFAULT",
+    "PAPER",
+    "TUNED",
+    "PRESETS",
+    "get_fact_check_synthesizer",
+    "FactCheckSynthesizer",
+    "Verdict",
+    "VerdictLabel",
+    "parse_verdict",
+    "FactCheckChatBot",
+    "check_claim",
+    "CheckResult",
+    "resolve_embed_model",
+    "resolve_llm",
+    "default_llm",
+    "load_factver",
+    "load_demo_corpus",
+    "demo_corpus_path",
+    "build_faiss_index",
+    "ThematicClusterer",
+    "SubsetOfInterest",
+    "SOIItem",
 }
 
 #: not top-level, but still importable where they are defined
@@ -33,7 +52,10 @@ MODULE_ONLY = {
 
 
 def test_every_exported_name_resolves_to_its_module_object():
-    assert USER_NAMES <= set(llama_index_carag.__all__)
+    assert set(llama_index_carag.__all__) >= USER_NAMES
+    assert llama_index_carag.__all__ == sorted(llama_index_carag._EXPORTS) + [
+        "__version__"
+    ]  # the literal list is in sync
     for name, module in llama_index_carag._EXPORTS.items():
         assert getattr(llama_index_carag, name) is getattr(importlib.import_module(module), name), name
 

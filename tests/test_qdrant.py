@@ -12,8 +12,8 @@ from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
 from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.datasets import uuid_node_id  # noqa: E402
 from llama_index_carag.backends.qdrant_store import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
+from llama_index_carag.datasets import uuid_node_id  # noqa: E402
 from tests.helpers import faiss_index, planted_corpus  # noqa: E402
 
 
@@ -24,7 +24,11 @@ def with_uuid_ids(evidence):
 def qdrant_index(nodes, emb, path=None, name="carag"):
     client = qdrant_client.QdrantClient(path=str(path)) if path else qdrant_client.QdrantClient(":memory:")
     store = QdrantVectorStore(client=client, collection_name=name)
-    return VectorStoreIndex([n.model_copy() for n in nodes], storage_context=StorageContext.from_defaults(vector_store=store), embed_model=emb)
+    return VectorStoreIndex(
+        [n.model_copy() for n in nodes],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=emb,
+    )
 
 
 @pytest.fixture()
@@ -36,7 +40,11 @@ def corpus(rng):
 @pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
 @pytest.mark.parametrize(
     "extra",
-    [{}, {"soi_top_m": 2}, {"rerank_candidates": 10, "soi_claims": 1, "claim_contrast": 0.2, "contrast_threshold": 0.8}],
+    [
+        {},
+        {"soi_top_m": 2},
+        {"rerank_candidates": 10, "soi_claims": 1, "claim_contrast": 0.2, "contrast_threshold": 0.8},
+    ],
     ids=["all", "top-2", "tuned-style"],
 )
 def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
@@ -54,7 +62,9 @@ def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
         got_f, got_q = on_faiss.retrieve(claim.text), on_qdrant.retrieve(claim.text)
         assert [n.node.node_id for n in got_f] == [n.node.node_id for n in got_q]
         np.testing.assert_allclose([n.score for n in got_f], [n.score for n in got_q], atol=1e-5)
-        assert [n.node.metadata["carag"]["cluster"] for n in got_f] == [n.node.metadata["carag"]["cluster"] for n in got_q]
+        assert [n.node.metadata["carag"]["cluster"] for n in got_f] == [
+            n.node.metadata["carag"]["cluster"] for n in got_q
+        ]
 
 
 def test_client_fetches_only_the_fit_sample(corpus, monkeypatch):

@@ -53,7 +53,11 @@ def test_the_three_tables_follow_the_protocol():
 
 def test_wanted_tables_follow_the_weights():
     assert assembly.wanted_tables(PAPER) == {}
-    assert assembly.wanted_tables(ON) == {"lexical": LexicalTable, "hubness_4": Hubness, "claim_contrast": ClaimContrast}
+    assert assembly.wanted_tables(ON) == {
+        "lexical": LexicalTable,
+        "hubness_4": Hubness,
+        "claim_contrast": ClaimContrast,
+    }
     assert list(assembly.wanted_tables(ON.replace(lexical_weight=0.0, hub_k=7))) == ["hubness_7", "claim_contrast"]
 
 

@@ -69,7 +69,15 @@ def test_similarity_of_an_empty_pool_and_of_another_vector():
 
 
 def test_rank_query_fallback_is_an_empty_soi():
-    base = dict(query_str="q", unit=unit([1, 0, 0]), kinds={}, soi_size=0, query_cluster=None, query_theme=None,
-                claim_id=None, mode="unsupervised")
+    base = dict(
+        query_str="q",
+        unit=unit([1, 0, 0]),
+        kinds={},
+        soi_size=0,
+        query_cluster=None,
+        query_theme=None,
+        claim_id=None,
+        mode="unsupervised",
+    )
     assert RankQuery(theme_unit=None, **base).fallback
     assert not RankQuery(theme_unit=unit([0, 1, 0]), **base).fallback

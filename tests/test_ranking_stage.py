@@ -65,7 +65,10 @@ def test_rank_orders_limits_and_writes_provenance():
     info = out[0].node.metadata[CARAG_METADATA_KEY]
     assert info["terms"]["boost"] == 5.0 and info["reranked"] is True and info["cluster"] == 7
     assert out[0].score == pytest.approx(float(pool.columns["dense"][3]) + 5.0)
-    assert out[2].node.metadata[CARAG_METADATA_KEY]["in_soi"] and out[2].node.metadata[CARAG_METADATA_KEY]["soi_kind"] == "item"
+    assert (
+        out[2].node.metadata[CARAG_METADATA_KEY]["in_soi"]
+        and out[2].node.metadata[CARAG_METADATA_KEY]["soi_kind"] == "item"
+    )
     assert CARAG_METADATA_KEY not in pool.nodes[0].node.metadata  # annotated copies, the pool's nodes untouched
 
 
@@ -82,7 +85,11 @@ def test_unknown_vectors_sort_last_with_no_score():
 def test_dedupe_keep_and_callable_extra():
     pool, query = make(texts=("Same  text", "same text", "other", "more"))
     out = RerankStage(PAPER).rank(
-        pool, query, dedupe=True, extra=lambda row: {"row": row}, keep=lambda row, info: info["row"] != 2,
+        pool,
+        query,
+        dedupe=True,
+        extra=lambda row: {"row": row},
+        keep=lambda row, info: info["row"] != 2,
     )
     ids = [n.node.node_id for n in out]
     assert "c" not in ids and len([i for i in ids if i in ("a", "b")]) == 1

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.core import persistence
-from llama_index_carag.datasets import load_claim_evidence_csv
 from llama_index_carag.core.persistence import StateError
 from llama_index_carag.core.soi import ClusterMembers, build_unsupervised_soi
 from llama_index_carag.core.vectors import blend_query
+from llama_index_carag.datasets import load_claim_evidence_csv
 from tests.helpers import faiss_index, planted_corpus
 
 
@@ -29,7 +29,9 @@ def run(results):
 # ----------------------------------------------------------- concurrency
 @pytest.fixture(scope="module")
 def demo_retriever(demo_index, demo_corpus):
-    return ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4)
+    return ContextAwareRetriever.from_index(
+        demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.4
+    )
 
 
 @pytest.mark.integration
@@ -67,13 +69,21 @@ def test_same_seed_same_clusters_sois_results_and_storage_order_does_not_matter(
     evidence, claims, emb = planted_corpus(rng)
     shuffled = evidence[:]
     random.Random(5).shuffle(shuffled)
-    a = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=4, random_state=7)
-    b = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=4, random_state=7)
-    c = ContextAwareRetriever.from_index(faiss_index(shuffled, emb), "paper", claim_nodes=claims[::-1], n_clusters=4, random_state=7)
+    a = ContextAwareRetriever.from_index(
+        faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=4, random_state=7
+    )
+    b = ContextAwareRetriever.from_index(
+        faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=4, random_state=7
+    )
+    c = ContextAwareRetriever.from_index(
+        faiss_index(shuffled, emb), "paper", claim_nodes=claims[::-1], n_clusters=4, random_state=7
+    )
     ids = [e.node_id for e in evidence] + [x.node_id for x in claims]
     assert a.context.clusters_of(ids) == b.context.clusters_of(ids) == c.context.clusters_of(ids)
     for claim in claims:
-        assert a.build_soi(claim.text).to_dict() == b.build_soi(claim.text).to_dict() == c.build_soi(claim.text).to_dict()
+        assert (
+            a.build_soi(claim.text).to_dict() == b.build_soi(claim.text).to_dict() == c.build_soi(claim.text).to_dict()
+        )
         assert run(a.retrieve(claim.text)) == run(b.retrieve(claim.text))
         assert [n.node.node_id for n in a.retrieve(claim.text)] == [n.node.node_id for n in c.retrieve(claim.text)]
 
@@ -120,7 +130,9 @@ def test_crash_mid_persist_leaves_previous_state_loadable(persisted, monkeypatch
     assert not list(state.glob(".*.tmp"))  # no temp file left behind
 
 
-@pytest.mark.parametrize("damage", ["truncated manifest", "not json", "other format", "future version", "tampered array", "pickled array"])
+@pytest.mark.parametrize(
+    "damage", ["truncated manifest", "not json", "other format", "future version", "tampered array", "pickled array"]
+)
 def test_damaged_state_fails_clearly(persisted, damage):
     r, index, claims, folder, state = persisted
     manifest_path = state / persistence.MANIFEST_NAME
@@ -219,7 +231,13 @@ def test_retriever_top_k_matches_brute_force(seed, alpha, delta, k):
     rng = np.random.default_rng(seed)
     evidence, claims, emb = planted_corpus(rng, n_themes=2, claims_per_theme=3, evidence_per_claim=4, dim=8)
     r = ContextAwareRetriever.from_index(
-        faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=2, alpha=alpha, delta=delta, similarity_top_k=k
+        faiss_index(evidence, emb),
+        "paper",
+        claim_nodes=claims,
+        n_clusters=2,
+        alpha=alpha,
+        delta=delta,
+        similarity_top_k=k,
     )
     E = np.array([e.embedding for e in evidence], dtype=np.float64)
     E /= np.linalg.norm(E, axis=1, keepdims=True)
@@ -263,7 +281,9 @@ def test_refit_keeps_supervised_claims_and_postprocessor_follows(rng):
     pp = ThematicContextPostprocessor.from_retriever(r)
     r.insert_nodes([e.model_copy(update={"embedding": None}) for e in evidence[-6:]])
     r.refit()
-    fresh = ContextAwareRetriever.from_index(index, "paper", mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.2)
+    fresh = ContextAwareRetriever.from_index(
+        index, "paper", mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.2
+    )
     for claim in claims[::3]:
         assert r.build_soi(claim.text).to_dict() == fresh.build_soi(claim.text).to_dict()
     nodes = index.as_retriever(similarity_top_k=8).retrieve(claims[0].text)

@@ -21,12 +21,17 @@ from llama_index_carag.retrieval.state import tables_from_state, tables_state
 from tests.helpers import TableEmbedding, faiss_index, planted_corpus
 
 LEGACY = Path(__file__).parent / "data" / "legacy_state_v1"  # written by commit 603ae74 (see its README)
-HYBRID = dict(n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3, hub_penalty=0.1, hub_k=3)
+HYBRID = dict(
+    n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3, hub_penalty=0.1, hub_k=3
+)
 
 
 def run(retriever, queries):
     return [
-        [(h.node.node_id, round(float(h.score), 6)) for h in retriever.retrieve(QueryBundle(q["text"], embedding=q["embedding"]))]
+        [
+            (h.node.node_id, round(float(h.score), 6))
+            for h in retriever.retrieve(QueryBundle(q["text"], embedding=q["embedding"]))
+        ]
         for q in queries
     ]
 
@@ -95,7 +100,9 @@ def test_crash_before_the_manifest_keeps_every_table_of_the_previous_state(rng, 
     with pytest.raises(OSError, match="disk full"):
         r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
-    assert back.corpus.tables["lexical"].index.query("zebrafloop", 3).ids == []  # the previous BM25, as the manifest says
+    assert (
+        back.corpus.tables["lexical"].index.query("zebrafloop", 3).ids == []
+    )  # the previous BM25, as the manifest says
 
 
 class FakeCorpus:
@@ -163,7 +170,11 @@ def test_unreadable_tables_fail_clearly(rng):
 def test_lexical_state_is_bm25s_files_as_arrays(rng):
     index = LexicalIndex().fit(FakeCorpus(rng).nodes([f"p{i}" for i in range(12)]))
     info, arrays = index.get_state()
-    assert {meta["file"] for meta in info["files"].values()} >= {"data.csc.index.npy", "vocab.index.json", "params.index.json"}
+    assert {meta["file"] for meta in info["files"].values()} >= {
+        "data.csc.index.npy",
+        "vocab.index.json",
+        "params.index.json",
+    }
     assert all(a.dtype != object for a in arrays.values())
     back = LexicalIndex.from_state(info, arrays)
     assert back.ids_ == index.ids_

@@ -30,7 +30,9 @@ class Recorder:
 def fitted(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = simple_index(evidence[:-4], emb)
-    corpus = fit_corpus(index, claims, PAPER.replace(n_clusters=3), embed_model=emb, theme_key="theme", claim_key="claim_id")
+    corpus = fit_corpus(
+        index, claims, PAPER.replace(n_clusters=3), embed_model=emb, theme_key="theme", claim_key="claim_id"
+    )
     kept, dropped = Recorder(True), Recorder(False)
     corpus.tables.update({"kept": kept, "dropped": dropped})
     return index, corpus, evidence, claims, kept, dropped
@@ -41,7 +43,11 @@ def test_insert_adds_to_the_context_and_tells_the_tables(fitted):
     new = [e.model_copy() for e in evidence[-4:]]
     assert updates.insert_nodes(index, corpus, new)
     assert set(corpus.evidence_ids()) == {e.node_id for e in evidence}
-    assert kept.changes == [sorted(e.node_id for e in new)] and "dropped" not in corpus.tables and corpus.tables["kept"] is kept
+    assert (
+        kept.changes == [sorted(e.node_id for e in new)]
+        and "dropped" not in corpus.tables
+        and corpus.tables["kept"] is kept
+    )
     assert not updates.insert_nodes(index, corpus, [])
     with pytest.raises(ValueError, match="duplicated node ids"):
         updates.insert_nodes(index, corpus, [new[0], new[0]])
@@ -70,7 +76,9 @@ def test_delete_removes_and_skips_excluded_ids(fitted):
 def test_a_store_that_cannot_delete_says_which_can(rng):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb)
-    corpus = fit_corpus(index, claims, PAPER.replace(n_clusters=3), embed_model=emb, theme_key="theme", claim_key="claim_id")
+    corpus = fit_corpus(
+        index, claims, PAPER.replace(n_clusters=3), embed_model=emb, theme_key="theme", claim_key="claim_id"
+    )
     with pytest.raises(ValueError, match="cannot delete nodes.*id_map=True"):
         updates.delete_nodes(index, corpus, [evidence[0].node_id])
 
@@ -93,5 +101,9 @@ def test_claims_come_back_as_nodes_and_refit_keeps_them(fitted):
     np.testing.assert_allclose([c.embedding for c in back], [c.embedding for c in claims], rtol=1e-6)
     assert all(b.metadata["claim_id"] == c.metadata["claim_id"] for b, c in zip(back, claims))
     again = updates.refit_corpus(index, corpus, PAPER.replace(n_clusters=3), embed_model=None)  # claims carry vectors
-    assert again is not corpus and again.claim_ids == corpus.claim_ids and set(again.evidence_ids()) == set(corpus.evidence_ids())
+    assert (
+        again is not corpus
+        and again.claim_ids == corpus.claim_ids
+        and set(again.evidence_ids()) == set(corpus.evidence_ids())
+    )
     assert again.tables == {}  # PAPER uses no fitted table

@@ -17,20 +17,26 @@ def corpus(rng):
 
 def test_soi_top_m_keeps_the_most_similar(corpus):
     evidence, claims, emb = corpus
-    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=-1.0, soi_top_m=4)
+    r = ContextAwareRetriever.from_index(
+        faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=-1.0, soi_top_m=4
+    )
     for claim in claims[:4]:
         soi = r.build_soi(claim.text)
         assert len(soi) == 4
         cluster = r.context.cluster_of(claim.node_id)
         q = unit(claim.embedding)
-        pool = sorted((float(unit(e.embedding) @ q), e.node_id) for e in evidence if r.context.cluster_of(e.node_id) == cluster)
+        pool = sorted(
+            (float(unit(e.embedding) @ q), e.node_id) for e in evidence if r.context.cluster_of(e.node_id) == cluster
+        )
         assert {i for _, i in pool[-4:]} == set(soi.item_ids)
 
 
 def test_rerank_reorders_the_claim_neighbourhood(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.6, rerank_candidates=10)
+    r = ContextAwareRetriever.from_index(
+        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.6, rerank_candidates=10
+    )
     by_id = {e.node_id: unit(e.embedding) for e in evidence}
     for claim in claims[::3]:
         pool = [n.node.node_id for n in index.as_retriever(similarity_top_k=10).retrieve(claim.text)]
@@ -46,7 +52,16 @@ def test_related_claims_and_hub_penalty(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=2, hub_penalty=0.2, hub_k=3
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=3,
+        delta=0.9,
+        alpha=0.8,
+        rerank_candidates=12,
+        soi_claims=2,
+        hub_penalty=0.2,
+        hub_k=3,
     )
     E = np.array([unit(e.embedding) for e in evidence])
     sims = E @ E.T
@@ -75,7 +90,9 @@ def test_related_claims_and_hub_penalty(corpus):
 def test_hub_penalty_needs_rerank(corpus):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, hub_penalty=0.1)
+        ContextAwareRetriever.from_index(
+            faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, hub_penalty=0.1
+        )
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     with pytest.raises(ValueError, match="hub_penalty needs rerank_candidates"):
         r.with_settings(hub_penalty=0.1)  # one validator, whichever entry point
@@ -91,8 +108,16 @@ def test_claim_contrast_matches_brute_force(corpus, tau):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=3, delta=0.9, alpha=0.8, rerank_candidates=12, soi_claims=1,
-        claim_contrast=0.3, contrast_threshold=tau,
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=3,
+        delta=0.9,
+        alpha=0.8,
+        rerank_candidates=12,
+        soi_claims=1,
+        claim_contrast=0.3,
+        contrast_threshold=tau,
     )
     E = {e.node_id: unit(e.embedding) for e in evidence}
     C = np.array([unit(c.embedding) for c in claims])
@@ -103,7 +128,7 @@ def test_claim_contrast_matches_brute_force(corpus, tau):
         t = None if soi.thematic_embedding is None else unit(soi.thematic_embedding)
         pool = [n.node.node_id for n in index.as_retriever(similarity_top_k=12).retrieve(claim.text)]
 
-        def score(i):
+        def score(i, q=q, t=t, others=others):
             base = E[i] @ q if t is None else 0.8 * E[i] @ q + 0.2 * E[i] @ t
             return base - 0.3 * (float((others @ E[i]).max()) if len(others) else 0.0)
 
@@ -132,7 +157,14 @@ def test_claim_contrast_promotes_the_claims_own_evidence(rng):
     plain = [n.node.node_id for n in index.as_retriever(similarity_top_k=2).retrieve("claim A")]
     assert plain == ["evidence x", "evidence a"]
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=1, alpha=1.0, similarity_top_k=2, rerank_candidates=4, claim_contrast=0.5
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=1,
+        alpha=1.0,
+        similarity_top_k=2,
+        rerank_candidates=4,
+        claim_contrast=0.5,
     )
     assert [n.node.node_id for n in r.retrieve("claim A")] == ["evidence a", "evidence x"]
     assert [n.node.node_id for n in r.with_settings(claim_contrast=0.0).retrieve("claim A")] == plain  # plain RAG again
@@ -141,9 +173,13 @@ def test_claim_contrast_promotes_the_claims_own_evidence(rng):
 def test_claim_contrast_needs_claims_and_rerank(corpus):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, claim_contrast=0.1)
+        ContextAwareRetriever.from_index(
+            faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, claim_contrast=0.1
+        )
     with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", n_clusters=3, rerank_candidates=10, claim_contrast=0.1)
+        ContextAwareRetriever.from_index(
+            faiss_index(evidence, emb), "paper", n_clusters=3, rerank_candidates=10, claim_contrast=0.1
+        )
     r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", n_clusters=3)
     with pytest.raises(ValueError, match="claim_contrast needs the corpus's claims"):
         r.with_settings(rerank_candidates=10, claim_contrast=0.1)
@@ -161,7 +197,9 @@ def test_dedupe_returns_distinct_texts(rng):
         table[f"passage {i}"] = v
     table["q"] = base[0]
     emb = TableEmbedding({k: v.tolist() for k, v in table.items()})
-    r = ContextAwareRetriever.from_index(faiss_index(nodes, emb), "paper", n_clusters=2, similarity_top_k=4, dedupe=True)
+    r = ContextAwareRetriever.from_index(
+        faiss_index(nodes, emb), "paper", n_clusters=2, similarity_top_k=4, dedupe=True
+    )
     got = r.retrieve("q")
     texts = [n.node.text for n in got]
     assert len(got) == 4 and len(set(texts)) == 4 and texts[0] == "passage 0"
@@ -172,12 +210,28 @@ def test_options_survive_persistence(corpus, tmp_path):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
     r = ContextAwareRetriever.from_index(
-        index, "paper", claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=20, soi_claims=1, hub_penalty=0.15,
-        dedupe=True, soi_top_m=5, claim_contrast=0.2, contrast_threshold=0.7,
+        index,
+        "paper",
+        claim_nodes=claims,
+        n_clusters=3,
+        alpha=0.8,
+        rerank_candidates=20,
+        soi_claims=1,
+        hub_penalty=0.15,
+        dedupe=True,
+        soi_top_m=5,
+        claim_contrast=0.2,
+        contrast_threshold=0.7,
     )
     r.persist(tmp_path)
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
-    assert (back.rerank_candidates, back.soi_claims, back.hub_penalty, back.dedupe, back.soi_top_m) == (20, 1, 0.15, True, 5)
+    assert (back.rerank_candidates, back.soi_claims, back.hub_penalty, back.dedupe, back.soi_top_m) == (
+        20,
+        1,
+        0.15,
+        True,
+        5,
+    )
     assert (back.claim_contrast, back.contrast_threshold) == (0.2, 0.7)
     for claim in claims[::5]:
         assert [(n.node.node_id, n.score) for n in r.retrieve(claim.text)] == [
@@ -187,15 +241,21 @@ def test_options_survive_persistence(corpus, tmp_path):
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"soi_top_m": 0}, "soi_top_m"), ({"rerank_candidates": 0}, "rerank_candidates"),
-     ({"soi_claims": -1}, "soi_claims"), ({"hub_penalty": 2.0}, "hub_penalty"),
-     ({"rerank_candidates": 10, "claim_contrast": 1.5}, "claim_contrast"),
-     ({"rerank_candidates": 10, "claim_contrast": 0.1, "contrast_threshold": 2.0}, "contrast_threshold")],
+    [
+        ({"soi_top_m": 0}, "soi_top_m"),
+        ({"rerank_candidates": 0}, "rerank_candidates"),
+        ({"soi_claims": -1}, "soi_claims"),
+        ({"hub_penalty": 2.0}, "hub_penalty"),
+        ({"rerank_candidates": 10, "claim_contrast": 1.5}, "claim_contrast"),
+        ({"rerank_candidates": 10, "claim_contrast": 0.1, "contrast_threshold": 2.0}, "contrast_threshold"),
+    ],
 )
 def test_option_validation(corpus, kwargs, match):
     evidence, claims, emb = corpus
     with pytest.raises(ValueError, match=match):
-        ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, **kwargs)
+        ContextAwareRetriever.from_index(
+            faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, **kwargs
+        )
 
 
 def test_hubness_table_is_saved_and_reloaded_not_refitted(corpus, tmp_path, monkeypatch):

@@ -10,16 +10,27 @@ from pydantic import ValidationError
 
 from llama_index_carag import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings, ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
-from llama_index_carag.settings import PAPER_SETTINGS, TUNED_SETTINGS
 from llama_index_carag.ranking import CandidatePool, RankQuery
+from llama_index_carag.settings import PAPER_SETTINGS, TUNED_SETTINGS
 from tests.helpers import faiss_index, planted_corpus
-
 
 #: The papers' settings, written out: PAPER must keep meaning exactly this.
 PAPER_VALUES = {
-    "mode": "unsupervised", "n_clusters": 10, "random_state": 0, "covariance_type": "diag", "alpha": 0.5,
-    "delta": 0.75, "similarity_top_k": 6, "soi_top_m": None, "rerank_candidates": None, "dedupe": False,
-    "soi_claims": 0, "hub_penalty": 0.0, "hub_k": 20, "claim_contrast": 0.0, "contrast_threshold": 0.9,
+    "mode": "unsupervised",
+    "n_clusters": 10,
+    "random_state": 0,
+    "covariance_type": "diag",
+    "alpha": 0.5,
+    "delta": 0.75,
+    "similarity_top_k": 6,
+    "soi_top_m": None,
+    "rerank_candidates": None,
+    "dedupe": False,
+    "soi_claims": 0,
+    "hub_penalty": 0.0,
+    "hub_k": 20,
+    "claim_contrast": 0.0,
+    "contrast_threshold": 0.9,
     "lexical_weight": 0.0,
 }
 
@@ -38,8 +49,18 @@ def test_no_arguments_is_the_package_default_and_paper_is_named():
     assert CaragSettings() == DEFAULT and CaragSettings.from_options() == DEFAULT
     assert CaragSettings.from_options("default") == DEFAULT and CaragSettings.from_options("paper") == PAPER
     assert {k: getattr(PAPER, k) for k in PAPER_VALUES} == PAPER_VALUES
-    assert (DEFAULT.alpha, DEFAULT.rerank_candidates, DEFAULT.lexical_weight, DEFAULT.claim_contrast) == (0.8, 50, 0.6, 0.45)
-    assert DEFAULT.replace(**{k: PAPER_VALUES[k] for k in ("alpha", "rerank_candidates", "lexical_weight", "claim_contrast")}) == PAPER
+    assert (DEFAULT.alpha, DEFAULT.rerank_candidates, DEFAULT.lexical_weight, DEFAULT.claim_contrast) == (
+        0.8,
+        50,
+        0.6,
+        0.45,
+    )
+    assert (
+        DEFAULT.replace(
+            **{k: PAPER_VALUES[k] for k in ("alpha", "rerank_candidates", "lexical_weight", "claim_contrast")}
+        )
+        == PAPER
+    )
     assert CaragSettings(alpha=0.7) == DEFAULT.replace(alpha=0.7)  # keywords change the default
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates.*PAPER"):
         CaragSettings(rerank_candidates=None)  # the default's re-ranking terms need their pool
@@ -78,7 +99,9 @@ def test_every_field_is_documented_and_json_round_trips():
 def fitted(rng, tmp_path):
     evidence, claims, emb = planted_corpus(rng)
     index = faiss_index(evidence, emb)
-    r = ContextAwareRetriever.from_index(index, TUNED, claim_nodes=claims, n_clusters=3, delta=0.3, rerank_candidates=10)
+    r = ContextAwareRetriever.from_index(
+        index, TUNED, claim_nodes=claims, n_clusters=3, delta=0.3, rerank_candidates=10
+    )
     r.persist(tmp_path)
     return r, index, claims, tmp_path
 
@@ -92,7 +115,9 @@ def test_retriever_stores_settings_and_persists_them_as_json(fitted):
     assert {k: saved[k] for k in CaragSettings.model_fields} == json.loads(r.settings.model_dump_json())
     back = ContextAwareRetriever.from_persist_dir(folder, index=index)
     assert back.settings == r.settings
-    assert [n.node.node_id for n in back.retrieve(claims[0].text)] == [n.node.node_id for n in r.retrieve(claims[0].text)]
+    assert [n.node.node_id for n in back.retrieve(claims[0].text)] == [
+        n.node.node_id for n in r.retrieve(claims[0].text)
+    ]
 
 
 def test_state_from_before_settings_model_loads(fitted):

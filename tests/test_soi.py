@@ -68,8 +68,13 @@ def test_to_dict_from_dict_round_trip(cluster):
     soi = build_supervised_soi(angle_vec(0), cluster, 0.75, claim="claim zero", claim_id="c0", cluster=1, theme="T")
     d = soi.to_dict()
     assert set(d) >= {
-        "claim_id", "claim", "annotated_evidences", "related_claims",
-        "thematic_cluster_evidences", "refined_cluster_evidences", "similarities",
+        "claim_id",
+        "claim",
+        "annotated_evidences",
+        "related_claims",
+        "thematic_cluster_evidences",
+        "refined_cluster_evidences",
+        "similarities",
     }
     assert d["annotated_evidences"] == [{"id": "e0a", "text": "text e0a", "claim_id": "c0"}]
     back = SubsetOfInterest.from_dict(d)

@@ -3,10 +3,9 @@ rendering in headless Chromium when installed), PNGs and thematic maps.  All off
 
 from __future__ import annotations
 
-import os
-
 import html
 import math
+import os
 import re
 import subprocess
 import sys
@@ -40,15 +39,25 @@ def supervised_soi(**overrides) -> SubsetOfInterest:
     fields = dict(
         claim_id="c0",
         claim="Vaccines cause autism.",
-        annotated_evidences=[SOIItem("e0a", "Large cohort studies found no link. " * 6, 0.93, "c0"),
-                             SOIItem("e0b", "A retracted 1998 paper claimed a link.", 0.81, "c0")],
-        related_claims=[SOIItem("c1", "MMR vaccine is unsafe.", 0.88, "c1"),
-                        SOIItem("c2", "Vaccines contain mercury.", 0.79, "c2")],
-        thematic_cluster_evidences=[SOIItem("e1a", "MMR safety review.", 0.85, "c1"),
-                                    SOIItem("e2a", "Thimerosal was removed in 2001.", 0.77, "c2"),
-                                    SOIItem("e2b", "Thimerosal is ethylmercury.", 0.76, "c2"),
-                                    SOIItem("eX", "Evidence of a claim outside the SOI.", 0.755, "c9")],
-        mode="supervised", delta=0.75, cluster=3, theme="health", cluster_size=14,
+        annotated_evidences=[
+            SOIItem("e0a", "Large cohort studies found no link. " * 6, 0.93, "c0"),
+            SOIItem("e0b", "A retracted 1998 paper claimed a link.", 0.81, "c0"),
+        ],
+        related_claims=[
+            SOIItem("c1", "MMR vaccine is unsafe.", 0.88, "c1"),
+            SOIItem("c2", "Vaccines contain mercury.", 0.79, "c2"),
+        ],
+        thematic_cluster_evidences=[
+            SOIItem("e1a", "MMR safety review.", 0.85, "c1"),
+            SOIItem("e2a", "Thimerosal was removed in 2001.", 0.77, "c2"),
+            SOIItem("e2b", "Thimerosal is ethylmercury.", 0.76, "c2"),
+            SOIItem("eX", "Evidence of a claim outside the SOI.", 0.755, "c9"),
+        ],
+        mode="supervised",
+        delta=0.75,
+        cluster=3,
+        theme="health",
+        cluster_size=14,
     )
     fields.update(overrides)
     soi = SubsetOfInterest(**fields)
@@ -58,13 +67,24 @@ def supervised_soi(**overrides) -> SubsetOfInterest:
 
 def unsupervised_soi(n: int = 6) -> SubsetOfInterest:
     items = [SOIItem(f"r{i}", f"refined passage {i}", 0.95 - 0.03 * i) for i in range(n)]
-    return SubsetOfInterest(claim_id=None, claim="A new claim", refined_cluster_evidences=items, mode="unsupervised",
-                            delta=0.7, cluster=1, cluster_size=20)
+    return SubsetOfInterest(
+        claim_id=None,
+        claim="A new claim",
+        refined_cluster_evidences=items,
+        mode="unsupervised",
+        delta=0.7,
+        cluster=1,
+        cluster_size=20,
+    )
 
 
 def hostile_soi(payload: str = HOSTILE, claim: str | None = None) -> SubsetOfInterest:
     return SubsetOfInterest(
-        claim_id="c0", claim=claim if claim is not None else payload, mode="unsupervised", delta=0.5, cluster=0,
+        claim_id="c0",
+        claim=claim if claim is not None else payload,
+        mode="unsupervised",
+        delta=0.5,
+        cluster=0,
         refined_cluster_evidences=[SOIItem(payload, payload, 0.9), SOIItem("safe", f"prefix {payload} suffix", 0.8)],
     )
 
@@ -93,9 +113,20 @@ def all_strings(obj) -> list[str]:
 def run_chromium(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp_path / "chromium-profile"
     cmd = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--window-size=1200,900", "--virtual-time-budget=5000", *extra, url,
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,900",
+        "--virtual-time-budget=5000",
+        *extra,
+        url,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
 
@@ -157,8 +188,15 @@ def test_soi_graph_unsupervised_query_node_and_empty():
 
 
 def test_soi_graph_keeps_colliding_ids_apart():
-    soi = SubsetOfInterest(claim_id=None, claim="q", refined_cluster_evidences=[
-        SOIItem("query", "an item named like the claim node", 0.9), SOIItem("dup", "a", 0.8), SOIItem("dup", "b", 0.7)])
+    soi = SubsetOfInterest(
+        claim_id=None,
+        claim="q",
+        refined_cluster_evidences=[
+            SOIItem("query", "an item named like the claim node", 0.9),
+            SOIItem("dup", "a", 0.8),
+            SOIItem("dup", "b", 0.7),
+        ],
+    )
     g = V.soi_graph(soi)
     assert g.number_of_nodes() == 4 and g.degree("query") == 3
     assert sorted(d["item_id"] for n, d in g.nodes(data=True) if n != "query") == ["dup", "dup", "query"]
@@ -201,7 +239,14 @@ def test_soi_figure_one_legend_trace_per_kind_with_distinct_styles():
     labels = [t for t in fig.data if t.mode == "text"]
     assert len(labels) == 1 and sorted(labels[0].text) == sorted(f"{i.similarity:.2f}" for i in soi.items())
     title = fig.layout.title.text
-    for part in ("Vaccines cause autism.", "CARAG (supervised)", "cluster: 3", "δ = 0.75", "SOI size: 8 of 14", "theme: health"):
+    for part in (
+        "Vaccines cause autism.",
+        "CARAG (supervised)",
+        "cluster: 3",
+        "δ = 0.75",
+        "SOI size: 8 of 14",
+        "theme: health",
+    ):
         assert part in title
 
 
@@ -282,7 +327,7 @@ def test_html_renders_offline_in_headless_chromium(tmp_path):
     assert rgb.std() > 5
     # the kind colours of the legend/markers are on screen
     for hex_colour in ("#E69F00", "#56B4E9", "#009E73"):
-        target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
+        target = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(rgb.astype(int) - target).sum(axis=-1) < 12).sum() > 20, hex_colour
 
 
@@ -323,7 +368,9 @@ def test_write_soi_png_survives_hostile_and_math_text(tmp_path):
     soi = hostile_soi(claim="costs $5 and $x^{$ \\frac{ " + HOSTILE)
     img = read_png(V.write_soi_png(soi, tmp_path / "h.png", width=640, height=480))
     assert img.shape[:2] == (480, 640)
-    empty = read_png(V.write_soi_png(SubsetOfInterest(claim_id=None, claim="q"), tmp_path / "e.png", width=400, height=300))
+    empty = read_png(
+        V.write_soi_png(SubsetOfInterest(claim_id=None, claim="q"), tmp_path / "e.png", width=400, height=300)
+    )
     assert empty.shape[:2] == (300, 400)
 
 
@@ -381,11 +428,17 @@ def test_cluster_figure_html_and_png(tmp_path):
     assert sum(len(t.x) for t in traces) == 30
     assert max(traces[0].marker.size) > min(traces[0].marker.size)  # highlighted m0 drawn larger
     assert "&lt;b&gt;x&lt;/b&gt;" in fig.layout.title.text
-    assert fig.to_plotly_json() == V.cluster_figure(ids, ids, unit, kinds, threshold=0.5, highlight=["m0", "m1"],
-                                                    title="<b>x</b>").to_plotly_json()  # deterministic
+    assert (
+        fig.to_plotly_json()
+        == V.cluster_figure(
+            ids, ids, unit, kinds, threshold=0.5, highlight=["m0", "m1"], title="<b>x</b>"
+        ).to_plotly_json()
+    )  # deterministic
     html_path = V.write_cluster_html(ids, ids, unit, kinds, tmp_path / "c.html", highlight=["m0"])
     assert "plotly-graph-div" in html_path.read_text(encoding="utf-8")
-    png = read_png(V.write_cluster_png(ids, ids, unit, kinds, tmp_path / "c.png", width=800, height=600, highlight=["m0"]))
+    png = read_png(
+        V.write_cluster_png(ids, ids, unit, kinds, tmp_path / "c.png", width=800, height=600, highlight=["m0"])
+    )
     assert png.shape[:2] == (600, 800)
 
 
@@ -454,13 +507,19 @@ def test_thematic_map_3d_hulls_skip_degenerate_themes(tmp_path, caplog):
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     rng = np.random.default_rng(2)
-    xyz = np.vstack([rng.normal((*c, 0.0), 0.7, size=(30, 3)) for c in CENTRES.values()]
-                    + [np.array([[5, 5, 5], [6, 6, 6], [7, 7, 7], [8, 8, 8.0]]),  # collinear
-                       np.array([[0, 6, 0], [1, 6, 0], [0, 7, 0], [1, 7, 0.0]]),  # coplanar
-                       np.array([[9, 0, 0], [9, 1, 1.0]])])  # two points
+    xyz = np.vstack(
+        [rng.normal((*c, 0.0), 0.7, size=(30, 3)) for c in CENTRES.values()]
+        + [
+            np.array([[5, 5, 5], [6, 6, 6], [7, 7, 7], [8, 8, 8.0]]),  # collinear
+            np.array([[0, 6, 0], [1, 6, 0], [0, 7, 0], [1, 7, 0.0]]),  # coplanar
+            np.array([[9, 0, 0], [9, 1, 1.0]]),
+        ]
+    )  # two points
     themes = [t for t in CENTRES for _ in range(30)] + ["line"] * 4 + ["plane"] * 4 + ["pair"] * 2
-    points = {"CARAG-u": (rng.normal(size=(4, 3)), ["health", "politics", "climate", "line"]),
-              "RAG": (rng.normal(size=(2, 3)), ["health", "pair"])}
+    points = {
+        "CARAG-u": (rng.normal(size=(4, 3)), ["health", "politics", "climate", "line"]),
+        "RAG": (rng.normal(size=(2, 3)), ["health", "pair"]),
+    }
     with caplog.at_level("INFO", logger="llama_index_carag.visualize"):
         fig = V.thematic_map_3d(xyz, themes, points)
     assert len(fig.axes) == 1 and fig.axes[0].name == "3d"
@@ -488,4 +547,3 @@ def test_theme_colours_are_stable():
     a = V.theme_colors(["b", "a", "c", "a"])
     assert list(a) == ["a", "b", "c"] and len(set(a.values())) == 3
     assert V.theme_colors(["c", "b", "a"]) == a
-
