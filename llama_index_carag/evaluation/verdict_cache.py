@@ -50,6 +50,25 @@ class BenchClaim:
     evidence: dict[str, tuple[list[str], list[str], list[str] | None]] = field(default_factory=dict)
 
 
+def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int) -> None:
+    """Add each claim's ``"retrieved"`` evidence: the package default retriever's top-``k`` over the SciFact
+    corpus, its corpus claims the train split (new-claims protocol, as ``carag eval --beir``); gold stances
+    for the cited abstracts among them (others ``None``: no gold)."""
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_carag.evaluation.protocol import beir_task, carag_retrievers, prepare_task
+    from llama_index_carag.models.resolve import resolve_embed_model
+
+    prepared = prepare_task(beir_task(folder), resolve_embed_model("minilm"), show_progress=True)
+    retriever = carag_retrievers(prepared, {"default": "default"}, k=k)["default"]()
+    for claim in claims:
+        _, cited, stances = claim.evidence["annotated"]
+        gold = dict(zip(cited, stances or []))
+        hits = retriever.retrieve(QueryBundle(claim.claim))
+        ids = [h.node.node_id for h in hits]
+        claim.evidence["retrieved"] = ([h.node.get_content() for h in hits], ids, [gold.get(i) for i in ids])
+
+
 def _scifact_claims(folder: Path, per_label: int) -> list[BenchClaim]:
     from llama_index_carag.evaluation.beir import load_beir
 
@@ -103,7 +122,10 @@ def domain_claims(domain: str, path: str | Path, per_label: int, *, k: int = 6, 
     if domain == "factver":
         return _factver_claims(Path(path), per_label, k, cache_dir, retrieved)
     if domain == "scifact":
-        return _scifact_claims(Path(path), per_label)
+        claims = _scifact_claims(Path(path), per_label)
+        if retrieved:
+            _scifact_retrieved(claims, Path(path), k)
+        return claims
     raise ValueError(f"domain must be 'factver' or 'scifact'; got {domain!r}")
 
 
@@ -201,10 +223,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--scifact", default="../shared/data/scifact")
     p.add_argument("--per-label", type=int, default=10)
     p.add_argument("--llm", default="qwen1.5b")
-    p.add_argument("--retrieved", action="store_true", help="FactVer also with the default retriever's top-6")
+    p.add_argument("--retrieved", action="store_true", help="also with the default retriever's top-6")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (1 is faster on a loaded machine)")
     p.add_argument("--domains", default="factver,scifact", help="comma-separated: factver, scifact")
+    p.add_argument("--sources", default=None, help="comma-separated evidence sources to collect (default all)")
     p.add_argument("--joint-from", default=None, help="verdict benchmark rows CSV (docs/results/verdicts_rows.csv) "
                    "whose whole-evidence scores of the same LLM, claim and evidence are reused instead of recomputed")
     args = p.parse_args(argv)
@@ -220,9 +243,13 @@ def _main(argv: Sequence[str] | None = None) -> None:
         llm = resolve_llm(args.llm)
     embed = resolve_embed_model("minilm")
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
-    sci = domain_claims("scifact", args.scifact, args.per_label) if "scifact" in domains else []
+    sci = domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved) if "scifact" in domains else []
     fv = (domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
           if "factver" in domains else [])
+    if args.sources:  # e.g. only "retrieved" in a second worker (its own cache file)
+        keep = set(args.sources.split(","))
+        for c in [*fv, *sci]:
+            c.evidence = {k: v for k, v in c.evidence.items() if k in keep}
     joints = _old_joints(args.joint_from) if args.joint_from else {}
     collect(_interleaved([_round_robin(fv), _round_robin(sci)]), llm, embed, args.out, joints=joints)
 

@@ -145,7 +145,8 @@ def _metrics(decided: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, 
         out[f"recall_{c}"] = float(np.mean(hits)) if hits else float("nan")
     for c in LABELS:
         out[f"share_{c}"] = share[c] / len(pred) if pred else float("nan")
-    pairs = [(g, s) for d in decided if d["stances"] and d["passage_gold"] for g, s in zip(d["passage_gold"], d["stances"])]
+    pairs = [(g, s) for d in decided if d["stances"] and d["passage_gold"]
+             for g, s in zip(d["passage_gold"], d["stances"]) if g is not None]
     out["stance_accuracy"] = float(np.mean([g == s for g, s in pairs])) if pairs else float("nan")
     out["passages_with_gold"] = len(pairs)
     out["s_per_claim"] = seconds

@@ -1,0 +1,51 @@
+"""Seconds per verdict of the stance decision (six passages, llama.cpp Qwen), through the public synthesizer.
+
+    python benchmarks/bench_stance_speed.py --claims 3 --threads 2
+
+FactVer report-half claims with their annotated evidence (up to six passages), as the verdict benchmark picks
+them; the first verdict also computes the content-free prior (cached afterwards) and is reported apart.  The
+target (issue 20) is <= 15 s per verdict on 2 cores; say whether the machine was quiet when you quote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import FACTVER, machine  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--claims", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--decision", default="stance")
+    args = p.parse_args()
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.evaluation.verdict_cache import domain_claims
+    from llama_index_carag.models.files import qwen_gguf_path
+    from llama_index_carag.models.llamacpp import load_llamacpp
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+    claims = domain_claims("factver", FACTVER, 1, cache_dir="/tmp/vbench/emb")
+    llm = load_llamacpp(str(qwen_gguf_path()), context_window=4096, max_new_tokens=128, n_threads=args.threads)
+    synth = FactCheckSynthesizer(llm, decision=args.decision)
+    t0 = time.perf_counter()
+    synth._scored_verdicts.prior()  # noqa: SLF001 - once per model, cached
+    print(f"content-free prior: {time.perf_counter() - t0:.1f} s (once per model)")
+    for claim in claims[: args.claims]:
+        texts, ids, _ = claim.evidence["annotated"]
+        nodes = [NodeWithScore(node=TextNode(text=t, id_=i), score=None) for t, i in zip(texts, ids)]
+        t0 = time.perf_counter()
+        v = synth.synthesize(claim.claim, nodes).metadata["verdict"]
+        print(f"{len(nodes)} passages: {time.perf_counter() - t0:.1f} s  {v.label.value}  {v.explanation[:90]!r}")
+    print(machine(), "load average", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
