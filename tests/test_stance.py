@@ -125,7 +125,7 @@ def test_decisions_read_what_they_need():
 
 def test_settings_are_checked_and_frozen():
     settings = VerdictSettings(label_bias={"N": 1.0})
-    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "stance"
+    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "argmax"
     with pytest.raises(ValueError, match="decision"):
         VerdictSettings(decision="vote")
     with pytest.raises(ValueError, match="calibration"):
@@ -208,7 +208,8 @@ def test_stance_verdict_with_a_real_gguf_model(smol_cpp):
     claim = "The Eiffel Tower is in Berlin."
     texts = ["The Eiffel Tower is a landmark in Paris, France.", "Berlin is the capital of Germany."]
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(texts, 1)]
-    synth = FactCheckSynthesizer(smol_cpp)
+    assert FactCheckSynthesizer(smol_cpp).decision.name == "argmax"  # the measured default
+    synth = FactCheckSynthesizer(smol_cpp, decision="stance")
     assert synth.decision.name == "stance" and synth.label_mode == "score"
     response = synth.synthesize(claim, nodes)
     verdict = response.metadata["verdict"]

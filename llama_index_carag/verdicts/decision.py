@@ -4,11 +4,11 @@ In ``"score"`` mode :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSyn
 what its :class:`LabelDecision` asks for (:attr:`LabelDecision.needs`) into a :class:`ScoredEvidence`
 and the decision returns a :class:`Decision`.  Three decisions:
 
-* :class:`StanceDecision` (the default) — each passage's calibrated stance
+* :class:`StanceDecision` — each passage's calibrated stance
   (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by :func:`strongest_stance`: the
   strongest supporting passage against the strongest refuting one; NOT_ENOUGH_INFO when no
   passage takes a stance.  Nothing is fitted on any domain;
-* :class:`ArgMaxDecision` — the arg-max of the whole-evidence label log-likelihoods (plus optional
+* :class:`ArgMaxDecision` (the default, as measured on two domains: docs/VERDICTS.md) — the arg-max of the whole-evidence label log-likelihoods (plus optional
   per-label offsets);
 * :class:`RuleDecision` — the logistic ``EvidenceLabelRule`` fitted on FactVer's tuning half
   (kept for the side-by-side benchmark, docs/VERDICTS.md).
@@ -47,8 +47,9 @@ class VerdictSettings:
     """Options of a :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`.
 
     Args:
-        decision: how ``"score"`` mode picks the label: ``"stance"`` (per-passage stances,
-            :class:`StanceDecision`), ``"argmax"`` (whole-evidence arg-max) or ``"rule"`` (the
+        decision: how ``"score"`` mode picks the label: ``"argmax"`` (default: whole-evidence arg-max; chosen
+            by the rule declared in :mod:`~llama_index_carag.evaluation.verdict_decisions`, docs/VERDICTS.md),
+            ``"stance"`` (per-passage stances, :class:`StanceDecision`) or ``"rule"`` (the
             FactVer-fitted ``EvidenceLabelRule``, where one was measured for the LLM and the
             synthesizer has the encoder it was fitted with; arg-max otherwise).
         calibration: ``"content-free"`` (divide out the SUPPORTED/REFUTED lean of content-free inputs),
@@ -63,7 +64,7 @@ class VerdictSettings:
         examples: worked examples shown before the claim (``few_shot.VerdictExample``).
     """
 
-    decision: str = "stance"
+    decision: str = "argmax"
     calibration: str = "content-free"
     label_mode: str = "auto"
     max_sentences: int = 2

@@ -9,9 +9,10 @@ obtained depends on the LLM (``label_mode="auto"``):
 * a local ``HuggingFaceLLM`` or ``LlamaCPP`` (or a server returning log-probabilities) — ``"score"``:
   label strings are scored by log-likelihood (:func:`~llama_index_carag.verdicts.labels.scoring.scorer_for`)
   and ONE :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
-  (:mod:`~llama_index_carag.verdicts.scored`): by default each passage's stance, scored on its own and
-  calibrated with content-free inputs (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated
-  by the strongest support against the strongest refutation; then the explanation is generated for it;
+  (:mod:`~llama_index_carag.verdicts.scored`): by default the arg-max of the whole-evidence label
+  log-likelihoods; with ``decision="stance"`` each passage's stance, scored on its own and calibrated
+  with content-free inputs (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by the
+  strongest support against the strongest refutation; then the explanation is generated for it;
 * an LLM with function calling — ``"structured"``: ``llm.structured_predict``
   into :class:`VerdictOutput` (label restricted to the three values);
 * any other LLM — ``"text"``: the free-text answer is parsed by
@@ -98,8 +99,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     Args:
         llm: any LlamaIndex LLM (default: ``Settings.llm``).
-        settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: per-passage
-            stances with content-free calibration, two-sentence explanations).
+        settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: the arg-max
+            decision, two-sentence explanations; ``decision="stance"`` for per-passage stances).
         decision: a :class:`~llama_index_carag.verdicts.decision.LabelDecision` for ``"score"`` mode, or a
             decision's name (``"stance"``, ``"argmax"``, ``"rule"``; default: the one ``settings.decision`` names).
         embed_model: a LlamaIndex embed model for decisions that read claim-passage cosines
@@ -472,7 +473,7 @@ def get_fact_check_synthesizer(
         llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
             or ``None`` for the offline default (Qwen2.5-Coder-1.5B-Instruct).
         streaming: stream the model's text (free-text labels).
-        settings: :class:`VerdictSettings` (default: per-passage stances, content-free calibration).
+        settings: :class:`VerdictSettings` (default: the arg-max decision; ``decision="stance"``: per-passage stances).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``) and
