@@ -428,7 +428,7 @@ def load_claim_evidence_csv(
     if not file.exists():
         raise FileNotFoundError(f"No such CSV file: {file}")
     fieldnames, records = _read_csv_records(file, encoding)
-    needed = {
+    needed: dict[str, Any] = {
         "claim_col": claim_col,
         "evidence_col": evidence_col,
         "claim_id_col": claim_id_col,

@@ -80,8 +80,8 @@ class GenericAdapter(StoreAdapter):
 
     delete_hint = "build the index with an id-mapped FAISS index (build_faiss_index(..., id_map=True))."
 
-    @property  # type: ignore[override]
-    def kind(self) -> str:  # the store's class name, recorded in saved states
+    @property
+    def kind(self) -> str:  # type: ignore[override]  # per-store class name; the others' kind is a ClassVar
         return type(self.store).__name__
 
     @classmethod

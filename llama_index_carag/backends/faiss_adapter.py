@@ -49,7 +49,7 @@ def flat_vectors(raw: Any) -> np.ndarray:
         view = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
         view.flags.writeable = False
         return view
-    return raw.reconstruct_n(0, raw.ntotal)  # type: ignore[attr-defined]
+    return raw.reconstruct_n(0, raw.ntotal)
 
 
 class FaissAdapter(StoreAdapter):

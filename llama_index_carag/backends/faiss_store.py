@@ -14,7 +14,7 @@ is ever lost or duplicated.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -40,7 +40,7 @@ class SafeFaissMapVectorStore(FaissMapVectorStore):
         used = self._faiss_id_to_node_id_map
         return (max(used) + 1) if used else int(self.client.ntotal)
 
-    def add(self, nodes: list[BaseNode], **add_kwargs: Any) -> list[str]:
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add nodes; a node id that is already stored has its vector replaced."""
         if not nodes:
             return []

@@ -20,7 +20,7 @@ A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -56,7 +56,7 @@ class ClusterBackend(Protocol):
         """
         ...
 
-    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> ClusterStore:
+    def restore_store(self, info: Mapping[str, Any], dim: int, unit_vectors: Any) -> ClusterStore:
         """The cluster store of a saved context (``unit_vectors(ids)``: the claims' unit vectors)."""
         ...
 
@@ -73,9 +73,13 @@ class VectorStoreAdapter(Protocol):
         index: the adapted index.
     """
 
-    kind: str
     persisted: ClassVar[bool]
     index: VectorStoreIndex
+
+    @property
+    def kind(self) -> str:
+        """The store kind recorded in saved states."""
+        ...
 
     @classmethod
     def handles(cls, vector_store: Any) -> bool:

@@ -10,7 +10,7 @@ The integration is optional: nothing here imports ``qdrant_client`` until a Qdra
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,7 +52,7 @@ class QdrantClusterBackend:
         store = context.store
         return context, list(store.exclude) if isinstance(store, QdrantClusterStore) else []
 
-    def restore_store(self, info: dict[str, Any], dim: int, unit_vectors: Any) -> QdrantClusterStore:
+    def restore_store(self, info: Mapping[str, Any], dim: int, unit_vectors: Any) -> QdrantClusterStore:
         return QdrantClusterStore.from_state(info, self.vector_store, dim, unit_vectors)
 
 

@@ -55,7 +55,7 @@ def fit_qdrant_context(
     points = _list_points(collection, claims, supervised=mode == "supervised")
     dim = int(collection.vector(collection.retrieve([points.ids[0]], with_vectors=True, payload=False)[0]).shape[0])
     claim_vectors = _claim_vectors(claims, dim)
-    claim_themes = list(claims.themes) if claims.themes is not None else [None] * len(claims.ids)
+    claim_themes: list[str | None] = list(claims.themes) if claims.themes is not None else [None] * len(claims.ids)
     partitions = _partitions(points, claims.ids, claim_themes, mode)
     clusterers = {}
     for theme in partitions:
@@ -79,7 +79,10 @@ def fit_qdrant_context(
         )
     counts, sums = _assign_all(collection, clusterers, dict(zip(points.ids, points.themes)))
     centroids = (
-        {t: l2_normalize(np.asarray(v, dtype=np.float32)) for t, v in sums.items()} if mode == "supervised" else {}
+        # supervised: _partitions checked that every node has a theme, so no key is None
+        {t: l2_normalize(np.asarray(v, dtype=np.float32)) for t, v in sums.items() if t is not None}
+        if mode == "supervised"
+        else {}
     )
     store = QdrantClusterStore(
         collection,

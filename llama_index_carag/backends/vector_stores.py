@@ -47,7 +47,12 @@ __all__ = [
 
 #: The adapters, most specific first (the id-mapped FAISS store is a FAISS store too); any other
 #: store gets :class:`GenericAdapter`.  A new backend: one adapter class, listed here.
-ADAPTERS: tuple[type, ...] = (FaissMapAdapter, FaissAdapter, SimpleAdapter, QdrantAdapter)
+ADAPTERS: tuple[type[FaissMapAdapter | FaissAdapter | SimpleAdapter | QdrantAdapter], ...] = (
+    FaissMapAdapter,
+    FaissAdapter,
+    SimpleAdapter,
+    QdrantAdapter,
+)
 #: Store kinds whose index ``persist_index=True`` saves on disk (reloadable without ``index=``).
 PERSISTED_KINDS: tuple[str, ...] = tuple(cls.kind for cls in ADAPTERS if cls.persisted)
 

@@ -41,7 +41,7 @@ class ClaimTable:
         node_of = dict(self.node_of)
         claim_of = list(items.claim_of)
         for i in np.flatnonzero(np.asarray(items.is_claim, dtype=bool)):
-            node_of[str(claim_of[i])] = items.ids[i]
+            node_of[str(claim_of[i])] = items.ids[int(i)]
         return ClaimTable(node_of, {**self.texts, **(items.claim_texts or {})})
 
     def without(self, removed: Sequence[tuple[str, str | None]]) -> ClaimTable:

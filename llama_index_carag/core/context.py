@@ -123,7 +123,7 @@ class ThematicContext:
         )
         groups, centroids = sorted_groups(X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions))
         self._set_centroids(centroids)
-        self._store = MemoryClusterStore(MemoryClusters(groups, self.dim_))
+        self._store: ClusterStore = MemoryClusterStore(MemoryClusters(groups, self.dim_))
         logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self.groups))
         return self
 

@@ -54,7 +54,9 @@ def partitions_of(
                 f"(e.g. {ids[missing[0]]!r}). Set the theme metadata key or use mode='unsupervised'."
             )
         theme_arr = np.asarray(themes, dtype=object)
-        partitions = {t: np.flatnonzero(theme_arr == t) for t in sorted(set(themes))}
+        partitions: dict[str | None, np.ndarray] = {
+            t: np.flatnonzero(theme_arr == t) for t in sorted({t for t in themes if t is not None})
+        }
     else:
         partitions = {None: np.arange(len(ids))}
     if _is_count(n_clusters) and n_clusters > len(ids):  # type: ignore[operator]

@@ -156,7 +156,7 @@ class SubsetOfInterest:
         if "claim" not in data:
             raise ValueError("An SOI dict needs at least the key 'claim'.")
         sims = {str(k): float(v) for k, v in (data.get("similarities") or {}).items()}
-        lists: dict[str, list[SOIItem]] = {}
+        lists: dict[str, Any] = {}
         for key in SOI_LIST_KEYS:
             items = []
             for raw in data.get(key) or []:
@@ -345,7 +345,7 @@ def materialize_soi(
     theme: str | None = None,
 ) -> SubsetOfInterest:
     """Turn an :class:`SOICore` into a :class:`SubsetOfInterest` (item objects, texts, similarities)."""
-    lists = {key: _items(members, rows, core.sims) for key, rows in core.rows.items()}
+    lists: dict[str, Any] = {key: _items(members, rows, core.sims) for key, rows in core.rows.items()}
     soi = SubsetOfInterest(
         claim_id=claim_id,
         claim=claim,

@@ -266,6 +266,7 @@ def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Calla
     """The stock LlamaIndex baselines, as factories: dense, BM25 and hybrid RRF (dense + BM25)."""
     from llama_index.core.llms import MockLLM
     from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
     from llama_index.retrievers.bm25 import BM25Retriever
 
     from llama_index_carag.ranking.bm25 import import_bm25s
@@ -277,13 +278,13 @@ def stock_retrievers(prepared: PreparedTask, k: int = NDCG_K) -> dict[str, Calla
 
     def bm25() -> BaseRetriever:
         if "bm25" not in prepared.extra:
-            prepared.extra["bm25"] = BM25Retriever.from_defaults(nodes=prepared.task.evidence, similarity_top_k=k)
+            prepared.extra["bm25"] = BM25Retriever.from_defaults(nodes=list(prepared.task.evidence), similarity_top_k=k)
         return prepared.extra["bm25"]
 
     def hybrid() -> BaseRetriever:
         return QueryFusionRetriever(
             [dense(), bm25()],
-            mode="reciprocal_rerank",
+            mode=FUSION_MODES.RECIPROCAL_RANK,
             num_queries=1,
             llm=MockLLM(),
             similarity_top_k=k,

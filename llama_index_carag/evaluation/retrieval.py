@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-def theme_precision_at_k(retrieved_themes: Sequence[str | None], claim_theme: str, k: int) -> float:
+def theme_precision_at_k(retrieved_themes: Sequence[str | None], claim_theme: str | None, k: int) -> float:
     """Theme precision@k: of the first ``k`` retrieved passages, the share whose theme is the claim's.
 
     ``precision = |{i < k : retrieved_themes[i] == claim_theme}| / min(k, len(retrieved_themes))``.

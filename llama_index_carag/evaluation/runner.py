@@ -362,7 +362,9 @@ def generate_explanations(
         verdicts = []
         for claim in claims:
             nodes = retriever.retrieve(QueryBundle(claim.get_content(), embedding=claim.embedding))
-            verdicts.append(synth.synthesize(claim.get_content(), nodes).metadata["verdict"])
+            response = synth.synthesize(claim.get_content(), nodes)
+            assert response.metadata is not None  # FactCheckSynthesizer always records the verdict there
+            verdicts.append(response.metadata["verdict"])
         out["methods"][spec.name] = verdicts
     return out
 

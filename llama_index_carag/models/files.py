@@ -148,10 +148,10 @@ def _convert_gguf(gguf: Path, target: Path, dtype: Any = None) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # The weights are dequantised; drop the GGUF quantiser marker so they save as plain tensors.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # torch types undeclared attrs as Tensor | Module
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.is_quantized = False
+    model.is_quantized = False  # type: ignore[assignment]  # same torch __setattr__ typing
     if dtype is not None:
         model = model.to(dtype)
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:

@@ -63,14 +63,14 @@ class GGUFChatPrompt:
     def messages(self, messages: Sequence[Any]) -> str:
         """``messages_to_prompt``: LlamaIndex ``ChatMessage``s → the prompt text, ending with the assistant's turn."""
         rows = [{"role": m.role.value, "content": m.content or ""} for m in messages]
-        return self._formatter(messages=rows).prompt
+        return self._formatter(messages=rows).prompt  # type: ignore[arg-type]  # llama_cpp's TypedDict messages
 
     def completion(self, prompt: str) -> str:
         """``completion_to_prompt``: a plain prompt as the user's turn (after the system prompt, if any)."""
         rows = [{"role": "user", "content": prompt}]
         if self.system_prompt:
             rows.insert(0, {"role": "system", "content": self.system_prompt})
-        return self._formatter(messages=rows).prompt
+        return self._formatter(messages=rows).prompt  # type: ignore[arg-type]  # llama_cpp's TypedDict messages
 
     @classmethod
     def from_model(cls, model: Any, system_prompt: str = "") -> GGUFChatPrompt | None:
@@ -123,8 +123,9 @@ def llamacpp_generate_kwargs(generate_kwargs: dict[str, Any] | None) -> dict[str
     out: dict[str, Any] = {"repeat_penalty": 1.1}
     for key, value in (generate_kwargs or {}).items():
         if key in _HF_TO_LLAMACPP:
-            if _HF_TO_LLAMACPP[key] is not None:
-                out[_HF_TO_LLAMACPP[key]] = value
+            target = _HF_TO_LLAMACPP[key]
+            if target is not None:
+                out[target] = value
         elif key in _LLAMACPP_KEYS:
             out[key] = value
         else:

@@ -236,7 +236,7 @@ def resolve_llm(
         return llm
     if llm is not None and (not isinstance(llm, str) or not llm.strip()):
         raise TypeError(f"llm must be a LlamaIndex LLM, a model name or path; got {llm!r}.")
-    if is_openai_compatible(llm):  # a server: models/openai_compatible.py
+    if isinstance(llm, str) and is_openai_compatible(llm):  # a server: models/openai_compatible.py
         return resolve_openai_compatible(
             llm,
             context_window=context_window,
@@ -245,7 +245,7 @@ def resolve_llm(
             generate_kwargs=generate_kwargs,
         )
     name, int8 = _llm_name(llm), _wants_int8(llm, quantize, device_map)
-    options = {
+    options: dict[str, Any] = {
         "context_window": context_window,
         "max_new_tokens": max_new_tokens,
         "system_prompt": system_prompt,

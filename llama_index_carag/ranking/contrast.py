@@ -20,7 +20,7 @@ import copy
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -212,7 +212,8 @@ class ClaimContrast:
             exact += at[~found].tolist()
         if exact:
             others = self.claim_units[~excluded]
-            block = np.stack([vectors[i] for i in exact]).astype(np.float32, copy=False)
+            # exact only holds candidates whose vector is known (see table_pos)
+            block = np.stack([cast(np.ndarray, vectors[i]) for i in exact]).astype(np.float32, copy=False)
             # einsum, not a BLAS product: BLAS's worker threads would slow the next vector search.
             out[exact] = np.einsum("ij,kj->ik", block, others).max(axis=1)
         return out

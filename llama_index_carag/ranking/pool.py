@@ -134,7 +134,7 @@ class CandidatePool:
             if vector is not None:
                 units[i] = vector
                 known[i] = True
-        pool = cls(ids, units, known, list(clusters), nodes)
+        pool = cls(ids, units, known, list(clusters), list(nodes))
         pool.columns["dense"] = pool.similarity(query_unit)
         return pool
 

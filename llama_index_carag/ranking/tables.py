@@ -23,7 +23,7 @@ A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -73,8 +73,12 @@ class FittedTable(Protocol):
             it was fitted with, e.g. ``hubness_20``); letters, digits and underscores.
     """
 
-    name: ClassVar[str]
-    key: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """This table's key in the corpus's tables."""
+        ...
 
     @classmethod
     def key_for(cls, settings: CaragSettings) -> str | None:

@@ -64,9 +64,11 @@ class FittedCorpus:
         """The claims as unit vectors (``None`` without claims)."""
         if not self.claim_ids:
             return None
-        if getattr(self, "_claim_units", None) is None or self._claim_units.shape[0] != len(self.claim_ids):
-            self._claim_units = l2_normalize(self.claim_vectors)
-        return self._claim_units
+        units = getattr(self, "_claim_units", None)
+        if units is None or units.shape[0] != len(self.claim_ids):
+            units = l2_normalize(self.claim_vectors)
+            self._claim_units = units
+        return units
 
     def exclude(self, node_ids: Sequence[str]) -> bool:
         """Never return these ids; True when the set grew."""
@@ -104,7 +106,9 @@ def fit_corpus(
     if settings.claim_contrast and not claim_nodes:
         raise ValueError("claim_contrast needs the corpus's claims: pass claim_nodes=[...].")
     params = {"covariance_type": settings.covariance_type, **(clusterer_params or {})}
-    options = dict(n_clusters=settings.n_clusters, random_state=settings.random_state, clusterer_params=params)
+    options: dict[str, Any] = dict(
+        n_clusters=settings.n_clusters, random_state=settings.random_state, clusterer_params=params
+    )
     claim_ids = [n.node_id for n in claim_nodes]
     if len(set(claim_ids)) != len(claim_ids):
         raise ValueError("claim_nodes contain duplicated node ids.")

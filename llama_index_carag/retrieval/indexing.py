@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ def build_faiss_index(
         raise ValueError("Cannot build an index from zero nodes.")
     dim = embedding_dimension(embed_model)
     flat = faiss.IndexFlatIP(dim)
+    vector_store: BasePydanticVectorStore
     if id_map:
         from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
 

@@ -27,7 +27,7 @@ The docstore is never modified: returned nodes are copies.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -173,9 +173,10 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
                     f"Node {nodes[missing[0]].node.node_id!r} has no embedding and no embed_model was given."
                 )
             texts = [nodes[i].node.get_content(MetadataMode.EMBED) for i in missing]
-            for i, vec in zip(missing, self._embed_model.get_text_embedding_batch(texts)):
-                out[i] = l2_normalize(np.asarray(vec, dtype=np.float32))
-        return np.vstack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
+            for i, emb in zip(missing, self._embed_model.get_text_embedding_batch(texts)):
+                out[i] = l2_normalize(np.asarray(emb, dtype=np.float32))
+        # every None was filled above (or the embed_model check raised)
+        return np.vstack(cast("list[np.ndarray]", out)).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
     def _clusters(self, nodes: list[NodeWithScore], unit: np.ndarray) -> list[int | None]:
         """Cluster of each candidate: stored (context) or predicted (clusterer)."""

@@ -324,7 +324,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     def _rank(self, hits: list[NodeWithScore] | list[str], plan: QueryPlan) -> list[NodeWithScore]:
         if hits and isinstance(hits[0], str):
-            pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)  # type: ignore[arg-type]
+            pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)
         else:
             pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)  # type: ignore[arg-type]
         extra: Any = {"reranked": plan.rerank}
