@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 class CLIError(Exception):
@@ -88,4 +89,3 @@ def _llm(args: argparse.Namespace) -> Any:
     from llama_index_carag.models.resolve import resolve_llm
 
     return resolve_llm(None if args.llm in (None, "default") else args.llm)
-

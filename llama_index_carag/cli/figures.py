@@ -27,8 +27,13 @@ def cmd_graph(args: argparse.Namespace) -> int:
         texts = [members.texts[i] for i in range(len(members.ids))]
         written.append(
             write_cluster_png(
-                list(members.ids), texts, members.unit, kinds, args.cluster_png,
-                threshold=args.edge_threshold, highlight=set(soi.item_ids),
+                list(members.ids),
+                texts,
+                members.unit,
+                kinds,
+                args.cluster_png,
+                threshold=args.edge_threshold,
+                highlight=set(soi.item_ids),
             )
         )
     print(f"SOI of {len(soi)} items (cluster {soi.cluster}); wrote " + ", ".join(str(p) for p in written))
@@ -38,9 +43,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_map(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.evaluation.alignment import project_2d
     from llama_index_carag.evaluation.paper import load_explanations
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.visualize import save_figure, thematic_map, thematic_map_3d, thematic_panels
 
     retriever = _load_retriever(args)
@@ -67,4 +72,3 @@ def cmd_map(args: argparse.Namespace) -> int:
         written.append(save_figure(fig, args.map3d))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
-

@@ -11,8 +11,8 @@ from llama_index_carag.cli.common import CLIError, _llm, _load_corpus, _setting_
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.models.resolve import resolve_embed_model
+    from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
     out = Path(args.out)
@@ -21,7 +21,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     corpus = _load_corpus(args.data, args)
     print(corpus.summary())
     for skipped in corpus.skipped[: args.show_skipped]:
-        print(f"  skipped line {skipped.line}: {skipped.reason}" + (f" ({skipped.evidence_id})" if skipped.evidence_id else ""))
+        print(
+            f"  skipped line {skipped.line}: {skipped.reason}"
+            + (f" ({skipped.evidence_id})" if skipped.evidence_id else "")
+        )
     if not corpus.evidence_nodes:
         raise CLIError("no evidence to index")
     t0 = time.perf_counter()
@@ -30,7 +33,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     from llama_index_carag.settings import CaragSettings
 
     settings = CaragSettings.from_options(
-        args.preset, mode=args.mode, random_state=args.seed,
+        args.preset,
+        mode=args.mode,
+        random_state=args.seed,
         **_setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k", n_clusters="clusters"),
     )
     retriever = ContextAwareRetriever.from_index(index, settings, claim_nodes=corpus.claim_nodes, show_progress=True)
@@ -48,8 +53,8 @@ _FEVER_LABEL = {"T": "SUPPORTED", "F": "REFUTED", "N": "NOT_ENOUGH_INFO"}
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_carag.datasets import load_demo_corpus
-    from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.models.resolve import resolve_embed_model
+    from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.visualize import write_soi_html, write_soi_png
 
@@ -61,7 +66,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     model = resolve_embed_model("minilm")
     index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True)
     carag_u = ContextAwareRetriever.from_index(
-        index, "paper", mode="unsupervised", claim_nodes=corpus.claim_nodes, n_clusters=3, delta=0.5, alpha=0.5,
+        index,
+        "paper",
+        mode="unsupervised",
+        claim_nodes=corpus.claim_nodes,
+        n_clusters=3,
+        delta=0.5,
+        alpha=0.5,
         show_progress=True,
     )
     carag_u.persist(out / "index", persist_index=True)
@@ -74,7 +85,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
             with_llm = llm if (alpha == 0.5 or args.rag_verdicts) else None  # one verdict per claim by default
             result = _check_result(carag_u.with_settings(alpha=alpha), claim.text, with_llm)
-            print(f"\n--- {name}" + ("" if with_llm is not None or llm is None else " (retrieval only; --rag-verdicts adds its verdict)"))
+            print(
+                f"\n--- {name}"
+                + ("" if with_llm is not None or llm is None else " (retrieval only; --rag-verdicts adds its verdict)")
+            )
             _print_check(result)
             if alpha == 0.5 and result["verdict"] is not None:
                 agree += result["verdict"]["label"] == _FEVER_LABEL.get(str(claim.metadata.get("label")))
@@ -84,7 +98,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     html = write_soi_html(soi, out / "soi_graph.html")
     png = write_soi_png(soi, out / "soi_graph.png")
     print(f"\nSOI graph of {claims[0].node_id}: {html} and {png}")
-    print(f"Index saved in {out / 'index'}; try: carag check \"<claim>\" --index {out / 'index'}")
+    print(f'Index saved in {out / "index"}; try: carag check "<claim>" --index {out / "index"}')
     print(f"demo finished in {time.perf_counter() - t0:.1f} s")
     return 0
-

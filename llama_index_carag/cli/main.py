@@ -20,7 +20,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
@@ -97,9 +97,13 @@ def _add_retrieval_overrides(p: argparse.ArgumentParser) -> None:
 
 def _add_llm(p: argparse.ArgumentParser) -> None:
     """``--llm``."""
-    p.add_argument("--llm", default=None, help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B: llama.cpp if "
-                   "installed, else transformers; qwen1.5b-hf forces transformers), smollm2 (offline SmolLM2-135M: "
-                   "fast, not reliable), a .gguf file (llama.cpp) or a Hugging Face id/path")
+    p.add_argument(
+        "--llm",
+        default=None,
+        help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B: llama.cpp if "
+        "installed, else transformers; qwen1.5b-hf forces transformers), smollm2 (offline SmolLM2-135M: "
+        "fast, not reliable), a .gguf file (llama.cpp) or a Hugging Face id/path",
+    )
 
 
 def _add_index_parser(sub: argparse._SubParsersAction) -> None:
@@ -109,11 +113,19 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
     p.add_argument("--mode", default="unsupervised", choices=["unsupervised", "supervised"])
-    p.add_argument("--preset", choices=sorted(_presets()), default="default",
-                   help="default: the hybrid pool (dense + BM25) with claim contrast and the thematic term, chosen on "
-                   "tuning data; paper: the papers' CARAG-u/CARAG exactly; tuned: the earlier dense-only variant")
-    p.add_argument("--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)")
-    p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default/tuned 0.8)")
+    p.add_argument(
+        "--preset",
+        choices=sorted(_presets()),
+        default="default",
+        help="default: the hybrid pool (dense + BM25) with claim contrast and the thematic term, chosen on "
+        "tuning data; paper: the papers' CARAG-u/CARAG exactly; tuned: the earlier dense-only variant",
+    )
+    p.add_argument(
+        "--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)"
+    )
+    p.add_argument(
+        "--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default/tuned 0.8)"
+    )
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
     p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
     p.add_argument("--seed", type=int, default=0)
@@ -188,7 +200,9 @@ def _add_paper_table_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="FactVer CSV")
     p.add_argument("--embed-model", default="mpnet")
     p.add_argument("--methods", help="comma-separated, e.g. RAG,CARAG (default: all present)")
-    p.add_argument("--dims", type=int, choices=[2, 3], default=2, help="projection dimension (3 reproduces CARAG-u Table 1a)")
+    p.add_argument(
+        "--dims", type=int, choices=[2, 3], default=2, help="projection dimension (3 reproduces CARAG-u Table 1a)"
+    )
     p.add_argument("--seed", type=int, default=0, help="t-SNE seed")
     p.add_argument("--no-tsne", action="store_true", help="PCA only (fast)")
     p.add_argument("--json", action="store_true", help='print {theme: {method: {"pca": avg, "tsne": avg}}}')

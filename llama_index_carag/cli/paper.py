@@ -25,15 +25,23 @@ def cmd_paper_table(args: argparse.Namespace) -> int:
     projections = ["pca"] if args.no_tsne else ["pca", "tsne"]
     vectors = _cached_evidence_vectors(corpus, model, args.cache_dir, show_progress=not args.json)
     table = paper_table(
-        expl, corpus, model, projections=projections, n_components=args.dims, seed=args.seed,
-        corpus_vectors=vectors, show_progress=not args.json,
+        expl,
+        corpus,
+        model,
+        projections=projections,
+        n_components=args.dims,
+        seed=args.seed,
+        corpus_vectors=vectors,
+        show_progress=not args.json,
     )
     if args.json:
         print(json.dumps(table.to_dict(overall=False), indent=2))
         return 0
     published = PUBLISHED_CARAG_U_TABLE1A if ("CARAG_U" in expl.methods or args.dims == 3) else PUBLISHED_CARAG_TABLE4
-    print(f"{len(expl.claims)} claims, methods {', '.join(expl.methods)}; corpus: {table.meta['n_corpus']} evidence "
-          f"passages; {args.dims}-D projections; t-SNE seed {args.seed}")
+    print(
+        f"{len(expl.claims)} claims, methods {', '.join(expl.methods)}; corpus: {table.meta['n_corpus']} evidence "
+        f"passages; {args.dims}-D projections; t-SNE seed {args.seed}"
+    )
     print(table.to_markdown(published))
     return 0
 
@@ -50,7 +58,9 @@ def _cached_evidence_vectors(corpus: Any, model: Any, cache_dir: str | None, *, 
     from llama_index_carag.models.resolve import embed_model_name
 
     ids = [n.node_id for n in corpus.evidence_nodes]
-    key = hashlib.sha256(("\x00".join([embed_model_name(model), *ids])).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    key = hashlib.sha256(("\x00".join([embed_model_name(model), *ids])).encode("utf-8", "surrogatepass")).hexdigest()[
+        :16
+    ]
     path = Path(cache_dir) / f"evidence-{key}.npz"
     if path.is_file():
         return np.load(path, allow_pickle=False)["vectors"]
@@ -59,4 +69,3 @@ def _cached_evidence_vectors(corpus: Any, model: Any, cache_dir: str | None, *, 
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, vectors=vectors)
     return vectors
-

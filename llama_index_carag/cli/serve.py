@@ -40,8 +40,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
-        print(f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
-              f"{'no LLM' if name is None else 'LLM ' + name + workers})", flush=True)
+        print(
+            f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
+            f"{'no LLM' if name is None else 'LLM ' + name + workers})",
+            flush=True,
+        )
         run_server(app, sock, log_level="info" if args.verbose else "warning")
     finally:
         if pool is not None:
@@ -71,8 +74,12 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     if args.llm_factory:
         check_llm_factory(args.llm_factory)  # a typo fails before the index loads
     retriever = _load_retriever(args)
-    spec = LLMWorkerSpec(llm=args.llm, llm_factory=args.llm_factory, embed_model=embed_model_spec(retriever.embed_model),
-                         log_level=logging.INFO if args.verbose else logging.WARNING)
+    spec = LLMWorkerSpec(
+        llm=args.llm,
+        llm_factory=args.llm_factory,
+        embed_model=embed_model_spec(retriever.embed_model),
+        log_level=logging.INFO if args.verbose else logging.WARNING,
+    )
     try:
         pool = LLMPool(spec, settings.llm_workers, call_timeout_s=settings.request_timeout_s).start()
     except LLMStartupError as exc:
