@@ -39,8 +39,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import FACTVER  # noqa: E402
-from bench_label_rules import L, X_main, Offsets, Raw, metrics  # noqa: E402
+from _common import FACTVER
+from bench_label_rules import L, Offsets, Raw, X_main, metrics
 
 VARIANTS = ("zero-shot", "few-shot")
 
@@ -48,12 +48,12 @@ VARIANTS = ("zero-shot", "few-shot")
 def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
-    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
-    from llama_index_carag.models.resolve import llm_name, resolve_llm
     from llama_index_carag.backends.vector_stores import get_node_embeddings
-    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
     from llama_index_carag.core.vectors import l2_normalize
+    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
+    from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     out = Path(args.out)
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)
@@ -64,8 +64,11 @@ def collect(args: argparse.Namespace) -> None:
     evidence = {}
     for claim in tune:
         for source in ("annotated", "retrieved"):
-            nodes = bench.evidence(claim, "annotated") if source == "annotated" else bench.retriever.retrieve(
-                QueryBundle(claim.get_content(), embedding=claim.embedding))
+            nodes = (
+                bench.evidence(claim, "annotated")
+                if source == "annotated"
+                else bench.retriever.retrieve(QueryBundle(claim.get_content(), embedding=claim.embedding))
+            )
             ids = [n.node.node_id for n in nodes]
             cos = []
             if ids:
@@ -75,8 +78,9 @@ def collect(args: argparse.Namespace) -> None:
     rows = json.loads(out.read_text()) if out.is_file() else []
     done = {(r["variant"], r["claim_id"], r["evidence"]) for r in rows}
     for variant in args.variants.split(","):
-        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False,
-                                     examples=DEFAULT_EXAMPLES if variant == "few-shot" else None)
+        synth = FactCheckSynthesizer(
+            llm, label_bias={}, show_ids=False, examples=DEFAULT_EXAMPLES if variant == "few-shot" else None
+        )
         for claim in tune:
             for source in ("annotated", "retrieved"):
                 if (variant, claim.node_id, source) in done:
@@ -84,9 +88,19 @@ def collect(args: argparse.Namespace) -> None:
                 nodes, cos = evidence[claim.node_id, source]
                 t0 = time.perf_counter()
                 scores = synth.score_labels(claim.get_content(), nodes)
-                rows.append({"variant": variant, "llm": llm_name(llm), "claim_id": claim.node_id, "evidence": source,
-                             "gold": claim.metadata["label"], "scores": scores.as_dict(), "cos": cos,
-                             "n": len(nodes), "t_score": round(time.perf_counter() - t0, 2)})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "llm": llm_name(llm),
+                        "claim_id": claim.node_id,
+                        "evidence": source,
+                        "gold": claim.metadata["label"],
+                        "scores": scores.as_dict(),
+                        "cos": cos,
+                        "n": len(nodes),
+                        "t_score": round(time.perf_counter() - t0, 2),
+                    }
+                )
                 out.write_text(json.dumps(rows, indent=1))
                 print(variant, source, claim.metadata["label"], scores.best().value, rows[-1]["t_score"], flush=True)
     print(f"{len(rows)} rows in {out}")
@@ -100,16 +114,17 @@ def content_free(args: argparse.Namespace) -> None:
     """Append, per variant, the label scores of the content-free inputs (rows with ``"content_free": true``)."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
     from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     out = Path(args.rows)
     rows = [r for r in json.loads(out.read_text()) if not r.get("content_free")]
     llm = resolve_llm(args.llm)
     for variant in VARIANTS:
-        synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False,
-                                     examples=DEFAULT_EXAMPLES if variant == "few-shot" else None)
+        synth = FactCheckSynthesizer(
+            llm, label_bias={}, show_ids=False, examples=DEFAULT_EXAMPLES if variant == "few-shot" else None
+        )
         for claim, passages in CONTENT_FREE:
             nodes = [NodeWithScore(node=TextNode(text=t), score=None) for t in passages]
             scores = synth.score_labels(claim, nodes)
@@ -194,17 +209,21 @@ def fit_rule(args: argparse.Namespace) -> None:
     the claim text and the passages' LLM text), grouped 5-fold CV is reported, and the rule fitted on
     every row is written to ``llama_index_carag/data/label_rules.json`` if it passed.
     """
+    from bench_label_rules import f1
     from llama_index.core.schema import QueryBundle
     from sklearn.model_selection import GroupKFold
 
-    from bench_label_rules import f1
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
-    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
     from llama_index_carag.models.resolve import embed_model_name
-    from llama_index_carag.verdicts.synthesizer import evidence_texts
     from llama_index_carag.verdicts import VerdictLabel
+    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
+    from llama_index_carag.verdicts.synthesizer import evidence_texts
 
-    rows = [r for r in json.loads(Path(args.rows).read_text()) if r.get("variant") == args.variant and not r.get("content_free")]
+    rows = [
+        r
+        for r in json.loads(Path(args.rows).read_text())
+        if r.get("variant") == args.variant and not r.get("content_free")
+    ]
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)
     tune = balanced_subset(bench.tune, args.tune_per_label)
     bench.fit_retriever(tune)
@@ -212,8 +231,11 @@ def fit_rule(args: argparse.Namespace) -> None:
     X, y, groups = [], [], []
     for r in rows:
         claim = claims[r["claim_id"]]
-        nodes = bench.evidence(claim, "annotated") if r["evidence"] == "annotated" else bench.retriever.retrieve(
-            QueryBundle(claim.get_content(), embedding=claim.embedding))
+        nodes = (
+            bench.evidence(claim, "annotated")
+            if r["evidence"] == "annotated"
+            else bench.retriever.retrieve(QueryBundle(claim.get_content(), embedding=claim.embedding))
+        )
         cos = evidence_cosines(embed, claim.get_content(), evidence_texts(nodes))
         X.append(rule_features({VerdictLabel(k): v for k, v in r["scores"].items()}, cos))
         y.append(L.index(r["gold"]))
@@ -229,9 +251,14 @@ def fit_rule(args: argparse.Namespace) -> None:
     print(f"rule {'kept' if keep else 'NOT kept'}: macro-F1 {f_rule:.3f} vs raw {f_raw:.3f} (margin {MARGIN})")
     if not keep:
         return
-    info = {"fitted_on": f"FactVer tuning half, {len(set(groups))} balanced claims x (annotated, default top-6)",
-            "prompt": args.variant, "cv_macro_F1": round(f_rule, 4), "cv_macro_F1_raw_argmax": round(f_raw, 4),
-            "cv_accuracy": round(float(np.mean(rule == y)), 4), "command": "python benchmarks/bench_prompts.py fit-rule"}
+    info = {
+        "fitted_on": f"FactVer tuning half, {len(set(groups))} balanced claims x (annotated, default top-6)",
+        "prompt": args.variant,
+        "cv_macro_F1": round(f_rule, 4),
+        "cv_macro_F1_raw_argmax": round(f_raw, 4),
+        "cv_accuracy": round(float(np.mean(rule == y)), 4),
+        "command": "python benchmarks/bench_prompts.py fit-rule",
+    }
     fitted = EvidenceLabelRule.fit(X, [L[i] for i in y], encoder=embed_model_name(embed), **info)
     stored = json.loads(RULES_FILE.read_text()) if RULES_FILE.is_file() else {}
     stored[rows[0]["llm"]] = fitted.to_dict()
@@ -247,13 +274,18 @@ def analyze(args: argparse.Namespace) -> None:
         free = [r for r in rows if r.get("content_free") and r["variant"] == variant]
         prior = np.mean([X_main(r) for r in free], 0) if free else None
         for src in ("annotated", "retrieved", "both"):
-            part = [r for r in rows if not r.get("content_free") and r["variant"] == variant
-                    and (src == "both" or r["evidence"] == src)]
+            part = [
+                r
+                for r in rows
+                if not r.get("content_free") and r["variant"] == variant and (src == "both" or r["evidence"] == src)
+            ]
             if len(set(r["claim_id"] for r in part)) < 5:
                 continue
             y, groups = np.array([L.index(r["gold"]) for r in part]), [r["claim_id"] for r in part]
             print(f"\n== {variant}, {src}, n={len(part)}, {np.mean([r['t_score'] for r in part]):.1f} s/row")
-            rules = [Raw(), Offsets(), LR3(), LRCos(), CosGate()] + ([ContentFreeCalibration(prior)] if prior is not None else [])
+            rules = [Raw(), Offsets(), LR3(), LRCos(), CosGate()] + (
+                [ContentFreeCalibration(prior)] if prior is not None else []
+            )
             for rule in rules:
                 pred = np.empty(len(part), int)
                 for tr, te in GroupKFold(5).split(part, y, groups):

@@ -11,11 +11,14 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import collections
+
 from llama_index.core.schema import NodeWithScore
+
 from llama_index_carag.datasets import load_demo_corpus
-from llama_index_carag.models.resolve import resolve_llm, resolve_embed_model
-from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, evidence_texts
+from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
 from llama_index_carag.verdicts.labels.rules import evidence_cosines
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, evidence_texts
+
 corpus = load_demo_corpus()
 embed = resolve_embed_model("minilm")
 llm = resolve_llm(None)
@@ -24,15 +27,20 @@ rule = synth.label_rule
 if rule is None:
     raise SystemExit("No label rule applies: this needs llama-cpp-python (the llama.cpp Qwen) and MiniLM.")
 by = collections.defaultdict(list)
-for n in corpus.evidence_nodes: by[n.metadata.get("claim_id")].append(n)
+for n in corpus.evidence_nodes:
+    by[n.metadata.get("claim_id")].append(n)
 fever = {"T": "SUPPORTED", "F": "REFUTED", "N": "NOT_ENOUGH_INFO"}
-ok_rule = ok_raw = 0; rows = []
+ok_rule = ok_raw = 0
+rows = []
 for c in corpus.claim_nodes:
     ev = [NodeWithScore(node=n, score=None) for n in by[c.node_id]][:6]
     s = synth.score_labels(c.text, ev)
     cos = evidence_cosines(embed, c.text, evidence_texts(ev))
     r, a = rule.predict(s.logprobs, cos).value, s.best().value
     g = fever[c.metadata["label"]]
-    ok_rule += r == g; ok_raw += a == g
-    print(c.metadata["label"], "rule", r, "argmax", a, "n_ev", len(ev), "maxcos", round(float(cos.max()), 2), flush=True)
+    ok_rule += r == g
+    ok_raw += a == g
+    print(
+        c.metadata["label"], "rule", r, "argmax", a, "n_ev", len(ev), "maxcos", round(float(cos.max()), 2), flush=True
+    )
 print(f"demo corpus, annotated evidence, {len(corpus.claim_nodes)} claims: rule {ok_rule}, plain arg-max {ok_raw}")

@@ -16,7 +16,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import FACTVER, machine  # noqa: E402
+from _common import FACTVER, machine
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     llm = load_llamacpp(str(qwen_gguf_path()), context_window=4096, max_new_tokens=128, n_threads=args.threads)
     synth = FactCheckSynthesizer(llm, decision=args.decision)
     t0 = time.perf_counter()
-    synth._scored_verdicts.prior()  # noqa: SLF001 - once per model, cached
+    synth._scored_verdicts.prior()
     print(f"content-free prior: {time.perf_counter() - t0:.1f} s (once per model)")
     for claim in claims[: args.claims]:
         texts, ids, _ = claim.evidence["annotated"]

@@ -16,13 +16,15 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import FACTVER  # noqa: E402
+from _common import FACTVER
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--per-label", type=int, default=4)
-    p.add_argument("--rows", default=str(Path(__file__).resolve().parents[1] / "docs" / "results" / "verdicts_rows.csv"))
+    p.add_argument(
+        "--rows", default=str(Path(__file__).resolve().parents[1] / "docs" / "results" / "verdicts_rows.csv")
+    )
     args = p.parse_args()
     from llama_index_carag.datasets import load_factver
     from llama_index_carag.evaluation.runner import split_claims
@@ -34,7 +36,13 @@ def main() -> None:
     majority = max("TFN", key=[c.metadata.get("label") for c in tune].count)
     print("| " + " | ".join(_COLUMNS) + " |\n|" + "---|" * len(_COLUMNS))
     for row in _summaries(_done_rows(Path(args.rows)), majority, ids):
-        print("| " + " | ".join(f"{row.get(c):.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in _COLUMNS) + " |")
+        print(
+            "| "
+            + " | ".join(
+                f"{row.get(c):.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in _COLUMNS
+            )
+            + " |"
+        )
 
 
 if __name__ == "__main__":

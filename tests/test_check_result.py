@@ -15,7 +15,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize(
     "settings",
-    [TUNED.replace(n_clusters=4, delta=0.5, random_state=3, soi_top_m=5), PAPER.replace(mode="supervised", n_clusters=2)],
+    [
+        TUNED.replace(n_clusters=4, delta=0.5, random_state=3, soi_top_m=5),
+        PAPER.replace(mode="supervised", n_clusters=2),
+    ],
     ids=["tuned-variant", "paper-supervised"],
 )
 def test_a_results_settings_rebuild_the_retriever_and_its_evidence(demo_index, demo_corpus, settings):

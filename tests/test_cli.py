@@ -61,12 +61,21 @@ def test_check_json_schema_without_llm(index_dir):
     settings = CaragSettings.model_validate(data["settings"])  # every option, not a lossy subset
     assert settings == DEFAULT.replace(n_clusters=3, delta=0.5, alpha=0.7, similarity_top_k=4)
     assert json.loads(settings.model_dump_json()) == data["settings"]
-    assert {"claim_id", "claim", "annotated_evidences", "related_claims", "refined_cluster_evidences",
-            "thematic_cluster_evidences", "similarities"} <= set(data["soi"])
+    assert {
+        "claim_id",
+        "claim",
+        "annotated_evidences",
+        "related_claims",
+        "refined_cluster_evidences",
+        "thematic_cluster_evidences",
+        "similarities",
+    } <= set(data["soi"])
     assert len(data["evidence"]) == 4
     for row in data["evidence"]:
         assert set(row) == EVIDENCE_KEYS
-        assert {"cluster", "claim_similarity", "thematic_similarity", "in_soi", "soi_size", "fallback"} <= set(row["carag"])
+        assert {"cluster", "claim_similarity", "thematic_similarity", "in_soi", "soi_size", "fallback"} <= set(
+            row["carag"]
+        )
 
 
 def test_check_table_output(index_dir):
@@ -86,7 +95,9 @@ def test_check_with_offline_llm(index_dir):
 
 def test_graph_files(index_dir, tmp_path):
     html, png, cluster = tmp_path / "soi.html", tmp_path / "soi.png", tmp_path / "cluster.png"
-    proc = carag("graph", CLAIM, "--index", str(index_dir), "--html", str(html), "--png", str(png), "--cluster-png", str(cluster))
+    proc = carag(
+        "graph", CLAIM, "--index", str(index_dir), "--html", str(html), "--png", str(png), "--cluster-png", str(cluster)
+    )
     assert proc.returncode == 0, proc.stderr
     assert html.stat().st_size > 100_000 and "plotly" in html.read_text(encoding="utf-8")[:200_000].lower()
     assert png_size(png) == (1200, 900) and png_size(cluster) == (1200, 900)
@@ -103,7 +114,9 @@ def test_map_files(index_dir, tmp_path):
         w.writerow(["2", "Energy", "Coral reefs are bleached.", "Solar modules became much cheaper."])
         w.writerow(["3", "Nutrition", "Wind turbines stand offshore.", "Soft drinks add sugar for children."])
     out, panels = tmp_path / "map.png", tmp_path / "panels.png"
-    proc = carag("map", "--index", str(index_dir), "--explanations", str(expl), "--out", str(out), "--panels", str(panels))
+    proc = carag(
+        "map", "--index", str(index_dir), "--explanations", str(expl), "--out", str(out), "--panels", str(panels)
+    )
     assert proc.returncode == 0, proc.stderr
     assert min(png_size(out)) > 300 and min(png_size(panels)) > 300
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from llama_index.core.llms import MessageRole
 
+from llama_index_carag.verdicts import VerdictLabel, parse_verdict
 from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES, VerdictExample, answer_text, example_turns
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
-from llama_index_carag.verdicts import VerdictLabel, parse_verdict
 
 from .helpers import StubLLM
 
@@ -40,7 +40,10 @@ def test_the_examples_are_a_prefix_shared_by_every_claim():
 
 
 def test_answer_text_and_example_checks():
-    assert answer_text(VerdictLabel.NOT_ENOUGH_INFO, "Nothing on it.") == "Verdict: NOT ENOUGH INFO\nExplanation: Nothing on it."
+    assert (
+        answer_text(VerdictLabel.NOT_ENOUGH_INFO, "Nothing on it.")
+        == "Verdict: NOT ENOUGH INFO\nExplanation: Nothing on it."
+    )
     example = VerdictExample("A claim.", ["A passage."], "REFUTED", "Why.")
     assert example.label is VerdictLabel.REFUTED and example.passages == ("A passage.",)
     with pytest.raises(ValueError, match="needs a claim, at least one passage"):
@@ -57,4 +60,6 @@ def test_example_turns_drop_the_question_system_message():
 
     turns = example_turns(DEFAULT_EXAMPLES[:1], question)
     assert [(t.role, t.content.split("\n")[0]) for t in turns] == [
-        (MessageRole.USER, DEFAULT_EXAMPLES[0].claim), (MessageRole.ASSISTANT, "Verdict: SUPPORTED")]
+        (MessageRole.USER, DEFAULT_EXAMPLES[0].claim),
+        (MessageRole.ASSISTANT, "Verdict: SUPPORTED"),
+    ]

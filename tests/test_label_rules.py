@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, load_rules, measured_rule, rule_features
 from llama_index_carag.verdicts import VerdictLabel
+from llama_index_carag.verdicts.labels.rules import (
+    EvidenceLabelRule,
+    evidence_cosines,
+    load_rules,
+    measured_rule,
+    rule_features,
+)
 
 from .helpers import TableEmbedding
 
@@ -29,15 +35,20 @@ def test_evidence_cosines_with_an_embed_model():
 def test_fit_predict_and_json_round_trip():
     rng = np.random.default_rng(0)
     gold = ["T", "F", "N"] * 20
-    feats = np.array([rule_features({S: -3.0 + 3 * (g == "T"), R: -3.0 + 3 * (g == "F"), N: -2.0}, [rng.uniform()])
-                      for g in gold])
+    feats = np.array(
+        [rule_features({S: -3.0 + 3 * (g == "T"), R: -3.0 + 3 * (g == "F"), N: -2.0}, [rng.uniform()]) for g in gold]
+    )
     rule = EvidenceLabelRule.fit(feats, gold, encoder="enc", note="test")
     assert rule.predict({S: 0.0, R: -3.0, N: -2.0}, [0.5]) is S
     assert rule.predict({S: -3.0, R: 0.0, N: -2.0}, [0.5]) is R
     assert rule.predict({S: -3.0, R: -3.0, N: -2.0}, [0.5]) is N
-    rows = np.array([rule_features({S: 0.0, R: -3.0, N: -2.0}, [0.5]), rule_features({S: -3.0, R: -3.0, N: -2.0}, [0.2, 0.9])])
-    assert rule.predict_features(rows) == [rule.predict({S: 0.0, R: -3.0, N: -2.0}, [0.5]),
-                                           rule.predict({S: -3.0, R: -3.0, N: -2.0}, [0.2, 0.9])]
+    rows = np.array(
+        [rule_features({S: 0.0, R: -3.0, N: -2.0}, [0.5]), rule_features({S: -3.0, R: -3.0, N: -2.0}, [0.2, 0.9])]
+    )
+    assert rule.predict_features(rows) == [
+        rule.predict({S: 0.0, R: -3.0, N: -2.0}, [0.5]),
+        rule.predict({S: -3.0, R: -3.0, N: -2.0}, [0.2, 0.9]),
+    ]
     again = EvidenceLabelRule.from_dict(rule.to_dict())
     assert again == EvidenceLabelRule(rule.encoder, rule.coef, rule.intercept, {"note": "test"})
     with pytest.raises(ValueError, match="shape"):

@@ -63,9 +63,10 @@ def test_default_llm_gives_one_checked_verdict():
     print(f"Qwen load: {time.perf_counter() - t0:.1f} s ({llm_name(llm)})")
     synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"))
     assert synth.label_mode == "score"
-    # llama.cpp where it is installed; then the measured label rule applies (its name and encoder match)
+    # llama.cpp where it is installed; the default decision is the arg-max (chosen by the declared rule of
+    # evaluation/verdict_decisions.py on FactVer + SciFact); the FactVer-fitted rule is opt-in (decision="rule")
     assert ("llama.cpp" in llm_name(llm)) == llamacpp_available()
-    assert (synth.label_rule is not None) == llamacpp_available()
+    assert synth.settings.decision == "argmax" and synth.label_rule is None
     nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]
     t0 = time.perf_counter()
     verdict = synth.synthesize("New Zealand has no carbon trading system.", nodes).metadata[VERDICT_KEY]

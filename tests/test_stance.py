@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -130,7 +131,7 @@ def test_settings_are_checked_and_frozen():
         VerdictSettings(decision="vote")
     with pytest.raises(ValueError, match="calibration"):
         VerdictSettings(calibration="platt")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         settings.decision = "argmax"  # type: ignore[misc]
 
 
@@ -150,8 +151,9 @@ def _messages_fn(claim, texts, ids, numbers):
 def test_scored_verdicts_explain_from_the_passages_that_took_the_stance():
     scorer = KeywordScorer()
     settings = VerdictSettings(calibration="content-free-full")
-    pipeline = ScoredVerdicts(scorer, StanceDecision(), settings, _messages_fn, model_key="fake",
-                              priors=ContentFreePrior())
+    pipeline = ScoredVerdicts(
+        scorer, StanceDecision(), settings, _messages_fn, model_key="fake", priors=ContentFreePrior()
+    )
     texts = ["Nothing here.", "The minister denies it.", "Unrelated."]
     verdict = pipeline.verdict("A claim.", texts, ["E1", "E2", "E3"])
     assert verdict.label is R and verdict.decision == "stance" and verdict.decision_passages == [2]

@@ -11,16 +11,23 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence, format_evidence
-from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, get_fact_check_synthesizer
 from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
+from llama_index_carag.verdicts.prompts import (
+    FACT_CHECK_CHAT_SYSTEM_PROMPT,
+    FACT_CHECK_CONTEXT_PROMPT,
+    fence,
+    format_evidence,
+)
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, get_fact_check_synthesizer
 from tests.helpers import StubLLM, faiss_index, planted_corpus
 
 
 @pytest.fixture()
 def retriever(rng):
     evidence, claims, emb = planted_corpus(rng)
-    return ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=0.3), claims
+    return ContextAwareRetriever.from_index(
+        faiss_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3, delta=0.3
+    ), claims
 
 
 def test_query_engine_returns_verdict_explanation_and_sources(retriever):
@@ -43,8 +50,12 @@ def test_query_engine_returns_verdict_explanation_and_sources(retriever):
 def test_streaming_yields_model_text_then_verdict(retriever):
     r, claims = retriever
     llm = StubLLM()
-    plain = RetrieverQueryEngine.from_args(retriever=r, llm=llm, response_synthesizer=get_fact_check_synthesizer(llm)).query(claims[1].text)
-    engine = RetrieverQueryEngine.from_args(retriever=r, llm=llm, response_synthesizer=get_fact_check_synthesizer(llm, streaming=True))
+    plain = RetrieverQueryEngine.from_args(
+        retriever=r, llm=llm, response_synthesizer=get_fact_check_synthesizer(llm)
+    ).query(claims[1].text)
+    engine = RetrieverQueryEngine.from_args(
+        retriever=r, llm=llm, response_synthesizer=get_fact_check_synthesizer(llm, streaming=True)
+    )
     streamed = engine.query(claims[1].text)
     text = "".join(streamed.response_gen)
     assert text == llm.answer == plain.metadata[VERDICT_KEY].raw
@@ -109,7 +120,11 @@ def test_chat_bot_engine_with_fact_check_prompts(retriever):
     r, claims = retriever
     llm = StubLLM()
     chat = CondensePlusContextChatEngine.from_defaults(
-        retriever=r, settings="paper", llm=llm, system_prompt=FACT_CHECK_CHAT_SYSTEM_PROMPT, context_prompt=FACT_CHECK_CONTEXT_PROMPT
+        retriever=r,
+        settings="paper",
+        llm=llm,
+        system_prompt=FACT_CHECK_CHAT_SYSTEM_PROMPT,
+        context_prompt=FACT_CHECK_CONTEXT_PROMPT,
     )
     reply = chat.chat(claims[4].text)
     verdict = parse_verdict(str(reply), evidence_ids=[n.node.node_id for n in reply.source_nodes])

@@ -17,16 +17,31 @@ def _lp(s, r, n):
 
 
 def _claim(domain, cid, gold, passages, passage_gold=None, joint=(0.0, 0.0, 0.0)):
-    return {"kind": "claim", "model": MODEL, "domain": domain, "evidence": "annotated", "claim_id": cid,
-            "claim": "c", "gold": gold, "passage_ids": [f"{cid}-{i}" for i in range(len(passages))],
-            "passage_gold": passage_gold, "joint": _lp(*joint), "passages": [_lp(*p) for p in passages],
-            "claim_only": _lp(0.0, 0.0, 0.0), "cosines": [0.5] * len(passages), "seconds_joint": 2.0,
-            "seconds_passages": 3.0}
+    return {
+        "kind": "claim",
+        "model": MODEL,
+        "domain": domain,
+        "evidence": "annotated",
+        "claim_id": cid,
+        "claim": "c",
+        "gold": gold,
+        "passage_ids": [f"{cid}-{i}" for i in range(len(passages))],
+        "passage_gold": passage_gold,
+        "joint": _lp(*joint),
+        "passages": [_lp(*p) for p in passages],
+        "claim_only": _lp(0.0, 0.0, 0.0),
+        "cosines": [0.5] * len(passages),
+        "seconds_joint": 2.0,
+        "seconds_passages": 3.0,
+    }
 
 
 def _cache():
-    prior = {"kind": "prior", "model": MODEL,
-             "inputs": [{"claim": "N/A", "passage": "N/A", "logprobs": _lp(1.0, 0.0, 3.0)}]}  # leans to SUPPORTED
+    prior = {
+        "kind": "prior",
+        "model": MODEL,
+        "inputs": [{"claim": "N/A", "passage": "N/A", "logprobs": _lp(1.0, 0.0, 3.0)}],
+    }  # leans to SUPPORTED
     rows = [prior]
     for d in ("factver", "scifact"):
         rows += [

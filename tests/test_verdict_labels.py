@@ -12,11 +12,11 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_index_carag.verdicts import VerdictLabel, sentence_stance, split_sentences
 from llama_index_carag.verdicts.explanation_checks import check_explanation, cited_numbers
 from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator, measured_bias
 from llama_index_carag.verdicts.labels.scoring import LABEL_STRINGS, HFLabelScorer, LabelScores
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
-from llama_index_carag.verdicts import VerdictLabel, sentence_stance, split_sentences
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
 
@@ -102,9 +102,17 @@ def tiny_hf(tmp_path_factory):
 
     tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     folder = tmp_path_factory.mktemp("tiny")
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -221,16 +229,33 @@ def test_text_mode_repairs_citations_too():
 def test_benchmark_metrics_and_subset():
     from llama_index_carag.evaluation.verdict_bench import balanced_subset, summarize_rows
 
-    claims = [TextNode(text=str(i), id_=f"c{i}", metadata={"label": "TFN"[i % 3], "theme": "ab"[i % 2]})
-              for i in range(30)]
+    claims = [
+        TextNode(text=str(i), id_=f"c{i}", metadata={"label": "TFN"[i % 3], "theme": "ab"[i % 2]}) for i in range(30)
+    ]
     subset = balanced_subset(claims, 4)
     assert [c.metadata["label"] for c in subset] == ["T"] * 4 + ["F"] * 4 + ["N"] * 4
     assert {c.metadata["theme"] for c in subset[:4]} == {"a", "b"}
     rows = [
-        {"gold": "T", "pred": "T", "parsed": "True", "seconds": "2", "n_passages": "2", "cited": "[1]",
-         "invalid_citations": "[]", "repaired": "False"},
-        {"gold": "N", "pred": "T", "parsed": "True", "seconds": "4", "n_passages": "2", "cited": "[]",
-         "invalid_citations": "[3]", "repaired": "True"},
+        {
+            "gold": "T",
+            "pred": "T",
+            "parsed": "True",
+            "seconds": "2",
+            "n_passages": "2",
+            "cited": "[1]",
+            "invalid_citations": "[]",
+            "repaired": "False",
+        },
+        {
+            "gold": "N",
+            "pred": "T",
+            "parsed": "True",
+            "seconds": "4",
+            "n_passages": "2",
+            "cited": "[]",
+            "invalid_citations": "[3]",
+            "repaired": "True",
+        },
     ]
     m = summarize_rows(rows, [0.5, 0.7])
     assert m["accuracy"] == 0.5 and m["recall_T"] == 1.0 and m["recall_N"] == 0.0
@@ -317,7 +342,7 @@ def test_which_backend_runs_a_local_model(monkeypatch):
     from llama_index_carag.models.resolve import _backend
 
     for installed in (True, False):
-        monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda: installed)
+        monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda installed=installed: installed)
         auto = "llama.cpp" if installed else "transformers"
         assert _backend(None, "qwen1.5b", False, "auto", "cpu") == auto  # the default, where llama.cpp is there
         assert _backend("qwen1.5b-hf", "qwen1.5b", False, "auto", "cpu") == "transformers"
@@ -342,8 +367,8 @@ def test_which_backend_runs_a_local_model(monkeypatch):
 def test_llm_names_for_measured_rules():
     from types import SimpleNamespace
 
-    from llama_index_carag.models.resolve import QWEN_NAME, llm_name
     from llama_index_carag.models.files import QWEN_GGUF_FILE
+    from llama_index_carag.models.resolve import QWEN_NAME, llm_name
 
     assert llm_name(SimpleNamespace(model_path=f"/c/{QWEN_GGUF_FILE}")) == QWEN_NAME + " (Q4_K_M, llama.cpp)"
     assert llm_name(SimpleNamespace(model_path="/c/Other-Q8.gguf")) == "Other-Q8.gguf"

@@ -27,8 +27,10 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
 
     width = max(100, shutil.get_terminal_size((120, 24)).columns)
     id_width = min(40, max([len(r["id"]) for r in rows] + [2]))
-    print(f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance':<13} "
-          f"{'id':<{id_width}} evidence")
+    print(
+        f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance':<13} "
+        f"{'id':<{id_width}} evidence"
+    )
     for row in rows:
         info = row["carag"]
         kind = _SOI_SHORT.get(info.get("soi_kind") or "", "-") if info.get("in_soi") else "-"
@@ -84,12 +86,19 @@ def _print_check(result: dict[str, Any]) -> None:
         print(f"Verdict: {verdict['label']}{note}")
         print(f"Explanation: {verdict['explanation']}")
         if verdict.get("decision"):
-            print(f"Decided by: {verdict['decision']}" + (f" ({verdict['decision_reason']})" if verdict.get("decision_reason") else ""))
+            print(
+                f"Decided by: {verdict['decision']}"
+                + (f" ({verdict['decision_reason']})" if verdict.get("decision_reason") else "")
+            )
         _print_cited(verdict, result["evidence"])
-    size = sum(len(soi[k]) for k in ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"))
+    size = sum(
+        len(soi[k])
+        for k in ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences")
+    )
     print(
         f"Retrieval: {s['mode']} alpha={s['alpha']} delta={s['delta']} k={s['similarity_top_k']}; "
-        f"claim cluster {soi['cluster']}" + (f" (theme {soi['theme']})" if soi.get("theme") else "")
+        f"claim cluster {soi['cluster']}"
+        + (f" (theme {soi['theme']})" if soi.get("theme") else "")
         + f"; SOI {size} of {soi['cluster_size']} cluster items"
         + (" -> empty, searched with the claim vector alone" if size == 0 else "")
     )
@@ -113,4 +122,3 @@ def cmd_chat(args: argparse.Namespace) -> int:
     retriever = _load_retriever(args)
     FactCheckChatBot(retriever, _llm(args)).repl()
     return 0
-

@@ -32,11 +32,20 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="CSV in FactVer's layout (default: the packaged demo corpus)")
     p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
     p.add_argument("--out", default="carag_eval", help="output folder for results.csv / results.md")
-    p.add_argument("--split", choices=["report", "tune", "all"], default="report",
-                   help="claims to evaluate: the held-out report half (default), the tuning half, or all")
+    p.add_argument(
+        "--split",
+        choices=["report", "tune", "all"],
+        default="report",
+        help="claims to evaluate: the held-out report half (default), the tuning half, or all",
+    )
     p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="only N claims of the split, taken round-robin over the themes")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only N claims of the split, taken round-robin over the themes",
+    )
     p.add_argument("--k", type=int, default=6)
     p.add_argument("--seed", type=int, default=0, help="clustering seed")
     p.add_argument("--sweep", action="store_true", help="also run the alpha / delta / t sweeps and the variants")
@@ -44,15 +53,27 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", default=None, help="LLM for --explain (default: offline SmolLM2-135M)")
     p.add_argument("--cache-dir", default=None, help="cache corpus embeddings here (per model)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--protocol", action="store_true",
-                   help="the new-claims benchmark on --data (FactVer layout): dense, BM25, hybrid RRF and the CARAG "
-                   "variants side by side (report half by default; --split tune for the tuning half)")
-    p.add_argument("--beir", default=None, metavar="DIR",
-                   help="the same benchmark on a BEIR-format folder (e.g. ../shared/data/scifact): queries from "
-                   "--beir-split, corpus claims = the train split's queries")
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        help="the new-claims benchmark on --data (FactVer layout): dense, BM25, hybrid RRF and the CARAG "
+        "variants side by side (report half by default; --split tune for the tuning half)",
+    )
+    p.add_argument(
+        "--beir",
+        default=None,
+        metavar="DIR",
+        help="the same benchmark on a BEIR-format folder (e.g. ../shared/data/scifact): queries from "
+        "--beir-split, corpus claims = the train split's queries",
+    )
     p.add_argument("--beir-split", default="test", help="BEIR qrels split of the queries (default test)")
-    p.add_argument("--tune-half", type=int, choices=[0, 1], default=0,
-                   help="with --beir and --split tune: which half of the train queries are the queries")
+    p.add_argument(
+        "--tune-half",
+        type=int,
+        choices=[0, 1],
+        default=0,
+        help="with --beir and --split tune: which half of the train queries are the queries",
+    )
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
@@ -121,12 +142,18 @@ def _verdict_rows(explained: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _explain(
-    args: argparse.Namespace, setup: EvalSetup, claims: list[Any], model: Any, out: Path, md_path: Path, files: list[str]
+    args: argparse.Namespace,
+    setup: EvalSetup,
+    claims: list[Any],
+    model: Any,
+    out: Path,
+    md_path: Path,
+    files: list[str],
 ) -> dict[str, Any]:
     """``--explain``: verdicts and explanations, their scores and thematic alignment (appended to results.md)."""
+    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.evaluation.alignment import thematic_alignment
     from llama_index_carag.models.resolve import resolve_llm
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
 
     llm = resolve_llm(args.llm)
     explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)

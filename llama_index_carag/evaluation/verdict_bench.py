@@ -35,8 +35,9 @@ import logging
 import re
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,23 @@ __all__ = [
     "run_verdict_command",
 ]
 
-_ROW_FIELDS = ["llm", "evidence", "claim_id", "gold", "pred", "parsed", "method", "seconds", "n_passages",
-               "cited", "invalid_citations", "repaired", "explanation", "reason", "scores"]
+_ROW_FIELDS = [
+    "llm",
+    "evidence",
+    "claim_id",
+    "gold",
+    "pred",
+    "parsed",
+    "method",
+    "seconds",
+    "n_passages",
+    "cited",
+    "invalid_citations",
+    "repaired",
+    "explanation",
+    "reason",
+    "scores",
+]
 
 
 def balanced_subset(claims: Sequence[Any], per_label: int) -> list[Any]:
@@ -65,7 +81,8 @@ def balanced_subset(claims: Sequence[Any], per_label: int) -> list[Any]:
         for c in claims:
             if c.metadata.get("label") == label:
                 by_theme.setdefault(c.metadata.get("theme"), []).append(c)
-        queues, picked = list(by_theme.values()), []
+        queues = list(by_theme.values())
+        picked: list[Any] = []
         while len(picked) < per_label and any(queues):
             for q in queues:
                 if q and len(picked) < per_label:
@@ -141,7 +158,10 @@ class _Bench:
 
         skip = {c.node_id for c in held_out}
         self.retriever = ContextAwareRetriever.from_index(
-            self.setup.index, "default", claim_nodes=[c for c in self.tune if c.node_id not in skip], random_state=0,
+            self.setup.index,
+            "default",
+            claim_nodes=[c for c in self.tune if c.node_id not in skip],
+            random_state=0,
             similarity_top_k=self.k,
         )
 
@@ -156,8 +176,8 @@ class _Bench:
 
 def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> dict[str, Any]:
     """Label scores on the tuning subset and the fitted offsets (cached in ``verdicts_tuning_<name>.json``)."""
-    from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
     from llama_index_carag.verdicts import VerdictLabel
+    from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
 
     path = bench.out / f"verdicts_tuning_{_file_stem(name)}.json"
     cached = json.loads(path.read_text()) if path.is_file() else {"scores": []}
@@ -169,14 +189,28 @@ def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> d
             if (claim.node_id, source) in done:
                 continue
             scores = synth.score_labels(claim.get_content(), bench.evidence(claim, source))
-            cached["scores"].append({"claim_id": claim.node_id, "evidence": source,
-                                     "gold": claim.metadata["label"], "scores": scores.as_dict()})
+            cached["scores"].append(
+                {
+                    "claim_id": claim.node_id,
+                    "evidence": source,
+                    "gold": claim.metadata["label"],
+                    "scores": scores.as_dict(),
+                }
+            )
             path.write_text(json.dumps(cached, indent=1))
     rows = cached["scores"]
-    cal = LabelBiasCalibrator().fit([{VerdictLabel(k): v for k, v in r["scores"].items()} for r in rows],
-                                    [r["gold"] for r in rows], groups=[r["claim_id"] for r in rows])
-    cached.update(bias={k.value: v for k, v in cal.bias_.items()}, tune_macro_F1=cal.score_,
-                  tune_accuracy=cal.accuracy_, n=len(rows), cv_macro_F1=cal.cv_scores_)
+    cal = LabelBiasCalibrator().fit(
+        [{VerdictLabel(k): v for k, v in r["scores"].items()} for r in rows],
+        [r["gold"] for r in rows],
+        groups=[r["claim_id"] for r in rows],
+    )
+    cached.update(
+        bias={k.value: v for k, v in cal.bias_.items()},
+        tune_macro_F1=cal.score_,
+        tune_accuracy=cal.accuracy_,
+        n=len(rows),
+        cv_macro_F1=cal.cv_scores_,
+    )
     path.write_text(json.dumps(cached, indent=1))
     return cached
 
@@ -210,14 +244,25 @@ def _report(bench: _Bench, synth: Any, claims: Sequence[Any], name: str, rows_pa
                 nodes = bench.evidence(claim, source)
                 t0 = time.perf_counter()
                 v = synth.synthesize(claim.get_content(), nodes).metadata["verdict"]
-                writer.writerow({
-                    "llm": name, "evidence": source, "claim_id": claim.node_id, "gold": claim.metadata["label"],
-                    "pred": v.to_fever(), "parsed": v.parsed, "method": v.method,
-                    "seconds": round(time.perf_counter() - t0, 2), "n_passages": len(nodes),
-                    "cited": json.dumps(v.cited_passages), "invalid_citations": json.dumps(v.invalid_citations),
-                    "repaired": v.explanation_repaired, "explanation": v.explanation,
-                    "reason": bench.reasons.get(claim.node_id, ""), "scores": json.dumps(v.label_scores),
-                })
+                writer.writerow(
+                    {
+                        "llm": name,
+                        "evidence": source,
+                        "claim_id": claim.node_id,
+                        "gold": claim.metadata["label"],
+                        "pred": v.to_fever(),
+                        "parsed": v.parsed,
+                        "method": v.method,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                        "n_passages": len(nodes),
+                        "cited": json.dumps(v.cited_passages),
+                        "invalid_citations": json.dumps(v.invalid_citations),
+                        "repaired": v.explanation_repaired,
+                        "explanation": v.explanation,
+                        "reason": bench.reasons.get(claim.node_id, ""),
+                        "scores": json.dumps(v.label_scores),
+                    }
+                )
                 fh.flush()
 
 
@@ -250,12 +295,18 @@ def run_verdict_bench(
         name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
         embed = bench.retriever.embed_model  # the measured label rule's cosines, if the LLM has one
         synth = FactCheckSynthesizer(llm, decision="rule", show_ids=False, embed_model=embed)
-        info: dict[str, Any] = {"alias": alias, "load_s": round(load_s, 1), "label_mode": synth.label_mode,
-                                "label_rule": synth.label_rule is not None}
+        info: dict[str, Any] = {
+            "alias": alias,
+            "load_s": round(load_s, 1),
+            "label_mode": synth.label_mode,
+            "label_rule": synth.label_rule is not None,
+        }
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)
             info.update(bias=tuned["bias"], tune_macro_F1=round(tuned["tune_macro_F1"], 4), tune_n=tuned["n"])
-            synth = FactCheckSynthesizer(llm, decision="rule", label_bias=tuned["bias"], show_ids=False, embed_model=embed)
+            synth = FactCheckSynthesizer(
+                llm, decision="rule", label_bias=tuned["bias"], show_ids=False, embed_model=embed
+            )
         _report(bench, synth, report, name, rows_path)
         meta["llms"][name] = info
         del synth, llm
@@ -281,8 +332,13 @@ def _summaries(rows: list[dict[str, str]], majority: str, report_ids: list[str])
     groups = dict.fromkeys((r["llm"], r["evidence"]) for r in rows)
     for llm, source in groups:
         idx = [i for i, r in enumerate(rows) if (r["llm"], r["evidence"]) == (llm, source)]
-        out.append({"llm": llm, "evidence": source,
-                    **summarize_rows([rows[i] for i in idx], [cos[i] for i in idx if rows[i]["reason"]])})
+        out.append(
+            {
+                "llm": llm,
+                "evidence": source,
+                **summarize_rows([rows[i] for i in idx], [cos[i] for i in idx if rows[i]["reason"]]),
+            }
+        )
         plain = [_argmax_row(rows[i]) for i in idx]
         if any(p["pred"] != rows[i]["pred"] for p, i in zip(plain, idx)):  # a label rule or offsets decided
             out.append({"llm": f"{llm} [plain arg-max]", "evidence": source, **summarize_rows(plain)})
@@ -303,9 +359,23 @@ def _argmax_row(row: dict[str, str]) -> dict[str, str]:
     return {**row, "pred": VerdictLabel(max(scores, key=scores.get)).to_fever()}
 
 
-_COLUMNS = ["llm", "evidence", "claims", "parse_rate", "accuracy", "macro_F1", "recall_T", "recall_F", "recall_N",
-            "s_per_verdict", "citation_validity_raw", "citation_validity", "cites_passage", "repaired",
-            "cos_reason_mpnet"]
+_COLUMNS = [
+    "llm",
+    "evidence",
+    "claims",
+    "parse_rate",
+    "accuracy",
+    "macro_F1",
+    "recall_T",
+    "recall_F",
+    "recall_N",
+    "s_per_verdict",
+    "citation_validity_raw",
+    "citation_validity",
+    "cites_passage",
+    "repaired",
+    "cos_reason_mpnet",
+]
 
 
 def _write_summary(summary: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> list[Path]:
@@ -314,12 +384,19 @@ def _write_summary(summary: list[dict[str, Any]], meta: dict[str, Any], out: Pat
         writer = csv.DictWriter(fh, fieldnames=_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(summary)
-    cell = lambda v: "-" if v is None or (isinstance(v, float) and np.isnan(v)) else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return "-"
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
     lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
     lines += ["| " + " | ".join(cell(row.get(c)) for c in _COLUMNS) + " |" for row in summary]
-    text = (f"FactVer report half, balanced subset of {meta['report_claims']} claims; k={meta['k']}; "
-            f"NOT_ENOUGH_INFO offsets tuned on {meta['tune_claims']} tuning-half claims.\n\n"
-            f"LLMs: {json.dumps(meta['llms'])}\n\n" + "\n".join(lines) + "\n")
+    text = (
+        f"FactVer report half, balanced subset of {meta['report_claims']} claims; k={meta['k']}; "
+        f"NOT_ENOUGH_INFO offsets tuned on {meta['tune_claims']} tuning-half claims.\n\n"
+        f"LLMs: {json.dumps(meta['llms'])}\n\n" + "\n".join(lines) + "\n"
+    )
     md_path.write_text(text, encoding="utf-8")
     return [csv_path, md_path]
 
@@ -327,17 +404,28 @@ def _write_summary(summary: list[dict[str, Any]], meta: dict[str, Any], out: Pat
 # ------------------------------------------------------------------ the CLI
 def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
     """The ``--verdicts`` options of ``carag eval``."""
-    p.add_argument("--verdicts", action="store_true",
-                   help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
-                   "(--scifact): arg-max, the old rule and the stance decision on the same cached LLM outputs")
+    p.add_argument(
+        "--verdicts",
+        action="store_true",
+        help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
+        "(--scifact): arg-max, the old rule and the stance decision on the same cached LLM outputs",
+    )
     p.add_argument("--verdict-llms", default="qwen1.5b", help="the label-scoring LLM for --verdicts (first one)")
     p.add_argument("--per-label", type=int, default=10, help="--verdicts: claims per label (T, F, N) per domain")
     p.add_argument("--tune-per-label", type=int, default=6, help=argparse.SUPPRESS)  # the retired offsets' tuning
-    p.add_argument("--scifact", default=None, help="--verdicts: the SciFact BEIR folder with verdicts.jsonl "
-                   "(default ../shared/data/scifact)")
-    p.add_argument("--verdict-cache", default=None, help="--verdicts: JSONL cache of the LLM outputs "
-                   "(default OUT/verdict_cache.jsonl; resumed, never recomputed)")
-    p.add_argument("--retrieved", action="store_true", help="--verdicts: FactVer also with the default retriever's top-k")
+    p.add_argument(
+        "--scifact",
+        default=None,
+        help="--verdicts: the SciFact BEIR folder with verdicts.jsonl (default ../shared/data/scifact)",
+    )
+    p.add_argument(
+        "--verdict-cache",
+        default=None,
+        help="--verdicts: JSONL cache of the LLM outputs (default OUT/verdict_cache.jsonl; resumed, never recomputed)",
+    )
+    p.add_argument(
+        "--retrieved", action="store_true", help="--verdicts: FactVer also with the default retriever's top-k"
+    )
     p.add_argument("--no-collect", action="store_true", help="--verdicts: summarise the cache only (no LLM)")
 
 
@@ -353,9 +441,16 @@ def run_verdict_command(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cache = args.verdict_cache or str(out / "verdict_cache.jsonl")
     llm = [x.strip() for x in args.verdict_llms.split(",") if x.strip()][0]
-    result = run_two_domain_bench(args.data, args.scifact or "../shared/data/scifact", cache, llm=llm,
-                                  per_label=args.per_label, retrieved=args.retrieved, cache_dir=args.cache_dir,
-                                  collect_first=not args.no_collect)
+    result = run_two_domain_bench(
+        args.data,
+        args.scifact or "../shared/data/scifact",
+        cache,
+        llm=llm,
+        per_label=args.per_label,
+        retrieved=args.retrieved,
+        cache_dir=args.cache_dir,
+        collect_first=not args.no_collect,
+    )
     (out / "verdict_decisions.md").write_text(result["markdown"], encoding="utf-8")
     (out / "verdict_decisions.json").write_text(json.dumps(result["summary"], indent=1), encoding="utf-8")
     if args.json:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class BenchClaim:
     claim_id: str
     claim: str
     gold: str
-    evidence: dict[str, tuple[list[str], list[str], list[str] | None]] = field(default_factory=dict)
+    evidence: dict[str, tuple[list[str], list[str], Sequence[str | None] | None]] = field(default_factory=dict)
 
 
 def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int) -> None:
@@ -114,8 +115,9 @@ def _factver_claims(csv_path: Path, per_label: int, k: int, cache_dir: str | Non
     return out
 
 
-def domain_claims(domain: str, path: str | Path, per_label: int, *, k: int = 6, cache_dir: str | None = None,
-                  retrieved: bool = False) -> list[BenchClaim]:
+def domain_claims(
+    domain: str, path: str | Path, per_label: int, *, k: int = 6, cache_dir: str | None = None, retrieved: bool = False
+) -> list[BenchClaim]:
     """The balanced benchmark claims of ``domain`` (``"factver"``: the CSV; ``"scifact"``: the BEIR folder)."""
     if per_label < 1:
         raise ValueError("per_label must be >= 1")
@@ -145,20 +147,23 @@ def _as_dict(logprobs: Any) -> dict[str, float]:
 def _prior_row(scorer: Any, model: str) -> dict[str, Any]:
     from llama_index_carag.verdicts.labels.stance import CONTENT_FREE_INPUTS, stance_scores
 
-    inputs = [{"claim": c, "passage": p, "logprobs": _as_dict(stance_scores(scorer, c, [p])[0])}
-              for c, p in CONTENT_FREE_INPUTS]
+    inputs = [
+        {"claim": c, "passage": p, "logprobs": _as_dict(stance_scores(scorer, c, [p])[0])}
+        for c, p in CONTENT_FREE_INPUTS
+    ]
     return {"kind": "prior", "model": model, "inputs": inputs}
 
 
-def _claim_row(synth: Any, embed: Any, claim: BenchClaim, source: str, model: str,
-               known_joint: dict[str, float] | None = None) -> dict[str, Any]:
+def _claim_row(
+    synth: Any, embed: Any, claim: BenchClaim, source: str, model: str, known_joint: dict[str, float] | None = None
+) -> dict[str, Any]:
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from llama_index_carag.verdicts.labels.rules import evidence_cosines
     from llama_index_carag.verdicts.labels.stance import stance_scores
 
     texts, ids, gold = claim.evidence[source]
-    scorer = synth._scorer  # noqa: SLF001 - the benchmark scores with the synthesizer's own scorer
+    scorer = synth._scorer
     nodes = [NodeWithScore(node=TextNode(id_=i, text=t), score=None) for t, i in zip(texts, ids)]
     t0 = time.perf_counter()
     joint = None
@@ -169,18 +174,33 @@ def _claim_row(synth: Any, embed: Any, claim: BenchClaim, source: str, model: st
     t2 = time.perf_counter()
     claim_only = _as_dict(stance_scores(scorer, claim.claim, ["N/A"])[0])
     return {
-        "kind": "claim", "model": model, "domain": claim.domain, "evidence": source, "claim_id": claim.claim_id,
-        "claim": claim.claim, "gold": claim.gold, "passage_ids": ids, "passage_gold": gold,
-        "joint": known_joint if known_joint is not None else joint, "joint_reused": known_joint is not None,
-        "passages": passages, "claim_only": claim_only,
+        "kind": "claim",
+        "model": model,
+        "domain": claim.domain,
+        "evidence": source,
+        "claim_id": claim.claim_id,
+        "claim": claim.claim,
+        "gold": claim.gold,
+        "passage_ids": ids,
+        "passage_gold": gold,
+        "joint": known_joint if known_joint is not None else joint,
+        "joint_reused": known_joint is not None,
+        "passages": passages,
+        "claim_only": claim_only,
         "cosines": [round(float(c), 5) for c in evidence_cosines(embed, claim.claim, texts)],
-        "seconds_joint": None if known_joint is not None else round(t1 - t0, 2), "seconds_passages": round(t2 - t1, 2),
+        "seconds_joint": None if known_joint is not None else round(t1 - t0, 2),
+        "seconds_passages": round(t2 - t1, 2),
         "prompt_chars": [len(t) for t in texts],
     }
 
 
-def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path,
-            joints: dict[tuple[str, str, str], dict[str, float]] | None = None) -> Path:
+def collect(
+    claims: Iterable[BenchClaim],
+    llm: Any,
+    embed: Any,
+    path: str | Path,
+    joints: dict[tuple[str, str, str], dict[str, float]] | None = None,
+) -> Path:
     """Score ``claims`` with ``llm`` into the cache at ``path`` (appending; done rows are skipped).
 
     ``joints``: whole-evidence scores already measured (``(llm, evidence, claim_id)`` keys), reused.
@@ -198,7 +218,7 @@ def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path
         raise ValueError(f"The verdict cache needs a label-scoring LLM; {model} is in {synth.label_mode!r} mode.")
     with path.open("a", encoding="utf-8") as fh:
         if not any(r["kind"] == "prior" and r["model"] == model for r in rows):
-            fh.write(json.dumps(_prior_row(synth._scorer, model)) + "\n")  # noqa: SLF001
+            fh.write(json.dumps(_prior_row(synth._scorer, model)) + "\n")
             fh.flush()
         claims = list(claims)
         sources = list(dict.fromkeys(s for c in claims for s in c.evidence))  # annotated first: all claims
@@ -208,8 +228,13 @@ def collect(claims: Iterable[BenchClaim], llm: Any, embed: Any, path: str | Path
             row = _claim_row(synth, embed, claim, source, model, (joints or {}).get((model, source, claim.claim_id)))
             fh.write(json.dumps(row) + "\n")
             fh.flush()
-            logger.info("%s %s %s: %.1f s", claim.domain, source, claim.claim_id,
-                        (row["seconds_joint"] or 0.0) + row["seconds_passages"])
+            logger.info(
+                "%s %s %s: %.1f s",
+                claim.domain,
+                source,
+                claim.claim_id,
+                (row["seconds_joint"] or 0.0) + row["seconds_passages"],
+            )
     return path
 
 
@@ -228,8 +253,12 @@ def _main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (1 is faster on a loaded machine)")
     p.add_argument("--domains", default="factver,scifact", help="comma-separated: factver, scifact")
     p.add_argument("--sources", default=None, help="comma-separated evidence sources to collect (default all)")
-    p.add_argument("--joint-from", default=None, help="verdict benchmark rows CSV (docs/results/verdicts_rows.csv) "
-                   "whose whole-evidence scores of the same LLM, claim and evidence are reused instead of recomputed")
+    p.add_argument(
+        "--joint-from",
+        default=None,
+        help="verdict benchmark rows CSV (docs/results/verdicts_rows.csv) "
+        "whose whole-evidence scores of the same LLM, claim and evidence are reused instead of recomputed",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
@@ -243,9 +272,14 @@ def _main(argv: Sequence[str] | None = None) -> None:
         llm = resolve_llm(args.llm)
     embed = resolve_embed_model("minilm")
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
-    sci = domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved) if "scifact" in domains else []
-    fv = (domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
-          if "factver" in domains else [])
+    sci = (
+        domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved) if "scifact" in domains else []
+    )
+    fv = (
+        domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
+        if "factver" in domains
+        else []
+    )
     if args.sources:  # e.g. only "retrieved" in a second worker (its own cache file)
         keep = set(args.sources.split(","))
         for c in [*fv, *sci]:
@@ -259,8 +293,11 @@ def _old_joints(path: str) -> dict[tuple[str, str, str], dict[str, float]]:
     import csv
 
     with open(path, newline="", encoding="utf-8") as fh:
-        return {(r["llm"], r["evidence"], r["claim_id"]): json.loads(r["scores"])
-                for r in csv.DictReader(fh) if r.get("scores") and r["scores"] != "null"}
+        return {
+            (r["llm"], r["evidence"], r["claim_id"]): json.loads(r["scores"])
+            for r in csv.DictReader(fh)
+            if r.get("scores") and r["scores"] != "null"
+        }
 
 
 def _round_robin(claims: Sequence[BenchClaim]) -> list[BenchClaim]:

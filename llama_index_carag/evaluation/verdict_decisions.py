@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,9 @@ def prior_of(rows: Sequence[Mapping[str, Any]], model: str) -> dict[VerdictLabel
     raise ValueError(f"The cache has no content-free prior for {model!r}.")
 
 
-def _stances(row: Mapping[str, Any], prior: Any, labels: Sequence[VerdictLabel], margin: float = 0.0) -> list[PassageStance]:
+def _stances(
+    row: Mapping[str, Any], prior: Any, labels: Sequence[VerdictLabel], margin: float = 0.0
+) -> list[PassageStance]:
     out = []
     for i, (lp, node_id) in enumerate(zip(row["passages"], row["passage_ids"]), start=1):
         probs = calibrated(_labels(lp), prior, labels)
@@ -87,10 +90,14 @@ def _stances(row: Mapping[str, Any], prior: Any, labels: Sequence[VerdictLabel],
 
 def _stance_decider(labels: Sequence[VerdictLabel], prior_kind: str, margin: float = 0.0) -> Callable:
     def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, list[str]]:
-        p = None if prior_kind == "none" else (label_probabilities(_labels(row["claim_only"]))
-                                               if prior_kind == "claim" else prior)
+        p = (
+            None
+            if prior_kind == "none"
+            else (label_probabilities(_labels(row["claim_only"])) if prior_kind == "claim" else prior)
+        )
         stances = _stances(row, p, labels, margin)
         return _T[strongest_stance(stances).label], [_T[s.stance] for s in stances]
+
     return decide
 
 
@@ -113,12 +120,14 @@ def _deciders(model: str, margin: float | None) -> dict[str, Callable]:
     rule = _rule_decider(model)
     if rule is not None:
         out["rule"] = rule
-    out.update({
-        "stance": _stance_decider(SIDES, "model"),
-        "stance-raw": _stance_decider(SIDES, "none"),
-        "stance-full": _stance_decider(STANCE_ORDER, "model"),
-        "stance-claim": _stance_decider(SIDES, "claim"),
-    })
+    out.update(
+        {
+            "stance": _stance_decider(SIDES, "model"),
+            "stance-raw": _stance_decider(SIDES, "none"),
+            "stance-full": _stance_decider(STANCE_ORDER, "model"),
+            "stance-claim": _stance_decider(SIDES, "claim"),
+        }
+    )
     if margin is not None:
         out["stance-margin"] = _stance_decider(SIDES, "model", margin)
     return out
@@ -145,8 +154,13 @@ def _metrics(decided: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, 
         out[f"recall_{c}"] = float(np.mean(hits)) if hits else float("nan")
     for c in LABELS:
         out[f"share_{c}"] = share[c] / len(pred) if pred else float("nan")
-    pairs = [(g, s) for d in decided if d["stances"] and d["passage_gold"]
-             for g, s in zip(d["passage_gold"], d["stances"]) if g is not None]
+    pairs = [
+        (g, s)
+        for d in decided
+        if d["stances"] and d["passage_gold"]
+        for g, s in zip(d["passage_gold"], d["stances"])
+        if g is not None
+    ]
     out["stance_accuracy"] = float(np.mean([g == s for g, s in pairs])) if pairs else float("nan")
     out["passages_with_gold"] = len(pairs)
     out["s_per_claim"] = seconds
@@ -173,7 +187,9 @@ def _gold_pred(rows: Sequence[Mapping[str, Any]], prior: Any, margin: float) -> 
 def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, Any]]:
     """One row per (domain, evidence, decision) of ``model``'s cached claims (see the module docstring)."""
     prior = prior_of(cache, model)
-    latest = {(r["domain"], r["evidence"], r["claim_id"]): r for r in cache if r["kind"] == "claim" and r["model"] == model}
+    latest = {
+        (r["domain"], r["evidence"], r["claim_id"]): r for r in cache if r["kind"] == "claim" and r["model"] == model
+    }
     claims = list(latest.values())  # a claim collected twice (merged caches) counts once
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in claims:
@@ -183,8 +199,12 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
         other = [r for r in claims if r["domain"] != domain and r["evidence"] == "annotated"]
         margin = fit_margin(other, prior) if other else None
         for name, decide in _deciders(model, margin).items():
-            row = {"domain": domain, "evidence": evidence, "decision": name,
-                   **_metrics(decide_rows(rows, prior, decide), _seconds(rows, name))}
+            row = {
+                "domain": domain,
+                "evidence": evidence,
+                "decision": name,
+                **_metrics(decide_rows(rows, prior, decide), _seconds(rows, name)),
+            }
             if name == "stance-margin":
                 row["fitted_margin"] = margin
             out.append(row)
@@ -192,12 +212,28 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
 
 
 # ------------------------------------------------------------------ the command
-_COLUMNS = ["domain", "evidence", "decision", "claims", "accuracy", "macro_F1", "recall_T", "recall_F", "recall_N",
-            "share_T", "share_F", "share_N", "stance_accuracy", "passages_with_gold", "s_per_claim"]
+_COLUMNS = [
+    "domain",
+    "evidence",
+    "decision",
+    "claims",
+    "accuracy",
+    "macro_F1",
+    "recall_T",
+    "recall_F",
+    "recall_N",
+    "share_T",
+    "share_F",
+    "share_N",
+    "stance_accuracy",
+    "passages_with_gold",
+    "s_per_claim",
+]
 
 
 def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary rows as a markdown table (NaN as ``-``)."""
+
     def cell(v: Any) -> str:
         if v is None or (isinstance(v, float) and np.isnan(v)):
             return "-"
@@ -208,13 +244,23 @@ def markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_two_domain_bench(factver: str, scifact: str, cache: str, *, llm: str = "qwen1.5b", per_label: int = 10,
-                         retrieved: bool = False, cache_dir: str | None = None, collect_first: bool = True) -> dict[str, Any]:
+def run_two_domain_bench(
+    factver: str,
+    scifact: str,
+    cache: str,
+    *,
+    llm: str = "qwen1.5b",
+    per_label: int = 10,
+    retrieved: bool = False,
+    cache_dir: str | None = None,
+    collect_first: bool = True,
+) -> dict[str, Any]:
     """Collect (what the cache lacks) and summarise both domains; returns ``{"summary", "markdown", "cache"}``.
 
     ``cache``: one JSONL file, or (``collect_first=False``) several, comma-separated, merged.
     """
-    from llama_index_carag.evaluation.verdict_cache import _main as collect_main, read_cache
+    from llama_index_carag.evaluation.verdict_cache import _main as collect_main
+    from llama_index_carag.evaluation.verdict_cache import read_cache
 
     if collect_first:
         argv = [cache, "--factver", factver, "--scifact", scifact, "--per-label", str(per_label), "--llm", llm]

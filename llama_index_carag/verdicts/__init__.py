@@ -15,8 +15,8 @@ This module is the public face of verdict reading; the work is done in
 
 from __future__ import annotations
 
-from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
 from llama_index_carag.verdicts.parsing import parse_verdict, sentence_stance
+from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
 from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
 __all__ = ["Verdict", "VerdictLabel", "parse_verdict", "split_sentences", "trim_to_sentences", "sentence_stance"]

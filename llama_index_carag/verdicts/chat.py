@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
-from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts import Verdict, parse_verdict
+from llama_index_carag.verdicts.explanation_checks import checked_verdict
+from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,8 @@ class PassageNumberer(BaseNodePostprocessor):
         return "PassageNumberer"
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         out = []
         for i, n in enumerate(nodes, start=1):
             node = n.node

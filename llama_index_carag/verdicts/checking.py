@@ -17,8 +17,9 @@ evidence) and :func:`verdict_dict` on the synthesizer's answer;
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
@@ -50,17 +51,18 @@ class EvidenceRow(BaseModel):
 
     rank: int = Field(description="1-based rank")
     id: str = Field(description="node id of the passage")
-    score: Optional[float] = Field(description="retrieval score (None when the retriever gave none)")
+    score: float | None = Field(description="retrieval score (None when the retriever gave none)")
     text: str = Field(description="the passage text, as stored")
     carag: dict[str, Any] = Field(
         default_factory=dict,
         description="provenance from node.metadata['carag']: cluster, claim/thematic similarity, in_soi, ...",
     )
-    stance: Optional[str] = Field(
-        default=None, description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
+    stance: str | None = Field(
+        default=None,
+        description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
         "NOT_ENOUGH_INFO = neither), from the stance decision; None when it was not scored",
     )
-    stance_score: Optional[float] = Field(default=None, description="calibrated probability (0-1) of that stance")
+    stance_score: float | None = Field(default=None, description="calibrated probability (0-1) of that stance")
 
 
 class VerdictPayload(BaseModel):
@@ -72,12 +74,15 @@ class VerdictPayload(BaseModel):
     explanation: str = Field(description="at most two sentences")
     evidence_ids: list[str] = Field(default_factory=list, description="cited passages, in first-mention order")
     parsed: bool = Field(default=True, description="False when no label was found and NOT_ENOUGH_INFO is a fallback")
-    decision: Optional[str] = Field(default=None, description="scored labels: the decision that picked the label "
-                                    "(stance, argmax or rule)")
-    decision_passages: list[int] = Field(default_factory=list, description="1-based ranks of the passages the "
-                                         "label rests on (stance decision)")
-    passage_stances: Optional[list[dict[str, Any]]] = Field(
-        default=None, description="per passage: number (rank), id, stance, score (calibrated probability), "
+    decision: str | None = Field(
+        default=None, description="scored labels: the decision that picked the label (stance, argmax or rule)"
+    )
+    decision_passages: list[int] = Field(
+        default_factory=list, description="1-based ranks of the passages the label rests on (stance decision)"
+    )
+    passage_stances: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="per passage: number (rank), id, stance, score (calibrated probability), "
         "probabilities and raw logprobs per label; None when the stance decision did not run",
     )
 
@@ -87,7 +92,7 @@ class CheckResult(BaseModel):
 
     schema_version: int = Field(default=CHECK_SCHEMA_VERSION, description="layout version of this object")
     claim: str = Field(description="the claim as received")
-    verdict: Optional[VerdictPayload] = Field(description="None when no LLM was used")
+    verdict: VerdictPayload | None = Field(description="None when no LLM was used")
     settings: CaragSettings = Field(
         description="every retrieval option the check ran with (CaragSettings as JSON; "
         "CaragSettings.model_validate(settings) rebuilds them, similarity_top_k is k)"
@@ -109,7 +114,7 @@ class Retrieved:
     nodes: list[Any]
     settings: CaragSettings
 
-    def result(self, verdict: Optional[dict[str, Any]] = None) -> CheckResult:
+    def result(self, verdict: dict[str, Any] | None = None) -> CheckResult:
         """The :class:`CheckResult` with ``verdict`` (a dict from :func:`verdict_dict`, or None)."""
         return CheckResult(
             claim=self.claim,
@@ -138,11 +143,15 @@ def retrieve_claim(retriever: Any, claim: str) -> Retrieved:
     return Retrieved(claim=claim, soi=soi, nodes=list(nodes), settings=retriever.settings)
 
 
-def _with_stances(rows: list[dict[str, Any]], verdict: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_stances(rows: list[dict[str, Any]], verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
     """``rows`` with each passage's ``stance``/``stance_score`` from the verdict's ``passage_stances`` (by rank)."""
     stances = {s["number"]: s for s in ((verdict or {}).get("passage_stances") or [])}
-    return [{**r, "stance": stances[r["rank"]]["stance"], "stance_score": stances[r["rank"]]["score"]}
-            if r["rank"] in stances else r for r in rows]
+    return [
+        {**r, "stance": stances[r["rank"]]["stance"], "stance_score": stances[r["rank"]]["score"]}
+        if r["rank"] in stances
+        else r
+        for r in rows
+    ]
 
 
 def evidence_rows(nodes: Sequence[Any]) -> list[dict[str, Any]]:

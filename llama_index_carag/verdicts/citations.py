@@ -26,9 +26,9 @@ def _find_citations(text: str, ids: list[str] | None) -> list[str]:
             hits.extend((m.start(), i) for i in _numbers_to_ids(m.group(), ids))
     for ident in ids or []:
         if ident and not ident.isdigit():
-            m = re.search(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", text)
-            if m:
-                hits.append((m.start(), ident))
+            found = re.search(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", text)
+            if found:
+                hits.append((found.start(), ident))
     return _unique([i for _, i in sorted(hits, key=lambda hit: hit[0])])
 
 
@@ -63,4 +63,3 @@ def _ids_from_field(value: Any, ids: list[str] | None) -> list[str]:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
-

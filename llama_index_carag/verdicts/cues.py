@@ -26,15 +26,67 @@ _SUP, _REF, _NEI, _NOT_SUP, _NOT_REF, _NOT_CONF = "sup", "ref", "nei", "not_sup"
 
 # Label words accepted as the *value* of a marker, JSON field or answer opening.
 _VALUE_WORDS: dict[str, str] = {
-    **dict.fromkeys(("supported", "supports", "support", "true", "mostly true", "correct", "accurate",
-                     "yes", "verified", "confirmed"), _SUP),
-    **dict.fromkeys(("refuted", "refutes", "refute", "false", "mostly false", "incorrect", "inaccurate",
-                     "contradicted", "contradicts", "misleading", "debunked", "untrue", "wrong"), _REF),
-    **dict.fromkeys(("not enough info", "not enough information", "not enough evidence", "not enough",
-                     "insufficient evidence", "insufficient information", "insufficient info", "insufficient",
-                     "cannot be determined", "cannot be verified", "cannot determine", "undetermined",
-                     "unverifiable", "unverified", "inconclusive", "nei", "unknown", "neither", "uncertain",
-                     "unclear", "no information", "no evidence", "no info"), _NEI),
+    **dict.fromkeys(
+        (
+            "supported",
+            "supports",
+            "support",
+            "true",
+            "mostly true",
+            "correct",
+            "accurate",
+            "yes",
+            "verified",
+            "confirmed",
+        ),
+        _SUP,
+    ),
+    **dict.fromkeys(
+        (
+            "refuted",
+            "refutes",
+            "refute",
+            "false",
+            "mostly false",
+            "incorrect",
+            "inaccurate",
+            "contradicted",
+            "contradicts",
+            "misleading",
+            "debunked",
+            "untrue",
+            "wrong",
+        ),
+        _REF,
+    ),
+    **dict.fromkeys(
+        (
+            "not enough info",
+            "not enough information",
+            "not enough evidence",
+            "not enough",
+            "insufficient evidence",
+            "insufficient information",
+            "insufficient info",
+            "insufficient",
+            "cannot be determined",
+            "cannot be verified",
+            "cannot determine",
+            "undetermined",
+            "unverifiable",
+            "unverified",
+            "inconclusive",
+            "nei",
+            "unknown",
+            "neither",
+            "uncertain",
+            "unclear",
+            "no information",
+            "no evidence",
+            "no info",
+        ),
+        _NEI,
+    ),
     **dict.fromkeys(("not supported", "unsupported", "not true", "not correct", "not accurate", "no"), _NOT_SUP),
     **dict.fromkeys(("not refuted", "not false"), _NOT_REF),
 }
@@ -137,4 +189,3 @@ def _context_cues(context: str) -> tuple[bool, bool]:
     """(has a plain refuting cue, has a NOT_ENOUGH_INFO cue or says the evidence lacks / does not mention …)."""
     kinds = {m.lastgroup for m in _CUE_RE.finditer(context)}
     return _REF in kinds, _NEI in kinds or bool(_NEI_CONTEXT_RE.search(context))
-

@@ -19,8 +19,9 @@ and the decision returns a :class:`Decision`.  Three decisions:
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 from llama_index_carag.verdicts.labels.stance import PassageStance
 from llama_index_carag.verdicts.types import VerdictLabel
@@ -28,8 +29,18 @@ from llama_index_carag.verdicts.types import VerdictLabel
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "VerdictSettings", "ScoredEvidence", "Decision", "LabelDecision", "ArgMaxDecision", "RuleDecision",
-    "StanceDecision", "strongest_stance", "DECISIONS", "CALIBRATIONS", "LABEL_MODES", "with_options",
+    "VerdictSettings",
+    "ScoredEvidence",
+    "Decision",
+    "LabelDecision",
+    "ArgMaxDecision",
+    "RuleDecision",
+    "StanceDecision",
+    "strongest_stance",
+    "DECISIONS",
+    "CALIBRATIONS",
+    "LABEL_MODES",
+    "with_options",
     "resolve_decision",
 ]
 
@@ -68,8 +79,8 @@ class VerdictSettings:
     calibration: str = "content-free"
     label_mode: str = "auto"
     max_sentences: int = 2
-    max_explanation_tokens: Optional[int] = None
-    show_ids: Optional[bool] = None
+    max_explanation_tokens: int | None = None
+    show_ids: bool | None = None
     explain_passages: int = 3
     label_bias: Mapping[str, float] = field(default_factory=dict)
     examples: tuple[Any, ...] = ()
@@ -86,8 +97,10 @@ class VerdictSettings:
         if self.explain_passages < 1:
             raise ValueError("explain_passages must be >= 1.")
         object.__setattr__(self, "examples", tuple(self.examples or ()))
-        bias = {VerdictLabel.from_fever(str(getattr(k, "value", k))).value: float(v)
-                for k, v in dict(self.label_bias or {}).items()}
+        bias = {
+            VerdictLabel.from_fever(str(getattr(k, "value", k))).value: float(v)
+            for k, v in dict(self.label_bias or {}).items()
+        }
         object.__setattr__(self, "label_bias", bias)
 
 
@@ -107,9 +120,9 @@ class ScoredEvidence:
     claim: str
     texts: Sequence[str]
     ids: Sequence[str]
-    joint: Optional[Mapping[VerdictLabel, float]] = None
-    stances: Optional[Sequence[PassageStance]] = None
-    cosines: Optional[Sequence[float]] = None
+    joint: Mapping[VerdictLabel, float] | None = None
+    stances: Sequence[PassageStance] | None = None
+    cosines: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,8 +137,11 @@ class Decision:
 class LabelDecision(Protocol):
     """Scored evidence in, :class:`Decision` out.  ``needs``: a subset of ``{"joint", "stances", "cosines"}``."""
 
-    name: str
-    needs: frozenset[str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs(self) -> frozenset[str]: ...
 
     def decide(self, evidence: ScoredEvidence) -> Decision:
         """The label for ``evidence``."""
@@ -173,8 +189,10 @@ def strongest_stance(stances: Sequence[PassageStance]) -> Decision:
     NOT_ENOUGH_INFO if no passage supports or refutes (or the two are exactly equal).  The decision
     rests on the passages of the winning stance (strongest first); for NOT_ENOUGH_INFO, on all of them.
     """
-    by = {k: sorted((s for s in stances if s.stance == k), key=lambda s: (-s.score, s.number))
-          for k in (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED)}
+    by = {
+        k: sorted((s for s in stances if s.stance == k), key=lambda s: (-s.score, s.number))
+        for k in (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED)
+    }
     best = {k: (v[0].score if v else 0.0) for k, v in by.items()}
     s, r = best[VerdictLabel.SUPPORTED], best[VerdictLabel.REFUTED]
     if s == r:
@@ -205,7 +223,9 @@ def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictS
     """``settings`` with keyword ``options`` applied (:class:`VerdictSettings` fields; ``label_bias=None`` is none)."""
     unknown = sorted(set(options) - _SETTING_NAMES)
     if unknown:
-        raise TypeError(f"Unknown FactCheckSynthesizer options {unknown}; VerdictSettings has {sorted(_SETTING_NAMES)}.")
+        raise TypeError(
+            f"Unknown FactCheckSynthesizer options {unknown}; VerdictSettings has {sorted(_SETTING_NAMES)}."
+        )
     if options.get("label_bias") is None:
         options.pop("label_bias", None)
     elif options["label_bias"] and "decision" not in options:

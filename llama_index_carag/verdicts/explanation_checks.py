@@ -18,9 +18,8 @@ the number of passages in the prompt and returns an :class:`ExplanationCheck`:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-from typing import Sequence
 
 from llama_index_carag.verdicts import Verdict, VerdictLabel, sentence_stance, split_sentences, trim_to_sentences
 
@@ -91,9 +90,7 @@ def _fix_citations(text: str, n_passages: int) -> tuple[str, list[int]]:
     return fixed, list(dict.fromkeys(invalid))
 
 
-def check_explanation(
-    text: str, label: VerdictLabel, n_passages: int, *, max_sentences: int = 2
-) -> ExplanationCheck:
+def check_explanation(text: str, label: VerdictLabel, n_passages: int, *, max_sentences: int = 2) -> ExplanationCheck:
     """Trim, repair citations and drop label-contradicting sentences (module docstring).
 
     Raises:
@@ -103,7 +100,8 @@ def check_explanation(
         raise ValueError("n_passages must be >= 0.")
     label = VerdictLabel(label)
     fixed, invalid = _fix_citations(str(text or ""), n_passages)
-    kept, dropped = [], []
+    kept: list[str] = []
+    dropped: list[str] = []
     for sentence in split_sentences(fixed):
         (dropped if sentence_stance(sentence) in CONTRADICTING_STANCES[label] else kept).append(sentence)
     body = trim_to_sentences(" ".join(kept), max_sentences) if kept else ""
@@ -131,7 +129,14 @@ def checked_verdict(
     ids = [str(i) for i in evidence_ids]
     check = check_explanation(explanation, label, len(ids), max_sentences=max_sentences)
     return Verdict(
-        label=label, explanation=check.text, evidence_ids=[ids[i - 1] for i in check.cited], raw=raw,
-        parsed=True, method=method, label_scores=label_scores, cited_passages=check.cited,
-        invalid_citations=check.invalid, explanation_repaired=check.repaired or bool(check.dropped),
+        label=label,
+        explanation=check.text,
+        evidence_ids=[ids[i - 1] for i in check.cited],
+        raw=raw,
+        parsed=True,
+        method=method,
+        label_scores=label_scores,
+        cited_passages=check.cited,
+        invalid_citations=check.invalid,
+        explanation_repaired=check.repaired or bool(check.dropped),
     )

@@ -14,8 +14,8 @@ claim's prompt starts with the same tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from llama_index.core.llms import ChatMessage, MessageRole
 

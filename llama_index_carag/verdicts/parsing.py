@@ -35,9 +35,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
-from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
 from llama_index_carag.verdicts.citations import _find_citations, _ids_from_field, _unique
 from llama_index_carag.verdicts.cues import (
     _LEADING_LABEL_RE,
@@ -55,6 +55,7 @@ from llama_index_carag.verdicts.cues import (
     _resolve,
     _value_kind,
 )
+from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
 from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
 #: The public module's logger (see the module docstring), not ``__name__``.
@@ -94,11 +95,31 @@ _MARKDOWN_RE = re.compile(r"\*\*|__|`+|^[ \t]*#+[ \t]*", re.M)
 _BULLET_RE = re.compile(r"\n[ \t]*(?:[-*•]|\d{1,2}[.)])[ \t]+")
 
 # --- JSON -------------------------------------------------------------------------------------
-_LABEL_KEYS = ("verdict", "label", "answer", "final_answer", "final_verdict", "prediction", "classification",
-               "decision", "conclusion", "rating", "result", "veracity")
+_LABEL_KEYS = (
+    "verdict",
+    "label",
+    "answer",
+    "final_answer",
+    "final_verdict",
+    "prediction",
+    "classification",
+    "decision",
+    "conclusion",
+    "rating",
+    "result",
+    "veracity",
+)
 _EXPLANATION_KEYS = ("explanation", "reason", "reasoning", "justification", "rationale", "explain", "why")
-_EVIDENCE_KEYS = ("evidence_ids", "evidence", "citations", "cited_evidence", "evidence_used", "sources",
-                  "references", "supporting_evidence")
+_EVIDENCE_KEYS = (
+    "evidence_ids",
+    "evidence",
+    "citations",
+    "cited_evidence",
+    "evidence_used",
+    "sources",
+    "references",
+    "supporting_evidence",
+)
 _LOOSE_FIELD_RE = re.compile(
     r"(?P<q>[\"'])(?P<key>[A-Za-z_ ]{1,30})(?P=q)\s*:\s*(?:(?P<vq>[\"'])(?P<sval>(?:\\.|(?!(?P=vq))[^\\])*)"
     r"|(?P<lval>\[[^\]]*\]?)|(?P<bval>[\w.]+))",
@@ -114,9 +135,7 @@ class _Reading(NamedTuple):
     cited: list[str]  # ids from a JSON evidence field
 
 
-def parse_verdict(
-    text: str | None, *, evidence_ids: Sequence[str] | None = None, max_sentences: int = 2
-) -> Verdict:
+def parse_verdict(text: str | None, *, evidence_ids: Sequence[str] | None = None, max_sentences: int = 2) -> Verdict:
     """Read a verdict, an explanation and the cited passages from a model's answer.
 
     The reading order is in the module docstring; negated cues resolve as in
@@ -150,10 +169,14 @@ def parse_verdict(
     if reading is None:
         logger.warning("No verdict found in model output; using NOT_ENOUGH_INFO: %r", text[:80])
         explanation = _explain(cleaned, max_sentences) or _NO_ANSWER
-        return Verdict(label=VerdictLabel.NOT_ENOUGH_INFO, explanation=explanation, evidence_ids=cited,
-                       raw=text, parsed=False)
-    explanation = (_explain(reading.body, max_sentences) or _explain(reading.cue, max_sentences)
-                   or f"The model answered {reading.label.value} without an explanation.")
+        return Verdict(
+            label=VerdictLabel.NOT_ENOUGH_INFO, explanation=explanation, evidence_ids=cited, raw=text, parsed=False
+        )
+    explanation = (
+        _explain(reading.body, max_sentences)
+        or _explain(reading.cue, max_sentences)
+        or f"The model answered {reading.label.value} without an explanation."
+    )
     return Verdict(label=reading.label, explanation=explanation, evidence_ids=cited, raw=text)
 
 
@@ -194,8 +217,14 @@ def sentence_stance(sentence: str) -> str | None:
     cue = _first_cue(_clean(sentence))
     if cue is None:
         return None
-    return {_SUP: "SUPPORTED", _REF: "REFUTED", _NEI: "NOT_ENOUGH_INFO", _NOT_REF: "SUPPORTED",
-            _NOT_SUP: "NOT_SUPPORTED", _NOT_CONF: "NOT_SUPPORTED"}[cue[0]]
+    return {
+        _SUP: "SUPPORTED",
+        _REF: "REFUTED",
+        _NEI: "NOT_ENOUGH_INFO",
+        _NOT_REF: "SUPPORTED",
+        _NOT_SUP: "NOT_SUPPORTED",
+        _NOT_CONF: "NOT_SUPPORTED",
+    }[cue[0]]
 
 
 # --- readers ----------------------------------------------------------------------------------
@@ -274,22 +303,26 @@ def _read_markers(text: str) -> _Reading | None:
     markers: list[tuple[int, int, VerdictLabel]] = []  # (start, end of the text to drop, label)
     if lead := _LEADING_LABEL_RE.match(text):
         kind = _VALUE_WORDS[" ".join(re.split(r"[\s_-]+", lead.group(1).lower()))]
-        end = lead.end() + len(re.match(r"[.:;,!\-–—\s]*", text[lead.end() :]).group())
+        punctuation = re.match(r"[.:;,!\-–—\s]*", text[lead.end() :])  # always matches (may be empty)
+        end = lead.end() + (len(punctuation.group()) if punctuation else 0)
         markers.append((0, end, _resolve(kind, text)))
     for m in _MARKER_RE.finditer(text):
         if m.group("eol") is not None and text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip(" \t#*_>-"):
             continue  # a key alone at the end of a line counts only as a heading
-        value, value_at = m.group("value"), m.start("value")
-        word, kind = _VALUE_RE.match(value), _value_kind(value)
-        if kind:
-            markers.append((m.start(), value_at + (word.end() if word else 0), _resolve(kind, text)))
+        value, value_at = m.group("value") or "", m.start("value")
+        word, value_kind = _VALUE_RE.match(value), _value_kind(value)
+        if value_kind:
+            markers.append((m.start(), value_at + (word.end() if word else 0), _resolve(value_kind, text)))
     if not markers:
         return None
     start, end, label = min(markers, key=lambda marker: marker[0])
     others = {lab.value for _, _, lab in markers} - {label.value}
     if others:
-        logger.warning("Model output has conflicting verdicts %s; keeping the first, %s.",
-                       sorted(others | {label.value}), label.value)
+        logger.warning(
+            "Model output has conflicting verdicts %s; keeping the first, %s.",
+            sorted(others | {label.value}),
+            label.value,
+        )
     line_start = text.rfind("\n", 0, start) + 1
     line_end = len(text) if text.find("\n", start) < 0 else text.find("\n", start)
     return _Reading(label, text[:start] + "\n" + text[end:], text[line_start:line_end], [])
@@ -311,4 +344,3 @@ def _explain(text: str, max_sentences: int) -> str:
     text = _EXPLANATION_PREFIX_RE.sub("", text)
     text = trim_to_sentences(text, max_sentences)
     return text[:1].upper() + text[1:]
-

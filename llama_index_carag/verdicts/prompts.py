@@ -18,7 +18,7 @@ Templates use LlamaIndex's standard variables ``query_str`` (the claim) and
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate, PromptTemplate, SelectorPromptTemplate
@@ -116,7 +116,9 @@ def fence(text: str) -> str:
     return _TAG.sub(lambda m: "[" + m.group(0).strip("<> ").replace(" ", "") + "]", str(text))
 
 
-def format_evidence(texts: Sequence[str], ids: Sequence[str] | None = None, numbers: Sequence[int] | None = None) -> str:
+def format_evidence(
+    texts: Sequence[str], ids: Sequence[str] | None = None, numbers: Sequence[int] | None = None
+) -> str:
     """Number evidence passages for the prompt: ``[1] (id: E1) text`` per line, fenced.
 
     Args:

@@ -17,13 +17,13 @@ runs for a local LLM (or a server returning log-probabilities):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any
 
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
 from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
 from llama_index_carag.verdicts.labels.stance import (
@@ -43,7 +43,7 @@ __all__ = ["ScoredVerdicts", "cite_passages", "with_stances"]
 #: Version of the stance prompt: part of the key of the cached content-free prior.
 STANCE_PROMPT_VERSION = "stance-v1"
 
-MessagesFn = Callable[[str, Sequence[str], Optional[Sequence[str]], Optional[Sequence[int]]], list]
+MessagesFn = Callable[[str, Sequence[str], Sequence[str] | None, Sequence[int] | None], list]
 
 
 def cite_passages(explanation: str, numbers: Sequence[int]) -> str:
@@ -118,42 +118,68 @@ class ScoredVerdicts:
         else:
             made.append(self.decision.decide(evidence))
             shown = list(made[0].passages[: self.settings.explain_passages]) or list(
-                range(1, min(len(texts), self.settings.explain_passages) + 1))
+                range(1, min(len(texts), self.settings.explain_passages) + 1)
+            )
             messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             label, scores, explanation = self.scorer.verdict(messages, decide=lambda _: made[0].label)
         return self._checked(made[-1], explanation, ids, scores, evidence.stances)
 
-    def _checked(self, decision: Decision, explanation: str, ids: list[str], scores: Any,
-                 stances: Optional[Sequence[PassageStance]]) -> Verdict:
+    def _checked(
+        self, decision: Decision, explanation: str, ids: list[str], scores: Any, stances: Sequence[PassageStance] | None
+    ) -> Verdict:
         rests_on = list(decision.passages[: self.settings.explain_passages])
-        verdict = checked_verdict(decision.label, explanation, ids, raw="", method="scored",
-                                  label_scores=scores.as_dict() if "joint" in self.decision.needs else None,
-                                  max_sentences=self.settings.max_sentences)
+        verdict = checked_verdict(
+            decision.label,
+            explanation,
+            ids,
+            raw="",
+            method="scored",
+            label_scores=scores.as_dict() if "joint" in self.decision.needs else None,
+            max_sentences=self.settings.max_sentences,
+        )
         cited = cite_passages(verdict.explanation, rests_on) if stances is not None else verdict.explanation
         if cited != verdict.explanation:  # the tag goes before the final stop: no sentence is added
-            verdict = checked_verdict(decision.label, cited, ids, raw="", method="scored",
-                                      label_scores=verdict.label_scores, max_sentences=self.settings.max_sentences)
-        return verdict.model_copy(update={
-            "decision": self.decision.name, "decision_passages": list(decision.passages),
-            "decision_reason": decision.reason,
-            "passage_stances": None if stances is None else [s.as_dict() for s in stances],
-        })
+            verdict = checked_verdict(
+                decision.label,
+                cited,
+                ids,
+                raw="",
+                method="scored",
+                label_scores=verdict.label_scores,
+                max_sentences=self.settings.max_sentences,
+            )
+        return verdict.model_copy(
+            update={
+                "decision": self.decision.name,
+                "decision_passages": list(decision.passages),
+                "decision_reason": decision.reason,
+                "passage_stances": None if stances is None else [s.as_dict() for s in stances],
+            }
+        )
 
 
-def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> List[NodeWithScore]:
+def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> list[NodeWithScore]:
     """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance`` and ``stance_score``."""
     if not stances or len(stances) != len(nodes):
         return list(nodes)
     out = []
     for n, st in zip(nodes, stances):
         metadata = dict(n.node.metadata)
-        metadata[CARAG_METADATA_KEY] = {**dict(metadata.get(CARAG_METADATA_KEY) or {}),
-                                        "stance": st["stance"], "stance_score": st["score"]}
+        metadata[CARAG_METADATA_KEY] = {
+            **dict(metadata.get(CARAG_METADATA_KEY) or {}),
+            "stance": st["stance"],
+            "stance_score": st["score"],
+        }
         excluded = list(n.node.excluded_llm_metadata_keys)
         excluded += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in excluded else []
         embed_excl = list(n.node.excluded_embed_metadata_keys)
         embed_excl += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in embed_excl else []
-        node = n.node.model_copy(update={"metadata": metadata, "excluded_llm_metadata_keys": excluded,
-                                         "excluded_embed_metadata_keys": embed_excl})
+        node = n.node.model_copy(
+            update={
+                "metadata": metadata,
+                "excluded_llm_metadata_keys": excluded,
+                "excluded_embed_metadata_keys": embed_excl,
+            }
+        )
         out.append(NodeWithScore(node=node, score=n.score))
     return out

@@ -18,8 +18,49 @@ _BLOCK_SPLIT_RE = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*•]|\d{1,2}[.)])[
 _LEADING_CITES_RE = re.compile(rf"(?:\[\s*{_NUM}(?:\s*[,;–-]\s*{_NUM})*\s*\][.,;]?\s*)+")
 _WORD_BEFORE_RE = re.compile(r"[A-Za-z][A-Za-z.]*$")
 _ABBREVIATIONS = frozenset(
-    "e.g i.e u.s u.k u.n dr mr mrs ms prof sr jr st vs etc approx fig inc ltd co corp dept est cf al vol pp"
-    " a.m p.m jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    [
+        "e.g",
+        "i.e",
+        "u.s",
+        "u.k",
+        "u.n",
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "approx",
+        "fig",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "dept",
+        "est",
+        "cf",
+        "al",
+        "vol",
+        "pp",
+        "a.m",
+        "p.m",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 
 
@@ -49,7 +90,8 @@ def _split_block(block: str) -> list[str]:
         end = m.end()
         if m.start() < start or (end < len(block) and not block[end].isspace()):
             continue
-        following = block[_SPACES_RE.match(block, end).end() :]
+        spaces = _SPACES_RE.match(block, end)
+        following = block[spaces.end() if spaces else end :]
         if following and not _starts_sentence(following[0]):
             continue
         if m.group().startswith(".") and _is_abbreviation(block[max(start, m.start() - 40) : m.start()], following):
@@ -89,4 +131,3 @@ def trim_to_sentences(text: str, max_sentences: int = 2) -> str:
     if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
         raise ValueError(f"max_sentences must be an integer >= 1; got {max_sentences!r}.")
     return " ".join(split_sentences(text)[:max_sentences]).strip()
-

@@ -39,37 +39,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncGenerator, Generator, List, Literal, Mapping, Optional, Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import Any, Literal
 
-from llama_index.core.base.response.schema import (  # noqa: I001
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
     AsyncStreamingResponse,
     Response,
     StreamingResponse,
 )
-from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.llms import LLM, MessageRole
-from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, SelectorPromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
 from llama_index.core.schema import NodeWithScore
-from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.verdicts.decision import LABEL_MODES, LabelDecision, VerdictSettings, resolve_decision, with_options
+from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
+from llama_index_carag.verdicts.decision import (
+    LABEL_MODES,
+    LabelDecision,
+    VerdictSettings,
+    resolve_decision,
+    with_options,
+)
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts.labels.stance import PassageStance
-from llama_index_carag.verdicts.scored import ScoredVerdicts, with_stances
 from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
-from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
+from llama_index_carag.verdicts.scored import ScoredVerdicts, with_stances
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "FactCheckSynthesizer", "get_fact_check_synthesizer", "VERDICT_KEY", "VerdictOutput", "LABEL_MODES", "evidence_texts",
-    "VerdictSettings", "with_stances",
+    "FactCheckSynthesizer",
+    "get_fact_check_synthesizer",
+    "VERDICT_KEY",
+    "VerdictOutput",
+    "LABEL_MODES",
+    "evidence_texts",
+    "VerdictSettings",
+    "with_stances",
 ]
 
 #: Key of the parsed verdict in ``Response.metadata``.
@@ -141,8 +154,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
             from llama_index_carag.models.resolve import llm_name
 
             self._decision = decision or resolve_decision(settings, legacy_rule, self._llm, embed_model)
-            self._scored_verdicts = ScoredVerdicts(self._scorer, self._decision, settings, self._numbered_messages,
-                                                   embed_model, llm_name(self._llm))
+            self._scored_verdicts = ScoredVerdicts(
+                self._scorer, self._decision, settings, self._numbered_messages, embed_model, llm_name(self._llm)
+            )
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.verdicts.labels.scoring import scorer_for
@@ -153,9 +167,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
                 return "score"
             if mode == "score":
                 raise ValueError("label_mode='score' needs a local LLM: a HuggingFaceLLM or a LlamaCPP.")
-        if mode in ("auto", "structured"):
-            if getattr(self._llm.metadata, "is_function_calling_model", False) or mode == "structured":
-                return "structured"
+        function_calling = getattr(self._llm.metadata, "is_function_calling_model", False)
+        if mode == "structured" or (mode == "auto" and function_calling):
+            return "structured"
         return "text"
 
     @property
@@ -188,8 +202,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
             self._template = prompts["fact_check_template"]
 
     # ---------------------------------------------------------------- helpers
-    def _context(self, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None,
-                 numbers: Sequence[int] | None = None) -> str:
+    def _context(
+        self, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None, numbers: Sequence[int] | None = None
+    ) -> str:
         ids = list(evidence_ids) if (self._show_ids and evidence_ids is not None) else None
         if ids is not None and len(ids) != len(text_chunks):
             ids = None
@@ -204,18 +219,40 @@ class FactCheckSynthesizer(BaseSynthesizer):
         return self._checked(verdict.label, verdict.explanation, list(evidence_ids or []), text, "text", None)
 
     def _checked(
-        self, label: VerdictLabel, explanation: str, ids: list[str], raw: str, method: str,
+        self,
+        label: VerdictLabel,
+        explanation: str,
+        ids: list[str],
+        raw: str,
+        method: str,
         scores: dict[str, float] | None,
     ) -> Verdict:
-        return checked_verdict(label, explanation, ids, raw=raw, method=method, label_scores=scores,
-                               max_sentences=self._settings.max_sentences)
+        return checked_verdict(
+            label,
+            explanation,
+            ids,
+            raw=raw,
+            method=method,
+            label_scores=scores,
+            max_sentences=self._settings.max_sentences,
+        )
 
-    def _numbered_messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None,
-                           numbers: Sequence[int] | None) -> list:
+    def _numbered_messages(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        evidence_ids: Sequence[str] | None,
+        numbers: Sequence[int] | None,
+    ) -> list:
         return self.messages(query_str, text_chunks, evidence_ids, numbers=numbers)
 
-    def messages(self, query_str: str, text_chunks: Sequence[str], evidence_ids: Sequence[str] | None = None,
-                 numbers: Sequence[int] | None = None) -> list:
+    def messages(
+        self,
+        query_str: str,
+        text_chunks: Sequence[str],
+        evidence_ids: Sequence[str] | None = None,
+        numbers: Sequence[int] | None = None,
+    ) -> list:
         """The chat messages of the fact-check prompt for a claim and its passages (as the LLM sees them).
 
         In ``"score"`` mode a selector template gives its chat variant: the scorer renders the
@@ -224,10 +261,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
         from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_PROMPT
 
         template = self._template
-        if hasattr(template, "select"):
+        if isinstance(template, SelectorPromptTemplate):
             template = chat_variant(template) if self._label_mode == "score" else template.select(self._llm)
         if not hasattr(template, "format_messages"):
             template = FACT_CHECK_CHAT_PROMPT
+
         def question(claim: str, texts: Sequence[str], ids: Sequence[str] | None = None, nums: Any = None) -> list:
             return template.format_messages(query_str=fence(claim), context_str=self._context(texts, ids, nums))
 
@@ -297,8 +335,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return self._scored(query_str, text_chunks, ids)
         if self._label_mode == "structured":
             try:
-                out = self._llm.structured_predict(VerdictOutput, self._template, query_str=fence(query_str),
-                                                   context_str=context)
+                out = self._llm.structured_predict(
+                    VerdictOutput, self._template, query_str=fence(query_str), context_str=context
+                )
                 return self._structured_result(out, ids)
             except Exception as exc:  # a model that cannot follow the schema: fall back to free text
                 logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
@@ -325,8 +364,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return await asyncio.to_thread(self._scored, query_str, text_chunks, ids)
         if self._label_mode == "structured":
             try:
-                out = await self._llm.astructured_predict(VerdictOutput, self._template, query_str=fence(query_str),
-                                                          context_str=context)
+                out = await self._llm.astructured_predict(
+                    VerdictOutput, self._template, query_str=fence(query_str), context_str=context
+                )
                 return self._structured_result(out, ids)
             except Exception as exc:
                 logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
@@ -336,8 +376,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
     def synthesize(
         self,
         query: QueryTextType,
-        nodes: List[NodeWithScore],
-        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         """Run the LLM on the claim and ``nodes`` (numbered in order) and attach the verdict.
@@ -352,8 +392,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
     async def asynthesize(
         self,
         query: QueryTextType,
-        nodes: List[NodeWithScore],
-        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
         if not nodes:
@@ -362,7 +402,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         nodes = _hide_labels(nodes)
         return await super().asynthesize(query, nodes, additional_source_nodes, **response_kwargs)
 
-    def _no_evidence(self, additional: Optional[Sequence[NodeWithScore]], use_async: bool = False) -> RESPONSE_TYPE:
+    def _no_evidence(self, additional: Sequence[NodeWithScore] | None, use_async: bool = False) -> RESPONSE_TYPE:
         verdict = Verdict(
             label=VerdictLabel.NOT_ENOUGH_INFO,
             explanation=NO_EVIDENCE_EXPLANATION,
@@ -385,7 +425,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         return Response(verdict.explanation, source_nodes=sources, metadata={VERDICT_KEY: verdict})
 
     def _prepare_response_output(
-        self, response_str: Optional[RESPONSE_TEXT_TYPE], source_nodes: List[NodeWithScore]
+        self, response_str: RESPONSE_TEXT_TYPE | None, source_nodes: list[NodeWithScore]
     ) -> RESPONSE_TYPE:
         ids = [n.node.node_id for n in source_nodes]
         metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
@@ -398,7 +438,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
             metadata[VERDICT_KEY] = verdict
             return Response(verdict.explanation, source_nodes=source_nodes, metadata=metadata)
         if isinstance(response_str, Generator):
-            response = StreamingResponse(None, source_nodes=source_nodes, metadata=metadata)
+            response = StreamingResponse(iter(()), source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]  # replaced below
             response.response_gen = self._parsing_stream(response_str, response, ids)
             return response
         if isinstance(response_str, AsyncGenerator):
@@ -440,7 +480,7 @@ def evidence_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
     return [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in _hide_labels(nodes)]
 
 
-def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
+def _hide_labels(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
     """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
     whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
     from llama_index_carag.datasets import LABEL_METADATA_KEYS
@@ -450,7 +490,9 @@ def _hide_labels(nodes: Sequence[NodeWithScore]) -> List[NodeWithScore]:
     for n in nodes:
         missing = [k for k in hidden if k in n.node.metadata and k not in n.node.excluded_llm_metadata_keys]
         if missing:
-            node = n.node.model_copy(update={"excluded_llm_metadata_keys": [*n.node.excluded_llm_metadata_keys, *missing]})
+            node = n.node.model_copy(
+                update={"excluded_llm_metadata_keys": [*n.node.excluded_llm_metadata_keys, *missing]}
+            )
             out.append(NodeWithScore(node=node, score=n.score))
         else:
             out.append(n)
@@ -482,6 +524,11 @@ def get_fact_check_synthesizer(
     from llama_index_carag.models.resolve import resolve_llm
 
     return FactCheckSynthesizer(
-        resolve_llm(llm), settings=settings, fact_check_template=fact_check_template, streaming=streaming,
-        callback_manager=callback_manager, embed_model=embed_model, **options,
+        resolve_llm(llm),
+        settings=settings,
+        fact_check_template=fact_check_template,
+        streaming=streaming,
+        callback_manager=callback_manager,
+        embed_model=embed_model,
+        **options,
     )

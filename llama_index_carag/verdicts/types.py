@@ -92,4 +92,3 @@ class Verdict(BaseModel):
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""
         return self.label.to_fever()
-

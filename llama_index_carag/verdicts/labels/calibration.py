@@ -17,7 +17,7 @@ when it recognises the model, and any caller can pass its own.
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -36,10 +36,14 @@ _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_
 #: Qwen 0.36 vs 0.45, SmolLM2 0.13 vs 0.27), so they are 0: the plain arg-max is used.
 MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {
     "Qwen2.5-Coder-1.5B-Instruct": {
-        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 0.0, VerdictLabel.NOT_ENOUGH_INFO: 0.0,
+        VerdictLabel.SUPPORTED: 0.0,
+        VerdictLabel.REFUTED: 0.0,
+        VerdictLabel.NOT_ENOUGH_INFO: 0.0,
     },
     "SmolLM2-135M-Instruct": {
-        VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: 0.0, VerdictLabel.NOT_ENOUGH_INFO: 0.0,
+        VerdictLabel.SUPPORTED: 0.0,
+        VerdictLabel.REFUTED: 0.0,
+        VerdictLabel.NOT_ENOUGH_INFO: 0.0,
     },
 }
 
@@ -90,9 +94,11 @@ class LabelBiasCalibrator:
         return np.asarray([[float(s[k]) for k in _ORDER] for s in scores], dtype=np.float64)
 
     def fit(
-        self, scores: Sequence[Mapping[VerdictLabel, float]], gold: Sequence[VerdictLabel | str],
+        self,
+        scores: Sequence[Mapping[VerdictLabel, float]],
+        gold: Sequence[VerdictLabel | str],
         groups: Sequence[str] | None = None,
-    ) -> "LabelBiasCalibrator":
+    ) -> LabelBiasCalibrator:
         """Grid-search the offsets; ``scores`` are :attr:`LabelScores.logprobs` mappings, ``gold`` their labels.
 
         ``groups`` (e.g. the claim of each row): keep the offsets only if they beat no offsets
@@ -108,8 +114,11 @@ class LabelBiasCalibrator:
             if self.cv_scores_["offsets"] <= self.cv_scores_["none"]:
                 b_ref = b_nei = 0.0
         pred = np.argmax(x + np.array([0.0, b_ref, b_nei]), axis=1)
-        self.bias_ = {VerdictLabel.SUPPORTED: 0.0, VerdictLabel.REFUTED: float(b_ref),
-                      VerdictLabel.NOT_ENOUGH_INFO: float(b_nei)}
+        self.bias_ = {
+            VerdictLabel.SUPPORTED: 0.0,
+            VerdictLabel.REFUTED: float(b_ref),
+            VerdictLabel.NOT_ENOUGH_INFO: float(b_nei),
+        }
         self.score_, self.accuracy_ = _macro_f1(y, pred), float(np.mean(pred == y))
         return self
 

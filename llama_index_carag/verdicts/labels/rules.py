@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,9 @@ class EvidenceLabelRule:
         return np.asarray(features, dtype=np.float64) @ np.asarray(self.coef).T + np.asarray(self.intercept)
 
     @classmethod
-    def fit(cls, features: np.ndarray, gold: Sequence[str | VerdictLabel], encoder: str, **info: Any) -> "EvidenceLabelRule":
+    def fit(
+        cls, features: np.ndarray, gold: Sequence[str | VerdictLabel], encoder: str, **info: Any
+    ) -> EvidenceLabelRule:
         """Fit on rows of :func:`rule_features` (shape ``(n, 5)``) and their gold labels (FEVER names or T/F/N)."""
         from sklearn.linear_model import LogisticRegression
 
@@ -107,13 +110,21 @@ class EvidenceLabelRule:
         return cls(encoder, tuple(map(tuple, model.coef_.tolist())), tuple(model.intercept_.tolist()), info or None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"encoder": self.encoder, "coef": [list(r) for r in self.coef], "intercept": list(self.intercept),
-                "info": dict(self.info or {})}
+        return {
+            "encoder": self.encoder,
+            "coef": [list(r) for r in self.coef],
+            "intercept": list(self.intercept),
+            "info": dict(self.info or {}),
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EvidenceLabelRule":
-        return cls(str(data["encoder"]), tuple(tuple(float(x) for x in r) for r in data["coef"]),
-                   tuple(float(x) for x in data["intercept"]), data.get("info"))
+    def from_dict(cls, data: Mapping[str, Any]) -> EvidenceLabelRule:
+        return cls(
+            str(data["encoder"]),
+            tuple(tuple(float(x) for x in r) for r in data["coef"]),
+            tuple(float(x) for x in data["intercept"]),
+            data.get("info"),
+        )
 
 
 def load_rules() -> dict[str, EvidenceLabelRule]:
@@ -130,7 +141,9 @@ def measured_rule(llm_name: str | None) -> EvidenceLabelRule | None:
     return load_rules().get(str(llm_name)) if llm_name else None
 
 
-def applicable_rule(rule: "EvidenceLabelRule | str | None", llm: Any, embed_model: Any | None) -> EvidenceLabelRule | None:
+def applicable_rule(
+    rule: EvidenceLabelRule | str | None, llm: Any, embed_model: Any | None
+) -> EvidenceLabelRule | None:
     """The rule a synthesizer applies: ``rule`` (or, for ``"measured"``, the LLM's measured one), if usable.
 
     A rule is usable only with an ``embed_model`` that is the encoder it was fitted with (cosines of
@@ -145,11 +158,17 @@ def applicable_rule(rule: "EvidenceLabelRule | str | None", llm: Any, embed_mode
     if rule is None:
         return None
     if embed_model is None:
-        logger.warning("This LLM has a measured label rule, but no embed_model was given, so labels are the plain "
-                       "arg-max; pass embed_model=retriever.embed_model (%s) to apply it.", rule.encoder)
+        logger.warning(
+            "This LLM has a measured label rule, but no embed_model was given, so labels are the plain "
+            "arg-max; pass embed_model=retriever.embed_model (%s) to apply it.",
+            rule.encoder,
+        )
         return None
     if embed_model_name(embed_model) != rule.encoder:
-        logger.warning("The label rule was fitted with %s cosines, not %s: not applied (plain arg-max).",
-                       rule.encoder, embed_model_name(embed_model))
+        logger.warning(
+            "The label rule was fitted with %s cosines, not %s: not applied (plain arg-max).",
+            rule.encoder,
+            embed_model_name(embed_model),
+        )
         return None
     return rule

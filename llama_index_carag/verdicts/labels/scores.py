@@ -7,8 +7,9 @@ and :mod:`~llama_index_carag.verdicts.labels.scoring_llamacpp` (llama.cpp).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from llama_index_carag.verdicts import VerdictLabel
 
@@ -60,7 +61,9 @@ class LabelScorer(Protocol):
         """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`)."""
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        self,
+        messages: Sequence[Any],
+        bias: Mapping[VerdictLabel, float] | None = None,
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)``: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""

@@ -18,9 +18,11 @@ arg-max) let a measured rule shift decisions, e.g. towards NOT_ENOUGH_INFO
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
+from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.labels.scores import (
     ANSWER_PREFIX,
     LABEL_STRINGS,
@@ -29,18 +31,24 @@ from llama_index_carag.verdicts.labels.scores import (
     clean_explanation,
     explanation_complete,
 )
-from llama_index_carag.verdicts import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "LABEL_STRINGS", "LabelScores", "LabelScorer", "HFLabelScorer", "ANSWER_PREFIX", "scorer_for",
-    "explanation_complete", "clean_explanation",
+    "LABEL_STRINGS",
+    "LabelScores",
+    "LabelScorer",
+    "HFLabelScorer",
+    "ANSWER_PREFIX",
+    "scorer_for",
+    "explanation_complete",
+    "clean_explanation",
 ]
 
 K = TypeVar("K")
 
-def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LabelScorer | None":
+
+def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> LabelScorer | None:
     """The label scorer for a ``HuggingFaceLLM``, a ``LlamaCPP`` or an ``OpenAILike`` whose server returns
     prompt log-probabilities; ``None`` for any other LLM."""
     modules = [c.__module__ for c in type(llm).__mro__]  # subclasses too, without importing either integration
@@ -79,7 +87,7 @@ class HFLabelScorer:
     max_sentences: int = 2
 
     @classmethod
-    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "HFLabelScorer | None":
+    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> HFLabelScorer | None:
         """A scorer for a LlamaIndex ``HuggingFaceLLM`` (its model and tokenizer); ``None`` for other LLMs."""
         try:
             from llama_index.llms.huggingface import HuggingFaceLLM
@@ -87,7 +95,9 @@ class HFLabelScorer:
             return None
         if not isinstance(llm, HuggingFaceLLM):
             return None
-        kwargs = {k: v for k, v in dict(llm.generate_kwargs or {}).items() if k in ("repetition_penalty", "pad_token_id")}
+        kwargs = {
+            k: v for k, v in dict(llm.generate_kwargs or {}).items() if k in ("repetition_penalty", "pad_token_id")
+        }
         return cls(
             model=llm._model,
             tokenizer=llm._tokenizer,
@@ -120,7 +130,10 @@ class HFLabelScorer:
         return LabelScores(logprobs), cache, prompt_ids
 
     def score_options(
-        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+        self,
+        messages: Sequence[Any],
+        options: Mapping[K, str],
+        prefix: str = ANSWER_PREFIX,
     ) -> tuple[dict[K, float], list[int]]:
         """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``."""
         logprobs, _, prompt_ids = self._score_on_cache(self.render(messages, prefix), options)
@@ -144,7 +157,8 @@ class HFLabelScorer:
                 total = float(first[ids[0]])
                 if len(ids) > 1:
                     step = self.model(
-                        input_ids=torch.tensor([ids[:-1]], device=device), use_cache=True,
+                        input_ids=torch.tensor([ids[:-1]], device=device),
+                        use_cache=True,
                         **{_cache_arg(self.model): cache},
                     )
                     rest = torch.log_softmax(step.logits[0].float(), dim=-1)
@@ -179,7 +193,9 @@ class HFLabelScorer:
         return clean_explanation(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        self,
+        messages: Sequence[Any],
+        bias: Mapping[VerdictLabel, float] | None = None,
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""

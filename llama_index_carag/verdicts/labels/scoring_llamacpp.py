@@ -18,11 +18,13 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
+from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.labels.scores import (
     ANSWER_PREFIX,
     LABEL_STRINGS,
@@ -30,7 +32,6 @@ from llama_index_carag.verdicts.labels.scores import (
     clean_explanation,
     explanation_complete,
 )
-from llama_index_carag.verdicts import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ __all__ = ["LlamaCppLabelScorer", "log_softmax", "model_lock"]
 K = TypeVar("K")
 
 
-_LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
 
@@ -76,7 +77,9 @@ class LlamaCppLabelScorer:
     repeat_penalty: float = 1.1
 
     @classmethod
-    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> "LlamaCppLabelScorer | None":
+    def from_llm(
+        cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2
+    ) -> LlamaCppLabelScorer | None:
         """A scorer for a LlamaIndex ``LlamaCPP`` LLM; ``None`` for other LLMs or without llama.cpp installed."""
         try:
             from llama_index.llms.llama_cpp import LlamaCPP
@@ -90,7 +93,7 @@ class LlamaCppLabelScorer:
     @property
     def model(self) -> Any:
         """The ``llama_cpp.Llama`` behind the LLM."""
-        return self.llm._model  # noqa: SLF001 - LlamaCPP keeps its llama_cpp.Llama in a private attribute
+        return self.llm._model
 
     # ------------------------------------------------------------ prompt
     def render(self, messages: Sequence[Any]) -> str:
@@ -125,7 +128,10 @@ class LlamaCppLabelScorer:
         return LabelScores(logprobs), None, prompt_ids
 
     def score_options(
-        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+        self,
+        messages: Sequence[Any],
+        options: Mapping[K, str],
+        prefix: str = ANSWER_PREFIX,
     ) -> tuple[dict[K, float], list[int]]:
         """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``.
 
@@ -144,7 +150,10 @@ class LlamaCppLabelScorer:
         return logprobs, prompt_ids
 
     def score_after_prefix(
-        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str] = LABEL_STRINGS,  # type: ignore[assignment]
+        self,
+        prefix: str,
+        prompts: Sequence[str],
+        options: Mapping[K, str] = LABEL_STRINGS,  # type: ignore[assignment]
     ) -> list[dict[K, float]]:
         """Each rendered prompt (text starting with ``prefix``, e.g. one claim's stance prompts), ``ANSWER_PREFIX``
         appended, its ``options`` scored; the shared ``prefix`` is evaluated once.
@@ -167,7 +176,7 @@ class LlamaCppLabelScorer:
                         self._evaluate(pre)
                         held = True
                     model.n_tokens = len(pre)
-                    model.eval(ids[len(pre):])
+                    model.eval(ids[len(pre) :])
                 else:
                     self._evaluate(ids)
                     held = False
@@ -213,13 +222,19 @@ class LlamaCppLabelScorer:
 
         with model_lock(model):  # the prompt is reused if still held, evaluated again if not
             out = model.create_completion(
-                ids, max_tokens=self.max_new_tokens, temperature=0.0, repeat_penalty=self.repeat_penalty,
-                stop=["\n\n", ANSWER_PREFIX], stopping_criteria=StoppingCriteriaList([complete]),
+                ids,
+                max_tokens=self.max_new_tokens,
+                temperature=0.0,
+                repeat_penalty=self.repeat_penalty,
+                stop=["\n\n", ANSWER_PREFIX],
+                stopping_criteria=StoppingCriteriaList([complete]),
             )
         return clean_explanation(out["choices"][0]["text"])
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        self,
+        messages: Sequence[Any],
+        bias: Mapping[VerdictLabel, float] | None = None,
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""

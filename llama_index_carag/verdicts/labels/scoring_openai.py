@@ -72,7 +72,8 @@ def echoed_tail_logprobs(choice: Mapping[str, Any], tail: str, n_generated: int)
     if not tokens or len(tokens) != len(values):
         raise ValueError("The server returned no prompt log-probabilities (echo with logprobs).")
     for end in dict.fromkeys((len(tokens) - max(int(n_generated), 0), len(tokens))):
-        text, out, i = "", [], end
+        text, i = "", end
+        out: list[float] = []
         while i > 0 and len(text) < len(tail) and values[i - 1] is not None:  # the first token has none
             i -= 1
             text, out = tokens[i] + text, [float(values[i]), *out]
@@ -121,11 +122,17 @@ def _probe(llm: Any) -> bool:
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             reason = str(exc)
     if reason is None:
-        logger.info("%s returns prompt log-probabilities (counting probe: %.2f nats a token): verdict labels "
-                    "are scored.", llm.api_base, mean)
+        logger.info(
+            "%s returns prompt log-probabilities (counting probe: %.2f nats a token): verdict labels are scored.",
+            llm.api_base,
+            mean,
+        )
         return True
-    logger.warning("%s returns no usable prompt log-probabilities (%s): verdict labels are read from the text "
-                   "answer.", llm.api_base, reason)
+    logger.warning(
+        "%s returns no usable prompt log-probabilities (%s): verdict labels are read from the text answer.",
+        llm.api_base,
+        reason,
+    )
     return False
 
 
@@ -134,8 +141,9 @@ def _complete(llm: Any, prompt: str, **fields: Any) -> tuple[int, Any]:
     from llama_index_carag.models.openai_compatible import request_json
 
     body = {"model": llm.model, "prompt": prompt, "temperature": 0.0, **fields}
-    return request_json("POST", f"{llm.api_base}/completions", api_key=llm.api_key, body=body,
-                        read_timeout=float(llm.timeout))
+    return request_json(
+        "POST", f"{llm.api_base}/completions", api_key=llm.api_key, body=body, read_timeout=float(llm.timeout)
+    )
 
 
 @dataclass
@@ -186,7 +194,10 @@ class OpenAILabelScorer:
         return LabelScores(self._score_after(prompt, LABEL_STRINGS)), prompt, []
 
     def score_options(
-        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX,
+        self,
+        messages: Sequence[Any],
+        options: Mapping[K, str],
+        prefix: str = ANSWER_PREFIX,
     ) -> tuple[dict[K, float], list[int]]:
         """``({key: log-likelihood}, [])`` of each option string after the prompt ending in ``prefix``."""
         return self._score_after(self.render(messages, prefix), options), []
@@ -213,7 +224,9 @@ class OpenAILabelScorer:
         return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
 
     def verdict(
-        self, messages: Sequence[Any], bias: Mapping[VerdictLabel, float] | None = None,
+        self,
+        messages: Sequence[Any],
+        bias: Mapping[VerdictLabel, float] | None = None,
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""

@@ -23,16 +23,25 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from llama_index_carag.verdicts import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "STANCE_ORDER", "SIDES", "CONTENT_FREE_INPUTS", "PassageStance", "ContentFreePrior", "label_probabilities",
-    "calibrated", "stance_messages", "stance_scores", "score_passages",
+    "STANCE_ORDER",
+    "SIDES",
+    "CONTENT_FREE_INPUTS",
+    "PassageStance",
+    "ContentFreePrior",
+    "label_probabilities",
+    "calibrated",
+    "stance_messages",
+    "stance_scores",
+    "score_passages",
 ]
 
 #: Stance labels in their fixed order (ties go to the earlier one).
@@ -66,7 +75,10 @@ class PassageStance:
     def as_dict(self) -> dict[str, Any]:
         """The JSON form: ``{"number", "id", "stance", "score", "probabilities", "logprobs"}``."""
         return {
-            "number": self.number, "id": self.node_id, "stance": self.stance.value, "score": round(self.score, 4),
+            "number": self.number,
+            "id": self.node_id,
+            "stance": self.stance.value,
+            "score": round(self.score, 4),
             "probabilities": {k.value: round(float(v), 4) for k, v in self.probabilities.items()},
             "logprobs": {k.value: round(float(v), 4) for k, v in self.logprobs.items()},
         }
@@ -81,7 +93,8 @@ def label_probabilities(logprobs: Mapping[VerdictLabel, float]) -> dict[VerdictL
 
 
 def calibrated(
-    logprobs: Mapping[VerdictLabel, float], prior: Mapping[VerdictLabel, float] | None,
+    logprobs: Mapping[VerdictLabel, float],
+    prior: Mapping[VerdictLabel, float] | None,
     labels: Sequence[VerdictLabel] = SIDES,
 ) -> dict[VerdictLabel, float]:
     """Label probabilities with ``prior`` (probabilities, e.g. of content-free inputs) divided out (pure).
@@ -98,8 +111,7 @@ def calibrated(
     if not labels or any(float(prior[k]) <= 0.0 for k in labels):
         raise ValueError(f"A calibration prior needs positive probabilities for {list(labels)}; got {dict(prior)}.")
     mean = sum(float(prior[k]) for k in labels) / len(labels)
-    shifted = {k: float(logprobs[k]) - (math.log(float(prior[k]) / mean) if k in labels else 0.0)
-               for k in STANCE_ORDER}
+    shifted = {k: float(logprobs[k]) - (math.log(float(prior[k]) / mean) if k in labels else 0.0) for k in STANCE_ORDER}
     return label_probabilities(shifted)
 
 
@@ -155,8 +167,9 @@ class ContentFreePrior:
             if key not in self._cache:
                 probs = [label_probabilities(stance_scores(scorer, c, [p])[0]) for c, p in self.inputs]
                 self._cache[key] = {k: sum(p[k] for p in probs) / len(probs) for k in STANCE_ORDER}
-                logger.info("content-free prior for %s: %s", key,
-                            {k.value: round(v, 3) for k, v in self._cache[key].items()})
+                logger.info(
+                    "content-free prior for %s: %s", key, {k.value: round(v, 3) for k, v in self._cache[key].items()}
+                )
             return dict(self._cache[key])
 
     def set(self, key: str, prior: Mapping[VerdictLabel, float]) -> None:
@@ -170,8 +183,12 @@ DEFAULT_PRIORS = ContentFreePrior()
 
 
 def score_passages(
-    scorer: Any, claim: str, passages: Sequence[str], ids: Sequence[str],
-    prior: Mapping[VerdictLabel, float] | None, labels: Sequence[VerdictLabel] = SIDES,
+    scorer: Any,
+    claim: str,
+    passages: Sequence[str],
+    ids: Sequence[str],
+    prior: Mapping[VerdictLabel, float] | None,
+    labels: Sequence[VerdictLabel] = SIDES,
 ) -> list[PassageStance]:
     """Each passage's :class:`PassageStance` (one prompt per passage, ``prior`` divided out, :func:`calibrated`)."""
     if len(passages) != len(ids):
