@@ -113,6 +113,9 @@ def _run_module(items: list[pytest.Item]) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     if _in_child() or not _isolated(item):
         return None
+    # The item runs elsewhere: finish the previous items' fixtures up to what ``nextitem`` shares, as
+    # pytest's own protocol would (else the next in-process item finds them still set up).
+    item.session._setupstate.teardown_exact(nextitem)
     if item.nodeid not in _results and item.nodeid not in _crashes:
         module = [
             i

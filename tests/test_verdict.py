@@ -367,22 +367,24 @@ def test_rambling_answer_is_trimmed_to_max_sentences():
 
 
 def test_unparseable_text_logs_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts.parsing"):
         verdict = parse_verdict("asdf qwerty zxcv")
     assert verdict.parsed is False and verdict.label is N
-    records = [r for r in caplog.records if r.name == "llama_index_carag.verdicts" and r.levelno == logging.WARNING]
+    records = [
+        r for r in caplog.records if r.name == "llama_index_carag.verdicts.parsing" and r.levelno == logging.WARNING
+    ]
     assert records and "asdf qwerty" in records[0].getMessage()
 
 
 def test_conflicting_markers_keep_the_first_and_warn(caplog):
-    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts.parsing"):
         verdict = parse_verdict("Verdict: REFUTED\nOn reflection, final answer: supported")
     assert verdict.label is R and verdict.parsed
     assert any("conflicting" in r.getMessage() for r in caplog.records)
 
 
 def test_parsed_answers_do_not_warn(caplog):
-    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_carag.verdicts.parsing"):
         parse_verdict("Verdict: SUPPORTED\nExplanation: [1] agrees.")
     assert not caplog.records
 
@@ -517,7 +519,7 @@ _FUZZ_TEXT = st.one_of(
 @given(text=_FUZZ_TEXT, use_ids=st.booleans())
 def test_fuzz_never_raises(text, use_ids):
     collector = _ErrorCollector()
-    module_logger = logging.getLogger("llama_index_carag.verdicts")
+    module_logger = logging.getLogger("llama_index_carag.verdicts.parsing")
     module_logger.addHandler(collector)
     try:
         verdict = parse_verdict(text, evidence_ids=["a", "b", "c"] if use_ids else None)

@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
     if not args.verbose:
         # An unparseable answer is already shown as NOT_ENOUGH_INFO (parsed: false); no log line needed.
-        logging.getLogger("llama_index_carag.verdicts").setLevel(logging.ERROR)
+        logging.getLogger("llama_index_carag.verdicts.parsing").setLevel(logging.ERROR)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -263,7 +263,7 @@ def _configure_logging(level: int) -> None:
     if level > logging.INFO:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         # An unparseable answer is already a NOT_ENOUGH_INFO verdict (parsed: false); no log line needed.
-        logging.getLogger("llama_index_carag.verdicts").setLevel(logging.ERROR)
+        logging.getLogger("llama_index_carag.verdicts.parsing").setLevel(logging.ERROR)
 
 
 def worker_main(conn: Connection, spec: LLMWorkerSpec) -> None:

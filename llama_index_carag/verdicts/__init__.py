@@ -7,7 +7,7 @@ This module is the public face of verdict reading; the work is done in
 
 * :mod:`llama_index_carag.verdicts.types` — :class:`Verdict` and :class:`VerdictLabel`;
 * :mod:`llama_index_carag.verdicts.parsing` — :func:`parse_verdict` and :func:`sentence_stance`
-  (they log under this module's name, ``"llama_index_carag.verdicts"``);
+  (they log under ``"llama_index_carag.verdicts.parsing"``);
 * :mod:`llama_index_carag.verdicts.cues` — label words, cue patterns and the rules for negations;
 * :mod:`llama_index_carag.verdicts.citations` — citation numbers and ids;
 * :mod:`llama_index_carag.verdicts.sentences` — :func:`split_sentences` and :func:`trim_to_sentences`.

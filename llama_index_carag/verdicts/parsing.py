@@ -25,8 +25,8 @@ Negated cues ("not supported", "not false" …) are resolved over the whole
 answer as described in :mod:`llama_index_carag.verdicts.cues`.
 
 :func:`parse_verdict` and :func:`sentence_stance` are re-exported by
-:mod:`llama_index_carag.verdicts`, and this module logs under that module's name
-(``"llama_index_carag.verdicts"``): the ``carag`` command and users' logging
+:mod:`llama_index_carag.verdicts`, and this module logs under its own name
+(``"llama_index_carag.verdicts.parsing"``): the ``carag`` command and users' logging
 configuration quieten the parser's warnings by it.
 """
 
@@ -59,7 +59,7 @@ from llama_index_carag.verdicts.sentences import split_sentences, trim_to_senten
 from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
 #: The public module's logger (see the module docstring), not ``__name__``.
-logger = logging.getLogger("llama_index_carag.verdicts")
+logger = logging.getLogger(__name__)  # "llama_index_carag.verdicts.parsing": quieted by `carag` and serve
 
 __all__ = ["parse_verdict", "sentence_stance"]
 
