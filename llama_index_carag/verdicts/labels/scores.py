@@ -13,7 +13,15 @@ from typing import Any, Protocol
 
 from llama_index_carag.verdicts import VerdictLabel
 
-__all__ = ["LABEL_STRINGS", "ANSWER_PREFIX", "LabelScores", "LabelScorer", "explanation_complete", "clean_explanation"]
+__all__ = [
+    "LABEL_STRINGS",
+    "ANSWER_PREFIX",
+    "LabelScores",
+    "LabelScorer",
+    "score_then_explain",
+    "explanation_complete",
+    "clean_explanation",
+]
 
 #: The text each label is scored as, after ``Verdict:``.
 LABEL_STRINGS: dict[VerdictLabel, str] = {
@@ -67,6 +75,19 @@ class LabelScorer(Protocol):
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)``: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
+
+
+def score_then_explain(
+    scorer: LabelScorer,
+    messages: Sequence[Any],
+    bias: Mapping[VerdictLabel, float] | None = None,
+    decide: Callable[[LabelScores], VerdictLabel] | None = None,
+) -> tuple[VerdictLabel, LabelScores, str]:
+    """``LabelScorer.verdict`` for any scorer: score the labels, pick one (``decide(scores)``, else the best after
+    ``bias``), then explain it on the same prompt state."""
+    scores, state, prompt_ids = scorer.score(messages)
+    label = decide(scores) if decide is not None else scores.best(bias)
+    return label, scores, scorer.explain(label, state, prompt_ids)
 
 
 def explanation_complete(text: str, max_sentences: int) -> bool:

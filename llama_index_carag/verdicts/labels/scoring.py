@@ -30,6 +30,7 @@ from llama_index_carag.verdicts.labels.scores import (
     LabelScores,
     clean_explanation,
     explanation_complete,
+    score_then_explain,
 )
 
 logger = logging.getLogger(__name__)
@@ -199,9 +200,7 @@ class HFLabelScorer:
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
-        scores, cache, prompt_ids = self.score(messages)
-        label = decide(scores) if decide is not None else scores.best(bias)
-        return label, scores, self.explain(label, cache, prompt_ids)
+        return score_then_explain(self, messages, bias, decide)
 
 
 def _cache_arg(model: Any) -> str:

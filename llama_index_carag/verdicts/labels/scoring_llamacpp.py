@@ -31,6 +31,7 @@ from llama_index_carag.verdicts.labels.scores import (
     LabelScores,
     clean_explanation,
     explanation_complete,
+    score_then_explain,
 )
 
 logger = logging.getLogger(__name__)
@@ -239,6 +240,4 @@ class LlamaCppLabelScorer:
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
         with model_lock(self.model):
-            scores, state, prompt_ids = self.score(messages)
-            label = decide(scores) if decide is not None else scores.best(bias)
-            return label, scores, self.explain(label, state, prompt_ids)
+            return score_then_explain(self, messages, bias, decide)

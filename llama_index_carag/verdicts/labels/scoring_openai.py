@@ -38,6 +38,7 @@ from llama_index_carag.verdicts.labels.scores import (
     LABEL_STRINGS,
     LabelScores,
     clean_explanation,
+    score_then_explain,
 )
 
 logger = logging.getLogger(__name__)
@@ -230,6 +231,4 @@ class OpenAILabelScorer:
         decide: Callable[[LabelScores], VerdictLabel] | None = None,
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
-        scores, state, prompt_ids = self.score(messages)
-        label = decide(scores) if decide is not None else scores.best(bias)
-        return label, scores, self.explain(label, state, prompt_ids)
+        return score_then_explain(self, messages, bias, decide)
