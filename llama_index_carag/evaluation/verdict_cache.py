@@ -49,6 +49,9 @@ class BenchClaim:
     claim: str
     gold: str
     evidence: dict[str, tuple[list[str], list[str], Sequence[str | None] | None]] = field(default_factory=dict)
+    #: ``"report"`` (a benchmark claim) or ``"archive"`` (an already-checked claim of the same domain, sampled
+    #: without looking at labels; label-free calibration reads its scores, never its gold label).
+    split: str = "report"
 
 
 def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int) -> None:
@@ -70,7 +73,9 @@ def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int) -> None:
         claim.evidence["retrieved"] = ([h.node.get_content() for h in hits], ids, [gold.get(i) for i in ids])
 
 
-def _scifact_claims(folder: Path, per_label: int) -> list[BenchClaim]:
+def _scifact_claims(folder: Path, per_label: int, *, split: str = "report") -> list[BenchClaim]:
+    """``split="report"``: the first ``per_label`` test claims of each label; ``"archive"``: the first
+    ``3 * per_label`` train claims in file order, whatever their labels (an unlabeled archive sample)."""
     from llama_index_carag.evaluation.beir import load_beir
 
     data = load_beir(folder)
@@ -81,33 +86,47 @@ def _scifact_claims(folder: Path, per_label: int) -> list[BenchClaim]:
             row = json.loads(line)
             rationales[str(row["_id"])] = row.get("metadata") or {}
     picked: dict[str, list[BenchClaim]] = {"T": [], "F": [], "N": []}
+    archive: list[BenchClaim] = []
     with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
             gold = _FEVER[row["label"]]
-            if row["split"] != "test" or len(picked[gold]) >= per_label:
+            if split == "archive":
+                if row["split"] != "train" or len(archive) >= 3 * per_label:
+                    continue
+            elif row["split"] != "test" or len(picked[gold]) >= per_label:
                 continue
             ids = [str(i) for i in row["evidence_ids"] if str(i) in docs]
             meta = rationales.get(str(row["claim_id"]), {})
             stances = [SCIFACT_STANCE[meta[i][0]["label"]] if meta.get(i) else "N" for i in ids]
-            claim = BenchClaim("scifact", str(row["claim_id"]), row["claim"], gold)
+            claim = BenchClaim("scifact", str(row["claim_id"]), row["claim"], gold, split=split)
             claim.evidence["annotated"] = ([docs[i] for i in ids], ids, stances)
-            picked[gold].append(claim)
-    return [c for label in "TFN" for c in picked[label]]
+            (archive if split == "archive" else picked[gold]).append(claim)
+    return archive if split == "archive" else [c for label in "TFN" for c in picked[label]]
 
 
-def _factver_claims(csv_path: Path, per_label: int, k: int, cache_dir: str | None, retrieved: bool) -> list[BenchClaim]:
+def _factver_claims(
+    csv_path: Path, per_label: int, k: int, cache_dir: str | None, retrieved: bool, *, split: str = "report"
+) -> list[BenchClaim]:
+    """``split="report"``: the balanced report-half subset; ``"archive"``: ``3 * per_label`` tuning-half claims
+    in a seeded random order, whatever their labels (annotated evidence only)."""
+    import numpy as np
+
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
 
     bench = _Bench(csv_path, Path(cache_dir or "/tmp/carag_verdict_bench"), k=k, cache_dir=cache_dir, seed=0)
-    report = balanced_subset(bench.report, per_label)
     sources = ["annotated"]
-    if retrieved:
-        bench.fit_retriever(balanced_subset(bench.tune, 6))
-        sources.append("retrieved")
+    if split == "archive":
+        order = np.random.default_rng(0).permutation(len(bench.tune))
+        picked = [bench.tune[i] for i in order[: 3 * per_label]]
+    else:
+        picked = balanced_subset(bench.report, per_label)
+        if retrieved:
+            bench.fit_retriever(balanced_subset(bench.tune, 6))
+            sources.append("retrieved")
     out = []
-    for c in report:
-        claim = BenchClaim("factver", c.node_id, c.get_content(), c.metadata["label"])
+    for c in picked:
+        claim = BenchClaim("factver", c.node_id, c.get_content(), c.metadata["label"], split=split)
         for source in sources:
             nodes = bench.evidence(c, source)
             claim.evidence[source] = ([n.node.get_content() for n in nodes], [n.node.node_id for n in nodes], None)
@@ -116,16 +135,29 @@ def _factver_claims(csv_path: Path, per_label: int, k: int, cache_dir: str | Non
 
 
 def domain_claims(
-    domain: str, path: str | Path, per_label: int, *, k: int = 6, cache_dir: str | None = None, retrieved: bool = False
+    domain: str,
+    path: str | Path,
+    per_label: int,
+    *,
+    k: int = 6,
+    cache_dir: str | None = None,
+    retrieved: bool = False,
+    split: str = "report",
 ) -> list[BenchClaim]:
-    """The balanced benchmark claims of ``domain`` (``"factver"``: the CSV; ``"scifact"``: the BEIR folder)."""
+    """The benchmark claims of ``domain`` (``"factver"``: the CSV; ``"scifact"``: the BEIR folder).
+
+    ``split="report"``: balanced, ``per_label`` of each label; ``"archive"``: ``3 * per_label`` claims of the
+    domain's other split (FactVer tuning half, SciFact train), chosen without their labels, annotated evidence.
+    """
     if per_label < 1:
         raise ValueError("per_label must be >= 1")
+    if split not in ("report", "archive"):
+        raise ValueError(f"split must be 'report' or 'archive'; got {split!r}")
     if domain == "factver":
-        return _factver_claims(Path(path), per_label, k, cache_dir, retrieved)
+        return _factver_claims(Path(path), per_label, k, cache_dir, retrieved, split=split)
     if domain == "scifact":
-        claims = _scifact_claims(Path(path), per_label)
-        if retrieved:
+        claims = _scifact_claims(Path(path), per_label, split=split)
+        if retrieved and split == "report":
             _scifact_retrieved(claims, Path(path), k)
         return claims
     raise ValueError(f"domain must be 'factver' or 'scifact'; got {domain!r}")
@@ -181,6 +213,7 @@ def _claim_row(
         "claim_id": claim.claim_id,
         "claim": claim.claim,
         "gold": claim.gold,
+        "split": claim.split,
         "passage_ids": ids,
         "passage_gold": gold,
         "joint": known_joint if known_joint is not None else joint,
@@ -212,7 +245,11 @@ def collect(
     path.parent.mkdir(parents=True, exist_ok=True)
     model = llm_name(llm)
     rows = read_cache(path)
-    done = {(r["model"], r["domain"], r["evidence"], r["claim_id"]) for r in rows if r["kind"] == "claim"}
+    done = {
+        (r["model"], r["domain"], r["evidence"], r["claim_id"], r.get("split", "report"))
+        for r in rows
+        if r["kind"] == "claim"
+    }
     synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False, label_rule=None)
     if synth.label_mode != "score":
         raise ValueError(f"The verdict cache needs a label-scoring LLM; {model} is in {synth.label_mode!r} mode.")
@@ -223,7 +260,7 @@ def collect(
         claims = list(claims)
         sources = list(dict.fromkeys(s for c in claims for s in c.evidence))  # annotated first: all claims
         for source, claim in ((s, c) for s in sources for c in claims if s in c.evidence):
-            if (model, claim.domain, source, claim.claim_id) in done:
+            if (model, claim.domain, source, claim.claim_id, claim.split) in done:
                 continue
             row = _claim_row(synth, embed, claim, source, model, (joints or {}).get((model, source, claim.claim_id)))
             fh.write(json.dumps(row) + "\n")
@@ -252,6 +289,12 @@ def _main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (1 is faster on a loaded machine)")
     p.add_argument("--domains", default="factver,scifact", help="comma-separated: factver, scifact")
+    p.add_argument(
+        "--split",
+        choices=("report", "archive"),
+        default="report",
+        help="archive: 3 x per-label already-checked claims of each domain, chosen without labels (calibration)",
+    )
     p.add_argument("--sources", default=None, help="comma-separated evidence sources to collect (default all)")
     p.add_argument(
         "--joint-from",
@@ -273,10 +316,14 @@ def _main(argv: Sequence[str] | None = None) -> None:
     embed = resolve_embed_model("minilm")
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     sci = (
-        domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved) if "scifact" in domains else []
+        domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved, split=args.split)
+        if "scifact" in domains
+        else []
     )
     fv = (
-        domain_claims("factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved)
+        domain_claims(
+            "factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved, split=args.split
+        )
         if "factver" in domains
         else []
     )
@@ -285,7 +332,8 @@ def _main(argv: Sequence[str] | None = None) -> None:
         for c in [*fv, *sci]:
             c.evidence = {k: v for k, v in c.evidence.items() if k in keep}
     joints = _old_joints(args.joint_from) if args.joint_from else {}
-    collect(_interleaved([_round_robin(fv), _round_robin(sci)]), llm, embed, args.out, joints=joints)
+    order = (lambda c: list(c)) if args.split == "archive" else _round_robin  # archive: never sorted by label
+    collect(_interleaved([order(fv), order(sci)]), llm, embed, args.out, joints=joints)
 
 
 def _old_joints(path: str) -> dict[tuple[str, str, str], dict[str, float]]:
