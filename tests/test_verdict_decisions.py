@@ -7,6 +7,7 @@ import math
 import pytest
 
 from llama_index_carag.evaluation.verdict_decisions import fit_margin, markdown, prior_of, summarize
+from llama_index_carag.verdicts import VerdictLabel
 
 MODEL = "fake-llm"
 
@@ -72,3 +73,43 @@ def test_prior_and_margin():
     with pytest.raises(ValueError, match="no content-free prior"):
         prior_of(_cache(), "another")
     assert fit_margin([r for r in _cache() if r["kind"] == "claim"], prior) == 0.0
+
+
+def _archive(domain, lean):
+    """Unlabelled archive claims whose whole-evidence scores all lean to ``lean`` (0 S, 1 R, 2 N)."""
+    joint = [0.0, 0.0, 0.0]
+    joint[lean] = 2.0
+    rows = []
+    for i, gold in enumerate("TFNTFN"):
+        row = _claim(domain, f"{domain}-a{i}", gold, [(0.5, 0.0, 0.0)], joint=tuple(joint))
+        row["split"] = "archive"
+        rows.append(row)
+    return rows
+
+
+def test_the_archive_prior_removes_a_domains_lean_without_reading_its_labels():
+    from llama_index_carag.evaluation.verdict_decisions import choose_default, domain_prior
+
+    cache = _cache()
+    for r in cache[1:]:  # every report claim's joint leans to SUPPORTED by the same 2 nats, plus a hint
+        hint = {"T": 0.0, "F": 0.5, "N": 0.5}[r["gold"]]
+        i = {"T": 0, "F": 1, "N": 2}[r["gold"]]
+        scores = [2.0, 0.0, 0.0]
+        scores[i] += hint
+        r["joint"] = _lp(*scores)
+    cache += _archive("factver", 0) + _archive("scifact", 0)
+    prior = domain_prior([r for r in cache if r.get("split") == "archive" and r["domain"] == "factver"])
+    assert prior.joint[VerdictLabel.SUPPORTED] > 0.7 and prior.claims == 6
+    relabelled = [dict(r, gold="T") for r in cache]  # the archive's labels are never read by the prior
+    assert domain_prior([r for r in relabelled if r.get("split") == "archive" and r["domain"] == "factver"]) == prior
+    rows = {(r["domain"], r["decision"]): r for r in summarize(cache, MODEL)}
+    assert rows[("factver", "argmax")]["accuracy"] == pytest.approx(1 / 3, abs=1e-3)
+    assert rows[("factver", "argmax-archive")]["accuracy"] == 1.0  # the lean divided out, the hint decides
+    assert rows[("factver", "argmax-archive")]["claims"] == 3  # archive rows are not reported
+    assert ("factver", "lodo-logistic") in rows and ("scifact", "argmax-batch") in rows
+    assert choose_default(list(rows.values())) in ("argmax-archive", "stance-archive")
+
+
+def test_without_archive_rows_there_is_no_archive_decision():
+    rows = {(r["domain"], r["decision"]) for r in summarize(_cache(), MODEL)}
+    assert ("factver", "argmax-archive") not in rows and ("factver", "lodo-logistic") not in rows

@@ -187,7 +187,13 @@ def _prior_row(scorer: Any, model: str) -> dict[str, Any]:
 
 
 def _claim_row(
-    synth: Any, embed: Any, claim: BenchClaim, source: str, model: str, known_joint: dict[str, float] | None = None
+    synth: Any,
+    embed: Any,
+    claim: BenchClaim,
+    source: str,
+    model: str,
+    known_joint: dict[str, float] | None = None,
+    joint_only: bool = False,
 ) -> dict[str, Any]:
     from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -202,9 +208,9 @@ def _claim_row(
     if nodes and known_joint is None:
         joint = _as_dict(synth.score_labels(claim.claim, nodes).logprobs)
     t1 = time.perf_counter()
-    passages = [_as_dict(s) for s in stance_scores(scorer, claim.claim, texts)]
+    passages = None if joint_only else [_as_dict(s) for s in stance_scores(scorer, claim.claim, texts)]
     t2 = time.perf_counter()
-    claim_only = _as_dict(stance_scores(scorer, claim.claim, ["N/A"])[0])
+    claim_only = None if joint_only else _as_dict(stance_scores(scorer, claim.claim, ["N/A"])[0])
     return {
         "kind": "claim",
         "model": model,
@@ -222,7 +228,7 @@ def _claim_row(
         "claim_only": claim_only,
         "cosines": [round(float(c), 5) for c in evidence_cosines(embed, claim.claim, texts)],
         "seconds_joint": None if known_joint is not None else round(t1 - t0, 2),
-        "seconds_passages": round(t2 - t1, 2),
+        "seconds_passages": None if joint_only else round(t2 - t1, 2),
         "prompt_chars": [len(t) for t in texts],
     }
 
@@ -233,10 +239,13 @@ def collect(
     embed: Any,
     path: str | Path,
     joints: dict[tuple[str, str, str], dict[str, float]] | None = None,
+    joint_only: bool = False,
 ) -> Path:
     """Score ``claims`` with ``llm`` into the cache at ``path`` (appending; done rows are skipped).
 
     ``joints``: whole-evidence scores already measured (``(llm, evidence, claim_id)`` keys), reused.
+    ``joint_only``: only the whole-evidence prompt (``passages`` and ``claim_only`` are ``null``; the stance
+    decisions are then not reported for those rows).
     """
     from llama_index_carag.models.resolve import llm_name
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
@@ -262,7 +271,8 @@ def collect(
         for source, claim in ((s, c) for s in sources for c in claims if s in c.evidence):
             if (model, claim.domain, source, claim.claim_id, claim.split) in done:
                 continue
-            row = _claim_row(synth, embed, claim, source, model, (joints or {}).get((model, source, claim.claim_id)))
+            known = (joints or {}).get((model, source, claim.claim_id))
+            row = _claim_row(synth, embed, claim, source, model, known, joint_only=joint_only)
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             logger.info(
@@ -270,7 +280,7 @@ def collect(
                 claim.domain,
                 source,
                 claim.claim_id,
-                (row["seconds_joint"] or 0.0) + row["seconds_passages"],
+                (row["seconds_joint"] or 0.0) + (row["seconds_passages"] or 0.0),
             )
     return path
 
@@ -296,6 +306,7 @@ def _main(argv: Sequence[str] | None = None) -> None:
         help="archive: 3 x per-label already-checked claims of each domain, chosen without labels (calibration)",
     )
     p.add_argument("--sources", default=None, help="comma-separated evidence sources to collect (default all)")
+    p.add_argument("--joint-only", action="store_true", help="only the whole-evidence prompt (no per-passage stances)")
     p.add_argument(
         "--joint-from",
         default=None,
@@ -322,7 +333,12 @@ def _main(argv: Sequence[str] | None = None) -> None:
     )
     fv = (
         domain_claims(
-            "factver", args.factver, args.per_label, cache_dir=args.cache_dir, retrieved=args.retrieved, split=args.split
+            "factver",
+            args.factver,
+            args.per_label,
+            cache_dir=args.cache_dir,
+            retrieved=args.retrieved,
+            split=args.split,
         )
         if "factver" in domains
         else []
@@ -333,7 +349,7 @@ def _main(argv: Sequence[str] | None = None) -> None:
             c.evidence = {k: v for k, v in c.evidence.items() if k in keep}
     joints = _old_joints(args.joint_from) if args.joint_from else {}
     order = (lambda c: list(c)) if args.split == "archive" else _round_robin  # archive: never sorted by label
-    collect(_interleaved([order(fv), order(sci)]), llm, embed, args.out, joints=joints)
+    collect(_interleaved([order(fv), order(sci)]), llm, embed, args.out, joints=joints, joint_only=args.joint_only)
 
 
 def _old_joints(path: str) -> dict[tuple[str, str, str], dict[str, float]]:

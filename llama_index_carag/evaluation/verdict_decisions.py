@@ -64,6 +64,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,9 +82,37 @@ from llama_index_carag.verdicts.labels.stance import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prior_of", "decide_rows", "summarize", "DECISION_NAMES", "MARGIN_GRID", "fit_margin"]
+__all__ = [
+    "prior_of",
+    "decide_rows",
+    "summarize",
+    "DECISION_NAMES",
+    "DEFAULT_CANDIDATES",
+    "MARGIN_GRID",
+    "fit_margin",
+    "DomainPrior",
+    "domain_prior",
+    "decision_features",
+    "fit_lodo_logistic",
+    "choose_default",
+]
 
-DECISION_NAMES = ("argmax", "rule", "stance", "stance-raw", "stance-full", "stance-claim", "stance-margin")
+DECISION_NAMES = (
+    "argmax",
+    "rule",
+    "stance",
+    "stance-raw",
+    "stance-full",
+    "stance-claim",
+    "stance-margin",
+    "argmax-archive",
+    "stance-archive",
+    "argmax-batch",
+    "stance-batch",
+    "lodo-logistic",
+)
+#: Label-free decisions the default is chosen from (round 4 rule, module docstring), cheapest first.
+DEFAULT_CANDIDATES = ("argmax", "argmax-archive", "stance", "stance-archive")
 MARGIN_GRID = tuple(np.round(np.arange(0.0, 0.501, 0.05), 2))
 _T = {VerdictLabel.SUPPORTED: "T", VerdictLabel.REFUTED: "F", VerdictLabel.NOT_ENOUGH_INFO: "N"}
 
@@ -159,11 +188,102 @@ def _deciders(model: str, margin: float | None) -> dict[str, Callable]:
     return out
 
 
+# ------------------------------------------------------------------ round 4: archive priors
+@dataclass(frozen=True)
+class DomainPrior:
+    """A domain's label lean, estimated without labels: mean probabilities of each prompt over claims."""
+
+    joint: dict[VerdictLabel, float]
+    stance: dict[VerdictLabel, float]
+    claims: int
+
+
+def domain_prior(rows: Sequence[Mapping[str, Any]]) -> DomainPrior | None:
+    """The mean whole-evidence and stance label probabilities over ``rows`` (their labels unread); ``None`` if empty."""
+    joints = [label_probabilities(_labels(r["joint"])) for r in rows if r.get("joint")]
+    passages = [label_probabilities(_labels(lp)) for r in rows for lp in r.get("passages") or []]
+    if not joints:
+        return None
+    if not passages:  # joint-only rows: a whole-evidence lean only
+        passages = [{k: 1.0 / len(STANCE_ORDER) for k in STANCE_ORDER}]
+    return DomainPrior(
+        {k: float(np.mean([p[k] for p in joints])) for k in STANCE_ORDER},
+        {k: float(np.mean([p[k] for p in passages])) for k in STANCE_ORDER},
+        len(rows),
+    )
+
+
+def _archive_argmax(domain: DomainPrior) -> Callable:
+    def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, None]:
+        probs = calibrated(_labels(row["joint"]), domain.joint, STANCE_ORDER)
+        return _T[max(STANCE_ORDER, key=lambda k: probs[k])], None
+
+    return decide
+
+
+def _archive_stance(domain: DomainPrior) -> Callable:
+    def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, list[str]]:
+        stances = _stances(row, domain.stance, STANCE_ORDER)
+        return _T[strongest_stance(stances).label], [_T[s.stance] for s in stances]
+
+    return decide
+
+
+_FEATURES = 8
+
+
+def decision_features(row: Mapping[str, Any], domain: DomainPrior) -> np.ndarray:
+    """The eight ``lodo-logistic`` features of one claim row, shape ``(8,)`` (module docstring)."""
+    joint = calibrated(_labels(row["joint"]), domain.joint, STANCE_ORDER)
+    stances = _stances(row, domain.stance, STANCE_ORDER) if row.get("passages") else []
+    s = [st.probabilities[VerdictLabel.SUPPORTED] for st in stances] or [0.0]
+    f = [st.probabilities[VerdictLabel.REFUTED] for st in stances] or [0.0]
+    n = [st.probabilities[VerdictLabel.NOT_ENOUGH_INFO] for st in stances] or [1.0]
+    sides = [st.stance for st in stances]
+    share = (lambda lab: sides.count(lab) / len(sides)) if sides else (lambda lab: 0.0)
+    return np.array(
+        [np.log(max(joint[k], 1e-12)) for k in STANCE_ORDER]
+        + [max(s), max(f), float(np.mean(n)), share(VerdictLabel.SUPPORTED), share(VerdictLabel.REFUTED)]
+    )
+
+
+def fit_lodo_logistic(rows: Sequence[Mapping[str, Any]], priors: Mapping[str, DomainPrior]) -> Any:
+    """The ``lodo-logistic`` pipeline fitted on ``rows`` (labelled; each row calibrated by its domain's prior)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    usable = [r for r in rows if r.get("joint") and r["domain"] in priors]
+    x = np.stack([decision_features(r, priors[r["domain"]]) for r in usable])
+    y = [r["gold"] for r in usable]
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000))
+    return model.fit(x, y)
+
+
+def _lodo_decider(model: Any, domain: DomainPrior) -> Callable:
+    def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, None]:
+        return str(model.predict(decision_features(row, domain)[None, :])[0]), None
+
+    return decide
+
+
+def choose_default(summary: Sequence[Mapping[str, Any]]) -> str:
+    """The round-4 default: the label-free candidate with the highest smaller-domain macro-F1 (annotated)."""
+    worst: dict[str, float] = {}
+    for name in DEFAULT_CANDIDATES:
+        scores = [r["macro_F1"] for r in summary if r["decision"] == name and r["evidence"] == "annotated"]
+        if len(scores) >= 2:
+            worst[name] = min(scores)
+    if not worst:
+        return "argmax"
+    return max(worst, key=lambda n: (worst[n], -DEFAULT_CANDIDATES.index(n)))
+
+
 def decide_rows(rows: Sequence[Mapping[str, Any]], prior: Any, decide: Callable) -> list[dict[str, Any]]:
     """``[{"gold", "pred", "stances", "passage_gold"}]`` for claim rows under one decision (T/F/N)."""
     out = []
     for r in rows:
-        if not r["passages"]:
+        if not r["passage_ids"]:  # no evidence at all
             pred, stances = "N", []
         else:
             pred, stances = decide(r, prior)
@@ -194,8 +314,14 @@ def _metrics(decided: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, 
 
 
 def _seconds(rows: Sequence[Mapping[str, Any]], name: str) -> float:
-    key = "seconds_joint" if name in ("argmax", "rule") else "seconds_passages"
-    values = [r[key] for r in rows if r.get(key) is not None]  # reused whole-evidence scores have no time
+    """Mean seconds per claim of the LLM calls ``name`` needs (reused whole-evidence scores have no time)."""
+    keys = {
+        "argmax": ("seconds_joint",),
+        "rule": ("seconds_joint",),
+        "lodo-logistic": ("seconds_joint", "seconds_passages"),
+    }
+    wanted = keys.get(name, ("seconds_joint",) if name.startswith("argmax") else ("seconds_passages",))
+    values = [sum(r[k] for k in wanted) for r in rows if all(r.get(k) is not None for k in wanted)]
     return float(np.mean(values)) if values else float("nan")
 
 
@@ -211,12 +337,22 @@ def _gold_pred(rows: Sequence[Mapping[str, Any]], prior: Any, margin: float) -> 
 
 
 def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, Any]]:
-    """One row per (domain, evidence, decision) of ``model``'s cached claims (see the module docstring)."""
+    """One row per (domain, evidence, decision) of ``model``'s cached claims (see the module docstring).
+
+    Archive rows (``split == "archive"``) are never reported: they give their domain's label-free prior
+    (and, with their labels, training rows for the *other* domain's ``lodo-logistic``).
+    """
     prior = prior_of(cache, model)
     latest = {
-        (r["domain"], r["evidence"], r["claim_id"]): r for r in cache if r["kind"] == "claim" and r["model"] == model
+        (r["domain"], r["evidence"], r["claim_id"], r.get("split", "report")): r
+        for r in cache
+        if r["kind"] == "claim" and r["model"] == model
     }
-    claims = list(latest.values())  # a claim collected twice (merged caches) counts once
+    claims = [r for r in latest.values() if r.get("split", "report") == "report"]  # merged caches: once each
+    archive = [r for r in latest.values() if r.get("split") == "archive"]
+    priors = {
+        d: p for d in {r["domain"] for r in archive} if (p := domain_prior([r for r in archive if r["domain"] == d]))
+    }
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in claims:
         groups.setdefault((r["domain"], r["evidence"]), []).append(r)
@@ -224,7 +360,20 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
     for (domain, evidence), rows in groups.items():
         other = [r for r in claims if r["domain"] != domain and r["evidence"] == "annotated"]
         margin = fit_margin(other, prior) if other else None
-        for name, decide in _deciders(model, margin).items():
+        deciders = _deciders(model, margin)
+        if domain in priors:
+            deciders["argmax-archive"] = _archive_argmax(priors[domain])
+            deciders["stance-archive"] = _archive_stance(priors[domain])
+            fit_rows = other + [r for r in archive if r["domain"] != domain]
+            if fit_rows and all(d in priors for d in {r["domain"] for r in fit_rows}):
+                deciders["lodo-logistic"] = _lodo_decider(fit_lodo_logistic(fit_rows, priors), priors[domain])
+        batch = domain_prior(rows)
+        if batch is not None:
+            deciders["argmax-batch"] = _archive_argmax(batch)
+            deciders["stance-batch"] = _archive_stance(batch)
+        if any(r.get("passages") is None for r in rows):  # joint-only rows: no stance decision to replay
+            deciders = {n: d for n, d in deciders.items() if n in ("argmax", "rule", "argmax-archive", "argmax-batch")}
+        for name, decide in deciders.items():
             row = {
                 "domain": domain,
                 "evidence": evidence,

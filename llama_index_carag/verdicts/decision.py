@@ -19,6 +19,7 @@ and the decision returns a :class:`Decision`.  Three decisions:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -156,16 +157,27 @@ def _require(evidence: ScoredEvidence, what: str) -> Any:
 
 @dataclass(frozen=True)
 class ArgMaxDecision:
-    """The best whole-evidence label log-likelihood plus ``bias`` (nats per label)."""
+    """The best whole-evidence label log-likelihood plus ``bias`` (nats per label).
+
+    ``prior``: a domain's label lean (``{label: probability}``, e.g. a fitted
+    :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior`'s ``joint_``), divided out first.
+    """
 
     bias: Mapping[str, float] = field(default_factory=dict)
+    prior: Mapping[VerdictLabel, float] | None = None
     name: str = "argmax"
     needs: frozenset[str] = frozenset({"joint"})
 
     def decide(self, evidence: ScoredEvidence) -> Decision:
         joint = _require(evidence, "joint")
+        if self.prior is not None:
+            from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, calibrated
+
+            probs = calibrated(joint, self.prior, STANCE_ORDER)
+            joint = {k: math.log(max(probs[k], 1e-300)) for k in STANCE_ORDER}
         label = max(VerdictLabel, key=lambda k: float(joint[k]) + float(self.bias.get(k.value, 0.0)))
-        return Decision(label, reason="arg-max of the whole-evidence label log-likelihoods")
+        why = "arg-max of the whole-evidence label log-likelihoods"
+        return Decision(label, reason=why + (", the archive's label lean divided out" if self.prior else ""))
 
 
 @dataclass(frozen=True)
@@ -233,14 +245,20 @@ def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictS
     return replace(settings, **options) if options else settings
 
 
-def resolve_decision(settings: VerdictSettings, legacy_rule: Any, llm: Any, embed_model: Any) -> LabelDecision:
-    """The decision ``settings`` (or the older ``label_rule`` keyword: a rule or ``None``) asks for."""
+def resolve_decision(
+    settings: VerdictSettings, legacy_rule: Any, llm: Any, embed_model: Any, domain_prior: Any = None
+) -> LabelDecision:
+    """The decision ``settings`` (or the older ``label_rule`` keyword: a rule or ``None``) asks for.
+
+    ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max divides out its ``joint_`` lean.
+    """
+    joint_prior = None if domain_prior is None or settings.calibration == "none" else domain_prior.joint_
     from llama_index_carag.verdicts.labels.rules import applicable_rule
 
     if isinstance(legacy_rule, str) and legacy_rule != "measured":
         raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {legacy_rule!r}.")
     if legacy_rule is None:
-        return ArgMaxDecision(settings.label_bias)
+        return ArgMaxDecision(settings.label_bias, joint_prior)
     if not isinstance(legacy_rule, str):  # an EvidenceLabelRule passed by an older caller
         rule = applicable_rule(legacy_rule, llm, embed_model)
         return RuleDecision(rule) if rule is not None else ArgMaxDecision(settings.label_bias)
@@ -250,4 +268,4 @@ def resolve_decision(settings: VerdictSettings, legacy_rule: Any, llm: Any, embe
         rule = applicable_rule("measured", llm, embed_model)
         if rule is not None:
             return RuleDecision(rule)
-    return ArgMaxDecision(settings.label_bias)
+    return ArgMaxDecision(settings.label_bias, joint_prior)

@@ -72,6 +72,7 @@ class ScoredVerdicts:
         embed_model: for claim-passage cosines (decisions that need them).
         model_key: the LLM's name (the content-free prior is cached under it).
         priors: the prior cache.
+        domain_prior: a fitted ``DomainLabelPrior`` (its stance lean replaces the content-free prior).
     """
 
     scorer: Any
@@ -81,17 +82,24 @@ class ScoredVerdicts:
     embed_model: Any = None
     model_key: str = ""
     priors: ContentFreePrior = DEFAULT_PRIORS
+    domain_prior: Any = None
 
     def prior(self) -> Any:
-        """The content-free label prior of this model (``None`` with ``calibration="none"``)."""
+        """The stance prompt's label prior: the archive's (a fitted ``domain_prior`` with stances), else the
+        model's content-free one (``None`` with ``calibration="none"``)."""
         if self.settings.calibration == "none":
             return None
+        if self._domain_stance() is not None:
+            return self._domain_stance()
         return self.priors.prior(self.scorer, f"{self.model_key}|{STANCE_PROMPT_VERSION}")
 
+    def _domain_stance(self) -> Any:
+        return getattr(self.domain_prior, "stance_", None)
+
     def stances(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> list[PassageStance]:
-        """Each passage's calibrated stance towards ``claim``."""
-        labels = STANCE_ORDER if self.settings.calibration == "content-free-full" else SIDES
-        return score_passages(self.scorer, claim, texts, ids, self.prior(), labels)
+        """Each passage's calibrated stance towards ``claim`` (an archive prior: divided out over all labels)."""
+        full = self.settings.calibration == "content-free-full" or self._domain_stance() is not None
+        return score_passages(self.scorer, claim, texts, ids, self.prior(), STANCE_ORDER if full else SIDES)
 
     def evidence(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> ScoredEvidence:
         """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation)."""

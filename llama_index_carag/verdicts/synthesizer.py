@@ -68,6 +68,7 @@ from llama_index_carag.verdicts.decision import (
     with_options,
 )
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
+from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior
 from llama_index_carag.verdicts.labels.stance import PassageStance
 from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
 from llama_index_carag.verdicts.scored import ScoredVerdicts, with_stances
@@ -121,6 +122,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
         fact_check_template: prompt with ``query_str`` (claim) and ``context_str``
             (numbered evidence); default picks a chat or completion variant.
         streaming: return a ``StreamingResponse`` (always the ``"text"`` mode).
+        domain_prior: a fitted :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior` for
+            this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
+            of the per-passage stances (``calibration="none"`` turns it off).
         **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
             over ``settings``; older keywords still work: ``label_bias`` (non-empty: the arg-max with these
             offsets), ``label_rule`` (``None``: the arg-max; an ``EvidenceLabelRule``: that rule).
@@ -136,6 +140,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         fact_check_template: BasePromptTemplate | None = None,
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
+        domain_prior: DomainLabelPrior | None = None,
         **options: Any,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
@@ -153,10 +158,25 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if self._label_mode == "score":
             from llama_index_carag.models.resolve import llm_name
 
-            self._decision = decision or resolve_decision(settings, legacy_rule, self._llm, embed_model)
+            name = llm_name(self._llm)
+            if domain_prior is not None:
+                domain_prior._check_fitted()
+                if domain_prior.model_ != name:
+                    raise ValueError(
+                        f"This label prior was measured for {domain_prior.model_!r}, not for {name!r}; "
+                        "fit one for this LLM (carag calibrate-verdicts)."
+                    )
+            self._decision = decision or resolve_decision(settings, legacy_rule, self._llm, embed_model, domain_prior)
             self._scored_verdicts = ScoredVerdicts(
-                self._scorer, self._decision, settings, self._numbered_messages, embed_model, llm_name(self._llm)
+                self._scorer,
+                self._decision,
+                settings,
+                self._numbered_messages,
+                embed_model,
+                name,
+                domain_prior=domain_prior,
             )
+        self._domain_prior = domain_prior
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.verdicts.labels.scoring import scorer_for
@@ -507,6 +527,7 @@ def get_fact_check_synthesizer(
     fact_check_template: BasePromptTemplate | None = None,
     callback_manager: CallbackManager | None = None,
     embed_model: BaseEmbedding | None = None,
+    domain_prior: DomainLabelPrior | None = None,
     **options: Any,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
@@ -518,6 +539,7 @@ def get_fact_check_synthesizer(
         settings: :class:`VerdictSettings` (default: the arg-max decision; ``decision="stance"``: per-passage stances).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
+        domain_prior: a fitted ``DomainLabelPrior`` of this LLM (see :class:`FactCheckSynthesizer`).
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``) and
             the older ``label_bias`` / ``label_rule`` keywords (see :class:`FactCheckSynthesizer`).
     """
@@ -530,5 +552,6 @@ def get_fact_check_synthesizer(
         streaming=streaming,
         callback_manager=callback_manager,
         embed_model=embed_model,
+        domain_prior=domain_prior,
         **options,
     )
