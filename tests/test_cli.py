@@ -93,6 +93,35 @@ def test_check_with_offline_llm(index_dir):
     assert verdict["label"] in {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and verdict["explanation"].strip()
 
 
+@pytest.mark.slow
+def test_calibrate_verdicts_saves_the_label_lean_and_check_uses_it(index_dir, tmp_path):
+    import shutil
+
+    folder = tmp_path / "idx"
+    shutil.copytree(index_dir, folder)
+    proc = carag(
+        "calibrate-verdicts",
+        str(demo_corpus_path()),
+        "--index",
+        str(folder),
+        "--llm",
+        "smollm2",
+        "--claims",
+        "2",
+        "--k",
+        "2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    saved = json.loads((folder / "verdict_prior.json").read_text())
+    assert saved["claims"] == 2 and saved["passages"] >= 2 and "SmolLM2" in saved["model"]
+    assert sum(saved["joint"].values()) == pytest.approx(1.0)
+    checked = carag("check", CLAIM, "--index", str(folder), "--json", "--llm", "smollm2")
+    assert checked.returncode == 0, checked.stderr
+    assert "lean divided out" in json.loads(checked.stdout)["verdict"]["decision_reason"]
+    bad = carag("calibrate-verdicts", str(demo_corpus_path()), "--index", str(folder), "--claims", "0")
+    assert bad.returncode == 2 and "--claims" in bad.stderr
+
+
 def test_graph_files(index_dir, tmp_path):
     html, png, cluster = tmp_path / "soi.html", tmp_path / "soi.png", tmp_path / "cluster.png"
     proc = carag(

@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 from llama_index_carag.cli.common import _llm, _load_retriever
+from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -55,12 +56,17 @@ def _stance(row: dict[str, Any]) -> str:
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
-def _check_result(retriever: Any, claim: str, llm: Any | None) -> dict[str, Any]:
-    """One check as the versioned JSON of :class:`~llama_index_carag.verdicts.checking.CheckResult` (shared with the HTTP API)."""
+def _check_result(retriever: Any, claim: str, llm: Any | None, domain_prior: Any = None) -> dict[str, Any]:
+    """One check as the versioned JSON of :class:`~llama_index_carag.verdicts.checking.CheckResult` (shared with the HTTP API).
+
+    ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
+    """
     from llama_index_carag.verdicts.checking import check_claim
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    synthesizer = None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model)
+    synthesizer = (
+        None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model, domain_prior=domain_prior)
+    )
     return check_claim(retriever, claim, synthesizer).to_json_dict()
 
 
@@ -108,7 +114,8 @@ def _print_check(result: dict[str, Any]) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     retriever = _load_retriever(args)
     llm = None if args.no_llm else _llm(args)
-    result = _check_result(retriever, args.claim, llm)
+    prior = None if llm is None else index_prior(args.index, llm)
+    result = _check_result(retriever, args.claim, llm, prior)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

@@ -1,4 +1,4 @@
-"""The ``carag`` command: index, check, graph, map, chat, demo, eval, paper-table, serve.
+"""The ``carag`` command: index, check, calibrate-verdicts, graph, map, chat, demo, eval, paper-table, serve.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -9,6 +9,7 @@ command; the commands live in :mod:`~llama_index_carag.cli.index` (index,
 demo), :mod:`~llama_index_carag.cli.check` (check, chat),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
 :mod:`~llama_index_carag.cli.paper` (paper-table),
+:mod:`~llama_index_carag.cli.calibrate` (calibrate-verdicts),
 :mod:`~llama_index_carag.cli.eval` (eval) and
 :mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
 :mod:`~llama_index_carag.cli.common`.
@@ -22,6 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from llama_index_carag.cli.calibrate import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_index_parser(sub)
     _add_check_parser(sub)
+    _add_calibrate_parser(sub)
     _add_graph_parser(sub)
     _add_map_parser(sub)
     _add_chat_parser(sub)
@@ -145,6 +148,22 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-llm", action="store_true", help="retrieval and SOI only, no verdict")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_check)
+
+
+def _add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag calibrate-verdicts`` sub-command."""
+    p = sub.add_parser(
+        "calibrate-verdicts",
+        help="measure the LLM's label lean on the index's already-checked claims (no labels read); check/serve divide it out",
+    )
+    p.add_argument("data", help="the CSV the index was built from (its claims are retrieved and scored)")
+    _add_retrieval_overrides(p)
+    _add_llm(p)
+    p.add_argument("--claims", type=_positive_int("--claims"), default=30, help="claims to score (default 30)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the claim sample")
+    for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
+        p.add_argument(f"--{col}", help="column name (generic CSV layout)")
+    p.set_defaults(func=cmd_calibrate_verdicts)
 
 
 def _add_graph_parser(sub: argparse._SubParsersAction) -> None:

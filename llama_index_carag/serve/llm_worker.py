@@ -61,12 +61,14 @@ class LLMWorkerSpec:
         embed_model: the retriever's encoder for the measured label rule: a model name or path
             (:func:`embed_model_spec`), a picklable embed model, or ``None``.
         log_level: logging level of the worker (its records go to the server's stderr).
+        domain_prior: the index's ``DomainLabelPrior.to_dict()`` (``carag calibrate-verdicts``), or ``None``.
     """
 
     llm: str | None = None
     llm_factory: str | None = None
     embed_model: Any = None
     log_level: int = logging.WARNING
+    domain_prior: dict[str, Any] | None = None
 
 
 class _Cancelled(Exception):
@@ -89,14 +91,22 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
     return resolve_llm(None if spec.llm in (None, "default") else spec.llm)
 
 
-def serve_synthesizers(llm: Any, embed_model: Any) -> tuple[Any, Any]:
+def serve_synthesizers(llm: Any, embed_model: Any, domain_prior: Any = None) -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
-    in the server (``--llm-in-process``) and in a worker alike."""
+    in the server (``--llm-in-process``) and in a worker alike.
+
+    ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``to_dict()`` form), used if it was measured
+    for ``llm`` (``carag calibrate-verdicts``).
+    """
+    from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
     from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
+    if isinstance(domain_prior, dict):
+        domain_prior = DomainLabelPrior.from_dict(domain_prior)
+    prior = prior_for(domain_prior, llm)
     return (
-        get_fact_check_synthesizer(llm, embed_model=embed_model),
-        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model),
+        get_fact_check_synthesizer(llm, embed_model=embed_model, domain_prior=prior),
+        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, domain_prior=prior),
     )
 
 
@@ -159,7 +169,7 @@ class _Model:
     @classmethod
     def build(cls, spec: LLMWorkerSpec) -> _Model:
         llm = build_llm(spec)
-        return cls(llm, *serve_synthesizers(llm, _embed_model(spec)))
+        return cls(llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior))
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:
         """Answer ``op``; stream pieces go to ``emit``; the return value is the final result."""

@@ -33,7 +33,7 @@ from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DomainLabelPrior", "PRIOR_FILE", "mean_probabilities"]
+__all__ = ["DomainLabelPrior", "PRIOR_FILE", "mean_probabilities", "prior_for", "index_prior"]
 
 #: File name of a persisted prior inside an index's persist directory.
 PRIOR_FILE = "verdict_prior.json"
@@ -69,6 +69,12 @@ class DomainLabelPrior:
         if not isinstance(self.n_claims, int) or isinstance(self.n_claims, bool) or self.n_claims < 1:
             raise ValueError(f"n_claims must be an int >= 1; got {self.n_claims!r}.")
 
+    def sample_order(self, n: int) -> np.ndarray:
+        """Which of ``n`` claims are scored, in order: ``min(n_claims, n)`` indices (seeded; never by label)."""
+        self._validate()
+        order = np.arange(n) if self.random_state is None else np.random.default_rng(self.random_state).permutation(n)
+        return order[: self.n_claims]
+
     def fit(self, synthesizer: Any, claims: Sequence[tuple[str, Sequence[Any]]]) -> DomainLabelPrior:
         """Score a sample of ``claims`` (``(claim text, evidence NodeWithScore list)``) with ``synthesizer``.
 
@@ -83,12 +89,7 @@ class DomainLabelPrior:
         usable = [(c, list(nodes)) for c, nodes in claims if nodes]
         if not usable:
             raise ValueError("DomainLabelPrior.fit needs at least one claim with evidence.")
-        order = (
-            np.arange(len(usable))
-            if self.random_state is None
-            else np.random.default_rng(self.random_state).permutation(len(usable))
-        )
-        sample = [usable[i] for i in order[: self.n_claims]]
+        sample = [usable[i] for i in self.sample_order(len(usable))]
         joints: list[Mapping[VerdictLabel, float]] = []
         passages: list[Mapping[VerdictLabel, float]] = []
         for claim, nodes in tqdm(sample, desc="Measuring the archive's label lean", unit="claim"):
@@ -176,3 +177,29 @@ class DomainLabelPrior:
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"Cannot read a label prior from {path}: {exc}") from exc
         return cls.from_dict(data)
+
+
+def prior_for(prior: DomainLabelPrior | None, llm: Any) -> DomainLabelPrior | None:
+    """``prior`` if it was measured for ``llm`` (by :func:`~llama_index_carag.models.resolve.llm_name`), else
+    ``None`` with a one-line warning: a lean measured on one model says nothing about another."""
+    from llama_index_carag.models.resolve import llm_name
+
+    if prior is None:
+        return None
+    name = llm_name(llm)
+    if prior.model_ != name:
+        logger.warning(
+            "The archive's label prior was measured for %s, not %s: not used (re-run carag calibrate-verdicts).",
+            prior.model_,
+            name,
+        )
+        return None
+    return prior
+
+
+def index_prior(persist_dir: str | Path, llm: Any) -> DomainLabelPrior | None:
+    """The prior saved in an index's persist directory for ``llm`` (``None`` if there is none, or for another LLM)."""
+    path = Path(persist_dir) / PRIOR_FILE
+    if not path.is_file():
+        return None
+    return prior_for(DomainLabelPrior.load(path), llm)

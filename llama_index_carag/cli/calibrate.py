@@ -1,0 +1,44 @@
+"""``carag calibrate-verdicts``: measure the LLM's label lean on an index's already-checked claims, once.
+
+The claims of the CSV the index was built from are retrieved against the index and scored by the
+LLM (a sample of ``--claims``; their labels are never read).  The mean label probabilities are saved
+as ``verdict_prior.json`` in the index folder; ``carag check`` and ``carag serve`` divide them out of
+every verdict of that LLM (:class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from llama_index_carag.cli.common import CLIError, _llm, _load_corpus, _load_retriever
+
+
+def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+    corpus = _load_corpus(args.data, args)
+    if not corpus.claim_nodes:
+        raise CLIError(f"{args.data} has no claims to measure the label lean on")
+    retriever = _load_retriever(args)
+    llm = _llm(args)
+    synthesizer = FactCheckSynthesizer(llm, embed_model=retriever.embed_model)
+    if synthesizer.label_mode != "score":
+        raise CLIError(
+            f"calibrate-verdicts needs an LLM whose label scores can be read; this one is in {synthesizer.label_mode!r} mode"
+        )
+    t0 = time.perf_counter()
+    prior = DomainLabelPrior(n_claims=args.claims, random_state=args.seed, stances=True)
+    sample = [corpus.claim_nodes[i] for i in prior.sample_order(len(corpus.claim_nodes))]
+    claims = [(c.get_content(), retriever.retrieve(QueryBundle(c.get_content()))) for c in sample]
+    prior.fit(synthesizer, claims)
+    path = prior.save(args.index)
+    lean = ", ".join(f"{k} {v:.2f}" for k, v in prior.summary()["joint"].items())
+    print(
+        f"measured the label lean of {prior.model_} on {prior.n_claims_} claims ({lean}) in "
+        f"{time.perf_counter() - t0:.0f} s; saved {path}: carag check and carag serve now divide it out"
+    )
+    return 0
