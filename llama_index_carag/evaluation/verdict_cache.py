@@ -109,7 +109,8 @@ def _factver_claims(
     csv_path: Path, per_label: int, k: int, cache_dir: str | None, retrieved: bool, *, split: str = "report"
 ) -> list[BenchClaim]:
     """``split="report"``: the balanced report-half subset; ``"archive"``: ``3 * per_label`` tuning-half claims
-    in a seeded random order, whatever their labels (annotated evidence only)."""
+    in a seeded random order, whatever their labels (retrieved among all tuning-half claims, as
+    ``carag calibrate-verdicts`` retrieves an index's own claims)."""
     import numpy as np
 
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
@@ -119,6 +120,9 @@ def _factver_claims(
     if split == "archive":
         order = np.random.default_rng(0).permutation(len(bench.tune))
         picked = [bench.tune[i] for i in order[: 3 * per_label]]
+        if retrieved:  # as carag calibrate-verdicts does: archive claims retrieved among the corpus claims
+            bench.fit_retriever([])
+            sources.append("retrieved")
     else:
         picked = balanced_subset(bench.report, per_label)
         if retrieved:
@@ -147,7 +151,7 @@ def domain_claims(
     """The benchmark claims of ``domain`` (``"factver"``: the CSV; ``"scifact"``: the BEIR folder).
 
     ``split="report"``: balanced, ``per_label`` of each label; ``"archive"``: ``3 * per_label`` claims of the
-    domain's other split (FactVer tuning half, SciFact train), chosen without their labels, annotated evidence.
+    domain's other split (FactVer tuning half, SciFact train), chosen without their labels.
     """
     if per_label < 1:
         raise ValueError("per_label must be >= 1")
@@ -157,7 +161,7 @@ def domain_claims(
         return _factver_claims(Path(path), per_label, k, cache_dir, retrieved, split=split)
     if domain == "scifact":
         claims = _scifact_claims(Path(path), per_label, split=split)
-        if retrieved and split == "report":
+        if retrieved:
             _scifact_retrieved(claims, Path(path), k)
         return claims
     raise ValueError(f"domain must be 'factver' or 'scifact'; got {domain!r}")

@@ -213,6 +213,16 @@ def domain_prior(rows: Sequence[Mapping[str, Any]]) -> DomainPrior | None:
     )
 
 
+def _archive_priors(archive: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], DomainPrior]:
+    """``{(domain, evidence): DomainPrior}`` of the archive rows (retrieved evidence has its own lean)."""
+    out = {}
+    for key in {(r["domain"], r["evidence"]) for r in archive}:
+        prior = domain_prior([r for r in archive if (r["domain"], r["evidence"]) == key])
+        if prior is not None:
+            out[key] = prior
+    return out
+
+
 def _archive_argmax(domain: DomainPrior) -> Callable:
     def decide(row: Mapping[str, Any], prior: Any) -> tuple[str, None]:
         probs = calibrated(_labels(row["joint"]), domain.joint, STANCE_ORDER)
@@ -350,9 +360,7 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
     }
     claims = [r for r in latest.values() if r.get("split", "report") == "report"]  # merged caches: once each
     archive = [r for r in latest.values() if r.get("split") == "archive"]
-    priors = {
-        d: p for d in {r["domain"] for r in archive} if (p := domain_prior([r for r in archive if r["domain"] == d]))
-    }
+    priors = _archive_priors(archive)
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in claims:
         groups.setdefault((r["domain"], r["evidence"]), []).append(r)
@@ -361,12 +369,14 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
         other = [r for r in claims if r["domain"] != domain and r["evidence"] == "annotated"]
         margin = fit_margin(other, prior) if other else None
         deciders = _deciders(model, margin)
-        if domain in priors:
-            deciders["argmax-archive"] = _archive_argmax(priors[domain])
-            deciders["stance-archive"] = _archive_stance(priors[domain])
-            fit_rows = other + [r for r in archive if r["domain"] != domain]
-            if fit_rows and all(d in priors for d in {r["domain"] for r in fit_rows}):
-                deciders["lodo-logistic"] = _lodo_decider(fit_lodo_logistic(fit_rows, priors), priors[domain])
+        mine = priors.get((domain, evidence)) or priors.get((domain, "annotated"))
+        if mine is not None:
+            deciders["argmax-archive"] = _archive_argmax(mine)
+            deciders["stance-archive"] = _archive_stance(mine)
+            fit_rows = other + [r for r in archive if r["domain"] != domain and r["evidence"] == "annotated"]
+            annotated = {d: p for (d, e), p in priors.items() if e == "annotated"}
+            if fit_rows and all(r["domain"] in annotated for r in fit_rows):
+                deciders["lodo-logistic"] = _lodo_decider(fit_lodo_logistic(fit_rows, annotated), mine)
         batch = domain_prior(rows)
         if batch is not None:
             deciders["argmax-batch"] = _archive_argmax(batch)
