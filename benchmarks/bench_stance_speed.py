@@ -1,6 +1,11 @@
-"""Seconds per verdict of the stance decision (six passages, llama.cpp Qwen), through the public synthesizer.
+"""Seconds per verdict (six passages, llama.cpp Qwen), through the public synthesizer, per decision.
 
-    python benchmarks/bench_stance_speed.py --claims 3 --threads 2
+    python benchmarks/bench_stance_speed.py --claims 3 --threads 2 --decision argmax
+    python benchmarks/bench_stance_speed.py --claims 3 --threads 2 --decision stance
+
+Prints wall seconds and CPU seconds of this process (llama.cpp's threads included) per verdict: on a
+loaded machine the wall time measures the load, while CPU seconds / threads is what the verdict costs
+on idle cores (an estimate: it ignores memory-bandwidth contention).
 
 FactVer report-half claims with their annotated evidence (up to six passages), as the verdict benchmark picks
 them; the first verdict also computes the content-free prior (cached afterwards) and is reported apart.  The
@@ -41,9 +46,14 @@ def main() -> None:
     for claim in claims[: args.claims]:
         texts, ids, _ = claim.evidence["annotated"]
         nodes = [NodeWithScore(node=TextNode(text=t, id_=i), score=None) for t, i in zip(texts, ids)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         v = synth.synthesize(claim.claim, nodes).metadata["verdict"]
-        print(f"{len(nodes)} passages: {time.perf_counter() - t0:.1f} s  {v.label.value}  {v.explanation[:90]!r}")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        threads = args.threads or os.cpu_count() or 1
+        print(
+            f"{len(nodes)} passages: {wall:.1f} s wall, {cpu:.1f} CPU-s (~{cpu / threads:.1f} s on {threads} idle cores)"
+            f"  {v.label.value}  {v.explanation[:80]!r}"
+        )
     print(machine(), "load average", os.getloadavg())
 
 
