@@ -108,3 +108,26 @@ def test_save_and_load_round_trip_and_bad_files(tmp_path, monkeypatch):
     assert mean_probabilities([_lp(0, 0, 0)]) == pytest.approx({S: 1 / 3, R: 1 / 3, N: 1 / 3})
     with pytest.raises(ValueError):
         mean_probabilities([])
+
+
+def test_a_prior_of_another_llm_is_not_used(caplog):
+    from llama_index.core.llms import MockLLM
+
+    from llama_index_carag.serve.llm_worker import serve_synthesizers
+    from llama_index_carag.verdicts.labels.domain_prior import prior_for
+
+    data = {
+        "format": "carag-domain-label-prior/1",
+        "params": {"n_claims": 3, "random_state": 0, "stances": False},
+        "joint": {"SUPPORTED": 0.1, "REFUTED": 0.8, "NOT_ENOUGH_INFO": 0.1},
+        "stance": None,
+        "claims": 3,
+        "passages": 0,
+        "model": "some-other-llm",
+    }
+    with caplog.at_level("WARNING"):
+        assert prior_for(DomainLabelPrior.from_dict(data), MockLLM()) is None
+    assert "not used" in caplog.text
+    synth, stream = serve_synthesizers(MockLLM(), None, data)  # the workers' path: a dict, then the same check
+    assert synth._domain_prior is None and stream._domain_prior is None
+    assert prior_for(None, MockLLM()) is None
