@@ -42,6 +42,10 @@ on SciFact).  That lean can be measured without labels on claims the archive alr
   stance the arg-max, the claim's label by ``strongest_stance``.
 * Reported, never chosen: ``argmax-batch`` / ``stance-batch``, the same with the prior estimated on the
   benchmark's own (balanced) claims — label-free too, but it assumes a batch as balanced as the benchmark.
+* Retrieved evidence (added before any retrieved-evidence number of round 4 was seen): each evidence source
+  divides out its own archive lean — the archive claims retrieved as ``carag calibrate-verdicts`` retrieves
+  them (among the corpus claims; time allowed 15 per domain, whole-evidence prompt only); with the annotated
+  archive's lean instead, reported as ``argmax-archive-annotated``.
 * One fitted decision, leave-one-domain-out: ``lodo-logistic`` — multinomial logistic regression
   (scikit-learn, ``C=1``, balanced class weights, standardised features) on eight features: the three
   archive-calibrated joint log-probabilities, the largest archive-calibrated SUPPORTED and REFUTED stance
@@ -110,6 +114,7 @@ DECISION_NAMES = (
     "argmax-batch",
     "stance-batch",
     "lodo-logistic",
+    "argmax-archive-annotated",
 )
 #: Label-free decisions the default is chosen from (round 4 rule, module docstring), cheapest first.
 DEFAULT_CANDIDATES = ("argmax", "argmax-archive", "stance", "stance-archive")
@@ -373,6 +378,8 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
         if mine is not None:
             deciders["argmax-archive"] = _archive_argmax(mine)
             deciders["stance-archive"] = _archive_stance(mine)
+            if evidence != "annotated" and (domain, evidence) in priors and (domain, "annotated") in priors:
+                deciders["argmax-archive-annotated"] = _archive_argmax(priors[(domain, "annotated")])
             fit_rows = other + [r for r in archive if r["domain"] != domain and r["evidence"] == "annotated"]
             annotated = {d: p for (d, e), p in priors.items() if e == "annotated"}
             if fit_rows and all(r["domain"] in annotated for r in fit_rows):
@@ -382,7 +389,7 @@ def summarize(cache: Sequence[Mapping[str, Any]], model: str) -> list[dict[str, 
             deciders["argmax-batch"] = _archive_argmax(batch)
             deciders["stance-batch"] = _archive_stance(batch)
         if any(r.get("passages") is None for r in rows):  # joint-only rows: no stance decision to replay
-            deciders = {n: d for n, d in deciders.items() if n in ("argmax", "rule", "argmax-archive", "argmax-batch")}
+            deciders = {n: d for n, d in deciders.items() if n == "rule" or n.startswith("argmax")}
         for name, decide in deciders.items():
             row = {
                 "domain": domain,
