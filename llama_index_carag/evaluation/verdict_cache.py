@@ -54,16 +54,31 @@ class BenchClaim:
     split: str = "report"
 
 
-def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int) -> None:
+def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int, cache_dir: str | None = None) -> None:
     """Add each claim's ``"retrieved"`` evidence: the package default retriever's top-``k`` over the SciFact
     corpus, its corpus claims the train split (new-claims protocol, as ``carag eval --beir``); gold stances
     for the cited abstracts among them (others ``None``: no gold)."""
-    from llama_index.core.schema import QueryBundle
+    import io
 
+    import numpy as np
+    from llama_index.core.schema import MetadataMode, QueryBundle
+
+    from llama_index_carag.core.atomic import atomic_write_bytes
     from llama_index_carag.evaluation.protocol import beir_task, carag_retrievers, prepare_task
     from llama_index_carag.models.resolve import resolve_embed_model
 
-    prepared = prepare_task(beir_task(folder), resolve_embed_model("minilm"), show_progress=True)
+    task, model = beir_task(folder), resolve_embed_model("minilm")
+    cached = Path(cache_dir) / f"scifact_minilm_{len(task.evidence)}.npy" if cache_dir else None
+    if cached is not None and cached.is_file():
+        vectors = np.load(cached)
+    else:
+        texts = [n.get_content(MetadataMode.EMBED) for n in task.evidence]
+        vectors = np.asarray(model.get_text_embedding_batch(texts, show_progress=True), np.float32)
+        if cached is not None:
+            buf = io.BytesIO()
+            np.save(buf, vectors)
+            atomic_write_bytes(cached, buf.getvalue())
+    prepared = prepare_task(task, model, evidence_vectors=vectors, show_progress=True)
     retriever = carag_retrievers(prepared, {"default": "default"}, k=k)["default"]()
     for claim in claims:
         _, cited, stances = claim.evidence["annotated"]
@@ -162,7 +177,7 @@ def domain_claims(
     if domain == "scifact":
         claims = _scifact_claims(Path(path), per_label, split=split)
         if retrieved:
-            _scifact_retrieved(claims, Path(path), k)
+            _scifact_retrieved(claims, Path(path), k, cache_dir)
         return claims
     raise ValueError(f"domain must be 'factver' or 'scifact'; got {domain!r}")
 
