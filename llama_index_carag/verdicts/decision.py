@@ -8,8 +8,10 @@ and the decision returns a :class:`Decision`.  Three decisions:
   (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by :func:`strongest_stance`: the
   strongest supporting passage against the strongest refuting one; NOT_ENOUGH_INFO when no
   passage takes a stance.  Nothing is fitted on any domain;
-* :class:`ArgMaxDecision` (the default, as measured on two domains: docs/VERDICTS.md) — the arg-max of the whole-evidence label log-likelihoods (plus optional
-  per-label offsets);
+* :class:`ArgMaxDecision` (the default, as measured on two domains: docs/VERDICTS.md) — the arg-max of
+  the whole-evidence label log-likelihoods (plus optional per-label offsets), with the archive's label
+  lean divided out when the synthesizer has a fitted
+  :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior` (round 4's default);
 * :class:`RuleDecision` — the logistic ``EvidenceLabelRule`` fitted on FactVer's tuning half
   (kept for the side-by-side benchmark, docs/VERDICTS.md).
 
