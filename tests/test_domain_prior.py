@@ -131,3 +131,15 @@ def test_a_prior_of_another_llm_is_not_used(caplog):
     synth, stream = serve_synthesizers(MockLLM(), None, data)  # the workers' path: a dict, then the same check
     assert synth._domain_prior is None and stream._domain_prior is None
     assert prior_for(None, MockLLM()) is None
+
+
+def test_calibration_scores_each_claim_with_its_linked_evidence():
+    from llama_index_carag import demo_corpus_path
+    from llama_index_carag.cli.calibrate import _linked_evidence
+    from llama_index_carag.datasets import CLAIM_KEY, load_factver
+
+    corpus = load_factver(demo_corpus_path())
+    linked = _linked_evidence(corpus, 2)
+    assert {c.node_id for c in corpus.claim_nodes} <= set(linked)
+    for claim_id, nodes in linked.items():
+        assert 1 <= len(nodes) <= 2 and all(n.node.metadata[CLAIM_KEY] == claim_id for n in nodes)

@@ -1,7 +1,11 @@
 """``carag calibrate-verdicts``: measure the LLM's label lean on an index's already-checked claims, once.
 
-The claims of the CSV the index was built from are retrieved against the index and scored by the
-LLM (a sample of ``--claims``; their labels are never read).  The mean label probabilities are saved
+A sample of ``--claims`` claims of the CSV the index was built from is scored by the LLM with the
+evidence the CSV links to each (``--evidence linked``, the default; up to the index's k passages) or with
+what the index retrieves for it (``--evidence retrieved``; a claim without links is always retrieved).
+Their labels are never read.  Linked evidence is the default because retrieving a claim that is itself
+one of the index's corpus claims finds its own evidence through its subset of interest — better evidence
+than a new claim gets — and the lean measured on it over-corrected (docs/VERDICTS.md, round 4).  The mean label probabilities are saved
 as ``verdict_prior.json`` in the index folder; ``carag check`` and ``carag serve`` divide them out of
 every verdict of that LLM (:class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior`).
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_corpus, _load_retriever
 
@@ -33,7 +38,10 @@ def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     prior = DomainLabelPrior(n_claims=args.claims, random_state=args.seed, stances=True)
     sample = [corpus.claim_nodes[i] for i in prior.sample_order(len(corpus.claim_nodes))]
-    claims = [(c.get_content(), retriever.retrieve(QueryBundle(c.get_content()))) for c in sample]
+    linked = _linked_evidence(corpus, retriever.settings.similarity_top_k) if args.evidence == "linked" else {}
+    claims = [
+        (c.get_content(), linked.get(c.node_id) or retriever.retrieve(QueryBundle(c.get_content()))) for c in sample
+    ]
     prior.fit(synthesizer, claims)
     path = prior.save(args.index)
     lean = ", ".join(f"{k} {v:.2f}" for k, v in prior.summary()["joint"].items())
@@ -42,3 +50,17 @@ def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
         f"{time.perf_counter() - t0:.0f} s; saved {path}: carag check and carag serve now divide it out"
     )
     return 0
+
+
+def _linked_evidence(corpus: Any, k: int) -> dict[str, list[Any]]:
+    """``{claim id: its first k linked evidence passages}`` (the CSV's claim-evidence rows, file order)."""
+    from llama_index.core.schema import NodeWithScore
+
+    from llama_index_carag.datasets import CLAIM_KEY
+
+    out: dict[str, list[Any]] = {}
+    for node in corpus.evidence_nodes:
+        group = out.setdefault(str(node.metadata.get(CLAIM_KEY)), [])
+        if len(group) < k:
+            group.append(NodeWithScore(node=node, score=None))
+    return out

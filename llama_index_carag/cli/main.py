@@ -161,6 +161,12 @@ def _add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     _add_llm(p)
     p.add_argument("--claims", type=_positive_int("--claims"), default=30, help="claims to score (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the claim sample")
+    p.add_argument(
+        "--evidence",
+        choices=("linked", "retrieved"),
+        default="linked",
+        help="score each claim with the evidence the CSV links to it (default) or with what the index retrieves",
+    )
     for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
         p.add_argument(f"--{col}", help="column name (generic CSV layout)")
     p.set_defaults(func=cmd_calibrate_verdicts)
