@@ -61,23 +61,34 @@ class LexicalTable:
         Raises:
             ValueError: no evidence text could be found.
         """
-        return cls(LexicalIndex().fit(cls._evidence_nodes(corpus)))
+        ids, texts = cls._evidence_texts(corpus)
+        return cls(LexicalIndex().fit_texts(ids, texts))
 
     @staticmethod
-    def _evidence_nodes(corpus: TableCorpus) -> list:
-        ids = corpus.evidence_ids()
-        nodes = [n for n in corpus.nodes(ids) if n is not None]
-        if len(nodes) < len(ids):
+    def _evidence_texts(corpus: TableCorpus, chunk: int = 50_000) -> tuple[list[str], list[str]]:
+        """``(ids, texts)`` of the evidence passages that have stored text, read ``chunk`` nodes at a time
+        (so a large corpus never holds every node object at once)."""
+        from llama_index.core.schema import MetadataMode
+
+        all_ids = corpus.evidence_ids()
+        ids: list[str] = []
+        texts: list[str] = []
+        for start in range(0, len(all_ids), chunk):
+            for node in corpus.nodes(all_ids[start : start + chunk]):
+                if node is not None:
+                    ids.append(node.node_id)
+                    texts.append(node.get_content(metadata_mode=MetadataMode.EMBED))
+        if len(ids) < len(all_ids):
             logger.warning(
                 "BM25: %d of %d evidence passages have no stored text; they get no lexical score.",
-                len(ids) - len(nodes),
-                len(ids),
+                len(all_ids) - len(ids),
+                len(all_ids),
             )
-        if not nodes:
+        if not ids:
             raise ValueError(
                 "lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it."
             )
-        return nodes
+        return ids, texts
 
     def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         """In place, O(batch): the ``changed`` passages leave the index, and those the store still
