@@ -84,6 +84,16 @@ class Segments:
         last = self.parts[-1] if self.parts else None
         return 0 if last is None else last.offset + last.n_rows
 
+    def norms(self, k1: float, b: float) -> tuple[np.ndarray, ...]:
+        """Per segment, every row's ``k1 * (1 - b + b * dl / avgdl)`` (float64, bm25s's arithmetic), computed
+        once per snapshot (an edit makes a new snapshot, so the first query after it pays O(rows))."""
+        cache: dict[tuple[float, float], tuple[np.ndarray, ...]] = self.__dict__.setdefault("_norms", {})
+        key = (k1, b)
+        if key not in cache:
+            avgdl = self.sum_dl / self.n_live
+            cache[key] = tuple(k1 * ((1 - b) + b * p.dl / avgdl) for p in self.parts)
+        return cache[key]
+
     @classmethod
     def empty(cls) -> Segments:
         return cls((), 0, 0)
@@ -187,11 +197,11 @@ def score(index: Segments, query_ids: Sequence[int], k1: float, b: float) -> np.
     n = index.n_live
     if n == 0 or not len(query_ids):
         return out
-    avgdl = index.sum_dl / n
+    norms = index.norms(k1, b)
     for t in query_ids:
         postings = []
         df = 0
-        for p in index.parts:
+        for p, norm in zip(index.parts, norms):
             if t >= p.n_terms:
                 continue
             a, e = int(p.indptr[t]), int(p.indptr[t + 1])
@@ -202,12 +212,14 @@ def score(index: Segments, query_ids: Sequence[int], k1: float, b: float) -> np.
                 live = p.alive[rows]
                 rows, tf = rows[live], tf[live]
             df += int(rows.shape[0])
-            postings.append((p, rows, tf))
+            postings.append((p.offset, rows, tf, norm))
         if df == 0:
             continue
         idf = float(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))  # bm25s keeps idf as float32
-        for p, rows, tf in postings:
+        for offset, rows, tf, norm in postings:
             tf64 = tf.astype(np.float64)
-            norm = k1 * ((1 - b) + b * p.dl[rows] / avgdl)
-            out[p.offset + rows] += (idf * (tf64 / (norm + tf64))).astype(np.float32)
+            contrib = (idf * (tf64 / (norm[rows] + tf64))).astype(np.float32)
+            if offset:
+                rows = rows + offset
+            out[rows] += contrib
     return out
