@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +85,10 @@ def test_bad_input_is_refused(tmp_path, nodes):
         LexicalIndex.from_persist_dir(tmp_path / "nothing")
     index = LexicalIndex().fit(nodes)
     index.persist(tmp_path / "bad")
+    meta = json.loads((tmp_path / "bad" / "carag_lexical_ids.json").read_text(encoding="utf-8"))
+    (tmp_path / "bad" / "carag_lexical_ids.json").write_text(json.dumps({**meta, "ids": ["only-one"]}))
+    with pytest.raises(ValueError, match="do not match its ids"):
+        LexicalIndex.from_persist_dir(tmp_path / "bad")
     (tmp_path / "bad" / "carag_lexical_ids.json").write_text('{"ids": ["only-one"]}', encoding="utf-8")
-    with pytest.raises(ValueError, match="lists 1 ids"):
+    with pytest.raises(LegacyLexicalState, match="earlier version"):  # format 1: bm25s's own files
         LexicalIndex.from_persist_dir(tmp_path / "bad")

@@ -3,8 +3,8 @@
 :class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one
 :class:`~llama_index_carag.ranking.bm25.LexicalIndex` and contributes the BM25 candidate source
 (:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the lexical term
-(:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  bm25s has no incremental update,
-so an insert or delete refits it: O(corpus).
+(:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  An insert or delete updates it in
+place in O(batch) (a new segment, tombstones; scores equal a rebuild's), so only ``refit()`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
+from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
 from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,22 +61,49 @@ class LexicalTable:
         Raises:
             ValueError: no evidence text could be found.
         """
-        ids = corpus.evidence_ids()
-        nodes = [n for n in corpus.nodes(ids) if n is not None]
-        if len(nodes) < len(ids):
+        ids, texts = cls._evidence_texts(corpus)
+        return cls(LexicalIndex().fit_texts(ids, texts))
+
+    @staticmethod
+    def _evidence_texts(corpus: TableCorpus, chunk: int = 50_000) -> tuple[list[str], list[str]]:
+        """``(ids, texts)`` of the evidence passages that have stored text, read ``chunk`` nodes at a time
+        (so a large corpus never holds every node object at once)."""
+        from llama_index.core.schema import MetadataMode
+
+        all_ids = corpus.evidence_ids()
+        ids: list[str] = []
+        texts: list[str] = []
+        for start in range(0, len(all_ids), chunk):
+            for node in corpus.nodes(all_ids[start : start + chunk]):
+                if node is not None:
+                    ids.append(node.node_id)
+                    texts.append(node.get_content(metadata_mode=MetadataMode.EMBED))
+        if len(ids) < len(all_ids):
             logger.warning(
                 "BM25: %d of %d evidence passages have no stored text; they get no lexical score.",
-                len(ids) - len(nodes),
-                len(ids),
+                len(all_ids) - len(ids),
+                len(all_ids),
             )
-        if not nodes:
+        if not ids:
             raise ValueError(
                 "lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it."
             )
-        return cls(LexicalIndex().fit(nodes))
+        return ids, texts
 
     def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
-        return not changed  # no incremental update in bm25s: refit
+        """In place, O(batch): the ``changed`` passages leave the index, and those the store still
+        holds as evidence (not excluded) come back with their current text.  Call it after the
+        corpus's claims and context are updated."""
+        if not changed:
+            return True
+        if isinstance(self.index, FrozenLexicalIndex):
+            return False  # an earlier version's bm25s scores: refit once, incremental from then on
+        changed = list(dict.fromkeys(changed))
+        self.index.remove(changed)
+        excluded = corpus.exclude_ids
+        keep = [i for i in changed if i not in excluded]
+        self.index.add([n for n in corpus.nodes(keep) if n is not None] if keep else [])
+        return True
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return [LexicalSource(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
@@ -90,12 +118,15 @@ class LexicalTable:
 
     @classmethod
     def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> LexicalTable:
-        """The saved index.
+        """The saved index (one of an earlier version, bm25s's scores, is read as a :class:`FrozenLexicalIndex`).
 
         Raises:
             ValueError: it does not cover the corpus's evidence.
         """
-        index = LexicalIndex.from_state(info, arrays)
+        try:
+            index = LexicalIndex.from_state(info, arrays)
+        except LegacyLexicalState:  # bm25s's scores: queried as saved, refitted on the first edit
+            index = FrozenLexicalIndex.from_state(info, arrays)
         if set(index.ids_) != set(corpus.evidence_ids()):
             raise ValueError("the saved BM25 index does not cover the saved evidence")
         return cls(index)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.core.persistence import StateError
-from llama_index_carag.ranking.bm25 import IDS_FILE, LexicalIndex
+from llama_index_carag.ranking.bm25 import IDS_FILE
+from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
 from llama_index_carag.ranking.contrast import ClaimContrast
 from llama_index_carag.ranking.lexical_table import LexicalTable
 from llama_index_carag.ranking.scorers import Hubness
@@ -65,7 +66,7 @@ def _legacy_lexical(folder: Path, corpus: TableCorpus) -> LexicalTable | None:
     """The BM25 side folder, or ``None`` when it does not match the evidence (it was written before the
     manifest, so a crash in between left a folder of another fit)."""
     try:
-        index = LexicalIndex.from_persist_dir(folder)
+        index = FrozenLexicalIndex.from_persist_dir(folder)  # bm25s's files: read-only, refitted on the first edit
     except (OSError, ValueError, KeyError) as exc:
         raise StateError(f"The saved BM25 index in {folder} is unreadable ({exc}).") from None
     if set(index.ids_) != set(corpus.evidence_ids()):

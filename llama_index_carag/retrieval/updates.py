@@ -67,11 +67,11 @@ def insert_nodes(index: VectorStoreIndex, corpus: FittedCorpus, nodes: list[Base
     if existing:
         delete_nodes(index, corpus, existing)
     adapter_for(index).insert(nodes, **insert_kwargs)
-    update_corpus_tables(index, corpus, ids)
     corpus.exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
     evidence = [i for i in ids if i not in claims]
     if evidence:
         corpus.context.add_items(_evidence_items(index, corpus, evidence))
+    update_corpus_tables(index, corpus, ids)  # after the context: tables read the corpus as it is now
     return True
 
 
@@ -97,9 +97,9 @@ def sync(index: VectorStoreIndex, corpus: FittedCorpus) -> tuple[int, int]:
     gone = [i for i in known if i not in current_set]
     removed = corpus.context.remove_items(gone)
     added = [i for i in current if i not in known]
-    update_corpus_tables(index, corpus, gone + added)
     if added:
         corpus.context.add_items(_evidence_items(index, corpus, added))
+    update_corpus_tables(index, corpus, gone + added)
     return len(added), removed
 
 

@@ -1,0 +1,225 @@
+"""BM25 over segments of raw term frequencies, scored with the statistics of every live passage.
+
+A segment is a block of passages as a CSC matrix of raw term frequencies (one column per term of
+the index's vocabulary, rows = the block's passages) plus each passage's length and a tombstone
+mask.  The index is a tuple of segments (:class:`Segments`): an insert appends a segment built
+from the batch alone, a delete marks rows dead; :func:`merge` folds every segment into one and
+drops the dead rows (O(corpus), done rarely).
+
+The score is bm25s's "lucene" BM25, computed at query time from the query's postings only:
+
+``score(d, q) = sum over query tokens t of idf(t) * tf / (tf + k1 * (1 - b + b * dl(d) / avgdl))``
+
+with ``idf(t) = log(1 + (N - df + 0.5) / (df + 0.5))`` and ``N``, ``avgdl``, ``df`` taken over
+the live passages of all segments: the numbers of a full rebuild on the live passages.  The
+arithmetic is bm25s's own (float64 per posting, rounded to float32, summed in float32 in the
+order of the query tokens), so the scores are bit-for-bit those of ``bm25s.BM25`` on the same
+tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+__all__ = ["Segment", "Segments", "build_segment", "merge", "score"]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A block of passages (immutable: a delete makes a new one with another ``alive`` mask).
+
+    Attributes:
+        offset: global row of the block's first passage.
+        indptr: shape ``(n_terms + 1,)`` int64, column pointers (``n_terms`` = vocabulary size when built).
+        rows: shape ``(nnz,)`` int32, block-local rows, ascending within a column.
+        tf: shape ``(nnz,)`` unsigned ints, raw term frequencies.
+        dl: shape ``(n_rows,)`` int32, passage lengths in tokens (stop words removed).
+        alive: shape ``(n_rows,)`` bool, False for deleted passages.
+        n_dead: number of False entries of ``alive``.
+    """
+
+    offset: int
+    indptr: np.ndarray
+    rows: np.ndarray
+    tf: np.ndarray
+    dl: np.ndarray
+    alive: np.ndarray
+    n_dead: int = 0
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.dl.shape[0])
+
+    @property
+    def n_terms(self) -> int:
+        return int(self.indptr.shape[0]) - 1
+
+    def kill(self, local_rows: np.ndarray) -> Segment:
+        """This segment with ``local_rows`` marked dead."""
+        alive = self.alive.copy()
+        alive[local_rows] = False
+        return replace(self, alive=alive, n_dead=self.n_rows - int(np.count_nonzero(alive)))
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The whole index (immutable; queries read one snapshot while an edit builds the next).
+
+    Attributes:
+        parts: the segments, in row order (``parts[i].offset`` ascending, no gaps).
+        n_live: number of live passages.
+        sum_dl: total length of the live passages.
+    """
+
+    parts: tuple[Segment, ...]
+    n_live: int
+    sum_dl: int
+
+    @property
+    def n_rows(self) -> int:
+        last = self.parts[-1] if self.parts else None
+        return 0 if last is None else last.offset + last.n_rows
+
+    def norms(self, k1: float, b: float) -> tuple[np.ndarray, ...]:
+        """Per segment, every row's ``k1 * (1 - b + b * dl / avgdl)`` (float64, bm25s's arithmetic), computed
+        once per snapshot (an edit makes a new snapshot, so the first query after it pays O(rows))."""
+        cache: dict[tuple[float, float], tuple[np.ndarray, ...]] = self.__dict__.setdefault("_norms", {})
+        key = (k1, b)
+        if key not in cache:
+            avgdl = self.sum_dl / self.n_live
+            cache[key] = tuple(k1 * ((1 - b) + b * p.dl / avgdl) for p in self.parts)
+        return cache[key]
+
+    @classmethod
+    def empty(cls) -> Segments:
+        return cls((), 0, 0)
+
+    def append(self, segment: Segment) -> Segments:
+        return Segments(self.parts + (segment,), self.n_live + segment.n_rows, self.sum_dl + int(segment.dl.sum()))
+
+    def kill(self, rows: Sequence[int]) -> Segments:
+        """The index with global ``rows`` (live ones) marked dead."""
+        rows_arr = np.unique(np.asarray(rows, dtype=np.int64))
+        if rows_arr.size == 0:
+            return self
+        offsets = np.array([p.offset for p in self.parts], dtype=np.int64)
+        which = np.searchsorted(offsets, rows_arr, side="right") - 1
+        parts = list(self.parts)
+        n_live, sum_dl = self.n_live, self.sum_dl
+        for s in np.unique(which):
+            seg = parts[s]
+            local = rows_arr[which == s] - seg.offset
+            local = local[seg.alive[local]]
+            n_live -= int(local.size)
+            sum_dl -= int(seg.dl[local].sum())
+            parts[s] = seg.kill(local)
+        return Segments(tuple(parts), n_live, sum_dl)
+
+
+def build_segment(offset: int, token_ids: np.ndarray, lengths: np.ndarray, n_terms: int) -> Segment:
+    """A segment from its passages' tokens.
+
+    Args:
+        offset: global row of the first passage.
+        token_ids: shape ``(sum(lengths),)`` int, every passage's term ids one after the other.
+        lengths: shape ``(n,)`` int, tokens per passage.
+        n_terms: vocabulary size (every id is below it).
+    """
+    lengths = np.asarray(lengths, dtype=np.int32)
+    cols = np.asarray(token_ids, dtype=np.int32)
+    rows = np.repeat(np.arange(lengths.shape[0], dtype=np.int32), lengths)
+    order = np.argsort(cols, kind="stable")  # grouped by term, rows ascending within a term
+    cols, rows = cols[order], rows[order]
+    new = np.ones(cols.shape[0], dtype=bool)
+    new[1:] = (cols[1:] != cols[:-1]) | (rows[1:] != rows[:-1])
+    starts = np.flatnonzero(new)
+    tf = np.diff(np.append(starts, cols.shape[0]))
+    counts = np.bincount(cols[starts], minlength=n_terms)
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    tf_dtype = np.uint16 if tf.size == 0 or tf.max() <= np.iinfo(np.uint16).max else np.uint32
+    return Segment(
+        offset=int(offset),
+        indptr=indptr,
+        rows=rows[starts].astype(np.int32),
+        tf=tf.astype(tf_dtype),
+        dl=lengths,
+        alive=np.ones(lengths.shape[0], dtype=bool),
+    )
+
+
+def merge(index: Segments, n_terms: int) -> tuple[Segment, np.ndarray]:
+    """One segment holding the live passages of ``index`` (in row order), and the old global row of
+    each new row, shape ``(n_live,)`` int64."""
+    n_out = sum(int(np.count_nonzero(p.alive)) for p in index.parts)
+    new_row = np.full(index.n_rows, -1, dtype=np.int64)
+    old_rows = np.concatenate([p.offset + np.flatnonzero(p.alive) for p in index.parts] or [np.zeros(0, np.int64)])
+    new_row[old_rows] = np.arange(n_out)
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (term of each entry, new row, tf)
+    counts = np.zeros(n_terms, dtype=np.int64)
+    for p in index.parts:
+        term = np.repeat(np.arange(p.n_terms, dtype=np.int32), np.diff(p.indptr))
+        keep = p.alive[p.rows]
+        term, rows, tf = term[keep], new_row[p.offset + p.rows[keep]], p.tf[keep]
+        counts[: p.n_terms] += np.bincount(term, minlength=p.n_terms)
+        kept.append((term, rows, tf))
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    nnz = int(indptr[-1])
+    out_rows = np.empty(nnz, dtype=np.int32)
+    tf_dtype = np.result_type(np.uint16, *[p.tf.dtype for p in index.parts])
+    out_tf = np.empty(nnz, dtype=tf_dtype)
+    filled = indptr[:-1].copy()  # next free slot of each term
+    for term, rows, tf in kept:  # segments in row order, so rows stay ascending within a term
+        if term.size == 0:
+            continue
+        c = np.bincount(term, minlength=n_terms)
+        first = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(c, out=first[1:])
+        within = np.arange(term.size, dtype=np.int64) - first[term]
+        dest = filled[term] + within
+        out_rows[dest] = rows
+        out_tf[dest] = tf
+        filled += c
+    dl = np.concatenate([p.dl[p.alive] for p in index.parts] or [np.zeros(0, np.int32)]).astype(np.int32)
+    segment = Segment(0, indptr, out_rows, out_tf, dl, np.ones(n_out, dtype=bool))
+    return segment, old_rows
+
+
+def score(index: Segments, query_ids: Sequence[int], k1: float, b: float) -> np.ndarray:
+    """BM25 of every row for the query's term ids (duplicates count, as in bm25s), shape ``(n_rows,)``
+    float32; dead rows score 0.  Touches only the query terms' postings."""
+    out = np.zeros(index.n_rows, dtype=np.float32)
+    n = index.n_live
+    if n == 0 or not len(query_ids):
+        return out
+    norms = index.norms(k1, b)
+    for t in query_ids:
+        postings = []
+        df = 0
+        for p, norm in zip(index.parts, norms):
+            if t >= p.n_terms:
+                continue
+            a, e = int(p.indptr[t]), int(p.indptr[t + 1])
+            if a == e:
+                continue
+            rows, tf = p.rows[a:e], p.tf[a:e]
+            if p.n_dead:
+                live = p.alive[rows]
+                rows, tf = rows[live], tf[live]
+            df += int(rows.shape[0])
+            postings.append((p.offset, rows, tf, norm))
+        if df == 0:
+            continue
+        idf = float(np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5))))  # bm25s keeps idf as float32
+        for offset, rows, tf, norm in postings:
+            tf64 = tf.astype(np.float64)
+            contrib = (idf * (tf64 / (norm[rows] + tf64))).astype(np.float32)
+            if offset:
+                rows = rows + offset
+            out[rows] += contrib
+    return out

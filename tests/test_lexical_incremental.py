@@ -1,0 +1,135 @@
+"""Incremental BM25: inserts and deletes in O(batch) give the scores and top-k of a rebuild, and survive a round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llama_index.core.schema import TextNode
+
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.backends.vector_stores import nodes_by_id
+from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, LexicalIndex, import_bm25s
+from llama_index_carag.retrieval.indexing import build_faiss_index
+from llama_index_carag.settings import PAPER
+
+_COMMON = "the of and is a in to cat cats running runs ran dog dogs house tree blue quick sea level rose warming"
+_TOPICS = "ocean coral reef ice sheet melt carbon emission policy"
+WORDS = _COMMON.split() + _TOPICS.split() + [f"w{i}" for i in range(200)]
+
+
+def random_texts(rng: np.random.Generator, n: int) -> list[str]:
+    p = 1.0 / np.arange(1, len(WORDS) + 1)
+    p /= p.sum()
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(0, 25)), p=p)) for _ in range(n)]
+
+
+def assert_same_as_rebuild(index: LexicalIndex, texts: dict[str, str], queries: list[str], k: int = 10) -> None:
+    """Every live passage's score equals the rebuild's exactly; the top-k are the same up to the order of ties."""
+    live = index.ids_
+    assert sorted(live) == sorted(texts)
+    rebuilt = LexicalIndex().fit_texts(live, [texts[i] for i in live])
+    for q in queries:
+        ours, theirs = index.query(q, k), rebuilt.query(q, k)
+        np.testing.assert_array_equal(index.lookup(ours, live), rebuilt.lookup(theirs, live))
+        np.testing.assert_array_equal(ours.scores, theirs.scores)
+        cutoff = ours.scores[-1] if len(ours.ids) == k else 0.0  # ties at the k-th score may be swapped
+        above = {i for i, s in zip(ours.ids, ours.scores) if s > cutoff}
+        assert above == {i for i, s in zip(theirs.ids, theirs.scores) if s > cutoff}
+
+
+def test_scores_are_bm25s_bit_for_bit(rng):
+    import bm25s
+    import Stemmer
+
+    texts = random_texts(rng, 400)
+    index = LexicalIndex().fit_texts([f"d{i}" for i in range(len(texts))], texts)
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), token_pattern=TOKEN_PATTERN)
+    model = import_bm25s().BM25()
+    model.index(tokens, show_progress=False)
+    for q in texts[:60] + ["cat cat running the", "nothing-matches-this"]:
+        term_ids = model.get_tokens_ids(index.tokenize(q))
+        expected = model.get_scores_from_ids(term_ids) if term_ids else np.zeros(len(texts), np.float32)
+        np.testing.assert_array_equal(index.all_scores(q), expected)
+
+
+@pytest.mark.parametrize("merge_fraction", [100.0, 0.05])  # never merged / merged along the way
+def test_random_inserts_and_deletes_equal_a_rebuild(rng, merge_fraction):
+    pool = random_texts(rng, 900)
+    texts = {f"d{i}": t for i, t in enumerate(pool[:300])}
+    index = LexicalIndex(merge_fraction=merge_fraction).fit_texts(list(texts), list(texts.values()))
+    queries = random_texts(rng, 25) + ["quick blue ocean", "w1 w1 w2"]
+    fresh = iter(range(300, 900))
+    for step in range(12):
+        if step % 3 == 2:  # delete a random batch, some ids not indexed
+            gone = list(rng.choice(sorted(texts), size=min(len(texts) - 1, int(rng.integers(1, 40))), replace=False))
+            assert index.remove([*gone, "never-indexed"]) == len(gone)
+            for i in gone:
+                del texts[i]
+        else:  # insert new passages and replace a few existing ones
+            new = {f"d{next(fresh)}": "" for _ in range(int(rng.integers(1, 50)))}
+            new.update({i: "" for i in rng.choice(sorted(texts), size=3, replace=False)})
+            batch = random_texts(rng, len(new))
+            assert index.add_texts(list(new), batch) == len(new)
+            texts.update(zip(new, batch))
+        assert_same_as_rebuild(index, texts, queries)
+    if merge_fraction > 1:
+        assert len(index.segments_.parts) > 1  # the comparison above ran on a segmented index
+    index.merge()
+    assert len(index.segments_.parts) == 1
+    assert_same_as_rebuild(index, texts, queries)
+
+
+def test_a_segmented_index_round_trips(rng, tmp_path):
+    texts = random_texts(rng, 120)
+    ids = [f"d{i}" for i in range(len(texts))]
+    index = LexicalIndex(merge_fraction=100.0).fit_texts(ids[:80], texts[:80])
+    index.add_texts(ids[80:], texts[80:])
+    index.remove(ids[10:30])
+    index.add_texts(["d15"], ["quick blue ocean rose"])  # a removed id comes back
+    assert len(index.segments_.parts) == 3
+    info, arrays = index.get_state()
+    assert len(index.segments_.parts) == 3  # saving does not merge the live index
+    back = LexicalIndex.from_state(info, arrays)
+    again = LexicalIndex.from_persist_dir(index.persist(tmp_path / "bm25"))
+    for other in (back, again):
+        assert sorted(other.ids_) == sorted(index.ids_)
+        for q in texts[:20] + ["quick blue ocean"]:
+            live = index.ids_
+            np.testing.assert_array_equal(other.lookup(other.query(q, 5), live), index.lookup(index.query(q, 5), live))
+        other.add_texts(["extra"], ["coral reef coral"])  # the reloaded index takes edits
+        assert other.query("coral reef", 1).ids == ["extra"]
+
+
+def test_bad_edits_are_refused():
+    index = LexicalIndex().fit_texts(["a", "b"], ["sea level", "coral reef"])
+    with pytest.raises(ValueError, match="duplicated"):
+        index.add_texts(["c", "c"], ["x", "y"])
+    with pytest.raises(ValueError, match="2 ids for 1 texts"):
+        index.add_texts(["c", "d"], ["x"])
+    with pytest.raises(RuntimeError, match="not fitted"):
+        LexicalIndex().add_texts(["a"], ["x"])
+    with pytest.raises(ValueError, match="merge_fraction"):
+        LexicalIndex(merge_fraction=0)
+    index.remove(["a", "b"])
+    assert len(index) == 0 and index.query("sea", 3).ids == []
+
+
+def test_retriever_edits_update_bm25_in_place_as_a_rebuild_would(minilm, demo_corpus):
+    settings = PAPER.replace(alpha=1.0, rerank_candidates=30, lexical_weight=0.8)
+    index = build_faiss_index(demo_corpus.evidence_nodes, minilm, id_map=True)
+    retriever = ContextAwareRetriever.from_index(index, settings, claim_nodes=demo_corpus.claim_nodes)
+    table = retriever.corpus.tables["lexical"]
+    evidence = demo_corpus.evidence_nodes
+    new = [TextNode(id_=f"fresh-{i}", text=f"Quokkaflux reading {i} rose in the coral sea.") for i in range(5)]
+    replaced = TextNode(id_=evidence[3].node_id, text="Zebrabanana replaces this passage entirely.", metadata={})
+    retriever.insert_nodes([*new, replaced])
+    retriever.delete_nodes([evidence[0].node_id, evidence[1].node_id])
+    assert retriever.corpus.tables["lexical"] is table  # updated in place, not dropped and refitted
+    live = retriever.corpus.evidence_ids()
+    assert sorted(table.index.ids_) == sorted(live)
+    rebuilt = LexicalIndex().fit([n for n in nodes_by_id(index, live) if n is not None])
+    for q in ["quokkaflux coral", "zebrabanana", demo_corpus.claim_nodes[2].get_content()]:
+        np.testing.assert_array_equal(
+            table.index.lookup(table.index.query(q, 5), live), rebuilt.lookup(rebuilt.query(q, 5), live)
+        )
+    assert retriever.retrieve("zebrabanana passage")[0].node.node_id == evidence[3].node_id
