@@ -73,13 +73,14 @@ def test_fit_tables_fits_only_what_is_missing(monkeypatch):
         assembly.fit_tables(Corpus(claims=False), {}, ON)
 
 
-def test_update_tables_keeps_contrast_and_drops_the_others():
+def test_update_tables_keeps_contrast_and_bm25_and_drops_hubness():
     corpus, tables = Corpus(), {}
     assembly.fit_tables(corpus, tables, ON)
     assert assembly.update_tables(corpus, tables, []) == []  # nothing changed: all kept
-    contrast = tables["claim_contrast"]
-    assert sorted(assembly.update_tables(corpus, tables, ["e1"])) == ["hubness_4", "lexical"]
-    assert tables == {"claim_contrast": contrast} and "e1" not in contrast.get_state()[0]["ids"]
+    contrast, lexical = tables["claim_contrast"], tables["lexical"]
+    assert assembly.update_tables(corpus, tables, ["e1"]) == ["hubness_4"]  # BM25 updates in place (segments)
+    assert tables == {"claim_contrast": contrast, "lexical": lexical}
+    assert "e1" not in contrast.get_state()[0]["ids"]
 
 
 def test_sources_and_scorers_of_the_active_tables():
