@@ -465,7 +465,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     def refit(self, *, show_progress: bool = False) -> ContextAwareRetriever:
         """Refit the clustering on the index as it is now (same settings and claims); in place.
 
-        A calibrated retriever is calibrated again (from the same global preset and claim links).
+        A calibrated retriever is calibrated again (from the same global preset, the saved claim links
+        and the links of evidence inserted since, through its ``claim_key``).
         """
         calibration = self._corpus.calibration
         self._corpus = updates.refit_corpus(
@@ -478,6 +479,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 self._index,
                 self._corpus,
                 calibration.base,
+                claim_nodes=updates.claim_nodes_of(self._corpus),  # evidence inserted since may name its claim
                 links=calibration.links,
                 embed_model=self._embed_model,
                 show_progress=show_progress,
