@@ -51,6 +51,21 @@ def test_index_writes_index_and_state(index_dir):
     assert again.returncode == 2 and "not empty" in again.stderr and "Traceback" not in again.stderr
 
 
+def test_index_calibrate_reads_the_csv_links_and_persists(tmp_path):
+    out = tmp_path / "calibrated"
+    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate")
+    assert proc.returncode == 0, proc.stderr
+    # the demo's 21 claims are linked through their evidence rows: too few to move off the preset
+    assert "calibration: too few linked claims (21 < 50)" in proc.stdout
+    from llama_index_carag import ContextAwareRetriever
+
+    retriever = ContextAwareRetriever.from_persist_dir(out)
+    calibration = retriever.corpus.calibration
+    assert calibration is not None and calibration.n_claims == 21 and calibration.settings == retriever.settings
+    info = retriever.retrieve(CLAIM)[0].node.metadata["carag"]["calibration"]
+    assert info["reason"].startswith("too few linked claims") and info["weights"] == calibration.weights
+
+
 def test_check_json_schema_without_llm(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json", "--k", "4", "--alpha", "0.7")
     assert proc.returncode == 0, proc.stderr

@@ -133,6 +133,12 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="choose the re-ranking weights for this corpus by leave-one-out over the claims with linked "
+        "evidence (the CSV's claim/evidence rows); the preset is kept when too few are linked or nothing gains",
+    )
     p.add_argument("--show-skipped", type=int, default=10, metavar="N", help="list the first N skipped rows")
     for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
         p.add_argument(f"--{col}", help="column name (generic CSV layout)")

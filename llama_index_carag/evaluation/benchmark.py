@@ -38,7 +38,9 @@ COLUMNS = ["method", "queries", "nDCG@10", "recall@6", "MRR@10", "theme_precisio
 
 
 def protocol_methods() -> dict[str, Any]:
-    """The CARAG variants of the table: the papers' CARAG-u, claim contrast alone, the package default."""
+    """The CARAG variants of the table: the papers' CARAG-u, claim contrast alone, the package default
+    (with the corpus claims, and without any), and the default calibrated on the corpus claims' links."""
+    from llama_index_carag.evaluation.protocol import CaragMethod
     from llama_index_carag.settings import DEFAULT, PAPER
 
     return {
@@ -47,6 +49,8 @@ def protocol_methods() -> dict[str, Any]:
             alpha=1.0, rerank_candidates=50, claim_contrast=0.15, contrast_threshold=0.8
         ),
         "default: hybrid pool + context (preset default)": DEFAULT,
+        "default without corpus claims": CaragMethod(DEFAULT, claims=False),
+        "default, calibrated on the corpus claims' links (--calibrate)": CaragMethod(DEFAULT, calibrate=True),
     }
 
 

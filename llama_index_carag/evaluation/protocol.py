@@ -50,6 +50,7 @@ __all__ = [
     "evaluate_methods",
     "ndcg_at_k",
     "claim_half",
+    "CaragMethod",
 ]
 
 NDCG_K = 10
@@ -82,8 +83,12 @@ def claim_half(claim_id: str) -> int:
     return int(hashlib.sha256(claim_id.encode("utf-8", "surrogatepass")).hexdigest(), 16) % 2
 
 
-def _claim_node(node_id: str, text: str, theme: str | None = None) -> TextNode:
-    metadata = {} if theme is None else {"theme": theme}
+def _claim_node(node_id: str, text: str, theme: str | None = None, links: Iterable[str] | None = None) -> TextNode:
+    from llama_index_carag.retrieval.calibration import LINKS_KEY
+
+    metadata: dict[str, Any] = {} if theme is None else {"theme": theme}
+    if links is not None:  # the corpus claim's linked evidence (read only by calibration)
+        metadata[LINKS_KEY] = sorted(links)
     return TextNode(
         id_=node_id,
         text=text,
@@ -126,7 +131,14 @@ def factver_task(path: Any, *, queries: str = "report") -> RetrievalTask:
             if gold.get(claim.node_id):
                 q_nodes.append(node)
         else:
-            c_nodes.append(node)
+            c_nodes.append(
+                _claim_node(
+                    claim.node_id,
+                    claim.get_content(MetadataMode.NONE),
+                    claim.metadata.get(THEME_KEY),
+                    links=gold.get(claim.node_id, set()),
+                )
+            )
     return RetrievalTask(
         name=f"FactVer ({queries} half)",
         evidence=list(kept.values()),
@@ -168,11 +180,16 @@ def beir_task(
         qrels = data.split(claims_split)
         name = f"{Path(data.source).name} {claims_split} half {tune_half}"
     gold = {q: {d for d in qrels[q] if d in docs} for q in query_ids}
+    claim_qrels = data.qrels.get(claims_split, {})
     query_ids = [q for q in query_ids if gold[q] and q in data.queries]
     return RetrievalTask(
         name=name,
         evidence=data.documents,
-        corpus_claims=[_claim_node(f"claim:{q}", data.queries[q]) for q in claim_ids if q in data.queries],
+        corpus_claims=[
+            _claim_node(f"claim:{q}", data.queries[q], links={d for d in claim_qrels.get(q, {}) if d in docs})
+            for q in claim_ids
+            if q in data.queries
+        ],
         queries=[_claim_node(q, data.queries[q]) for q in query_ids],
         gold={q: gold[q] for q in query_ids},
     )
@@ -372,20 +389,36 @@ def evaluate_methods(
     return rows
 
 
+@dataclass(frozen=True)
+class CaragMethod:
+    """A CARAG row of the table: settings (a ``CaragSettings`` or preset name), whether the corpus
+    claims are given (``claims=False``: fitted without any), and whether the stage is calibrated on
+    them (``from_index(..., calibrate=True)``)."""
+
+    settings: Any
+    calibrate: bool = False
+    claims: bool = True
+
+
 def carag_retrievers(
     prepared: PreparedTask, presets: Mapping[str, Any], k: int = NDCG_K
 ) -> dict[str, Callable[[], BaseRetriever]]:
-    """``ContextAwareRetriever`` factories, one per named settings (a ``CaragSettings`` or preset
-    name), fitted on the task's index with its corpus claims (never its query claims)."""
+    """``ContextAwareRetriever`` factories, one per named settings (a ``CaragSettings``, a preset
+    name or a :class:`CaragMethod`), fitted on the task's index with its corpus claims (never its
+    query claims)."""
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import CaragSettings
 
-    def factory(settings: Any) -> Callable[[], BaseRetriever]:
-        resolved = CaragSettings.from_options(settings, similarity_top_k=k)
+    def factory(method: Any) -> Callable[[], BaseRetriever]:
+        spec = method if isinstance(method, CaragMethod) else CaragMethod(method)
+        resolved = CaragSettings.from_options(spec.settings, similarity_top_k=k)
+        claims = (prepared.corpus_claims or None) if spec.claims else None
+        if claims is None:
+            resolved = resolved.replace(claim_contrast=0.0)
 
         def build() -> BaseRetriever:
             return ContextAwareRetriever.from_index(
-                prepared.index, resolved, claim_nodes=prepared.corpus_claims or None
+                prepared.index, resolved, claim_nodes=claims, calibrate=spec.calibrate
             )
 
         return build

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
     from llama_index_carag.ranking.tables import FittedTable
+    from llama_index_carag.retrieval.calibration import Calibration
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class FittedCorpus:
         clusterer_params: extra :class:`ThematicClusterer` arguments used by the fit.
         tables: the fitted per-passage tables by key (``claim_contrast``, ``hubness_20``, ``lexical``, …;
             :class:`~llama_index_carag.ranking.tables.FittedTable`), fitted as the settings ask.
+        calibration: the stage weights calibrated on this corpus's linked claims
+            (:class:`~llama_index_carag.retrieval.calibration.Calibration`), or ``None``.
     """
 
     context: ThematicContext
@@ -58,6 +61,7 @@ class FittedCorpus:
     claim_key: str = "claim_id"
     clusterer_params: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, FittedTable] = field(default_factory=dict)
+    calibration: Calibration | None = None
 
     @property
     def claim_units(self) -> np.ndarray | None:

@@ -122,6 +122,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         self._extra_scorers = list(scorers)
         self._stage = RerankStage(self._settings, self._scorers())
         self._seen_size = updates.store_size(index)
+        self._calibration_info = self._calibration_summary()
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
@@ -139,6 +140,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     def _lexical_source(self) -> LexicalSource | None:
         return lexical_source(self._sources)
+
+    def _calibration_summary(self) -> dict[str, Any] | None:
+        """The corpus's calibration summary when this retriever runs its calibrated settings, else ``None``."""
+        calibration = self._corpus.calibration
+        return calibration.summary() if calibration is not None and calibration.settings == self._settings else None
 
     def _scorers(self) -> list[Scorer]:
         return settings_scorers(self._settings, self._corpus.tables, self._sources) + self._extra_scorers
@@ -218,6 +224,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         claim_key: str = CLAIM_KEY,
         clusterer_params: dict[str, Any] | None = None,
         show_progress: bool = False,
+        calibrate: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **options: Any,
@@ -240,6 +247,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 evidence passage is annotated for.
             clusterer_params: more :class:`ThematicClusterer` arguments.
             show_progress: progress bars while embedding claims and clustering.
+            calibrate: choose the stage's weights for this corpus by leave-one-out over the claims
+                that carry linked evidence (:mod:`~llama_index_carag.retrieval.calibration`; links from
+                ``claim.metadata["evidence_ids"]`` or the evidence's ``claim_key``); the resolved
+                settings are the starting point and are kept when too few claims are linked or no
+                candidate gains.  Persisted, and run again by :meth:`refit`.
             **options: any :class:`CaragSettings` field (``mode``, ``alpha``, ``delta``,
                 ``n_clusters``, ``rerank_candidates``, …), applied on top of ``settings``.
 
@@ -260,6 +272,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             clusterer_params=clusterer_params,
             show_progress=show_progress,
         )
+        if calibrate:
+            from llama_index_carag.retrieval.calibration import calibrate_corpus
+
+            corpus.calibration = calibrate_corpus(
+                index, corpus, resolved, claim_nodes=claim_nodes, embed_model=embed_model, show_progress=show_progress
+            )
+            resolved = corpus.calibration.settings
         return cls(index, corpus, resolved, embed_model=embed_model, callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -328,10 +347,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         else:
             pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)  # type: ignore[arg-type]
         extra: Any = {"reranked": plan.rerank}
+        if self._calibration_info is not None:
+            extra["calibration"] = dict(self._calibration_info)
         lexical = self._lexical_source()
         if lexical is not None and plan.rerank:
             lexical_info = lexical_provenance(lexical, pool, plan.query.query_str, plan.n)
-            extra = lambda row: {"reranked": True, **lexical_info(row)}  # noqa: E731
+            base_extra = extra
+            extra = lambda row: {**base_extra, **lexical_info(row)}  # noqa: E731
         out = self._stage.rank(
             pool,
             plan.query,
@@ -396,6 +418,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             self._sources = self._default_sources()
         self._stage = RerankStage(self._settings, self._scorers())
         self._seen_size = updates.store_size(self._index)
+        self._calibration_info = self._calibration_summary()
 
     def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         """Insert evidence into the index *and* the thematic context, without refitting.
@@ -440,10 +463,28 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                     self.sync()
 
     def refit(self, *, show_progress: bool = False) -> ContextAwareRetriever:
-        """Refit the clustering on the index as it is now (same settings and claims); in place."""
+        """Refit the clustering on the index as it is now (same settings and claims); in place.
+
+        A calibrated retriever is calibrated again (from the same global preset, the saved claim links
+        and the links of evidence inserted since, through its ``claim_key``).
+        """
+        calibration = self._corpus.calibration
         self._corpus = updates.refit_corpus(
             self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress
         )
+        if calibration is not None:
+            from llama_index_carag.retrieval.calibration import calibrate_corpus
+
+            self._corpus.calibration = calibrate_corpus(
+                self._index,
+                self._corpus,
+                calibration.base,
+                claim_nodes=updates.claim_nodes_of(self._corpus),  # evidence inserted since may name its claim
+                links=calibration.links,
+                embed_model=self._embed_model,
+                show_progress=show_progress,
+            )
+            self._settings = self._corpus.calibration.settings
         self._after_update()
         return self
 

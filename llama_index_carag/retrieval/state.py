@@ -71,6 +71,8 @@ def save_retriever(
         "clusterer_params": corpus.clusterer_params,
         "context": ctx_info,
     }
+    if corpus.calibration is not None:
+        info["calibration"] = corpus.calibration.to_json()
     arrays = {"claim_vectors": np.asarray(corpus.claim_vectors, dtype=np.float32), **arrays}
     info["tables"], table_arrays = tables_state(corpus.tables)
     clash = set(arrays) & set(table_arrays)
@@ -238,4 +240,11 @@ def load_retriever(
         corpus.tables = tables_from_state(info["tables"], arrays, view)
     else:  # a state written before the fitted-table protocol
         corpus.tables = legacy_tables(info, arrays, folder, view)
+    if "calibration" in info:
+        from llama_index_carag.retrieval.calibration import Calibration
+
+        try:
+            corpus.calibration = Calibration.from_json(info["calibration"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"The saved calibration is unreadable ({exc}).") from None
     return index, corpus, settings, model
