@@ -9,7 +9,7 @@ command; the commands live in :mod:`~llama_index_carag.cli.index` (index,
 demo), :mod:`~llama_index_carag.cli.check` (check, chat),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
 :mod:`~llama_index_carag.cli.paper` (paper-table),
-:mod:`~llama_index_carag.cli.calibrate` (calibrate-verdicts),
+:mod:`~llama_index_carag.cli.calibrate_verdicts` (calibrate-verdicts),
 :mod:`~llama_index_carag.cli.eval` (eval) and
 :mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
 :mod:`~llama_index_carag.cli.common`.
@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from llama_index_carag.cli.calibrate import cmd_calibrate_verdicts
+from llama_index_carag.cli.calibrate_verdicts import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
