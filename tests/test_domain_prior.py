@@ -40,6 +40,19 @@ class LeaningSynth:
         return [PassageStance(i, n.node.node_id, R, 0.5, {}, _lp(0.0, 1.0, 0.0)) for i, n in enumerate(nodes, start=1)]
 
 
+def _refuting_prior(model: str) -> dict:
+    """A saved prior (JSON form) of ``model`` that leans to REFUTED, without stances."""
+    return {
+        "format": "carag-domain-label-prior/1",
+        "params": {"n_claims": 3, "random_state": 0, "stances": False},
+        "joint": {"SUPPORTED": 0.1, "REFUTED": 0.8, "NOT_ENOUGH_INFO": 0.1},
+        "stance": None,
+        "claims": 3,
+        "passages": 0,
+        "model": model,
+    }
+
+
 def _claims(n: int) -> list[tuple[str, list[NodeWithScore]]]:
     nodes = [NodeWithScore(node=TextNode(id_="e", text="passage"), score=None)]
     return [(f"claim {i} {'true' if i % 2 else 'false'}", nodes) for i in range(n)] + [("no evidence", [])]
@@ -71,17 +84,7 @@ def test_the_arg_max_divides_the_lean_out():
     assert ArgMaxDecision().decide(evidence).label is R
     decided = ArgMaxDecision(prior=prior).decide(evidence)
     assert decided.label is S and "lean" in decided.reason
-    fitted = DomainLabelPrior.from_dict(
-        {
-            "format": "carag-domain-label-prior/1",
-            "params": {"n_claims": 3, "random_state": 0, "stances": False},
-            "joint": {"SUPPORTED": 0.1, "REFUTED": 0.8, "NOT_ENOUGH_INFO": 0.1},
-            "stance": None,
-            "claims": 3,
-            "passages": 0,
-            "model": "m",
-        }
-    )
+    fitted = DomainLabelPrior.from_dict(_refuting_prior("m"))
     assert resolve_decision(VerdictSettings(), "measured", None, None, fitted).decide(evidence).label is S
     off = resolve_decision(VerdictSettings(calibration="none"), "measured", None, None, fitted)
     assert off.decide(evidence).label is R
@@ -116,15 +119,7 @@ def test_a_prior_of_another_llm_is_not_used(caplog):
     from llama_index_carag.serve.llm_worker import serve_synthesizers
     from llama_index_carag.verdicts.labels.domain_prior import prior_for
 
-    data = {
-        "format": "carag-domain-label-prior/1",
-        "params": {"n_claims": 3, "random_state": 0, "stances": False},
-        "joint": {"SUPPORTED": 0.1, "REFUTED": 0.8, "NOT_ENOUGH_INFO": 0.1},
-        "stance": None,
-        "claims": 3,
-        "passages": 0,
-        "model": "some-other-llm",
-    }
+    data = _refuting_prior("some-other-llm")
     with caplog.at_level("WARNING"):
         assert prior_for(DomainLabelPrior.from_dict(data), MockLLM()) is None
     assert "not used" in caplog.text
