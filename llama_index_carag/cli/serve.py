@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
+from llama_index_carag.verdicts.labels.domain_prior import saved_prior
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -60,7 +61,7 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
 
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
-    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model, _saved_prior(args.index))
+    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model, saved_prior(args.index))
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
 
@@ -78,7 +79,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         llm=args.llm,
         llm_factory=args.llm_factory,
         embed_model=embed_model_spec(retriever.embed_model),
-        domain_prior=None if (saved := _saved_prior(args.index)) is None else saved.to_dict(),
+        domain_prior=None if (saved := saved_prior(args.index)) is None else saved.to_dict(),
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:
@@ -86,11 +87,3 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     except LLMStartupError as exc:
         raise CLIError(f"the LLM could not be loaded: {exc}") from None
     return retriever, pool
-
-
-def _saved_prior(index: str) -> Any:
-    """The index's saved ``DomainLabelPrior`` (any LLM; the synthesizers keep it only for theirs), or ``None``."""
-    from llama_index_carag.verdicts.labels.domain_prior import PRIOR_FILE, DomainLabelPrior
-
-    path = Path(index) / PRIOR_FILE
-    return DomainLabelPrior.load(path) if path.is_file() else None

@@ -76,6 +76,7 @@ import numpy as np
 from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import strongest_stance
+from llama_index_carag.verdicts.labels.domain_prior import mean_probabilities
 from llama_index_carag.verdicts.labels.stance import (
     SIDES,
     STANCE_ORDER,
@@ -205,17 +206,12 @@ class DomainPrior:
 
 def domain_prior(rows: Sequence[Mapping[str, Any]]) -> DomainPrior | None:
     """The mean whole-evidence and stance label probabilities over ``rows`` (their labels unread); ``None`` if empty."""
-    joints = [label_probabilities(_labels(r["joint"])) for r in rows if r.get("joint")]
-    passages = [label_probabilities(_labels(lp)) for r in rows for lp in r.get("passages") or []]
+    joints = [_labels(r["joint"]) for r in rows if r.get("joint")]
+    passages = [_labels(lp) for r in rows for lp in r.get("passages") or []]
     if not joints:
         return None
-    if not passages:  # joint-only rows: a whole-evidence lean only
-        passages = [{k: 1.0 / len(STANCE_ORDER) for k in STANCE_ORDER}]
-    return DomainPrior(
-        {k: float(np.mean([p[k] for p in joints])) for k in STANCE_ORDER},
-        {k: float(np.mean([p[k] for p in passages])) for k in STANCE_ORDER},
-        len(rows),
-    )
+    uniform = {k: 1.0 / len(STANCE_ORDER) for k in STANCE_ORDER}  # joint-only rows: a whole-evidence lean only
+    return DomainPrior(mean_probabilities(joints), mean_probabilities(passages) if passages else uniform, len(rows))
 
 
 def _archive_priors(archive: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], DomainPrior]:

@@ -33,7 +33,7 @@ from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DomainLabelPrior", "PRIOR_FILE", "mean_probabilities", "prior_for", "index_prior"]
+__all__ = ["DomainLabelPrior", "PRIOR_FILE", "mean_probabilities", "prior_for", "saved_prior", "index_prior"]
 
 #: File name of a persisted prior inside an index's persist directory.
 PRIOR_FILE = "verdict_prior.json"
@@ -85,7 +85,6 @@ class DomainLabelPrior:
 
         from llama_index_carag.models.resolve import llm_name
 
-        self._validate()
         usable = [(c, list(nodes)) for c, nodes in claims if nodes]
         if not usable:
             raise ValueError("DomainLabelPrior.fit needs at least one claim with evidence.")
@@ -197,9 +196,12 @@ def prior_for(prior: DomainLabelPrior | None, llm: Any) -> DomainLabelPrior | No
     return prior
 
 
+def saved_prior(persist_dir: str | Path) -> DomainLabelPrior | None:
+    """The prior saved in an index's persist directory, whatever its LLM (``None`` if there is none)."""
+    path = Path(persist_dir) / PRIOR_FILE
+    return DomainLabelPrior.load(path) if path.is_file() else None
+
+
 def index_prior(persist_dir: str | Path, llm: Any) -> DomainLabelPrior | None:
     """The prior saved in an index's persist directory for ``llm`` (``None`` if there is none, or for another LLM)."""
-    path = Path(persist_dir) / PRIOR_FILE
-    if not path.is_file():
-        return None
-    return prior_for(DomainLabelPrior.load(path), llm)
+    return prior_for(saved_prior(persist_dir), llm)
