@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from llama_index_carag.verdicts.labels.stance import PassageStance
+from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, PassageStance, calibrated
 from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
@@ -173,8 +173,6 @@ class ArgMaxDecision:
     def decide(self, evidence: ScoredEvidence) -> Decision:
         joint = _require(evidence, "joint")
         if self.prior is not None:
-            from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, calibrated
-
             probs = calibrated(joint, self.prior, STANCE_ORDER)
             joint = {k: math.log(max(probs[k], 1e-300)) for k in STANCE_ORDER}
         label = max(VerdictLabel, key=lambda k: float(joint[k]) + float(self.bias.get(k.value, 0.0)))
