@@ -169,7 +169,7 @@ class LexicalIndex:
         index = Segments.empty()
         starts = range(0, len(texts), _FIT_CHUNK)
         for start in tqdm(starts, desc="BM25 index", disable=not show_progress or len(starts) < 2):
-            tokens, lengths = self._token_ids(texts[start : start + _FIT_CHUNK], vocab)
+            tokens, lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
             index = index.append(build_segment(index.n_rows, tokens, lengths, len(vocab)))
         row_ids = [str(i) for i in ids]
         if len(index.parts) > 1:
@@ -184,8 +184,10 @@ class LexicalIndex:
         logger.debug("BM25 index: %d passages, %d terms.", len(row_ids), len(vocab))
         return self
 
-    def _token_ids(self, texts: Sequence[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-        """``(term ids of every text one after the other, tokens per text)``; new terms join ``vocab``."""
+    def document_term_ids(self, texts: Sequence[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """How the index tokenises passages (stop words removed, stemmed): the term ids of every text one after
+        the other, shape ``(sum of lengths,)`` int32, and the tokens per text, shape ``(len(texts),)`` int32.
+        Terms not in ``vocab`` join it (``vocab[term] = len(vocab)``)."""
         bm25s = import_bm25s()
 
         tokenized = bm25s.tokenize(
@@ -242,7 +244,7 @@ class LexicalIndex:
         with self._lock:
             self._remove_locked(row_ids)
             vocab = self.vocab_  # new terms get new columns, which the current segments do not have
-            tokens, lengths = self._token_ids(texts, vocab)
+            tokens, lengths = self.document_term_ids(texts, vocab)
             index = self.segments_
             index = index.append(build_segment(index.n_rows, tokens, lengths, len(vocab)))
             for r, node_id in enumerate(row_ids, start=self.segments_.n_rows):
