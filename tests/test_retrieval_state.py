@@ -124,6 +124,10 @@ class FakeCorpus:
     def evidence_units(self):
         return list(self.ids), self.units
 
+    def evidence_blocks(self):  # two blocks, as a corpus's clusters give them
+        half = len(self.ids) // 2
+        return [(list(self.ids[:half]), self.units[:half]), (list(self.ids[half:]), self.units[half:])]
+
     def evidence_ids(self):
         return list(self.ids)
 

@@ -275,6 +275,9 @@ class QdrantClusterStore:
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         return [], np.zeros((0, self.dim), np.float32)  # the evidence vectors stay on the server
 
+    def evidence_blocks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        return iter(())  # the evidence vectors stay on the server
+
     def _theme(self, payload: Mapping[str, Any]) -> str | None:
         return payload_str(payload.get(self.collection.theme_key)) if self.supervised else None
 

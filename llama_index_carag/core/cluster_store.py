@@ -125,14 +125,23 @@ class MemoryClusters:
         )
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
-        """Ids and unit vectors of the evidence members, cluster by cluster."""
+        """Ids and unit vectors of the evidence members, cluster by cluster (one new matrix)."""
         ids: list[str] = []
         blocks: list[np.ndarray] = []
+        for block_ids, units in self.evidence_blocks():
+            ids += block_ids
+            blocks.append(units)
+        return ids, (np.vstack(blocks) if blocks else np.zeros((0, self.dim), np.float32))
+
+    def evidence_blocks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """``(ids, unit vectors of shape (k, d))`` of each cluster's evidence; a view of the cluster's block
+        when its evidence comes first (as a fit lays it out), a copy of that cluster's rows otherwise."""
         for group in self.groups.values():
             rows = np.flatnonzero(~group.is_claim)
-            ids += [group.ids[r] for r in rows]
-            blocks.append(group.unit[rows])
-        return ids, (np.vstack(blocks) if blocks else np.zeros((0, self.dim), np.float32))
+            if not rows.size:
+                continue
+            prefix = rows[-1] == rows.size - 1
+            yield [group.ids[r] for r in rows], (group.unit[: rows.size] if prefix else group.unit[rows])
 
     def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
         return ((node_id, found[0]) for node_id, found in self.where.items())
@@ -252,6 +261,9 @@ class ClusterStore(Protocol):
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         """Ids and unit vectors (shape ``(n, d)``) of the evidence held in memory."""
 
+    def evidence_blocks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        """The same evidence cluster by cluster, ``(ids, unit vectors of shape (k, d))``, without one big copy."""
+
     def get_state(self) -> dict[str, Any]:
         """JSON-safe description (no vectors), merged into the context's state."""
 
@@ -314,6 +326,9 @@ class MemoryClusterStore:
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         return self.clusters.evidence_units()
+
+    def evidence_blocks(self) -> Iterator[tuple[list[str], np.ndarray]]:
+        return self.clusters.evidence_blocks()
 
     def get_state(self) -> dict[str, Any]:
         return {"groups": self.clusters.get_state()}

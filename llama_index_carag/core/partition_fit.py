@@ -18,6 +18,7 @@ import numpy as np
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.corpus_items import CorpusItems
+from llama_index_carag.core.layout import divide_rows_inplace, permute_rows_inplace
 from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -131,16 +132,26 @@ def sorted_groups(
     labels: np.ndarray,
     theme_index: np.ndarray,
     theme_names: list[str | None],
+    *,
+    copy: bool = True,
 ) -> tuple[dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
     """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``).
+
+    Args:
+        copy: False sorts and normalises ``X`` itself, in place (no second matrix; the caller gives
+            ``X`` away: it must be a writable, C-contiguous float32 array).
 
     Returns:
         ``({(theme, cluster): ClusterGroup}, {theme: unit centroid})``; every group is a
         contiguous view of the copy (claims after evidence).
     """
     order = np.lexsort((is_claim, labels, theme_index))
-    unit = X[order]
-    unit /= norms[order, None].astype(np.float32)
+    if copy:
+        unit = X[order]
+    else:
+        permute_rows_inplace(X, order)
+        unit = X
+    divide_rows_inplace(unit, norms[order].astype(np.float32))
     groups: dict[GroupKey, ClusterGroup] = {}
     keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
     bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]

@@ -15,6 +15,8 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
+_FINITE_BLOCK = 65_536
+
 __all__ = [
     "as_matrix",
     "as_vector",
@@ -42,10 +44,11 @@ def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, *, name: str = "e
         raise ValueError(f"{name} must have shape (n, d); got an array of shape {matrix.shape}.")
     if matrix.shape[0] and matrix.shape[1] == 0:
         raise ValueError(f"{name} have dimension 0.")
-    finite = np.isfinite(matrix).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{name} contain NaN or infinite values (first at row {bad}).")
+    for start in range(0, matrix.shape[0], _FINITE_BLOCK):  # in blocks: no (n, d) temporary
+        finite = np.isfinite(matrix[start : start + _FINITE_BLOCK]).all(axis=1)
+        if not finite.all():
+            bad = start + int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"{name} contain NaN or infinite values (first at row {bad}).")
     return matrix
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ClaimContrast"]
 
-_BLOCK_CELLS = 1 << 24  # passage x claim similarities held at once while tabulating (64 MB)
+_BLOCK_CELLS = 1 << 22  # passage x claim similarities held at once while tabulating (16 MB; with argpartition ~80 MB)
 
 
 class ClaimContrast:
@@ -77,12 +77,36 @@ class ClaimContrast:
             node_ids: passage ids, length ``n``.
             unit_vectors: their unit vectors, shape ``(n, d)``.
         """
-        vectors = np.asarray(unit_vectors, dtype=np.float32)
-        n, top = len(node_ids), self.top
-        if vectors.shape != (n, self.claim_units.shape[1]):
-            raise ValueError(
-                f"Expected {n} unit vectors of dimension {self.claim_units.shape[1]}; got shape {vectors.shape}."
-            )
+        return self.fit_blocks([(node_ids, unit_vectors)])
+
+    def fit_blocks(self, blocks: Iterable[tuple[Sequence[str], np.ndarray]]) -> ClaimContrast:
+        """:meth:`fit` on passages given in blocks ``(ids, unit vectors of shape (k, d))`` (a corpus's clusters):
+        no matrix of every passage is ever built."""
+        all_ids: list[str] = []
+        sims_parts: list[np.ndarray] = []
+        claims_parts: list[np.ndarray] = []
+        for node_ids, unit_vectors in blocks:
+            vectors = np.asarray(unit_vectors, dtype=np.float32)
+            if vectors.shape != (len(node_ids), self.claim_units.shape[1]):
+                raise ValueError(
+                    f"Expected {len(node_ids)} unit vectors of dimension {self.claim_units.shape[1]}; "
+                    f"got shape {vectors.shape}."
+                )
+            sims, claims = self._nearest_claims(vectors)
+            all_ids += node_ids
+            sims_parts.append(sims)
+            claims_parts.append(claims)
+        top = self.top
+        with self._lock:
+            self.sims_ = np.concatenate(sims_parts) if sims_parts else np.zeros((0, top), np.float32)
+            self.claims_ = np.concatenate(claims_parts) if claims_parts else np.zeros((0, top), np.int32)
+            self._rows = {node_id: r for r, node_id in enumerate(all_ids)}
+        logger.debug("Claim-contrast table: %d passages x %d nearest claims.", len(all_ids), top)
+        return self
+
+    def _nearest_claims(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's ``top`` nearest claims: ``(cosines, claim rows)``, both shape ``(n, top)``, descending."""
+        n, top = vectors.shape[0], self.top
         sims = np.empty((n, top), dtype=np.float32)
         claims = np.empty((n, top), dtype=np.int32)
         step = max(1, _BLOCK_CELLS // self.claim_units.shape[0])
@@ -97,11 +121,7 @@ class ClaimContrast:
             order = np.argsort(-values, axis=1, kind="stable")
             sims[start : start + step] = np.take_along_axis(values, order, axis=1)
             claims[start : start + step] = np.take_along_axis(part, order, axis=1)
-        with self._lock:
-            self.sims_, self.claims_ = sims, claims
-            self._rows = {node_id: r for r, node_id in enumerate(node_ids)}
-        logger.debug("Claim-contrast table: %d passages x %d nearest claims.", n, top)
-        return self
+        return sims, claims
 
     # ------------------------------------------------------- fitted-table protocol
     @classmethod
@@ -117,7 +137,7 @@ class ClaimContrast:
         """
         if corpus.claim_units is None:
             raise ValueError("claim_contrast needs the corpus's claims: fit with claim_nodes=[...].")
-        return cls(corpus.claim_units, threshold=settings.contrast_threshold).fit(*corpus.evidence_units())
+        return cls(corpus.claim_units, threshold=settings.contrast_threshold).fit_blocks(corpus.evidence_blocks())
 
     def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         """Changed passages leave the table (computed exactly when seen again); the table stays."""

@@ -65,7 +65,7 @@ class LexicalTable:
         return cls(LexicalIndex().fit_texts(ids, texts))
 
     @staticmethod
-    def _evidence_texts(corpus: TableCorpus, chunk: int = 50_000) -> tuple[list[str], list[str]]:
+    def _evidence_texts(corpus: TableCorpus, chunk: int = 5_000) -> tuple[list[str], list[str]]:
         """``(ids, texts)`` of the evidence passages that have stored text, read ``chunk`` nodes at a time
         (so a large corpus never holds every node object at once)."""
         from llama_index.core.schema import MetadataMode

@@ -22,7 +22,7 @@ A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -52,6 +52,10 @@ class TableCorpus(Protocol):
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         """``(ids, unit vectors of shape (n, d))`` of the evidence held in memory (empty on Qdrant)."""
+        ...
+
+    def evidence_blocks(self) -> Iterable[tuple[list[str], np.ndarray]]:
+        """The same evidence in blocks, ``(ids, unit vectors of shape (k, d))``, without one big copy."""
         ...
 
     def evidence_ids(self) -> list[str]:

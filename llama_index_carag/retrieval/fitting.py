@@ -134,8 +134,11 @@ def fit_corpus(
             index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress
         )
         context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
-            items, show_progress=show_progress
+            items,
+            show_progress=show_progress,
+            copy=False,  # items.vectors is ours: it becomes the store
         )
+        del items
     corpus = FittedCorpus(
         context,
         claim_ids,
@@ -210,12 +213,12 @@ def _memory_items(
     claim_ids = [n.node_id for n in claim_nodes]
     claim_set = set(claim_ids)
     index_id_set = set(index_ids)
+    evidence_rows: list[int] | None = None
     if claim_set & index_id_set:
         evidence_rows = [r for r, node_id in enumerate(index_ids) if node_id not in claim_set]
         evidence_ids = [index_ids[r] for r in evidence_rows]
-        evidence_vectors = index_vectors[evidence_rows]
     else:
-        evidence_ids, evidence_vectors = index_ids, index_vectors
+        evidence_ids = index_ids
     if not evidence_ids:
         raise ValueError("The index holds no evidence nodes (only claims).")
     # Metadata is needed for every node only in supervised mode; CARAG-u reads a sample (label-leak check).
@@ -228,10 +231,10 @@ def _memory_items(
         evidence_nodes[:1000] + claim_nodes[:1000], list(dict.fromkeys([theme_key, claim_key, *LABEL_METADATA_KEYS]))
     )
     claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
-    if claim_vectors.shape[0] and claim_vectors.shape[1] != evidence_vectors.shape[1]:
+    if claim_vectors.shape[0] and claim_vectors.shape[1] != index_vectors.shape[1]:
         raise ValueError(
             f"Claim embeddings have dimension {claim_vectors.shape[1]} but the index's have "
-            f"{evidence_vectors.shape[1]}: the embed model differs from the one that built the index."
+            f"{index_vectors.shape[1]}: the embed model differs from the one that built the index."
         )
     claims = _claim_items(claim_nodes, claim_vectors, claim_key, theme_key)
     claims.claim_of = [_meta(n, claim_key) or n.node_id for n in claim_nodes]
@@ -243,13 +246,30 @@ def _memory_items(
         evidence_claims, evidence_themes = [None] * len(evidence_ids), [None] * len(evidence_ids)
     items = CorpusItems(
         ids=list(evidence_ids) + claim_ids,
-        vectors=np.vstack([evidence_vectors, claim_vectors]) if claim_nodes else evidence_vectors,
+        vectors=_stacked(index_vectors, evidence_rows, claim_vectors),
         is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
         claim_of=evidence_claims + list(claims.claim_of),
         themes=evidence_themes + list(claims.themes or []),
         claim_texts=claims.claim_texts,
     )
     return items, claim_vectors, [i for i in claim_ids if i in index_id_set]
+
+
+def _stacked(index_vectors: np.ndarray, evidence_rows: list[int] | None, claim_vectors: np.ndarray) -> np.ndarray:
+    """A new matrix of the evidence rows of ``index_vectors`` (all when ``None``) followed by the claims'
+    vectors, shape ``(n + m, d)`` float32, written in place (no intermediate copy): the context takes it over
+    as its store (``fit(..., copy=False)``), so the index's own vectors are read, never changed."""
+    n = index_vectors.shape[0] if evidence_rows is None else len(evidence_rows)
+    m = claim_vectors.shape[0]
+    out = np.empty((n + m, index_vectors.shape[1]), dtype=np.float32)
+    if evidence_rows is None:
+        out[:n] = index_vectors
+    else:
+        # mode='clip' (the rows are valid): 'raise' would buffer the whole output
+        np.take(index_vectors, np.asarray(evidence_rows, dtype=np.int64), axis=0, out=out[:n], mode="clip")
+    if m:
+        out[n:] = claim_vectors
+    return out
 
 
 def claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: BaseEmbedding, *, show_progress: bool) -> np.ndarray:

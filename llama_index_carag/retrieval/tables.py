@@ -8,7 +8,7 @@ nothing from ``retrieval``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,6 +44,9 @@ class CorpusView:
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
         return self.corpus.context.evidence_units()
+
+    def evidence_blocks(self) -> Iterable[tuple[list[str], np.ndarray]]:
+        return self.corpus.context.evidence_blocks()
 
     def evidence_ids(self) -> list[str]:
         return self.corpus.evidence_ids()
