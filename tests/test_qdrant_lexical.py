@@ -342,3 +342,17 @@ def test_factver_default_preset_qdrant_equals_faiss(factver_index, factver_claim
     for claim in factver_claims[::7]:
         q = QueryBundle(claim.text, embedding=claim.embedding)
         assert_same_ranking(on_faiss.retrieve(q), on_qdrant.retrieve(q))
+
+
+def test_an_earlier_in_process_bm25_state_on_qdrant_loads_and_refit_moves_it(corpus, tmp_path):
+    from llama_index_carag.ranking.lexical_table import LexicalTable
+
+    evidence, claims, emb = corpus
+    index = qdrant_index(evidence, emb)
+    r = ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
+    r.corpus.tables["lexical"] = LexicalTable(LexicalIndex().fit(evidence))  # what earlier versions saved
+    r.persist(tmp_path / "state")
+    back = ContextAwareRetriever.from_persist_dir(tmp_path / "state", index=index)
+    assert isinstance(back.corpus.tables["lexical"].index, LexicalIndex)
+    back.refit()
+    assert isinstance(back.corpus.tables["lexical"].index, QdrantLexicalIndex)

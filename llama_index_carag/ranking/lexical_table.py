@@ -135,17 +135,17 @@ class LexicalTable:
     @classmethod
     def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> LexicalTable:
         """The saved index (one of an earlier version, bm25s's scores, is read as a :class:`FrozenLexicalIndex`;
-        one kept in the vector store is found there again).
+        one kept in the vector store is found there again).  An in-process index saved on a store that can
+        keep BM25 itself (a Qdrant state of an earlier version) is read as saved: ``refit()`` moves it.
 
         Raises:
             ValueError: it does not cover the corpus's evidence, or the store no longer keeps it.
         """
         stored = info.get("backend")
-        backend = lexical_backend_of(corpus)
-        if stored is not None or backend is not None:
+        if stored is not None:
+            backend = lexical_backend_of(corpus)
             if backend is None or backend.name != stored:
-                where = "in process" if stored is None else f"in a {stored} store"
-                raise ValueError(f"the BM25 index was saved {where}, which this index's store does not match; refit")
+                raise ValueError(f"the BM25 index was saved in a {stored} store, not in this index's store")
             return cls(backend.restore(info))
         try:
             index = LexicalIndex.from_state(info, arrays)
