@@ -356,3 +356,13 @@ def test_an_earlier_in_process_bm25_state_on_qdrant_loads_and_refit_moves_it(cor
     assert isinstance(back.corpus.tables["lexical"].index, LexicalIndex)
     back.refit()
     assert isinstance(back.corpus.tables["lexical"].index, QdrantLexicalIndex)
+
+
+def test_async_retrieve_matches_sync(corpus):
+    import asyncio
+
+    evidence, claims, emb = corpus
+    r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "default", claim_nodes=claims, n_clusters=3)
+    for claim in claims[:3]:
+        sync = [(h.node.node_id, h.score) for h in r.retrieve(claim.text)]
+        assert [(h.node.node_id, h.score) for h in asyncio.run(r.aretrieve(claim.text))] == sync
