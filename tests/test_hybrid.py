@@ -118,7 +118,7 @@ def test_package_default_is_the_default_preset(demo_index, demo_corpus):
 
 
 def test_same_hybrid_results_on_faiss_simple_and_qdrant(rng):
-    """BM25 comes from the docstore (FAISS, simple store) or from Qdrant's payloads: the results agree."""
+    """BM25 in process over the docstore (FAISS, simple store) or in Qdrant's sparse vector: the results agree."""
     pytest.importorskip("qdrant_client")
     from tests.helpers import faiss_index, planted_corpus, simple_index
     from tests.test_qdrant import qdrant_index, with_uuid_ids

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
     from llama_index_carag.backends.protocol import ClusterBackend
+    from llama_index_carag.ranking.lexical_backend import LexicalBackend
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class StoreAdapter:
         return type(self.store).aquery is not BasePydanticVectorStore.aquery
 
     def cluster_backend(self) -> ClusterBackend | None:
+        return None
+
+    def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:
         return None
 
     @classmethod

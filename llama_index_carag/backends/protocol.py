@@ -14,7 +14,9 @@ that, so nothing outside :mod:`llama_index_carag.backends` names a store kind:
 * :func:`~llama_index_carag.backends.vector_stores.adapter_for` picks one for an index.
 
 A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also gives a
-:class:`ClusterBackend`; the others are clustered in memory.
+:class:`ClusterBackend`; the others are clustered in memory.  A store that keeps the BM25 index
+itself (Qdrant: a sparse vector) gives a
+:class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend`; the others run BM25 in process.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.cluster_store import ClusterStore
     from llama_index_carag.core.context import ThematicContext
     from llama_index_carag.core.corpus_items import CorpusItems
+    from llama_index_carag.ranking.lexical_backend import LexicalBackend
 
 __all__ = ["VectorStoreAdapter", "ClusterBackend"]
 
@@ -129,6 +132,10 @@ class VectorStoreAdapter(Protocol):
 
     def cluster_backend(self) -> ClusterBackend | None:
         """The backend that keeps CARAG's clusters in the store, or ``None`` (clustered in memory)."""
+        ...
+
+    def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:
+        """The backend that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
         ...
 
     @classmethod

@@ -3,7 +3,8 @@
 :class:`QdrantAdapter` lists point ids and fetches vectors with the client's public ``scroll`` /
 ``retrieve``; :class:`QdrantClusterBackend` fits the thematic context on the server
 (:func:`~llama_index_carag.backends.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
-and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`).
+and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`);
+:class:`~llama_index_carag.backends.qdrant_lexical.QdrantLexicalBackend` keeps BM25 in a sparse vector.
 The integration is optional: nothing here imports ``qdrant_client`` until a Qdrant store is used.
 """
 
@@ -19,6 +20,7 @@ from llama_index_carag.backends.base_adapter import StoreAdapter
 from llama_index_carag.backends.qdrant_store import QdrantClusterStore, QdrantCollection, is_qdrant_store
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend
     from llama_index_carag.core.context import ThematicContext
     from llama_index_carag.core.corpus_items import CorpusItems
 
@@ -88,3 +90,8 @@ class QdrantAdapter(StoreAdapter):
 
     def cluster_backend(self) -> QdrantClusterBackend:
         return QdrantClusterBackend(self.store)
+
+    def lexical_backend(self, *, show_progress: bool = False) -> QdrantLexicalBackend:
+        from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend
+
+        return QdrantLexicalBackend(self.store, show_progress=show_progress)

@@ -8,9 +8,15 @@
   So ``lexical_weight = 1`` gives the best lexical match as much pull as the spread of claim
   similarities, whatever BM25's raw scale on the corpus; ``0`` ignores BM25.
 
-Both read one :class:`~llama_index_carag.ranking.bm25.LexicalIndex`; a query's BM25 scores are
-computed once (every passage at once) and shared by the two through a small cache.  The index is
-fitted, refitted and saved as a fitted table (:mod:`llama_index_carag.ranking.lexical_table`).
+Both read BM25 through :class:`LexicalScores` (the query's top ``n``, and the scores of given ids):
+
+* in process, over one :class:`~llama_index_carag.ranking.bm25.LexicalIndex`: a query's BM25 scores are
+  computed once (every passage at once) and shared by the two through a small cache (:class:`_HitCache`);
+* in the vector store (Qdrant's sparse vector,
+  :class:`~llama_index_carag.backends.qdrant_lexical.QdrantLexicalIndex`): one sparse query for the top
+  ``n``, one more for the candidates outside it.
+
+The index is fitted, refitted and saved as a fitted table (:mod:`llama_index_carag.ranking.lexical_table`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from llama_index.core.schema import BaseNode, NodeWithScore
@@ -34,9 +40,23 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalSource", "LexicalRelevance", "scaled_lexical", "lexical_provenance"]
+__all__ = ["LexicalScores", "LexicalSource", "LexicalRelevance", "scaled_lexical", "lexical_provenance"]
 
 _CACHE_SIZE = 64
+
+
+@runtime_checkable
+class LexicalScores(Protocol):
+    """BM25 as the lexical source and term read it (in process or in the vector store)."""
+
+    def top(self, query_str: str, n: int, exclude: frozenset[str] = frozenset()) -> tuple[list[str], np.ndarray]:
+        """``(ids, scores)``: the query's top ``n`` passages by BM25 (score > 0, none in ``exclude``), best
+        first; ``scores`` shape ``(len(ids),)`` float32."""
+        ...
+
+    def scores_of(self, query_str: str, node_ids: Sequence[str]) -> np.ndarray:
+        """BM25 scores of ``node_ids``, shape ``(len(node_ids),)`` float32 (0 where not indexed or no match)."""
+        ...
 
 
 class _HitCache:
@@ -63,6 +83,14 @@ class _HitCache:
                 self._hits.popitem(last=False)
         return hits
 
+    def top(self, query_str: str, n: int, exclude: frozenset[str] = frozenset()) -> tuple[list[str], np.ndarray]:
+        """The top ``n`` hits not in ``exclude`` (:class:`LexicalScores`), from one scoring pass."""
+        hits = self.get(query_str, n + len(exclude))
+        if not exclude:
+            return hits.ids[:n], hits.scores[:n]
+        keep = [k for k, i in enumerate(hits.ids) if i not in exclude][:n]
+        return [hits.ids[k] for k in keep], hits.scores[keep]
+
     def scores_of(self, query_str: str, node_ids: Sequence[str]) -> np.ndarray:
         """BM25 scores of ``node_ids`` (shape ``(k,)``), from the cached pass when there is one."""
         return self.index.lookup(self.get(query_str, 0), node_ids)
@@ -72,7 +100,9 @@ class LexicalSource:
     """The top-``n`` BM25 passages of the query (``name = "lexical"``).
 
     Args:
-        index: the fitted BM25 index of the evidence.
+        index: the fitted BM25 index of the evidence: an in-process
+            :class:`~llama_index_carag.ranking.bm25.LexicalIndex` (read through a :class:`_HitCache`), or
+            any :class:`LexicalScores` (BM25 kept in the vector store; it caches its own answers).
         nodes: ``nodes(ids) -> list[BaseNode | None]`` (docstore, or the vector store when it
             keeps the text).
         excluded: returns the ids never to return (claims stored in the index).
@@ -82,24 +112,21 @@ class LexicalSource:
 
     def __init__(
         self,
-        index: LexicalIndex,
+        index: LexicalIndex | LexicalScores,
         nodes: Callable[[Sequence[str]], list[BaseNode | None]],
         excluded: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         self.index = index
-        self.cache = _HitCache(index)
+        self.cache: LexicalScores = _HitCache(index) if isinstance(index, LexicalIndex) else index
         self._nodes = nodes
         self._excluded = excluded
 
     def search_ids(self, request: SearchRequest, n: int) -> list[str]:
         """The top-``n`` BM25 ids (positive score, never an excluded id), best first."""
-        excluded = self._excluded()
-        hits = self.cache.get(request.query_str, n + len(excluded))
-        return [i for i in hits.ids if i not in excluded][:n]
+        return self.cache.top(request.query_str, n, self._excluded())[0]
 
     def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
-        ids = self.search_ids(request, n)
-        scores = self.cache.scores_of(request.query_str, ids)
+        ids, scores = self.cache.top(request.query_str, n, self._excluded())
         return [
             NodeWithScore(node=node, score=float(score))
             for score, node in zip(scores, self._nodes(ids))
@@ -156,7 +183,7 @@ def lexical_provenance(source: LexicalSource, pool: CandidatePool, query_str: st
     """``row -> {"lexical_score", "lexical_rank"}``: each candidate's raw BM25 score and its rank in the
     query's top-``n`` BM25 list (``None`` when BM25 did not find it).  Reads the pool's ``lexical``
     column and the cached BM25 pass: nothing is scored again."""
-    rank = {node_id: r + 1 for r, node_id in enumerate(source.cache.get(query_str, n).ids[:n])}
+    rank = {node_id: r + 1 for r, node_id in enumerate(source.cache.top(query_str, n)[0])}
 
     def info(row: int) -> dict:
         if "lexical" not in pool.columns:  # set by LexicalRelevance when the term is active

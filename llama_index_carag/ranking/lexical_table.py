@@ -1,10 +1,17 @@
 """The BM25 index as a fitted table: fitted on the evidence text, saved in the retriever's atomic state.
 
-:class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one
-:class:`~llama_index_carag.ranking.bm25.LexicalIndex` and contributes the BM25 candidate source
-(:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the lexical term
-(:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  An insert or delete updates it in
-place in O(batch) (a new segment, tombstones; scores equal a rebuild's), so only ``refit()`` rebuilds it.
+:class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one BM25 index and
+contributes the BM25 candidate source (:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the
+lexical term (:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  The index is
+
+* in process, a :class:`~llama_index_carag.ranking.bm25.LexicalIndex` (FAISS, the simple store, …): an
+  insert or delete updates it in place in O(batch) (a new segment, tombstones; scores equal a rebuild's);
+* in the vector store when the corpus offers a
+  :class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend` (Qdrant: a sparse vector): an insert
+  upserts the batch's vectors in O(batch) with the ``avgdl`` frozen at fit time, a delete takes the points'
+  vectors with them.
+
+Only ``refit()`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import numpy as np
 from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
 from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
 from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
+from llama_index_carag.ranking.lexical_backend import StoredLexicalIndex, lexical_backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.protocols import CandidateSource, Scorer
@@ -38,13 +46,13 @@ class LexicalTable:
     """The fitted BM25 index of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
 
     Args:
-        index: the fitted BM25 index.
+        index: the fitted BM25 index: in process, or kept in the vector store.
     """
 
     name = "lexical"
     key = "lexical"
 
-    def __init__(self, index: LexicalIndex) -> None:
+    def __init__(self, index: LexicalIndex | StoredLexicalIndex) -> None:
         self.index = index
 
     def __len__(self) -> int:
@@ -56,11 +64,15 @@ class LexicalTable:
 
     @classmethod
     def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> LexicalTable:
-        """BM25 over the evidence text (docstore, or the vector store when it keeps the text).
+        """BM25 over the evidence text (docstore, or the vector store when it keeps the text); kept in the
+        vector store when the corpus offers a lexical backend (Qdrant), else in process.
 
         Raises:
-            ValueError: no evidence text could be found.
+            ValueError: no evidence text could be found (or the store cannot keep the index).
         """
+        backend = lexical_backend_of(corpus)
+        if backend is not None:
+            return cls(backend.fit(corpus.exclude_ids))
         ids, texts = cls._evidence_texts(corpus)
         return cls(LexicalIndex().fit_texts(ids, texts))
 
@@ -93,8 +105,12 @@ class LexicalTable:
     def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         """In place, O(batch): the ``changed`` passages leave the index, and those the store still
         holds as evidence (not excluded) come back with their current text.  Call it after the
-        corpus's claims and context are updated."""
+        corpus's claims and context are updated.  (In the vector store: the batch's vectors are
+        upserted with the ``avgdl`` frozen at fit time; deleted points took theirs with them.)"""
         if not changed:
+            return True
+        if not isinstance(self.index, LexicalIndex):
+            self.index.update(list(dict.fromkeys(changed)), corpus.exclude_ids)
             return True
         if isinstance(self.index, FrozenLexicalIndex):
             return False  # an earlier version's bm25s scores: refit once, incremental from then on
@@ -118,11 +134,19 @@ class LexicalTable:
 
     @classmethod
     def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> LexicalTable:
-        """The saved index (one of an earlier version, bm25s's scores, is read as a :class:`FrozenLexicalIndex`).
+        """The saved index (one of an earlier version, bm25s's scores, is read as a :class:`FrozenLexicalIndex`;
+        one kept in the vector store is found there again).  An in-process index saved on a store that can
+        keep BM25 itself (a Qdrant state of an earlier version) is read as saved: ``refit()`` moves it.
 
         Raises:
-            ValueError: it does not cover the corpus's evidence.
+            ValueError: it does not cover the corpus's evidence, or the store no longer keeps it.
         """
+        stored = info.get("backend")
+        if stored is not None:
+            backend = lexical_backend_of(corpus)
+            if backend is None or backend.name != stored:
+                raise ValueError(f"the BM25 index was saved in a {stored} store, not in this index's store")
+            return cls(backend.restore(info))
         try:
             index = LexicalIndex.from_state(info, arrays)
         except LegacyLexicalState:  # bm25s's scores: queried as saved, refitted on the first edit

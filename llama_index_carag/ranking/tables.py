@@ -17,7 +17,9 @@ updating and persisting loop over that dict, so a new fitted term is one
 :data:`~llama_index_carag.ranking.assembly.TABLE_TYPES`; nothing else changes.
 
 A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never imports
-``retrieval`` (the retriever passes a view of its index and fitted corpus).
+``retrieval`` (the retriever passes a view of its index and fitted corpus).  A corpus may also offer
+``lexical_backend()`` (:func:`~llama_index_carag.ranking.lexical_backend.lexical_backend_of`): a store
+that keeps the BM25 index itself (Qdrant), used by the lexical table instead of an in-process index.
 """
 
 from __future__ import annotations

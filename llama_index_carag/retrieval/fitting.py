@@ -150,7 +150,7 @@ def fit_corpus(
     )
     from llama_index_carag.retrieval.tables import fit_corpus_tables  # the tables read the fitted corpus
 
-    fit_corpus_tables(index, corpus, settings)
+    fit_corpus_tables(index, corpus, settings, show_progress=show_progress)
     return corpus
 
 
