@@ -163,15 +163,18 @@ class LexicalIndex:
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
         vocab: dict[str, int] = {}
-        index = Segments.empty()
+        tokens: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
         starts = range(0, len(texts), _FIT_CHUNK)
         for start in tqdm(starts, desc="BM25 index", disable=not show_progress or len(starts) < 2):
-            tokens, lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
-            index = index.append(build_segment(index.n_rows, tokens, lengths, len(vocab)))
+            chunk_tokens, chunk_lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
+            tokens.append(chunk_tokens)
+            lengths.append(chunk_lengths)
+        # one segment from every chunk (what merging a segment per chunk gave, without the merge)
+        segment = build_segment(0, np.concatenate(tokens), np.concatenate(lengths), len(vocab))
+        del tokens, lengths
+        index = Segments.empty().append(segment)
         row_ids = [str(i) for i in ids]
-        if len(index.parts) > 1:
-            segment, _ = merge(index, len(vocab))
-            index = Segments.empty().append(segment)
         with self._lock:
             self.vocab_ = vocab
             self.segments_ = index

@@ -130,22 +130,25 @@ def build_segment(offset: int, token_ids: np.ndarray, lengths: np.ndarray, n_ter
         n_terms: vocabulary size (every id is below it).
     """
     lengths = np.asarray(lengths, dtype=np.int32)
-    cols = np.asarray(token_ids, dtype=np.int32)
-    rows = np.repeat(np.arange(lengths.shape[0], dtype=np.int32), lengths)
-    order = np.argsort(cols, kind="stable")  # grouped by term, rows ascending within a term
-    cols, rows = cols[order], rows[order]
-    new = np.ones(cols.shape[0], dtype=bool)
-    new[1:] = (cols[1:] != cols[:-1]) | (rows[1:] != rows[:-1])
+    # (term, row) packed into one uint64 and sorted: grouped by term, rows ascending within a term (the
+    # order of a stable argsort by term, several times faster than one)
+    key = np.asarray(token_ids, dtype=np.int32).astype(np.uint64) << np.uint64(32)
+    key |= np.repeat(np.arange(lengths.shape[0], dtype=np.uint64), lengths)
+    key.sort()
+    new = np.ones(key.shape[0], dtype=bool)
+    np.not_equal(key[1:], key[:-1], out=new[1:])
     starts = np.flatnonzero(new)
-    tf = np.diff(np.append(starts, cols.shape[0]))
-    counts = np.bincount(cols[starts], minlength=n_terms)
+    tf = np.diff(np.append(starts, key.shape[0]))
+    key = key[starts]
+    cols = (key >> np.uint64(32)).astype(np.int32)
+    counts = np.bincount(cols, minlength=n_terms)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     tf_dtype = np.uint16 if tf.size == 0 or tf.max() <= np.iinfo(np.uint16).max else np.uint32
     return Segment(
         offset=int(offset),
         indptr=indptr,
-        rows=rows[starts].astype(np.int32),
+        rows=(key & np.uint64(0xFFFFFFFF)).astype(np.int32),
         tf=tf.astype(tf_dtype),
         dl=lengths,
         alive=np.ones(lengths.shape[0], dtype=bool),
