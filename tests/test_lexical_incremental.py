@@ -196,3 +196,35 @@ def test_fit_in_chunks_equals_a_segment_per_chunk_merged(rng, monkeypatch):
     assert vocab == index.vocab_ and len(index.segments_.parts) == 1
     np.testing.assert_array_equal(old_rows, np.arange(len(texts)))
     assert_same_segment(index.segments_.parts[0], merged)
+
+
+@pytest.mark.parametrize(("min_postings", "budget"), [(1, 1 << 30), (1, 3_000), (10**9, 1 << 30)])
+def test_cached_contributions_score_as_computed_ones(rng, monkeypatch, min_postings, budget):
+    """Every term cached / a budget that evicts / nothing cached: the same bits as bm25s, through edits."""
+    import bm25s
+    import Stemmer
+
+    import llama_index_carag.ranking.bm25_segments as seg
+
+    monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_MIN_POSTINGS", min_postings)
+    monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_BYTES", budget)
+    texts = random_texts(rng, 300)
+    ids = [f"d{i}" for i in range(len(texts))]
+    index = LexicalIndex(merge_fraction=100.0).fit_texts(ids[:200], texts[:200])
+    index.add_texts(ids[200:], texts[200:])
+    index.remove(ids[50:90])
+    live = index.ids_
+    by_id = dict(zip(ids, texts))
+    tokens = bm25s.tokenize(
+        [by_id[i] for i in live], stopwords="en", stemmer=Stemmer.Stemmer("english"), token_pattern=TOKEN_PATTERN
+    )
+    model = import_bm25s().BM25()
+    model.index(tokens, show_progress=False)
+    for _ in range(2):  # the second pass reads the cache
+        for q in texts[:40] + ["cat cat running the", "w1 w1 w1 sea"]:
+            term_ids = model.get_tokens_ids(index.tokenize(q))
+            expected = model.get_scores_from_ids(term_ids) if term_ids else np.zeros(len(live), np.float32)
+            np.testing.assert_array_equal(index.lookup(index.query(q, 5), live), expected)
+    cache = index.segments_.contributions(index.k1, index.b)
+    assert cache.nbytes <= budget
+    assert (len(cache) > 0) == (min_postings == 1)
