@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from itertools import chain
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from llama_index_carag.ranking import bm25_tokens
 from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, LexicalIndex, import_bm25s
 
 _STOP = ["the", "of", "and", "a", "is", "in", "it", "s", "t", "don", "THE", "Of"]
 _WORDS = ["running", "Runs", "ran", "cats", "Cat", "naïve", "café", "CAFÉ", "straße", "STRASSE", "İstanbul", "ΟΔΟΣ"]
 _WORDS += ["οδός", "Σίσυφος", "x", "x1", "_", "__init__", "a_b", "12", "1", "½", "²3", "①②", "中文字", "ǅemal"]
 _WORDS += ["ﬁnance", "e\u0301te", "w1", "w22", "İİ", "ẞig", "Ǆ", "ı", "K", "Å"]
+_WORDS += ["internationalization", "Internationalisation", "abcdefgh", "abcdefghi", "runner_up_x", "12345678901"]
 _SEPARATORS = [" ", "  ", "\n", "\t", ",", ". ", "—", "-", "'", "’", "\u00a0", "\u2028", "\x1c", "!?", "\x00", "|"]
 _CHARS = "aZé_1²½\u0301\u0307İßΣςσ中—-'’ \n\t.,\x00\u00a0\u2028ﬁǅ"
 
@@ -79,6 +82,8 @@ def assert_same_tokenisation(index: LexicalIndex, batches: list[list[str]]) -> N
 @example(batches=[["lone \ud800surrogate\udcff here", "ΣΑΣ σας ΑΣ.Σ"]])
 def test_passages_tokenise_as_bm25s_does(batches):
     assert_same_tokenisation(LexicalIndex(), batches)
+    with mock.patch.object(bm25_tokens, "_BATCH", 2):  # several batches merged into one call's runs
+        assert_same_tokenisation(LexicalIndex(), batches)
 
 
 @pytest.mark.parametrize(("language", "stopwords"), [(None, "en"), ("english", None), (None, None), ("french", "fr")])
@@ -113,7 +118,7 @@ def test_long_batches_and_threads_agree():
         ids, lengths = index.document_term_ids(texts, vocab)
         return ids, lengths, vocab, [index.tokenize(t) for t in texts[:200]]
 
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(4) as pool, mock.patch.object(bm25_tokens, "_BATCH", 3_000):
         results = list(pool.map(run, range(4)))
     queries = [reference_query(t) for t in texts[:200]]
     for ids, lengths, vocab, query_terms in results:

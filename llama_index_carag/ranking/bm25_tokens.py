@@ -19,16 +19,18 @@ whose steps are, per text:
    ``set(stems of the distinct tokens in order of first occurrence)`` (first occurrence order without
    a stemmer).
 
-How, for passages: each text is lower-cased, encoded to UTF-8 and ASCII non-word bytes are turned into
-spaces (``bytes.translate``), so ``bytes.split()`` gives runs that hold whole tokens (C loops).  Each
-run is looked up once in a dict of the call's distinct runs (``map(dict.setdefault, ...)``); only the
-distinct runs are then resolved in Python: an ASCII run is one token if it has two characters or more,
-a run with non-ASCII bytes is decoded and split with the regex itself (a non-ASCII character may be a
-word character or not).  Stop words are dropped and the distinct words stemmed once
-(``Stemmer.stemWords``); numpy expands the runs back to term ids and counts them per text.
+How, for passages: the texts are lower-cased and UTF-8 encoded one by one, joined by spaces, and their
+ASCII non-word bytes made spaces (``bytes.translate``): the runs of non-space bytes hold whole tokens.
+numpy finds the runs and numbers the distinct ones: a run of at most 8 bytes is its bytes as a uint64
+(runs hold no zero byte, so the key is exact), grouped by an argsort; longer runs go through a dict.  Only
+the distinct runs are then handled in Python: an ASCII run is one token if it has two characters or more,
+a run with non-ASCII bytes is decoded and split with the regex itself (a non-ASCII character may be a word
+character or not).  Stop words are dropped and the distinct words stemmed once (``Stemmer.stemWords``);
+numpy expands the runs back to term ids and counts them per text (no Python object per token of <= 8 bytes).
 
-The stemmer is one per thread (PyStemmer's stemmers are not thread-safe); nothing else outlives a call,
-so the memory of a call is that of its distinct runs plus a few integers per token.
+The stemmer is one per thread (PyStemmer's stemmers are not thread-safe); nothing else outlives a call.
+A call holds about 90 bytes per token of a batch of 50,000 texts at a time (~180 MB for passages of
+45 words), plus its distinct runs and its output.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from itertools import chain, count
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -51,7 +53,9 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _FINDALL = re.compile(TOKEN_PATTERN).findall
 #: ``bytes.translate`` table: ASCII bytes that are not word characters -> space; everything else kept.
 _ASCII_NON_WORD_TO_SPACE = bytes(c if c >= 0x80 or chr(c).isalnum() or c == 0x5F else 0x20 for c in range(256))
-_SPLIT_BATCH = 8_192  # texts split at a time (bounds the run objects alive at once)
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_PAD = b" " * 8
+_BATCH = 50_000  # texts keyed at a time (bounds the memory: ~90 bytes per token of a batch)
 
 
 def stop_words(stopwords: str | Sequence[str] | None) -> frozenset[str]:
@@ -62,15 +66,99 @@ def stop_words(stopwords: str | Sequence[str] | None) -> frozenset[str]:
     return frozenset(bm25s.tokenization.Tokenizer(stopwords=stopwords or None).stopwords)
 
 
-def split_runs(texts: Sequence[str]) -> Iterable[list[list[bytes]]]:
-    """Batches of texts, per text its lower-cased UTF-8 bytes split at ASCII non-word characters (runs
-    holding whole tokens)."""
-    table = _ASCII_NON_WORD_TO_SPACE
-    for start in range(0, len(texts), _SPLIT_BATCH):
-        yield [
-            t.lower().encode("utf-8", "surrogatepass").translate(table).split()
-            for t in texts[start : start + _SPLIT_BATCH]
+def _buffer(texts: Sequence[str]) -> tuple[bytes, np.ndarray]:
+    """The texts lower-cased, UTF-8 encoded, ASCII non-word bytes made spaces, joined by a space and padded
+    with 8 spaces; and where each text starts in it, shape ``(len(texts) + 1,)`` int64 (the last: the end)."""
+    encoded = [t.lower().encode("utf-8", "surrogatepass") for t in texts]
+    starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1, out=starts[1:])
+    return b" ".join(encoded).translate(_ASCII_NON_WORD_TO_SPACE) + _PAD, starts
+
+
+def _runs(buffer: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Where the runs of non-space bytes of ``buffer`` start and end (exclusive), shape ``(runs,)`` int64 each."""
+    word = (np.frombuffer(buffer, dtype=np.uint8) != 0x20).view(np.int8)
+    step = np.diff(word)
+    starts = np.flatnonzero(step == 1) + 1
+    if word.shape[0] and word[0]:
+        starts = np.concatenate(([0], starts))
+    return starts, np.flatnonzero(step == -1) + 1
+
+
+def _short_keys(buffer: bytes, starts: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Each run of at most 8 bytes as a uint64 (its bytes, little-endian, zero-padded: runs hold no zero byte,
+    so equal keys are equal runs), shape ``(runs,)``; longer runs get their first 8 bytes (not a key)."""
+    words = np.ndarray(shape=(len(buffer) - 7,), dtype="<u8", buffer=buffer, strides=(1,))
+    return words[starts] & _MASKS[np.minimum(length, 8)]
+
+
+def _group_short(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """Distinct ``keys``: per key the index of its first occurrence (int64), the distinct keys' first
+    occurrences (ascending order of key) and their runs' bytes."""
+    order = np.argsort(keys)
+    ranked = keys[order]
+    new = np.ones(ranked.shape[0], dtype=bool)
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    group_start = np.flatnonzero(new)
+    first = np.minimum.reduceat(order, group_start) if group_start.size else np.zeros(0, dtype=np.int64)
+    first_of = np.empty(keys.shape[0], dtype=np.int64)
+    first_of[order] = np.repeat(first, np.diff(np.append(group_start, keys.shape[0])))
+    return first_of, first, ranked[group_start].astype("<u8").view("S8").tolist()
+
+
+def batch_runs(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """The runs of ``texts`` (lower-cased UTF-8 split at ASCII non-word bytes: runs hold whole tokens).
+
+    Returns:
+        run_key: shape ``(runs,)`` int64, each run's distinct run (index into ``distinct``), in text order.
+        run_count: shape ``(len(texts),)`` int64, runs per text.
+        distinct: the distinct runs' bytes in order of first occurrence.
+    """
+    buffer, text_start = _buffer(texts)
+    starts, ends = _runs(buffer)
+    length = ends - starts
+    run_count = np.diff(np.searchsorted(starts, text_start))
+    long_runs = np.flatnonzero(length > 8)
+    short_runs = np.flatnonzero(length <= 8) if long_runs.size else None
+    keys = _short_keys(
+        buffer,
+        starts if short_runs is None else starts[short_runs],
+        length if short_runs is None else length[short_runs],
+    )
+    first_of, first, distinct = _group_short(keys)
+    if short_runs is not None:  # runs over 8 bytes: one bytes object each, numbered by a dict
+        seen: dict[bytes, int] = {}
+        long_first = [
+            seen.setdefault(buffer[a:e], r)
+            for a, e, r in zip(starts[long_runs].tolist(), ends[long_runs].tolist(), long_runs.tolist())
         ]
+        first_all = np.empty(starts.shape[0], dtype=np.int64)
+        first_all[short_runs] = short_runs[first_of]
+        first_all[long_runs] = long_first
+        first_of = first_all
+        first = np.concatenate((short_runs[first], np.fromiter(seen.values(), dtype=np.int64, count=len(seen))))
+        distinct += list(seen)
+    by_first = np.argsort(first)
+    dense = np.empty(starts.shape[0], dtype=np.int64)
+    dense[first[by_first]] = np.arange(by_first.shape[0])
+    return dense[first_of], run_count, [distinct[i] for i in by_first.tolist()]
+
+
+def run_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """:func:`batch_runs` of all ``texts``, batch by batch (bounded memory)."""
+    if len(texts) <= _BATCH:
+        return batch_runs(texts)
+    number: dict[bytes, int] = {}
+    keys: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for start in range(0, len(texts), _BATCH):
+        run_key, run_count, distinct = batch_runs(texts[start : start + _BATCH])
+        to_global = np.fromiter(
+            (number.setdefault(r, len(number)) for r in distinct), dtype=np.int64, count=len(distinct)
+        )
+        keys.append(to_global[run_key])
+        counts.append(run_count)
+    return np.concatenate(keys), np.concatenate(counts), list(number)
 
 
 def run_words(run: bytes) -> list[str]:
@@ -125,21 +213,15 @@ class Tokenizer:
         """The passages' term ids one text after the other, shape ``(sum of lengths,)`` int32, and the
         terms per text, shape ``(len(texts),)`` int32 (stop words removed).  Terms not in ``vocab`` join
         it (``vocab[term] = len(vocab)``, in bm25s's order)."""
-        first: dict[bytes, int] = {}
-        positions, run_count = _run_positions(texts, first)
-        key_ids, key_start, key_n = self._resolve_runs(first, vocab)
-        dense = np.empty(positions.shape[0], dtype=np.int32)
-        dense[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first), dtype=np.int32)
-        run_key = dense[positions]  # the distinct run of every run, shape (runs,)
+        run_key, run_count, distinct = run_keys(texts)
+        key_ids, key_start, key_n = self._resolve_runs(distinct, vocab)
         return _expand(run_key, run_count, key_ids, key_start, key_n)
 
-    def _resolve_runs(
-        self, first: dict[bytes, int], vocab: dict[str, int]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _resolve_runs(self, distinct: list[bytes], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per distinct run (insertion order) its term ids: all of them one run after the other (int32),
-        where each run's start, and how many (int64, shape ``(len(first),)``)."""
+        where each run's start, and how many (int64, shape ``(len(distinct),)``)."""
         stop = self._stop_words()
-        words_of = [[w for w in run_words(run) if w not in stop] for run in first]
+        words_of = [[w for w in run_words(run) if w not in stop] for run in distinct]
         surface = list(dict.fromkeys(chain.from_iterable(words_of)))  # distinct words, first occurrence order
         stems = self.stem(surface)
         new_terms: Iterable[str] = set(stems) if self.language is not None else stems
@@ -151,22 +233,6 @@ class Tokenizer:
         key_start = np.zeros(len(words_of), dtype=np.int64)
         np.cumsum(key_n[:-1], out=key_start[1:])
         return key_ids, key_start, key_n
-
-
-def _run_positions(texts: Sequence[str], first: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per run of :func:`split_runs` (all texts, in order) the position of its first occurrence, shape ``(runs,)``
-    int64, and the runs per text, shape ``(len(texts),)`` int64; fills ``first`` (distinct run -> that position;
-    insertion order = first occurrence)."""
-    position = count()
-    setdefault = first.setdefault
-    parts: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    for runs in split_runs(texts):
-        n = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
-        counts.append(n)
-        parts.append(np.fromiter(map(setdefault, chain.from_iterable(runs), position), np.int64, int(n.sum())))
-    empty = np.zeros(0, dtype=np.int64)
-    return np.concatenate(parts or [empty]), np.concatenate(counts or [empty])
 
 
 def _expand(
