@@ -126,3 +126,20 @@ def test_long_batches_and_threads_agree():
         np.testing.assert_array_equal(lengths, ref[1])
         assert list(vocab.items()) == list(ref_vocab.items())
         assert query_terms == queries
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(
+        st.text(alphabet="09azAZ_xy", min_size=1, max_size=7).map(str.encode)
+        | st.sampled_from([b"abcdefgh", "é".encode(), "naïve".encode(), b"a", b"_", b"zzzzzzz", b"0000000"]),
+        max_size=60,
+    )
+)
+def test_runs_are_grouped_by_their_bytes(runs):
+    """Both ways of grouping short runs (6-bit codes sorted with their positions, or an argsort of the bytes)."""
+    keys = np.array([np.frombuffer(r.ljust(8, b"\0"), dtype="<u8")[0] for r in runs], dtype=np.uint64)
+    first_of, first, distinct = bm25_tokens._group_short(keys)
+    seen: dict[bytes, int] = {}
+    assert first_of.tolist() == [seen.setdefault(r, i) for i, r in enumerate(runs)]
+    assert sorted(zip(first.tolist(), distinct)) == sorted((i, r) for r, i in seen.items())

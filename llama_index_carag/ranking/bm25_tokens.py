@@ -55,6 +55,11 @@ _FINDALL = re.compile(TOKEN_PATTERN).findall
 _ASCII_NON_WORD_TO_SPACE = bytes(c if c >= 0x80 or chr(c).isalnum() or c == 0x5F else 0x20 for c in range(256))
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 _PAD = b" " * 8
+_HIGH_BITS = np.uint64(0x8080808080808080)
+#: 6-bit codes of the ASCII word bytes (0-9, A-Z, _, a-z: 1..63); 0 for no byte (and for the others).
+_CODE6 = bytes(
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz".find(bytes([c])) + 1 for c in range(256)
+)
 _BATCH = 50_000  # texts keyed at a time (bounds the memory: ~90 bytes per token of a batch)
 
 
@@ -63,7 +68,7 @@ def stop_words(stopwords: str | Sequence[str] | None) -> frozenset[str]:
     from llama_index_carag.ranking.bm25 import import_bm25s
 
     bm25s = import_bm25s()
-    return frozenset(bm25s.tokenization.Tokenizer(stopwords=stopwords or None).stopwords)
+    return frozenset(bm25s.tokenization.Tokenizer(stopwords=stopwords).stopwords)
 
 
 def _buffer(texts: Sequence[str]) -> tuple[bytes, np.ndarray]:
@@ -93,17 +98,39 @@ def _short_keys(buffer: bytes, starts: np.ndarray, length: np.ndarray) -> np.nda
 
 
 def _group_short(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """Distinct ``keys``: per key the index of its first occurrence (int64), the distinct keys' first
-    occurrences (ascending order of key) and their runs' bytes."""
-    order = np.argsort(keys)
-    ranked = keys[order]
+    """Distinct ``keys`` (:func:`_short_keys`): per key the index of its first occurrence (int64), the distinct
+    keys' first occurrences and their runs' bytes (in one same order)."""
+    packed = _packed(keys)
+    if packed is not None:  # one sort of values (key, position): several times faster than an argsort
+        packed, bits = packed
+        packed.sort()
+        order = (packed & np.uint64((1 << bits) - 1)).astype(np.int64)
+        ranked = packed >> np.uint64(bits)
+    else:
+        order = np.argsort(keys)
+        ranked = keys[order]
     new = np.ones(ranked.shape[0], dtype=bool)
     np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
     group_start = np.flatnonzero(new)
     first = np.minimum.reduceat(order, group_start) if group_start.size else np.zeros(0, dtype=np.int64)
     first_of = np.empty(keys.shape[0], dtype=np.int64)
     first_of[order] = np.repeat(first, np.diff(np.append(group_start, keys.shape[0])))
-    return first_of, first, ranked[group_start].astype("<u8").view("S8").tolist()
+    return first_of, first, keys[first].astype("<u8").view("S8").tolist()
+
+
+def _packed(keys: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``keys`` re-coded in 6 bits a byte (ASCII word bytes only, at most 7 of them: 42 bits) above their
+    position; ``None`` where a key does not fit (non-ASCII or 8 bytes) or the positions need over 22 bits."""
+    bits = max(1, int(keys.shape[0] - 1).bit_length())
+    if bits > 22 or not keys.size or np.any(keys & _HIGH_BITS):
+        return None
+    code = np.frombuffer(keys.astype("<u8").tobytes().translate(_CODE6), dtype="<u8")  # 0: no byte, 1..63: word
+    if np.any(code >> np.uint64(56)):  # an eighth byte
+        return None
+    code = (code & np.uint64(0x003F003F003F003F)) | ((code & np.uint64(0x3F003F003F003F00)) >> np.uint64(2))
+    code = (code & np.uint64(0x00000FFF00000FFF)) | ((code & np.uint64(0x0FFF00000FFF0000)) >> np.uint64(4))
+    code = (code & np.uint64(0x0000000000FFFFFF)) | ((code & np.uint64(0x00FFFFFF00000000)) >> np.uint64(8))
+    return (code << np.uint64(bits)) | np.arange(keys.shape[0], dtype=np.uint64), bits
 
 
 def batch_runs(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
@@ -162,7 +189,7 @@ def run_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes]]
 
 
 def run_words(run: bytes) -> list[str]:
-    """The tokens (``re.findall(TOKEN_PATTERN)``) of one run of :func:`split_runs`."""
+    """The tokens (``re.findall(TOKEN_PATTERN)``) of one run of :func:`batch_runs`."""
     if run.isascii():
         return [run.decode("ascii")] if len(run) > 1 else []
     return _FINDALL(run.decode("utf-8", "surrogatepass"))
