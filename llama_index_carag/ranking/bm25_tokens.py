@@ -100,9 +100,9 @@ def _short_keys(buffer: bytes, starts: np.ndarray, length: np.ndarray) -> np.nda
 def _group_short(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """Distinct ``keys`` (:func:`_short_keys`): per key the index of its first occurrence (int64), the distinct
     keys' first occurrences and their runs' bytes (in one same order)."""
-    packed = _packed(keys)
-    if packed is not None:  # one sort of values (key, position): several times faster than an argsort
-        packed, bits = packed
+    coded = _packed(keys)
+    if coded is not None:  # one sort of values (key, position): several times faster than an argsort
+        packed, bits = coded
         packed.sort()
         order = (packed & np.uint64((1 << bits) - 1)).astype(np.int64)
         ranked = packed >> np.uint64(bits)
