@@ -31,13 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np
 
-from llama_index_carag.ranking.bm25 import (
-    _FIT_CHUNK,
-    TOKEN_PATTERN,
-    LexicalIndex,
-    import_bm25s,
-    top_rows_by_argpartition,
-)
+from llama_index_carag.ranking.bm25 import _FIT_CHUNK, TOKEN_PATTERN, LexicalIndex, import_bm25s
 from llama_index_carag.ranking.bm25_segments import Segment, Segments, merge
 
 
@@ -137,7 +131,10 @@ def old_query(index: LexicalIndex, text: str, n: int) -> tuple[list[str], np.nda
     vocab = index.vocab_
     ids = [vocab[t] for t in (list(out[0]) if out else []) if t in vocab]
     scores = old_score(index.segments_, ids, index.k1, index.b)
-    hit = top_rows_by_argpartition(scores, n)
+    n = min(n, scores.shape[0])
+    hit = np.argpartition(-scores, n - 1)[:n] if n < scores.shape[0] else np.arange(scores.shape[0])
+    hit = hit[np.argsort(-scores[hit], kind="stable")]
+    hit = hit[scores[hit] > 0]
     return [index._row_ids[r] for r in hit], scores[hit]
 
 

@@ -6,8 +6,6 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
@@ -94,21 +92,3 @@ def test_bad_input_is_refused(tmp_path, nodes):
     (tmp_path / "bad" / "carag_lexical_ids.json").write_text('{"ids": ["only-one"]}', encoding="utf-8")
     with pytest.raises(LegacyLexicalState, match="earlier version"):  # format 1: bm25s's own files
         LexicalIndex.from_persist_dir(tmp_path / "bad")
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    values=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.25]) | st.floats(0, 10, width=32), max_size=80),
-    n=st.integers(1, 100),
-)
-@example(values=[0.0] * 10, n=3)
-@example(values=[1.0, 2.0, 0.0, 0.0], n=3)
-@example(values=[2.0, 1.0, 1.0, 1.0, 0.5], n=2)
-def test_top_rows_are_the_argpartitions(values, n):
-    """The argpartition is skipped only where no tie can change the rows it gives (or their order)."""
-    from llama_index_carag.ranking.bm25 import top_rows, top_rows_by_argpartition
-
-    scores = np.asarray(values, dtype=np.float32)
-    np.testing.assert_array_equal(top_rows(scores, n), top_rows_by_argpartition(scores, n))
-    distinct = np.unique(scores)  # a permutation of distinct values takes the fast path
-    np.testing.assert_array_equal(top_rows(distinct[::-1], n), top_rows_by_argpartition(distinct[::-1], n))

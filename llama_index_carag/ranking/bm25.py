@@ -87,43 +87,6 @@ class LexicalHits:
     row_of: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
 
-def top_rows_by_argpartition(scores: np.ndarray, n: int) -> np.ndarray:
-    """The rows of the top ``n`` scores > 0, best first, shape ``(<= n,)``: an argpartition over every row (not
-    only the matching ones), so which of several tied passages at the n-th place is kept, and the order of
-    tied passages, is the one bm25s's own top-n gives."""
-    n = min(n, scores.shape[0])
-    hit = np.argpartition(-scores, n - 1)[:n] if n < scores.shape[0] else np.arange(scores.shape[0])
-    hit = hit[np.argsort(-scores[hit], kind="stable")]
-    return hit[scores[hit] > 0]
-
-
-def top_rows(scores: np.ndarray, n: int) -> np.ndarray:
-    """:func:`top_rows_by_argpartition`'s rows, found without its argpartition when no tie can change them.
-
-    With ``t`` the n-th largest score (a partition of the values, cheaper than an argpartition): the
-    argpartition keeps every row scoring more than ``t`` and as many scoring ``t`` as it takes to make ``n``.
-    If exactly ``n`` rows score ``>= t > 0``, those are the rows it keeps; if ``t == 0``, the rows it keeps
-    with a score > 0 are all the rows scoring > 0.  Either way, when those rows' scores are pairwise
-    different, the stable sort orders them one way only.  Otherwise (a tie) the argpartition decides.
-
-    Args:
-        scores: shape ``(rows,)``, non-negative.
-        n: how many (> 0).
-    """
-    size = scores.shape[0]
-    if 0 < n < size:
-        kth = size - n
-        t = np.partition(scores, kth)[kth]
-        rows = np.flatnonzero(scores >= t) if t > 0 else np.flatnonzero(scores > 0)
-        if t == 0 or rows.shape[0] == n:
-            values = scores[rows]
-            order = np.argsort(-values, kind="stable")
-            ranked = values[order]
-            if not np.any(ranked[1:] == ranked[:-1]):
-                return rows[order]
-    return top_rows_by_argpartition(scores, n)
-
-
 class LexicalIndex:
     """BM25 over evidence passages (scikit-learn style: configure, :meth:`fit`, then query; :meth:`add` and
     :meth:`remove` edit it in O(batch)).
@@ -337,7 +300,12 @@ class LexicalIndex:
         n = int(n)
         if n <= 0:
             return LexicalHits([], np.zeros(0, np.float32), scores, row_of)
-        hit = top_rows(scores, n)
+        n = min(n, scores.shape[0])
+        # argpartition over every row (not only the matching ones): which of several tied passages at
+        # the n-th place is kept is then the one bm25s's own top-n keeps.
+        hit = np.argpartition(-scores, n - 1)[:n] if n < scores.shape[0] else np.arange(scores.shape[0])
+        hit = hit[np.argsort(-scores[hit], kind="stable")]
+        hit = hit[scores[hit] > 0]
         return LexicalHits([row_ids[r] for r in hit], scores[hit], scores, row_of)
 
     def lookup(self, hits: LexicalHits, node_ids: Sequence[str]) -> np.ndarray:
