@@ -133,3 +133,98 @@ def test_retriever_edits_update_bm25_in_place_as_a_rebuild_would(minilm, demo_co
             table.index.lookup(table.index.query(q, 5), live), rebuilt.lookup(rebuilt.query(q, 5), live)
         )
     assert retriever.retrieve("zebrabanana passage")[0].node.node_id == evidence[3].node_id
+
+
+def reference_build_segment(offset, token_ids, lengths, n_terms):
+    """build_segment as it was (a stable argsort by term): the packed-key sort must give the same arrays."""
+    from llama_index_carag.ranking.bm25_segments import Segment
+
+    lengths = np.asarray(lengths, dtype=np.int32)
+    cols = np.asarray(token_ids, dtype=np.int32)
+    rows = np.repeat(np.arange(lengths.shape[0], dtype=np.int32), lengths)
+    order = np.argsort(cols, kind="stable")
+    cols, rows = cols[order], rows[order]
+    new = np.ones(cols.shape[0], dtype=bool)
+    new[1:] = (cols[1:] != cols[:-1]) | (rows[1:] != rows[:-1])
+    starts = np.flatnonzero(new)
+    tf = np.diff(np.append(starts, cols.shape[0]))
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols[starts], minlength=n_terms), out=indptr[1:])
+    tf_dtype = np.uint16 if tf.size == 0 or tf.max() <= np.iinfo(np.uint16).max else np.uint32
+    alive = np.ones(lengths.shape[0], dtype=bool)
+    return Segment(int(offset), indptr, rows[starts].astype(np.int32), tf.astype(tf_dtype), lengths, alive)
+
+
+def assert_same_segment(ours, theirs) -> None:
+    for name in ("indptr", "rows", "tf", "dl", "alive"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert (ours.offset, ours.n_dead) == (theirs.offset, theirs.n_dead)
+
+
+@pytest.mark.parametrize("n_terms", [1, 7, 300])
+def test_build_segment_gives_the_arrays_of_a_stable_argsort(rng, n_terms):
+    from llama_index_carag.ranking.bm25_segments import build_segment
+
+    for n in (0, 1, 5, 400):
+        lengths = rng.integers(0, 30, size=n).astype(np.int32)
+        tokens = rng.integers(0, n_terms, size=int(lengths.sum())).astype(np.int32)
+        assert_same_segment(
+            build_segment(9, tokens, lengths, n_terms + 2), reference_build_segment(9, tokens, lengths, n_terms + 2)
+        )
+    lengths = np.array([70_000, 3], dtype=np.int32)  # a term frequency beyond uint16
+    tokens = np.zeros(70_003, dtype=np.int32)
+    assert build_segment(0, tokens, lengths, 1).tf.dtype == np.uint32
+    assert_same_segment(build_segment(0, tokens, lengths, 1), reference_build_segment(0, tokens, lengths, 1))
+
+
+def test_fit_in_chunks_equals_a_segment_per_chunk_merged(rng, monkeypatch):
+    import llama_index_carag.ranking.bm25 as bm25
+    from llama_index_carag.ranking.bm25_segments import Segments, merge
+
+    texts = random_texts(rng, 530)
+    ids = [f"d{i}" for i in range(len(texts))]
+    monkeypatch.setattr(bm25, "_FIT_CHUNK", 100)
+    index = LexicalIndex().fit_texts(ids, texts)
+    vocab: dict[str, int] = {}
+    parts = Segments.empty()
+    for start in range(0, len(texts), 100):  # the previous fit: a segment per chunk, then merged
+        tokens, lengths = index.document_term_ids(texts[start : start + 100], vocab)
+        parts = parts.append(reference_build_segment(parts.n_rows, tokens, lengths, len(vocab)))
+    merged, old_rows = merge(parts, len(vocab))
+    assert vocab == index.vocab_ and len(index.segments_.parts) == 1
+    np.testing.assert_array_equal(old_rows, np.arange(len(texts)))
+    assert_same_segment(index.segments_.parts[0], merged)
+
+
+@pytest.mark.parametrize(("min_postings", "budget"), [(1, 1 << 30), (1, 3_000), (10**9, 1 << 30)])
+def test_cached_contributions_score_as_computed_ones(rng, monkeypatch, min_postings, budget):
+    """Every term cached / a budget that evicts / nothing cached: the same bits as bm25s, through edits."""
+    import bm25s
+    import Stemmer
+
+    import llama_index_carag.ranking.bm25_segments as seg
+
+    monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_MIN_POSTINGS", min_postings)
+    monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_BYTES", budget)
+    texts = random_texts(rng, 300)
+    ids = [f"d{i}" for i in range(len(texts))]
+    index = LexicalIndex(merge_fraction=100.0).fit_texts(ids[:200], texts[:200])
+    index.add_texts(ids[200:], texts[200:])
+    index.remove(ids[50:90])
+    live = index.ids_
+    by_id = dict(zip(ids, texts))
+    tokens = bm25s.tokenize(
+        [by_id[i] for i in live], stopwords="en", stemmer=Stemmer.Stemmer("english"), token_pattern=TOKEN_PATTERN
+    )
+    model = import_bm25s().BM25()
+    model.index(tokens, show_progress=False)
+    for _ in range(2):  # the second pass reads the cache
+        for q in texts[:40] + ["cat cat running the", "w1 w1 w1 sea"]:
+            term_ids = model.get_tokens_ids(index.tokenize(q))
+            expected = model.get_scores_from_ids(term_ids) if term_ids else np.zeros(len(live), np.float32)
+            np.testing.assert_array_equal(index.lookup(index.query(q, 5), live), expected)
+    cache = index.segments_.contributions(index.k1, index.b)
+    assert cache.nbytes <= budget
+    assert (len(cache) > 0) == (min_postings == 1)

@@ -4,7 +4,8 @@ BM25 is bm25s's "lucene" BM25 (`bm25s <https://github.com/xhluca/bm25s>`_, the s
 ``llama-index-retrievers-bm25`` integration) with that integration's tokenisation: English stop words
 removed, the Snowball English stemmer (PyStemmer), token pattern ``(?u)\\b\\w\\w+\\b``, text =
 ``node.get_content(MetadataMode.EMBED)`` (so label metadata excluded from embeddings is excluded
-here too).  bm25s tokenises; the index itself keeps raw term frequencies in segments
+here too).  The tokenisation is bm25s's, reimplemented without per-token Python loops
+(:mod:`llama_index_carag.ranking.bm25_tokens`, identical output); the index itself keeps raw term frequencies in segments
 (:mod:`llama_index_carag.ranking.bm25_segments`) and scores at query time with the statistics of
 the live passages, so
 
@@ -30,7 +31,6 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ import numpy as np
 
 from llama_index_carag.core.atomic import atomic_write_text
 from llama_index_carag.ranking.bm25_segments import Segments, build_segment, merge, score
+from llama_index_carag.ranking.bm25_tokens import TOKEN_PATTERN, Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
@@ -46,8 +47,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["LexicalIndex", "LexicalHits", "LegacyLexicalState", "TOKEN_PATTERN", "IDS_FILE", "import_bm25s"]
 
-#: The token pattern of ``llama-index-retrievers-bm25``.
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 #: The file of a :meth:`LexicalIndex.persist` folder that lists its node ids.
 IDS_FILE = "carag_lexical_ids.json"
 _ARRAYS_FILE = "carag_lexical_tf.npz"
@@ -124,17 +123,15 @@ class LexicalIndex:
         self.b = float(b)
         self.merge_fraction = float(merge_fraction)
         self._lock = threading.Lock()
-        self._stemmer = None
+        self._tokenizer = Tokenizer(language, stopwords)
 
     # ------------------------------------------------------------- building
-    def _stem(self):  # the stemmer is not thread-safe to build lazily twice; cheap to keep
-        if self.language is None:
-            return None
-        if self._stemmer is None:
-            import Stemmer
-
-            self._stemmer = Stemmer.Stemmer(self.language)
-        return self._stemmer
+    def _tokens(self) -> Tokenizer:
+        """The tokenizer of the current ``language`` / ``stopwords`` (shared by threads)."""
+        tokenizer = self._tokenizer
+        if (tokenizer.language, tokenizer.stopwords) != (self.language, self.stopwords):
+            tokenizer = self._tokenizer = Tokenizer(self.language, self.stopwords)
+        return tokenizer
 
     @staticmethod
     def _node_texts(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
@@ -166,15 +163,18 @@ class LexicalIndex:
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
         vocab: dict[str, int] = {}
-        index = Segments.empty()
+        tokens: list[np.ndarray] = []
+        lengths: list[np.ndarray] = []
         starts = range(0, len(texts), _FIT_CHUNK)
         for start in tqdm(starts, desc="BM25 index", disable=not show_progress or len(starts) < 2):
-            tokens, lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
-            index = index.append(build_segment(index.n_rows, tokens, lengths, len(vocab)))
+            chunk_tokens, chunk_lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
+            tokens.append(chunk_tokens)
+            lengths.append(chunk_lengths)
+        # one segment from every chunk (what merging a segment per chunk gave, without the merge)
+        segment = build_segment(0, np.concatenate(tokens), np.concatenate(lengths), len(vocab))
+        del tokens, lengths
+        index = Segments.empty().append(segment)
         row_ids = [str(i) for i in ids]
-        if len(index.parts) > 1:
-            segment, _ = merge(index, len(vocab))
-            index = Segments.empty().append(segment)
         with self._lock:
             self.vocab_ = vocab
             self.segments_ = index
@@ -187,22 +187,9 @@ class LexicalIndex:
     def document_term_ids(self, texts: Sequence[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """How the index tokenises passages (stop words removed, stemmed): the term ids of every text one after
         the other, shape ``(sum of lengths,)`` int32, and the tokens per text, shape ``(len(texts),)`` int32.
-        Terms not in ``vocab`` join it (``vocab[term] = len(vocab)``)."""
-        bm25s = import_bm25s()
-
-        tokenized = bm25s.tokenize(
-            list(texts),
-            stopwords=self.stopwords,
-            stemmer=self._stem(),
-            token_pattern=TOKEN_PATTERN,
-            show_progress=False,
-        )
-        local_to_global = np.empty(len(tokenized.vocab), dtype=np.int32)
-        for term, local in tokenized.vocab.items():
-            local_to_global[local] = vocab.setdefault(term, len(vocab))
-        lengths = np.fromiter(map(len, tokenized.ids), dtype=np.int32, count=len(tokenized.ids))
-        flat = np.fromiter(chain.from_iterable(tokenized.ids), dtype=np.int32, count=int(lengths.sum()))
-        return local_to_global[flat], lengths
+        Terms not in ``vocab`` join it (``vocab[term] = len(vocab)``, new terms in bm25s's order); the same
+        term strings, order and lengths as ``bm25s.tokenize`` (:mod:`~llama_index_carag.ranking.bm25_tokens`)."""
+        return self._tokens().document_term_ids(texts, vocab)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "segments_"):
@@ -293,17 +280,7 @@ class LexicalIndex:
     # -------------------------------------------------------------- queries
     def tokenize(self, text: str) -> list[str]:
         """The query's tokens as the index sees them (stemmed; stop words kept, as BM25Retriever does)."""
-        bm25s = import_bm25s()
-
-        out = bm25s.tokenize(
-            [text],
-            stopwords=None,
-            stemmer=self._stem(),
-            token_pattern=TOKEN_PATTERN,
-            show_progress=False,
-            return_ids=False,
-        )
-        return list(out[0]) if out else []
+        return self._tokens().query_terms(text)
 
     def _score(self, query_str: str) -> tuple[np.ndarray, list[str], dict[str, int]]:
         self._check_fitted()
