@@ -311,6 +311,7 @@ def _run_worker(kind: str, args: argparse.Namespace) -> dict:
     cmd += ["--cache", str(args.cache)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    sys.stderr.write(done.stderr)  # the worker's phase log (RSS and peak after each step)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"[{kind} worker: {time.perf_counter() - t0:.0f} s]", flush=True)
     shutil.rmtree(out / kind, ignore_errors=True)

@@ -198,6 +198,37 @@ def test_fit_in_chunks_equals_a_segment_per_chunk_merged(rng, monkeypatch):
     assert_same_segment(index.segments_.parts[0], merged)
 
 
+def test_fit_from_uneven_chunks_equals_one_fit(rng):
+    """fit_chunks (the text read lazily, uneven and empty chunks) indexes what one fit_texts call does: the
+    same terms and lengths, the same counts per (term, passage), scores bit for bit.  (A term's column
+    number depends on the chunk it first appears in, as it always did with fit_texts's own chunks.)"""
+    texts = random_texts(rng, 333)
+    ids = [f"d{i}" for i in range(len(texts))]
+    whole = LexicalIndex().fit_texts(ids, texts)
+    cuts = [0, 1, 1, 50, 51, 200, 333]  # chunks of 1, 0, 49, 1, 149 and 133 passages
+    chunks = ((ids[a:b], texts[a:b]) for a, b in zip(cuts[:-1], cuts[1:]))
+    chunked = LexicalIndex().fit_chunks(chunks, total=len(texts))
+    assert set(chunked.vocab_) == set(whole.vocab_) and chunked.ids_ == whole.ids_
+    a, b = chunked.segments_.parts[0], whole.segments_.parts[0]
+    np.testing.assert_array_equal(a.dl, b.dl)
+    for term, col in whole.vocab_.items():
+        other = chunked.vocab_[term]
+        np.testing.assert_array_equal(
+            a.rows[a.indptr[other] : a.indptr[other + 1]], b.rows[b.indptr[col] : b.indptr[col + 1]]
+        )
+        np.testing.assert_array_equal(
+            a.tf[a.indptr[other] : a.indptr[other + 1]], b.tf[b.indptr[col] : b.indptr[col + 1]]
+        )
+    for q in random_texts(rng, 30):
+        np.testing.assert_array_equal(chunked.all_scores(q), whole.all_scores(q))
+    with pytest.raises(ValueError, match="at least one passage"):
+        LexicalIndex().fit_chunks(iter([([], [])]))
+    with pytest.raises(ValueError, match="duplicated"):
+        LexicalIndex().fit_chunks([(["a"], ["x y"]), (["a"], ["z w"])])
+    with pytest.raises(ValueError, match="2 ids for 1 texts"):
+        LexicalIndex().fit_chunks([(["a", "b"], ["x y"])])
+
+
 @pytest.mark.parametrize(("min_postings", "budget"), [(1, 1 << 30), (1, 3_000), (10**9, 1 << 30)])
 def test_cached_contributions_score_as_computed_ones(rng, monkeypatch, min_postings, budget):
     """Every term cached / a budget that evicts / nothing cached: the same bits as bm25s, through edits."""

@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.core.atomic import atomic_write_text
-from llama_index_carag.ranking.bm25_segments import Segments, build_segment, merge, score
+from llama_index_carag.ranking.bm25_segments import (
+    Postings,
+    Segments,
+    assemble_segment,
+    block_postings,
+    build_segment,
+    merge,
+    score,
+)
 from llama_index_carag.ranking.bm25_tokens import TOKEN_PATTERN, Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,23 +166,49 @@ class LexicalIndex:
 
     def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> LexicalIndex:
         """Index ``texts`` under ``ids`` (same length, ids unique)."""
-        from tqdm.auto import tqdm
-
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
+        chunks = ((ids[s : s + _FIT_CHUNK], texts[s : s + _FIT_CHUNK]) for s in range(0, len(texts), _FIT_CHUNK))
+        return self.fit_chunks(chunks, total=len(texts), show_progress=show_progress)
+
+    def fit_chunks(
+        self,
+        chunks: Iterable[tuple[Sequence[str], Sequence[str]]],
+        *,
+        total: int | None = None,
+        show_progress: bool = False,
+    ) -> LexicalIndex:
+        """Index passages given as consecutive ``(ids, texts)`` chunks (read lazily: a corpus's text need never
+        be in memory at once).  Each chunk is tokenised, reduced to its distinct (term, row) counts and
+        dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).
+
+        Args:
+            total: the number of passages, for the progress bar.
+
+        Raises:
+            ValueError: no passages, a chunk with as many ids as texts missing, or duplicated ids.
+        """
+        from tqdm.auto import tqdm
+
         vocab: dict[str, int] = {}
-        tokens: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
-        starts = range(0, len(texts), _FIT_CHUNK)
-        for start in tqdm(starts, desc="BM25 index", disable=not show_progress or len(starts) < 2):
-            chunk_tokens, chunk_lengths = self.document_term_ids(texts[start : start + _FIT_CHUNK], vocab)
-            tokens.append(chunk_tokens)
-            lengths.append(chunk_lengths)
-        # one segment from every chunk (what merging a segment per chunk gave, without the merge)
-        segment = build_segment(0, np.concatenate(tokens), np.concatenate(lengths), len(vocab))
-        del tokens, lengths
-        index = Segments.empty().append(segment)
-        row_ids = [str(i) for i in ids]
+        blocks: list[Postings] = []
+        row_ids: list[str] = []
+        with tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar:
+            for chunk_ids, chunk_texts in chunks:
+                if len(chunk_ids) != len(chunk_texts):
+                    raise ValueError(f"LexicalIndex.fit_chunks: {len(chunk_ids)} ids for {len(chunk_texts)} texts.")
+                if not len(chunk_ids):
+                    continue
+                tokens, lengths = self.document_term_ids(chunk_texts, vocab)
+                blocks.append(block_postings(tokens, lengths, first_row=len(row_ids)))
+                row_ids += [str(i) for i in chunk_ids]
+                bar.update(len(chunk_ids))
+        if not row_ids:
+            raise ValueError("LexicalIndex.fit needs at least one passage.")
+        if len(set(row_ids)) != len(row_ids):
+            raise ValueError("LexicalIndex.fit: duplicated node ids.")
+        index = Segments.empty().append(assemble_segment(0, blocks, len(vocab)))
+        del blocks
         with self._lock:
             self.vocab_ = vocab
             self.segments_ = index

@@ -32,7 +32,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["ContributionCache", "Segment", "Segments", "build_segment", "merge", "score"]
+__all__ = [
+    "ContributionCache",
+    "Postings",
+    "Segment",
+    "Segments",
+    "assemble_segment",
+    "block_postings",
+    "build_segment",
+    "merge",
+    "score",
+]
 
 #: Bytes of cached contributions a snapshot keeps at most (per ``(k1, b)``): 4 bytes per cached posting (8 for
 #: a segment with deleted rows); at 1M passages every posting of the index takes about 140 MB.
@@ -150,6 +160,83 @@ class Segments:
         return Segments(tuple(parts), n_live, sum_dl)
 
 
+@dataclass(frozen=True)
+class Postings:
+    """The distinct ``(term, row)`` pairs of a block of passages with their counts, sorted by term, then row.
+
+    Attributes:
+        terms: shape ``(k,)`` int32, ascending.
+        rows: shape ``(k,)`` int32, block-local rows plus the block's first row; ascending within a term.
+        tf: shape ``(k,)`` int64, how often the term occurs in the row.
+        lengths: shape ``(n,)`` int32, tokens per passage of the block.
+    """
+
+    terms: np.ndarray
+    rows: np.ndarray
+    tf: np.ndarray
+    lengths: np.ndarray
+
+
+def block_postings(token_ids: np.ndarray, lengths: np.ndarray, first_row: int = 0) -> Postings:
+    """The postings of a block of passages (one tokenised batch).
+
+    Args:
+        token_ids: shape ``(sum(lengths),)`` int, every passage's term ids one after the other.
+        lengths: shape ``(n,)`` int, tokens per passage.
+        first_row: the row number of the block's first passage.
+    """
+    lengths = np.asarray(lengths, dtype=np.int32)
+    # (term, row) packed into one uint64 and sorted: grouped by term, rows ascending within a term (the
+    # order of a stable argsort by term, several times faster than one)
+    key = np.asarray(token_ids, dtype=np.int32).astype(np.uint64) << np.uint64(32)
+    key |= np.repeat(np.arange(first_row, first_row + lengths.shape[0], dtype=np.uint64), lengths)
+    key.sort()
+    new = np.ones(key.shape[0], dtype=bool)
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    tf = np.diff(np.append(starts, key.shape[0]))
+    key = key[starts]
+    return Postings(
+        (key >> np.uint64(32)).astype(np.int32), (key & np.uint64(0xFFFFFFFF)).astype(np.int32), tf, lengths
+    )
+
+
+def assemble_segment(offset: int, blocks: Sequence[Postings], n_terms: int) -> Segment:
+    """One segment from consecutive blocks' postings (block ``i + 1``'s rows follow block ``i``'s).
+
+    Each block's entries are scattered to their term's column in block order, so rows stay ascending
+    within a term: the arrays equal those of :func:`build_segment` on all the blocks' tokens at once,
+    while only the blocks' compact postings and the result are held (not a sort key per token of the
+    whole corpus).
+    """
+    counts = np.zeros(n_terms, dtype=np.int64)
+    for block in blocks:
+        counts += np.bincount(block.terms, minlength=n_terms)
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    largest = max((int(b.tf.max()) for b in blocks if b.tf.size), default=0)
+    tf_dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.uint32
+    rows = np.empty(int(indptr[-1]), dtype=np.int32)
+    tf = np.empty(int(indptr[-1]), dtype=tf_dtype)
+    fill = indptr[:-1].copy()  # next free position of each term's column
+    for block in blocks:
+        c = np.bincount(block.terms, minlength=n_terms)
+        group_start = np.cumsum(c) - c  # where each term's entries start within the (term-sorted) block
+        pos = fill[block.terms] + (np.arange(block.terms.shape[0]) - group_start[block.terms])
+        rows[pos] = block.rows
+        tf[pos] = block.tf
+        fill += c
+    lengths = np.concatenate([b.lengths for b in blocks]).astype(np.int32) if blocks else np.zeros(0, dtype=np.int32)
+    return Segment(
+        offset=int(offset),
+        indptr=indptr,
+        rows=rows,
+        tf=tf,
+        dl=lengths,
+        alive=np.ones(lengths.shape[0], dtype=bool),
+    )
+
+
 def build_segment(offset: int, token_ids: np.ndarray, lengths: np.ndarray, n_terms: int) -> Segment:
     """A segment from its passages' tokens.
 
@@ -159,30 +246,7 @@ def build_segment(offset: int, token_ids: np.ndarray, lengths: np.ndarray, n_ter
         lengths: shape ``(n,)`` int, tokens per passage.
         n_terms: vocabulary size (every id is below it).
     """
-    lengths = np.asarray(lengths, dtype=np.int32)
-    # (term, row) packed into one uint64 and sorted: grouped by term, rows ascending within a term (the
-    # order of a stable argsort by term, several times faster than one)
-    key = np.asarray(token_ids, dtype=np.int32).astype(np.uint64) << np.uint64(32)
-    key |= np.repeat(np.arange(lengths.shape[0], dtype=np.uint64), lengths)
-    key.sort()
-    new = np.ones(key.shape[0], dtype=bool)
-    np.not_equal(key[1:], key[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    tf = np.diff(np.append(starts, key.shape[0]))
-    key = key[starts]
-    cols = (key >> np.uint64(32)).astype(np.int32)
-    counts = np.bincount(cols, minlength=n_terms)
-    indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    tf_dtype = np.uint16 if tf.size == 0 or tf.max() <= np.iinfo(np.uint16).max else np.uint32
-    return Segment(
-        offset=int(offset),
-        indptr=indptr,
-        rows=(key & np.uint64(0xFFFFFFFF)).astype(np.int32),
-        tf=tf.astype(tf_dtype),
-        dl=lengths,
-        alive=np.ones(lengths.shape[0], dtype=bool),
-    )
+    return assemble_segment(offset, [block_postings(token_ids, lengths)], n_terms)
 
 
 def merge(index: Segments, n_terms: int) -> tuple[Segment, np.ndarray]:

@@ -17,7 +17,7 @@ Only ``refit()`` rebuilds it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,34 +73,22 @@ class LexicalTable:
         backend = lexical_backend_of(corpus)
         if backend is not None:
             return cls(backend.fit(corpus.exclude_ids))
-        ids, texts = cls._evidence_texts(corpus)
-        return cls(LexicalIndex().fit_texts(ids, texts))
-
-    @staticmethod
-    def _evidence_texts(corpus: TableCorpus, chunk: int = 5_000) -> tuple[list[str], list[str]]:
-        """``(ids, texts)`` of the evidence passages that have stored text, read ``chunk`` nodes at a time
-        (so a large corpus never holds every node object at once)."""
-        from llama_index.core.schema import MetadataMode
-
-        all_ids = corpus.evidence_ids()
-        ids: list[str] = []
-        texts: list[str] = []
-        for start in range(0, len(all_ids), chunk):
-            for node in corpus.nodes(all_ids[start : start + chunk]):
-                if node is not None:
-                    ids.append(node.node_id)
-                    texts.append(node.get_content(metadata_mode=MetadataMode.EMBED))
-        if len(ids) < len(all_ids):
-            logger.warning(
-                "BM25: %d of %d evidence passages have no stored text; they get no lexical score.",
-                len(all_ids) - len(ids),
-                len(all_ids),
-            )
-        if not ids:
+        texts = _EvidenceTexts(corpus, corpus.evidence_ids())
+        try:
+            index = LexicalIndex().fit_chunks(texts, total=len(texts.ids))
+        except ValueError:
+            if texts.found:
+                raise
             raise ValueError(
                 "lexical_weight needs the evidence text, but neither the docstore nor the vector store holds it."
+            ) from None
+        if texts.found < len(texts.ids):
+            logger.warning(
+                "BM25: %d of %d evidence passages have no stored text; they get no lexical score.",
+                len(texts.ids) - texts.found,
+                len(texts.ids),
             )
-        return ids, texts
+        return cls(index)
 
     def update(self, corpus: TableCorpus, changed: Sequence[str]) -> bool:
         """In place, O(batch): the ``changed`` passages leave the index, and those the store still
@@ -154,3 +142,35 @@ class LexicalTable:
         if set(index.ids_) != set(corpus.evidence_ids()):
             raise ValueError("the saved BM25 index does not cover the saved evidence")
         return cls(index)
+
+
+class _EvidenceTexts:
+    """The evidence passages' ``(ids, texts)`` in chunks of about ``chunk``, read ``nodes_at_once`` nodes at a
+    time, so a large corpus never holds every node object, nor every text, at once (an iterable of chunks for
+    :meth:`~llama_index_carag.ranking.bm25.LexicalIndex.fit_chunks`).  Passages without stored text are
+    skipped; ``found`` counts the others read so far."""
+
+    def __init__(self, corpus: TableCorpus, ids: Sequence[str], *, nodes_at_once: int = 5_000, chunk: int = 50_000):
+        self.corpus = corpus
+        self.ids = ids
+        self.nodes_at_once = nodes_at_once
+        self.chunk = chunk
+        self.found = 0
+
+    def __iter__(self) -> Iterator[tuple[list[str], list[str]]]:
+        from llama_index.core.schema import MetadataMode
+
+        out_ids: list[str] = []
+        texts: list[str] = []
+        for start in range(0, len(self.ids), self.nodes_at_once):
+            for node in self.corpus.nodes(self.ids[start : start + self.nodes_at_once]):
+                if node is not None:
+                    out_ids.append(node.node_id)
+                    texts.append(node.get_content(metadata_mode=MetadataMode.EMBED))
+            if len(out_ids) >= self.chunk:
+                self.found += len(out_ids)
+                yield out_ids, texts
+                out_ids, texts = [], []
+        if out_ids:
+            self.found += len(out_ids)
+            yield out_ids, texts
