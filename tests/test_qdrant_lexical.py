@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -280,7 +281,13 @@ def test_reload_without_the_sparse_vector_is_a_clear_error(corpus, tmp_path):
         ContextAwareRetriever.from_persist_dir(tmp_path / "state", index=index)
 
 
-def test_a_store_that_cannot_add_the_vector_says_how_to_create_it(corpus, monkeypatch):
+def test_a_store_that_cannot_add_the_vector_falls_back_to_bm25_in_process(corpus, monkeypatch, caplog):
+    """An older server or client: a warning that says how to create the collection, and BM25 in process (as
+    before), which the state keeps and reloads."""
+    import logging
+
+    from llama_index_carag.ranking.bm25 import LexicalIndex
+
     evidence, claims, emb = corpus
     index = qdrant_index(evidence, emb)
 
@@ -288,8 +295,11 @@ def test_a_store_that_cannot_add_the_vector_says_how_to_create_it(corpus, monkey
         raise RuntimeError("404 page not found")  # an older server
 
     monkeypatch.setattr(index.vector_store.client, "create_vector_name", refuse)
-    with pytest.raises(ValueError, match=r"Cannot add the BM25 sparse vector.*sparse_vectors_config"):
-        ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
+    with caplog.at_level(logging.WARNING, logger="llama_index_carag.ranking.lexical_table"):
+        r = ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
+    assert re.search(r"Cannot add the BM25 sparse vector.*sparse_vectors_config", caplog.text)
+    assert isinstance(r.corpus.tables["lexical"].index, LexicalIndex)
+    assert r.retrieve(claims[0].text)
 
 
 def test_a_sparse_vector_without_idf_is_refused(corpus):

@@ -42,6 +42,7 @@ import numpy as np
 
 from llama_index_carag.backends.qdrant_store import QdrantCollection
 from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,8 @@ def ensure_bm25_vector(collection: QdrantCollection, vector_name: str = BM25_VEC
     """Give the collection the sparse vector ``vector_name`` (IDF modifier) when it lacks it.
 
     Raises:
-        ValueError: the vector exists without the IDF modifier, or the client/server cannot add it
-            (says how to create the collection with it).
+        LexicalBackendUnavailable: the client or server cannot add it (says how to create the collection with it).
+        ValueError: the vector exists without the IDF modifier.
     """
     models = _models()
     config = _sparse_config(collection, vector_name)
@@ -93,7 +94,7 @@ def ensure_bm25_vector(collection: QdrantCollection, vector_name: str = BM25_VEC
                 models.SparseVectorNameConfig(sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)),
             )
         except Exception as exc:  # an older server or client: no way to add a vector name
-            raise ValueError(
+            raise LexicalBackendUnavailable(
                 f"Cannot add the BM25 sparse vector {vector_name!r} to the Qdrant collection {collection.name!r} "
                 f"({type(exc).__name__}: {exc}); {_how_to_create(collection.name, vector_name)}."
             ) from None

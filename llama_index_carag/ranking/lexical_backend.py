@@ -15,7 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["StoredLexicalIndex", "LexicalBackend", "lexical_backend_of"]
+__all__ = ["StoredLexicalIndex", "LexicalBackend", "LexicalBackendUnavailable", "lexical_backend_of"]
+
+
+class LexicalBackendUnavailable(ValueError):
+    """The store could keep BM25 but cannot here (an older server or client): BM25 stays in process."""
 
 
 @runtime_checkable
@@ -64,7 +68,8 @@ class LexicalBackend(Protocol):
         """BM25 over every passage of the store except ``exclude`` (claims stored as points).
 
         Raises:
-            ValueError: the store holds no passage text, or cannot keep the index.
+            LexicalBackendUnavailable: this server or client cannot keep the index (BM25 then runs in process).
+            ValueError: the store holds no passage text, or is configured against it.
         """
         ...
 

@@ -25,7 +25,7 @@ import numpy as np
 from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
 from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
 from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
-from llama_index_carag.ranking.lexical_backend import StoredLexicalIndex, lexical_backend_of
+from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable, StoredLexicalIndex, lexical_backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.protocols import CandidateSource, Scorer
@@ -67,12 +67,18 @@ class LexicalTable:
         """BM25 over the evidence text (docstore, or the vector store when it keeps the text); kept in the
         vector store when the corpus offers a lexical backend (Qdrant), else in process.
 
+        A store that could keep BM25 but cannot here (an older Qdrant server or client) logs a warning and
+        gets the in-process index, as before.
+
         Raises:
-            ValueError: no evidence text could be found (or the store cannot keep the index).
+            ValueError: no evidence text could be found (or the store is configured against the index).
         """
         backend = lexical_backend_of(corpus)
         if backend is not None:
-            return cls(backend.fit(corpus.exclude_ids))
+            try:
+                return cls(backend.fit(corpus.exclude_ids))
+            except LexicalBackendUnavailable as exc:  # an older server or client: BM25 as before, in process
+                logger.warning("BM25 runs in process: %s", exc)
         texts = _EvidenceTexts(corpus, corpus.evidence_ids())
         try:
             index = LexicalIndex().fit_chunks(texts, total=len(texts.ids))
