@@ -167,7 +167,7 @@ class Postings:
     Attributes:
         terms: shape ``(k,)`` int32, ascending.
         rows: shape ``(k,)`` int32, block-local rows plus the block's first row; ascending within a term.
-        tf: shape ``(k,)`` int64, how often the term occurs in the row.
+        tf: shape ``(k,)`` uint32, how often the term occurs in the row.
         lengths: shape ``(n,)`` int32, tokens per passage of the block.
     """
 
@@ -194,7 +194,7 @@ def block_postings(token_ids: np.ndarray, lengths: np.ndarray, first_row: int = 
     new = np.ones(key.shape[0], dtype=bool)
     np.not_equal(key[1:], key[:-1], out=new[1:])
     starts = np.flatnonzero(new)
-    tf = np.diff(np.append(starts, key.shape[0]))
+    tf = np.diff(np.append(starts, key.shape[0])).astype(np.uint32)  # held until assembly: 4 bytes, not 8
     key = key[starts]
     return Postings(
         (key >> np.uint64(32)).astype(np.int32), (key & np.uint64(0xFFFFFFFF)).astype(np.int32), tf, lengths
