@@ -91,8 +91,21 @@ def test_every_claim_span_is_exact(sentences: list[str], separators: list[str]):
     for span in spans:
         assert text[span.start : span.end] == span.text == span.text.strip() != ""
     assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))
+    covered = {i for span in spans for i in range(span.start, span.end)}
+    assert all(c.isspace() or i in covered for i, c in enumerate(text))  # no text lost
     for claim in extract_claims(text):
         assert text[claim.start : claim.end] == claim.text
+
+
+def test_text_the_splitter_skips_is_kept_as_a_sentence(monkeypatch, caplog):
+    class Dropping:
+        def segment(self, text: str) -> list[str]:
+            return ["First one. ", "Third one."]  # drops the middle sentence
+
+    monkeypatch.setattr("llama_index_carag.extraction.sentences._segmenter", Dropping)
+    text = "First one. Second one.  Third one. Tail"
+    assert [s.text for s in split_sentences(text)] == ["First one.", "Second one.", "Third one.", "Tail"]
+    assert "skipped" in caplog.text
 
 
 # --- cues --------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ in the original string and its surrounding whitespace trimmed.  A line break end
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +26,10 @@ class SentenceSpan:
     end: int
 
 
-@functools.lru_cache(maxsize=1)
 def _segmenter() -> Any:
     import pysbd
 
+    # one per call: a Segmenter keeps the text it is working on (not thread-safe); building one is cheap
     return pysbd.Segmenter(language="en", clean=False, char_span=False)
 
 
@@ -45,8 +44,9 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
 def split_sentences(text: str) -> list[SentenceSpan]:
     """The sentences of ``text`` in order, each with its exact span in ``text``.
 
-    Whitespace-only pieces are dropped.  Raises ``TypeError`` for a non-string; an empty or
-    whitespace-only text has no sentences.
+    Whitespace-only pieces are dropped.  Text the splitter does not return (it should return all of
+    it) becomes sentences of its own, so every non-whitespace character lies in exactly one sentence.
+    Raises ``TypeError`` for a non-string; an empty or whitespace-only text has no sentences.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}.")
@@ -56,12 +56,21 @@ def split_sentences(text: str) -> list[SentenceSpan]:
     cursor = 0
     for piece in _segmenter().segment(text):
         core = piece.strip()
-        if not core:
+        found = text.find(core, cursor) if core else -1
+        if found < 0:
             continue
-        found = text.find(core, cursor)
-        if found < 0:  # pysbd changed the text (should not happen with clean=False)
-            raise RuntimeError(f"sentence splitter returned text not found in the input: {core[:60]!r}")
+        spans.extend(_gap(text, cursor, found))
         start, end = _trimmed(text, found, found + len(core))
         spans.append(SentenceSpan(text[start:end], start, end))
         cursor = end
+    spans.extend(_gap(text, cursor, len(text)))
     return spans
+
+
+def _gap(text: str, start: int, end: int) -> list[SentenceSpan]:
+    """Text between two sentences that is not whitespace: a sentence of its own (logged)."""
+    start, end = _trimmed(text, start, end)
+    if start >= end:
+        return []
+    logger.warning("sentence splitter skipped %d characters at %d; kept as one sentence", end - start, start)
+    return [SentenceSpan(text[start:end], start, end)]
