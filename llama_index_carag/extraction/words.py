@@ -21,7 +21,8 @@ class SentenceWords:
     lower: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        body = self.text[_LEADING.match(self.text).end() :]  # type: ignore[union-attr]
+        leading = _LEADING.match(self.text)
+        body = self.text[leading.end() :] if leading else self.text
         tokens = tuple(_TOKEN.findall(body))
         object.__setattr__(self, "tokens", tokens)
         object.__setattr__(self, "lower", tuple(t.lower() for t in tokens))
