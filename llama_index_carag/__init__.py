@@ -56,7 +56,7 @@ _EXPORTS: dict[str, str] = {
     "StateError": "llama_index_carag.core.persistence",
     # check-worthy claims from a text
     "extract_claims": "llama_index_carag.extraction.claims",
-    "Claim": "llama_index_carag.extraction.claims",
+    "ExtractedClaim": "llama_index_carag.extraction.claims",
     # what users build or get back
     "ThematicClusterer": "llama_index_carag.core.clustering",
     "SOIItem": "llama_index_carag.core.soi",
@@ -68,10 +68,10 @@ __all__ = [
     "CARAG_METADATA_KEY",
     "CaragSettings",
     "CheckResult",
-    "Claim",
     "ClaimEvidenceCorpus",
     "ContextAwareRetriever",
     "DEFAULT",
+    "ExtractedClaim",
     "FactCheckChatBot",
     "FactCheckSynthesizer",
     "PAPER",
@@ -125,7 +125,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         load_demo_corpus,
         load_factver,
     )
-    from llama_index_carag.extraction.claims import Claim, extract_claims
+    from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
     from llama_index_carag.models.resolve import default_llm, resolve_embed_model, resolve_llm
     from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor

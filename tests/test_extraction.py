@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_carag import Claim, extract_claims
+from llama_index_carag import ExtractedClaim, extract_claims
 from llama_index_carag.evaluation.claim_extraction import (
     CLAIM_KIND,
     BenchmarkText,
@@ -247,7 +247,7 @@ def test_a_scorer_must_answer_every_sentence():
 
 def test_claim_carries_score_cues_and_a_readable_explanation():
     (claim,) = extract_claims("Hello!  The EU cut emissions by 55% by 2030.")
-    assert isinstance(claim, Claim)
+    assert isinstance(claim, ExtractedClaim)
     assert (claim.start, claim.end) == (8, 44)
     assert claim.score == 5.0
     assert "number +1 (55%, 2030, %)" in claim.explanation

@@ -48,7 +48,7 @@ from typing import Any
 
 from llama_index_carag.core.text import normalize_text
 from llama_index_carag.evaluation.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
-from llama_index_carag.extraction.claims import Claim, extract_claims
+from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
 from llama_index_carag.extraction.scoring import CheckWorthinessScorer
 from llama_index_carag.extraction.sentences import split_sentences
 
@@ -162,15 +162,15 @@ class ExtractionScores:
     ms_per_text: float
 
 
-def _inside(claim: Claim, piece: Piece) -> bool:
+def _inside(claim: ExtractedClaim, piece: Piece) -> bool:
     return piece.start <= claim.start and claim.end <= piece.end
 
 
-def _overlaps(claim: Claim, piece: Piece) -> bool:
+def _overlaps(claim: ExtractedClaim, piece: Piece) -> bool:
     return claim.start < piece.end and piece.start < claim.end
 
 
-def _covers(text: str, claims: Sequence[Claim], piece: Piece) -> bool:
+def _covers(text: str, claims: Sequence[ExtractedClaim], piece: Piece) -> bool:
     inside = sorted((c for c in claims if _inside(c, piece)), key=lambda c: c.start)
     if not inside or inside[0].start != piece.start or inside[-1].end != piece.end:
         return False
@@ -181,7 +181,7 @@ def _ratio(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else float("nan")
 
 
-def _tally(item: BenchmarkText, claims: list[Claim], counts: dict[str, int]) -> None:
+def _tally(item: BenchmarkText, claims: list[ExtractedClaim], counts: dict[str, int]) -> None:
     spans = split_sentences(item.text)
     starts, ends = {s.start for s in spans}, {s.end for s in spans}
     gold = [p for p in item.pieces if p.kind == CLAIM_KIND]

@@ -4,10 +4,10 @@
 * :mod:`~llama_index_carag.extraction.words`, :mod:`~llama_index_carag.extraction.lexicon` — what cues read.
 * :mod:`~llama_index_carag.extraction.cues` — the cue registry.
 * :mod:`~llama_index_carag.extraction.scoring` — the scorer protocol and the declared cue rule.
-* :mod:`~llama_index_carag.extraction.claims` — :class:`Claim` and :func:`extract_claims`.
+* :mod:`~llama_index_carag.extraction.claims` — :class:`ExtractedClaim` and :func:`extract_claims`.
 """
 
-from llama_index_carag.extraction.claims import Claim, extract_claims
+from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
 from llama_index_carag.extraction.cues import CUES, Cue, CueHit
 from llama_index_carag.extraction.scoring import RULE_THRESHOLD, Assessment, CheckWorthinessScorer, CueScorer
 from llama_index_carag.extraction.sentences import SentenceSpan, split_sentences
@@ -17,7 +17,7 @@ __all__ = [
     "RULE_THRESHOLD",
     "Assessment",
     "CheckWorthinessScorer",
-    "Claim",
+    "ExtractedClaim",
     "Cue",
     "CueHit",
     "CueScorer",

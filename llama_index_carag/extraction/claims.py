@@ -1,4 +1,4 @@
-"""Check-worthy claims from a text: :func:`extract_claims` and the :class:`Claim` it returns."""
+"""Check-worthy claims from a text: :func:`extract_claims` and the :class:`ExtractedClaim` it returns."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from llama_index_carag.extraction.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Claim", "extract_claims"]
+__all__ = ["ExtractedClaim", "extract_claims"]
 
 
 @dataclass(frozen=True)
-class Claim:
+class ExtractedClaim:
     """A check-worthy sentence: ``source[start:end] == text``, its score and the cues that fired."""
 
     text: str
@@ -41,7 +41,7 @@ class Claim:
         }
 
 
-def extract_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) -> list[Claim]:
+def extract_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) -> list[ExtractedClaim]:
     """The check-worthy sentences of ``text``, in order, each with its exact span.
 
     Args:
@@ -50,7 +50,7 @@ def extract_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) ->
             object with ``threshold`` and ``score(sentences)`` (:class:`CheckWorthinessScorer`).
 
     Returns:
-        one :class:`Claim` per sentence whose score is at least ``scorer.threshold``, with
+        one :class:`ExtractedClaim` per sentence whose score is at least ``scorer.threshold``, with
         ``text[claim.start:claim.end] == claim.text``.  An empty or whitespace-only text gives ``[]``.
 
     Raises:
@@ -69,7 +69,7 @@ def extract_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) ->
     if len(assessments) != len(spans):
         raise ValueError(f"scorer returned {len(assessments)} assessments for {len(spans)} sentences.")
     claims = [
-        Claim(span.text, span.start, span.end, float(a.score), tuple(a.cues))
+        ExtractedClaim(span.text, span.start, span.end, float(a.score), tuple(a.cues))
         for span, a in zip(spans, assessments)
         if a.score >= scorer.threshold
     ]
