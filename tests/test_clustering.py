@@ -118,9 +118,10 @@ def test_state_saved_before_the_em_summary_still_loads(rng):
     "kwargs, X, exc, match",
     [
         ({"n_clusters": 5}, np.eye(3, dtype=np.float32), ValueError, "larger than the number of points"),
-        ({"n_clusters": 0}, np.eye(3, dtype=np.float32), ValueError, "n_clusters must be >= 1"),
+        ({"n_clusters": 0}, np.eye(3, dtype=np.float32), ValueError, r"'n_clusters' .* int in the range \[1, inf\)"),
         ({"n_clusters": "many"}, np.eye(3, dtype=np.float32), ValueError, "'auto'"),
-        ({"n_clusters": 2.5}, np.eye(3, dtype=np.float32), TypeError, "positive integer"),
+        ({"n_clusters": 2.5}, np.eye(3, dtype=np.float32), TypeError, "'n_clusters' .* must be an int"),
+        ({"n_clusters": True}, np.eye(3, dtype=np.float32), TypeError, "n_clusters must be a positive integer"),
         ({"n_clusters": 2}, np.ones((10, 4), dtype=np.float32), ValueError, "only 1 distinct"),
         ({"n_clusters": 2}, np.zeros((0, 4), dtype=np.float32), ValueError, "empty"),
         ({"n_clusters": 2}, np.array([[0.0, np.nan], [1.0, 1.0]]), ValueError, "NaN"),

@@ -51,7 +51,7 @@ class QdrantClusterBackend:
             show_progress=show_progress,
             **options,
         )
-        store = context.store
+        store = context.cluster_store_
         return context, list(store.exclude) if isinstance(store, QdrantClusterStore) else []
 
     def restore_store(self, info: Mapping[str, Any], dim: int, unit_vectors: Any) -> QdrantClusterStore:
