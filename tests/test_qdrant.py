@@ -12,7 +12,7 @@ from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
 from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.backends.qdrant_store import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
+from llama_index_carag.backends.qdrant_clusters import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
 from llama_index_carag.datasets import uuid_node_id  # noqa: E402
 from tests.helpers import faiss_index, planted_corpus  # noqa: E402
 

@@ -4,7 +4,7 @@
 links; no vectors), fits each partition's mixture on a bounded sample fetched in the
 in-memory fit's canonical order, then scrolls the collection once to predict every
 point's cluster and write it into the payload.  The result holds a
-:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`.
+:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llama_index_carag.backends.qdrant_store import (
+from llama_index_carag.backends.qdrant_clusters import (
     CLUSTER_PAYLOAD_KEY,
     QdrantClusterStore,
     QdrantCollection,

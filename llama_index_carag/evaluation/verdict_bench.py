@@ -293,7 +293,7 @@ def run_verdict_bench(
         t0 = time.perf_counter()
         llm = (load_llm or resolve_llm)(alias)
         load_s = time.perf_counter() - t0
-        name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
+        name = llm_name(llm)  # rows and tuning scores: filed under the model and its runtime, not the alias
         embed = bench.retriever.embed_model  # the measured label rule's cosines, if the LLM has one
         synth = FactCheckSynthesizer(llm, decision="rule", show_ids=False, embed_model=embed)
         info: dict[str, Any] = {

@@ -65,7 +65,7 @@ def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int, cache_dir
     from llama_index.core.schema import MetadataMode, QueryBundle
 
     from llama_index_carag.core.atomic import atomic_write_bytes
-    from llama_index_carag.evaluation.protocol import beir_task, carag_retrievers, prepare_task
+    from llama_index_carag.evaluation.new_claims import beir_task, carag_retrievers, prepare_task
     from llama_index_carag.models.resolve import resolve_embed_model
 
     task, model = beir_task(folder), resolve_embed_model("minilm")
