@@ -146,3 +146,15 @@ def test_the_bench_collects_through_the_cache_api_then_summarises_the_cache(tmp_
     calls.clear()
     verdict_decisions.run_two_domain_bench("fv.csv", "sci", str(cache), collect_first=False)
     assert calls == []
+
+
+def test_the_cache_command_line_calls_collect_domains(monkeypatch):
+    from llama_index_carag.evaluation import verdict_cache
+
+    calls = []
+    monkeypatch.setattr(verdict_cache, "collect_domains", lambda out, llm, **options: calls.append((out, llm, options)))
+    verdict_cache._main(["out.jsonl", "--domains", "scifact", "--sources", "retrieved", "--llm", "smollm2"])
+    ((out, llm, options),) = calls
+    assert (out, llm) == ("out.jsonl", "smollm2")
+    assert options["factver"] is None and options["scifact"] == "../shared/data/scifact"
+    assert options["sources"] == ["retrieved"] and options["split"] == "report" and options["joints"] == {}
