@@ -1,6 +1,6 @@
 """Saving and loading a retriever's fitted state (settings as ``CaragSettings`` JSON, context, claims, tables).
 
-Everything goes into one atomic state (:func:`~llama_index_carag.core.persistence.save_state`):
+Everything goes into one atomic state (:func:`~llama_index_carag.core.persistence.persist_state`):
 the fitted tables (:class:`~llama_index_carag.ranking.tables.FittedTable`) are saved and loaded in
 one loop, each as ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays
 beside the others.  States written before (claim-contrast and hubness under their own keys, BM25
@@ -25,7 +25,7 @@ from llama_index_carag.backends.vector_stores import (
     index_node_ids,
     load_persisted_index,
 )
-from llama_index_carag.core.persistence import StateError, ids_checksum, load_state, save_state
+from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.retrieval.fitting import FittedCorpus, restore_context
@@ -78,7 +78,7 @@ def save_retriever(
     clash = set(arrays) & set(table_arrays)
     if clash:
         raise ValueError(f"Fitted-table arrays clash with the context's: {sorted(clash)}.")
-    save_state(folder, info, {**arrays, **table_arrays})
+    persist_state(folder, info, {**arrays, **table_arrays})
     legacy = folder / LEGACY_LEXICAL_SUBDIR
     if is_legacy_lexical_dir(legacy):  # an earlier version's BM25 side folder: the manifest no longer names it
         shutil.rmtree(legacy, ignore_errors=True)
@@ -204,7 +204,7 @@ def load_retriever(
 ) -> tuple[VectorStoreIndex, FittedCorpus, CaragSettings, BaseEmbedding]:
     """``(index, corpus, settings, embed model)`` of a state saved by :func:`save_retriever`."""
     folder = persist_dir / subdir
-    info, arrays = load_state(folder)
+    info, arrays = state_from_persist_dir(folder)
     try:
         saved, ctx_info, dim = info["settings"], info["context"], int(info["dim"])
         info["embed_model"]
