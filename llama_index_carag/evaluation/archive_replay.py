@@ -161,7 +161,7 @@ def _compare(
 
 def _fit_note(d: ArchiveDecision) -> str:
     counts = "/".join(str(d.label_counts_[k]) for k in ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"))
-    cv = "" if not d.cv_scores_ else f"; CV {max(d.cv_scores_.values()):.2f} vs prior {d.prior_score_:.2f}"
+    cv = "" if not d.cv_scores_ else f"; CV {max(d.cv_scores_.values()):.3f} vs prior {d.prior_score_:.3f}"
     return f"{d.n_labelled_} (T/F/N {counts}) -> {d.choice_}{cv}"
 
 
