@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
+from sklearn.exceptions import NotFittedError
 
 from llama_index_carag.ranking.bm25 import BM25Index
 
@@ -78,9 +79,9 @@ def test_bad_input_is_refused(nodes):
         BM25Index().fit([])
     with pytest.raises(ValueError, match="duplicated"):
         BM25Index().fit([nodes[0], nodes[0]])
-    with pytest.raises(ValueError, match="k1"):
-        BM25Index(k1=0)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(ValueError, match="'k1' parameter"):  # validated by fit (scikit-learn style)
+        BM25Index(k1=0).fit(nodes)
+    with pytest.raises(NotFittedError):
         BM25Index().query("x", 3)
     info, arrays = BM25Index().fit(nodes).get_state()
     with pytest.raises(ValueError, match="do not match its ids"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
+from sklearn.exceptions import NotFittedError
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.backends.vector_stores import nodes_by_id
@@ -106,10 +107,10 @@ def test_bad_edits_are_refused():
         index.add_texts(["c", "c"], ["x", "y"])
     with pytest.raises(ValueError, match="2 ids for 1 texts"):
         index.add_texts(["c", "d"], ["x"])
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         BM25Index().add_texts(["a"], ["x"])
     with pytest.raises(ValueError, match="merge_fraction"):
-        BM25Index(merge_fraction=0)
+        BM25Index(merge_fraction=0).fit_texts(["a"], ["x"])
     index.remove(["a", "b"])
     assert len(index) == 0 and index.query("sea", 3).ids == []
 

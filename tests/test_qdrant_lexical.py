@@ -118,6 +118,17 @@ def corpus(rng):
     return worded_corpus(rng, claims_per_theme=5)
 
 
+def test_parameters_are_validated_by_fit_and_queries_need_a_fit(corpus):
+    from sklearn.exceptions import NotFittedError
+
+    evidence, claims, emb = corpus
+    index = qdrant_index(evidence, emb)
+    with pytest.raises(ValueError, match="'b' parameter"):
+        QdrantBM25(index.vector_store, b=2).fit()
+    with pytest.raises(NotFittedError):
+        QdrantBM25(index.vector_store).top("apple", 3)
+
+
 def test_scores_equal_the_in_process_index(rng):
     texts = texts_for(rng, 80, prefix="p") + ["the of and", "apple apple apple apple"]  # dl 0, tf 4
     nodes = [

@@ -31,9 +31,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from numbers import Real
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.ranking.bm25.segments import (
     Postings,
@@ -54,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "check_k1_b"]
+__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS"]
 
 #: Passages tokenised at a time by :meth:`BM25Index.fit_texts`.
 FIT_CHUNK = 100_000
@@ -63,10 +67,14 @@ _ARRAY_NAMES = ("indptr", "rows", "tf", "dl")
 _QUERIES_KEPT = 64
 
 
-def check_k1_b(k1: object, b: object) -> None:
-    """Raise ``ValueError`` unless ``k1 > 0`` and ``0 <= b <= 1`` (numbers)."""
-    if not (isinstance(k1, (int, float)) and k1 > 0) or not (isinstance(b, (int, float)) and 0 <= b <= 1):
-        raise ValueError(f"BM25 needs k1 > 0 and 0 <= b <= 1; got k1={k1!r}, b={b!r}.")
+#: The constraints of the BM25 parameters and the tokenisation (scikit-learn's declarative validation), shared by
+#: every estimator that scores BM25 (in process or in the vector store).
+BM25_PARAMETERS: dict[str, list[Any]] = {
+    "language": [str, None],
+    "stopwords": [str, None],
+    "k1": [Interval(Real, 0, None, closed="neither")],
+    "b": [Interval(Real, 0, 1, closed="both")],
+}
 
 
 @dataclass(frozen=True)
@@ -87,9 +95,10 @@ class BM25QueryScores:
     row_of: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
 
-class BM25Index:
-    """BM25 over evidence passages, in process (scikit-learn style: configure, :meth:`fit`, then query; :meth:`add` and
-    :meth:`remove` edit it in O(batch)).
+class BM25Index(BaseEstimator):
+    """BM25 over evidence passages, in process (a scikit-learn estimator: configure, :meth:`fit`, then query;
+    :meth:`add` and :meth:`remove` edit it in O(batch)).  The parameters are validated by :meth:`fit` and
+    :meth:`from_state`.
 
     Args:
         language: stemmer language for PyStemmer (``None``: no stemming).
@@ -104,6 +113,11 @@ class BM25Index:
         vocab_: ``{term: column}``.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **BM25_PARAMETERS,
+        "merge_fraction": [Interval(Real, 0, None, closed="neither")],
+    }
+
     def __init__(
         self,
         *,
@@ -113,14 +127,11 @@ class BM25Index:
         b: float = 0.75,
         merge_fraction: float = 0.25,
     ) -> None:
-        check_k1_b(k1, b)
-        if not (isinstance(merge_fraction, (int, float)) and merge_fraction > 0):
-            raise ValueError(f"merge_fraction must be > 0; got {merge_fraction!r}.")
         self.language = language
         self.stopwords = stopwords
-        self.k1 = float(k1)
-        self.b = float(b)
-        self.merge_fraction = float(merge_fraction)
+        self.k1 = k1
+        self.b = b
+        self.merge_fraction = merge_fraction
         self._lock = threading.Lock()
         self._tokenizer = Tokenizer(language, stopwords)
         self._queries: OrderedDict[str, tuple[int, BM25QueryScores]] = OrderedDict()
@@ -182,6 +193,7 @@ class BM25Index:
         """
         from tqdm.auto import tqdm
 
+        self._validate_params()
         vocab: dict[str, int] = {}
         blocks: list[Postings] = []
         row_ids: list[str] = []
@@ -218,10 +230,6 @@ class BM25Index:
         term strings, order and lengths as ``bm25s.tokenize`` (:mod:`~llama_index_carag.ranking.bm25.tokens`)."""
         return self._tokens().document_term_ids(texts, vocab)
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "segments_"):
-            raise RuntimeError("BM25Index is not fitted; call fit(nodes) first.")
-
     def __len__(self) -> int:
         return len(getattr(self, "_row_of", ()))
 
@@ -231,7 +239,7 @@ class BM25Index:
     @property
     def ids_(self) -> list[str]:
         """The indexed node ids in row order."""
-        self._check_fitted()
+        check_is_fitted(self)
         row_of = self._row_of
         return [i for r, i in enumerate(self._row_ids) if row_of.get(i) == r]
 
@@ -247,7 +255,7 @@ class BM25Index:
 
     def add_texts(self, ids: Sequence[str], texts: Sequence[str]) -> int:
         """Index ``texts`` under ``ids`` (ids already indexed are replaced); O(batch)."""
-        self._check_fitted()
+        check_is_fitted(self)
         if len(ids) != len(texts):
             raise ValueError(f"BM25Index.add_texts: {len(ids)} ids for {len(texts)} texts.")
         if not ids:
@@ -271,7 +279,7 @@ class BM25Index:
 
     def remove(self, node_ids: Sequence[str]) -> int:
         """Stop indexing ``node_ids`` (ids not indexed are ignored); O(batch). Returns the number removed."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             removed = self._remove_locked([str(i) for i in node_ids])
             self._maybe_merge_locked()
@@ -293,7 +301,7 @@ class BM25Index:
 
     def merge(self) -> None:
         """Fold the segments into one and drop the deleted rows (O(corpus); scores unchanged)."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             self._merge_locked()
 
@@ -312,11 +320,11 @@ class BM25Index:
         return self._tokens().query_terms(text)
 
     def _score(self, query_str: str) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             vocab, index, row_ids, row_of = self.vocab_, self.segments_, self._row_ids, self._row_of
         ids = [vocab[t] for t in self.tokenize(query_str) if t in vocab]
-        return score(index, ids, self.k1, self.b), row_ids, row_of
+        return score(index, ids, float(self.k1), float(self.b)), row_ids, row_of
 
     def all_scores(self, query_str: str) -> np.ndarray:
         """BM25 score of every row for the query, shape ``(rows,)`` float32 (zeros if no term matches).
@@ -392,7 +400,7 @@ class BM25Index:
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(info, arrays)``: node ids, vocabulary and settings as JSON; the live passages' term
         frequencies as one CSC matrix (``indptr``, ``rows``, ``tf``) and their lengths ``dl``."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             index, row_ids, vocab = self.segments_, self._row_ids, self.vocab_
         segment, old_rows = merge(index, len(vocab))  # a copy: the live index is left as it is
@@ -405,8 +413,8 @@ class BM25Index:
             "vocab": terms,
             "language": self.language,
             "stopwords": self.stopwords,
-            "k1": self.k1,
-            "b": self.b,
+            "k1": float(self.k1),
+            "b": float(self.b),
         }
         arrays = {"indptr": segment.indptr, "rows": segment.rows, "tf": segment.tf, "dl": segment.dl}
         return info, arrays
@@ -430,6 +438,7 @@ class BM25Index:
             k1=float(info.get("k1", 1.5)),
             b=float(info.get("b", 0.75)),
         )
+        self._validate_params()
         n = len(ids)
         segment = Segment(0, indptr.astype(np.int64), rows.astype(np.int32), tf, dl.astype(np.int32), np.ones(n, bool))
         self.vocab_ = {t: c for c, t in enumerate(terms)}

@@ -36,12 +36,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.backends.qdrant_store import QdrantCollection
-from llama_index_carag.ranking.bm25.index import check_k1_b
+from llama_index_carag.ranking.bm25.index import BM25_PARAMETERS
 from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable
 from llama_index_carag.ranking.bm25.tokens import Tokenizer
 
@@ -130,10 +132,10 @@ class _QueryHits:
         return len(self.ids) < self.limit
 
 
-class QdrantBM25:
+class QdrantBM25(BaseEstimator):
     """BM25 kept in a Qdrant collection's sparse vector (a
-    :class:`~llama_index_carag.ranking.bm25.placement.FittedBM25`; scikit-learn style: configure,
-    :meth:`fit`, then query).
+    :class:`~llama_index_carag.ranking.bm25.placement.FittedBM25`; a scikit-learn estimator: configure,
+    :meth:`fit`, then query; the parameters are validated by :meth:`fit` and :meth:`from_state`).
 
     Args:
         vector_store: the ``QdrantVectorStore`` (its client and collection are used).
@@ -148,6 +150,11 @@ class QdrantBM25:
     """
 
     placement = "qdrant"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        **BM25_PARAMETERS,
+        "vector_store": "no_validation",
+        "vector_name": [str],
+    }
 
     def __init__(
         self,
@@ -159,20 +166,30 @@ class QdrantBM25:
         language: str | None = "english",
         stopwords: str | None = "en",
     ) -> None:
-        if not vector_name:
-            raise ValueError("QdrantBM25 needs a sparse vector name.")
-        check_k1_b(k1, b)
-        self.tokenizer = Tokenizer(language, stopwords)
-        self.collection = QdrantCollection(vector_store)
+        self.vector_store = vector_store
         self.vector_name = vector_name
-        self.k1, self.b = float(k1), float(b)
+        self.k1 = k1
+        self.b = b
+        self.language = language
+        self.stopwords = stopwords
         self._lock = threading.Lock()
         self._hits: OrderedDict[str, _QueryHits] = OrderedDict()
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def collection(self) -> QdrantCollection:
+        """The calls made on the store's collection."""
+        return QdrantCollection(self.vector_store)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer of the current ``language`` / ``stopwords`` (shared by threads)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None or (tokenizer.language, tokenizer.stopwords) != (self.language, self.stopwords):
+            tokenizer = self._tokenizer = Tokenizer(self.language, self.stopwords)
+        return tokenizer
 
     # ------------------------------------------------------------- fitting
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "avgdl_"):
-            raise RuntimeError("QdrantBM25 is not fitted; call fit() first.")
 
     def _pages(self, exclude: frozenset[str]) -> Iterable[tuple[list[str], list[str], list[str]]]:
         """``(ids, texts, excluded ids)`` of the collection, a page at a time."""
@@ -194,6 +211,7 @@ class QdrantBM25:
         """
         from tqdm.auto import tqdm
 
+        self._validate_params()
         exclude = frozenset(exclude)
         ensure_bm25_vector(self.collection, self.vector_name)
         vocab: dict[str, int] = {}
@@ -241,7 +259,8 @@ class QdrantBM25:
         uniq, tf = np.unique(key, return_counts=True)  # sorted by row, then term
         doc, term = uniq // max(len(vocab), 1), uniq % max(len(vocab), 1)
         tf64 = tf.astype(np.float64)
-        norm = self.k1 * ((1 - self.b) + self.b * lengths[doc] / avgdl)  # BM25Index's arithmetic
+        k1, b = float(self.k1), float(self.b)
+        norm = k1 * ((1 - b) + b * lengths[doc] / avgdl)  # BM25Index's arithmetic
         values = tf64 / (norm + tf64)
         bounds = np.searchsorted(doc, np.arange(len(texts) + 1))
         return [(term[a:e], values[a:e]) for a, e in zip(bounds[:-1], bounds[1:])]
@@ -272,7 +291,7 @@ class QdrantBM25:
         vocabulary), those the corpus excludes (claims) lose theirs, deleted points took theirs with them."""
         from llama_index.core.schema import MetadataMode
 
-        self._check_fitted()
+        check_is_fitted(self)
         exclude = corpus.exclude_ids
         points = self.collection.retrieve(list(dict.fromkeys(changed)), with_vectors=False, payload=True)
         keep = [p for p in points if str(p.id) not in exclude]
@@ -293,7 +312,7 @@ class QdrantBM25:
     # -------------------------------------------------------------- queries
     def query_vector(self, query_str: str) -> tuple[list[int], list[float]]:
         """The query as a sparse vector: ``(indices ascending, token counts)`` of its tokens in the vocabulary."""
-        self._check_fitted()
+        check_is_fitted(self)
         vocab = self.vocab_
         counts: dict[int, int] = {}
         for token in self.tokenizer.query_terms(query_str):
@@ -393,7 +412,7 @@ class QdrantBM25:
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(info, {})``: the collection, vector name, vocabulary (terms in index order), ``avgdl``, ``k1``,
         ``b``, the tokenisation and the fit's passage count; no per-passage data (it is in the collection)."""
-        self._check_fitted()
+        check_is_fitted(self)
         vocab = self.vocab_
         terms = [""] * len(vocab)
         for term, column in vocab.items():
@@ -406,10 +425,10 @@ class QdrantBM25:
             "vocab": terms,
             "avgdl": self.avgdl_,
             "n_fit": self.n_fit_,
-            "k1": self.k1,
-            "b": self.b,
-            "language": self.tokenizer.language,
-            "stopwords": self.tokenizer.stopwords,
+            "k1": float(self.k1),
+            "b": float(self.b),
+            "language": self.language,
+            "stopwords": self.stopwords,
         }
         return info, {}
 
@@ -436,6 +455,7 @@ class QdrantBM25:
             language=info.get("language", "english"),
             stopwords=info.get("stopwords", "en"),
         )
+        self._validate_params()
         if _sparse_config(self.collection, self.vector_name) is None:
             raise ValueError(
                 f"the Qdrant collection {self.collection.name!r} has no BM25 sparse vector {self.vector_name!r} "
