@@ -9,8 +9,10 @@
 * :class:`BM25Table`: the per-corpus fitted table (key ``lexical``) that gives the ranking the BM25 candidate
   source (:class:`BM25Source`) and the lexical term (:class:`BM25Relevance`).
 
-Inside, modules import downwards only: ``tokens``, ``segments`` -> ``index`` -> ``placement`` -> ``qdrant``,
-``source`` -> ``relevance`` -> ``table``.
+Inside, no import cycle: ``index`` imports ``tokens`` and ``segments``; ``qdrant`` imports ``index``,
+``placement`` and ``tokens``; ``source`` imports ``placement``; ``relevance`` imports ``source``; ``table``
+imports ``index``, ``placement``, ``source`` and ``relevance``.  The Qdrant leg imports the Qdrant collection
+helper of ``backends`` (the same layer as ``ranking``); ``backends`` imports only this door.
 """
 
 from llama_index_carag.ranking.bm25.index import FIT_CHUNK, BM25Index, BM25QueryScores
