@@ -8,9 +8,9 @@ ranks, passages of median 45 words, queries of 10-25 words).  Printed, old and n
 process (ratios are what to compare on a shared machine):
 
 * tokenisation: ``document_term_ids`` over the corpus (chunks of 100,000), old = ``bm25s.tokenize`` as
-  :class:`LexicalIndex` called it before;
-* fit: ``LexicalIndex.fit_texts``, old = that tokenisation, a stable-argsort segment per chunk, then merged;
-* query: ``LexicalIndex.query(q, 50)`` median / p95 ms, old = bm25s query tokenisation, every posting's
+  :class:`BM25Index` called it before;
+* fit: ``BM25Index.fit_texts``, old = that tokenisation, a stable-argsort segment per chunk, then merged;
+* query: ``BM25Index.query(q, 50)`` median / p95 ms, old = bm25s query tokenisation, every posting's
   score computed per query, argpartition over every row; new measured warm (each query run once before).
 
 Every old/new pair is checked equal (arrays, vocabulary, hit ids and scores); a difference stops the run.
@@ -31,13 +31,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np
 
-from llama_index_carag.ranking.bm25 import _FIT_CHUNK, TOKEN_PATTERN, LexicalIndex, import_bm25s
-from llama_index_carag.ranking.bm25_segments import Segment, Segments, merge
+from llama_index_carag.ranking.bm25 import FIT_CHUNK, TOKEN_PATTERN, BM25Index, import_bm25s
+from llama_index_carag.ranking.bm25.segments import Segment, Segments, merge
 
 
 # ------------------------------------------------------------ the old code
-def old_document_term_ids(index: LexicalIndex, texts: Sequence[str], vocab: dict[str, int]):
-    """LexicalIndex.document_term_ids before: bm25s.tokenize, then its local ids mapped to ``vocab``'s."""
+def old_document_term_ids(index: BM25Index, texts: Sequence[str], vocab: dict[str, int]):
+    """BM25Index.document_term_ids before: bm25s.tokenize, then its local ids mapped to ``vocab``'s."""
     import Stemmer
 
     tokenized = import_bm25s().tokenize(
@@ -72,12 +72,12 @@ def old_build_segment(offset: int, token_ids: np.ndarray, lengths: np.ndarray, n
     return Segment(offset, indptr, rows[starts].astype(np.int32), tf.astype(tf_dtype), lengths, alive)
 
 
-def old_fit(index: LexicalIndex, texts: Sequence[str]) -> tuple[Segment, dict[str, int]]:
+def old_fit(index: BM25Index, texts: Sequence[str]) -> tuple[Segment, dict[str, int]]:
     """fit_texts before (its arrays): a segment per chunk, merged."""
     vocab: dict[str, int] = {}
     parts = Segments.empty()
-    for start in range(0, len(texts), _FIT_CHUNK):
-        tokens, lengths = old_document_term_ids(index, texts[start : start + _FIT_CHUNK], vocab)
+    for start in range(0, len(texts), FIT_CHUNK):
+        tokens, lengths = old_document_term_ids(index, texts[start : start + FIT_CHUNK], vocab)
         parts = parts.append(old_build_segment(parts.n_rows, tokens, lengths, len(vocab)))
     if len(parts.parts) == 1:
         return parts.parts[0], vocab
@@ -116,8 +116,8 @@ def old_score(index: Segments, query_ids: Sequence[int], k1: float, b: float) ->
     return out
 
 
-def old_query(index: LexicalIndex, text: str, n: int) -> tuple[list[str], np.ndarray]:
-    """LexicalIndex.query before: bm25s's query tokenisation, old_score, argpartition over every row."""
+def old_query(index: BM25Index, text: str, n: int) -> tuple[list[str], np.ndarray]:
+    """BM25Index.query before: bm25s's query tokenisation, old_score, argpartition over every row."""
     import Stemmer
 
     out = import_bm25s().tokenize(
@@ -151,8 +151,8 @@ def alternate(old: Callable[[], object], new: Callable[[], object], repeats: int
 
 
 def check_fit(texts: Sequence[str]) -> None:
-    index = LexicalIndex().fit_texts([str(i) for i in range(len(texts))], texts)
-    segment, vocab = old_fit(LexicalIndex(), texts)
+    index = BM25Index().fit_texts([str(i) for i in range(len(texts))], texts)
+    segment, vocab = old_fit(BM25Index(), texts)
     assert vocab == index.vocab_, "vocabularies differ"
     ours = index.segments_.parts[0]
     for name in ("indptr", "rows", "tf", "dl"):
@@ -162,13 +162,13 @@ def check_fit(texts: Sequence[str]) -> None:
 
 def bench_fit(texts: Sequence[str], repeats: int) -> None:
     ids = [str(i) for i in range(len(texts))]
-    index = LexicalIndex()
+    index = BM25Index()
 
     def tokenise(fn: Callable) -> Callable[[], None]:
         def run() -> None:
             vocab: dict[str, int] = {}
-            for start in range(0, len(texts), _FIT_CHUNK):
-                fn(texts[start : start + _FIT_CHUNK], vocab)
+            for start in range(0, len(texts), FIT_CHUNK):
+                fn(texts[start : start + FIT_CHUNK], vocab)
 
         return run
 
@@ -176,12 +176,12 @@ def bench_fit(texts: Sequence[str], repeats: int) -> None:
         tokenise(lambda t, v: old_document_term_ids(index, t, v)), tokenise(index.document_term_ids), repeats
     )
     print(f"tokenisation  old {min(old):7.2f} s   new {min(new):7.2f} s   old/new {min(old) / min(new):5.2f}x")
-    old, new = alternate(lambda: old_fit(LexicalIndex(), texts), lambda: LexicalIndex().fit_texts(ids, texts), repeats)
+    old, new = alternate(lambda: old_fit(BM25Index(), texts), lambda: BM25Index().fit_texts(ids, texts), repeats)
     print(f"fit_texts     old {min(old):7.2f} s   new {min(new):7.2f} s   old/new {min(old) / min(new):5.2f}x")
 
 
 def bench_query(texts: Sequence[str], queries: Sequence[str], k: int, repeats: int) -> None:
-    index = LexicalIndex().fit_texts([str(i) for i in range(len(texts))], texts)
+    index = BM25Index().fit_texts([str(i) for i in range(len(texts))], texts)
     t0 = time.perf_counter()
     for q in queries:  # warm the contribution cache; and every hit list must be the old one
         hits = index.query(q, k)

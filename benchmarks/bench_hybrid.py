@@ -26,7 +26,7 @@ from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_carag import ContextAwareRetriever, load_factver
 from llama_index_carag.models.resolve import resolve_embed_model
-from llama_index_carag.ranking.bm25 import LexicalIndex
+from llama_index_carag.ranking.bm25 import BM25Index
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.settings import DEFAULT
 
@@ -40,7 +40,7 @@ def bench_factver(n_queries: int) -> None:
     index = build_faiss_index(nodes, model)
     dense_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    LexicalIndex().fit(nodes)
+    BM25Index().fit(nodes)
     bm25_s = time.perf_counter() - t0
     print(f"build: dense-only {dense_s:.1f} s, BM25 {bm25_s:.2f} s -> with BM25 {(dense_s + bm25_s) / dense_s:.3f}x")
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@
     python benchmarks/bench_qdrant_lexical.py --every 7  # a subset (the integration test's)
 
 Fits the DEFAULT preset (claims given, so claim contrast on) twice on the same MiniLM vectors: on a FAISS
-index (BM25 in process, :class:`~llama_index_carag.ranking.bm25.LexicalIndex`) and on a Qdrant local-mode
+index (BM25 in process, :class:`~llama_index_carag.ranking.bm25.BM25Index`) and on a Qdrant local-mode
 collection (BM25 in the ``carag_bm25`` sparse vector).  Reports, over the claims queried:
 
 * identical: the two top-k id lists are equal;
@@ -33,8 +33,8 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import QueryBundle
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.backends.qdrant_lexical import BM25_VECTOR_NAME
 from llama_index_carag.datasets import uuid_node_id
+from llama_index_carag.ranking.bm25 import BM25_VECTOR_NAME
 from llama_index_carag.retrieval.indexing import build_faiss_index
 
 

@@ -227,7 +227,7 @@ def worker_default(folder: Path, n: int, out: Path, n_queries: int) -> dict:
 
     from llama_index_carag import ContextAwareRetriever
     from llama_index_carag.backends.vector_stores import nodes_by_id
-    from llama_index_carag.ranking.bm25 import LexicalIndex, import_bm25s
+    from llama_index_carag.ranking.bm25 import BM25Index, import_bm25s
     from llama_index_carag.settings import DEFAULT
 
     res: dict = {"imports_mb": _imports()}
@@ -256,7 +256,7 @@ def worker_default(folder: Path, n: int, out: Path, n_queries: int) -> dict:
     ids = [f"n{i}" for i in range(n)]
     evidence = [x for x in nodes_by_id(index, ids) if x is not None]
     t0 = time.perf_counter()
-    LexicalIndex().fit(evidence)
+    BM25Index().fit(evidence)
     res["bm25_rebuild_s"] = time.perf_counter() - t0
 
     from llama_index.retrievers.bm25 import BM25Retriever

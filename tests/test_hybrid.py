@@ -7,8 +7,7 @@ import pytest
 from llama_index.core.schema import QueryBundle, TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.ranking.bm25 import LexicalIndex
-from llama_index_carag.ranking.lexical import scaled_lexical
+from llama_index_carag.ranking.bm25 import BM25Index, scaled_lexical
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.settings import PAPER
 
@@ -37,7 +36,7 @@ def test_needs_a_pool():
 
 
 def test_lexical_only_matches_appear_with_provenance(hybrid, demo_index, demo_corpus):
-    assert isinstance(hybrid.corpus.tables["lexical"].index, LexicalIndex)
+    assert isinstance(hybrid.corpus.tables["lexical"].index, BM25Index)
     claim = demo_corpus.claim_nodes[0].get_content()
     hits = hybrid.retrieve(claim)
     assert len(hits) == HYBRID.similarity_top_k

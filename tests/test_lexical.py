@@ -1,4 +1,4 @@
-"""LexicalIndex: BM25 as llama-index-retrievers-bm25 computes it, persisted without pickle."""
+"""BM25Index: BM25 as llama-index-retrievers-bm25 computes it, its state as JSON and arrays (no pickle)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
+from sklearn.exceptions import NotFittedError
 
-from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
+from llama_index_carag.ranking.bm25 import BM25Index
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def nodes(demo_corpus):
 def test_matches_the_bm25_integration(nodes, demo_corpus):
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    index = LexicalIndex().fit(nodes)
+    index = BM25Index().fit(nodes)
     stock = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=8)
     for claim in demo_corpus.claim_nodes[:10]:
         text = claim.get_content()
@@ -36,7 +37,7 @@ def test_matches_the_bm25_integration(nodes, demo_corpus):
 
 
 def test_lookup_gives_candidate_scores(nodes):
-    index = LexicalIndex().fit(nodes)
+    index = BM25Index().fit(nodes)
     hits = index.query(nodes[3].get_content(), 5)
     assert hits.ids[0] == nodes[3].node_id
     looked = index.lookup(hits, [hits.ids[0], "not-indexed"])
@@ -46,7 +47,7 @@ def test_lookup_gives_candidate_scores(nodes):
 
 
 def test_no_matching_term_gives_no_hits(nodes):
-    index = LexicalIndex().fit(nodes)
+    index = BM25Index().fit(nodes)
     for text in ("", "   ", "zzqxv qqqzz", "!!!"):
         hits = index.query(text, 5)
         assert hits.ids == [] and not hits.all_scores.any()
@@ -57,38 +58,33 @@ def test_label_metadata_is_not_indexed():
         id_="a", text="wind farms and fish", metadata={"label": "REFUTED"}, excluded_embed_metadata_keys=["label"]
     )
     other = TextNode(id_="b", text="solar panels on roofs")
-    index = LexicalIndex().fit([secret, other])
+    index = BM25Index().fit([secret, other])
     assert index.query("refuted", 2).ids == []
     assert index.query("fish", 2).ids == ["a"]
 
 
-def test_persist_round_trip(tmp_path, nodes):
-    index = LexicalIndex().fit(nodes)
-    index.persist(tmp_path / "bm25")
-    again = LexicalIndex.from_persist_dir(tmp_path / "bm25")
+def test_state_round_trip(nodes):
+    index = BM25Index().fit(nodes)
+    info, arrays = index.get_state()
+    json.dumps(info)  # JSON-safe
+    assert all(a.dtype != object for a in arrays.values())
+    again = BM25Index.from_state(info, arrays)
     text = nodes[5].get_content()
     assert again.ids_ == index.ids_
     assert np.array_equal(again.all_scores(text), index.all_scores(text))
-    assert not list((tmp_path / "bm25").glob("*.pkl"))
 
 
-def test_bad_input_is_refused(tmp_path, nodes):
+def test_bad_input_is_refused(nodes):
     with pytest.raises(ValueError, match="at least one"):
-        LexicalIndex().fit([])
+        BM25Index().fit([])
     with pytest.raises(ValueError, match="duplicated"):
-        LexicalIndex().fit([nodes[0], nodes[0]])
-    with pytest.raises(ValueError, match="k1"):
-        LexicalIndex(k1=0)
-    with pytest.raises(RuntimeError, match="not fitted"):
-        LexicalIndex().query("x", 3)
-    with pytest.raises(FileNotFoundError):
-        LexicalIndex.from_persist_dir(tmp_path / "nothing")
-    index = LexicalIndex().fit(nodes)
-    index.persist(tmp_path / "bad")
-    meta = json.loads((tmp_path / "bad" / "carag_lexical_ids.json").read_text(encoding="utf-8"))
-    (tmp_path / "bad" / "carag_lexical_ids.json").write_text(json.dumps({**meta, "ids": ["only-one"]}))
+        BM25Index().fit([nodes[0], nodes[0]])
+    with pytest.raises(ValueError, match="'k1' parameter"):  # validated by fit (scikit-learn style)
+        BM25Index(k1=0).fit(nodes)
+    with pytest.raises(NotFittedError):
+        BM25Index().query("x", 3)
+    info, arrays = BM25Index().fit(nodes).get_state()
     with pytest.raises(ValueError, match="do not match its ids"):
-        LexicalIndex.from_persist_dir(tmp_path / "bad")
-    (tmp_path / "bad" / "carag_lexical_ids.json").write_text('{"ids": ["only-one"]}', encoding="utf-8")
-    with pytest.raises(LegacyLexicalState, match="earlier version"):  # format 1: bm25s's own files
-        LexicalIndex.from_persist_dir(tmp_path / "bad")
+        BM25Index.from_state({**info, "ids": ["only-one"]}, arrays)
+    with pytest.raises(ValueError, match="format"):  # another format (bm25s's precomputed scores had 1)
+        BM25Index.from_state({**info, "format": 1}, arrays)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
+from sklearn.exceptions import NotFittedError
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.backends.vector_stores import nodes_by_id
-from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, LexicalIndex, import_bm25s
+from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, BM25Index, import_bm25s
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.settings import PAPER
 
@@ -23,11 +24,11 @@ def random_texts(rng: np.random.Generator, n: int) -> list[str]:
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(0, 25)), p=p)) for _ in range(n)]
 
 
-def assert_same_as_rebuild(index: LexicalIndex, texts: dict[str, str], queries: list[str], k: int = 10) -> None:
+def assert_same_as_rebuild(index: BM25Index, texts: dict[str, str], queries: list[str], k: int = 10) -> None:
     """Every live passage's score equals the rebuild's exactly; the top-k are the same up to the order of ties."""
     live = index.ids_
     assert sorted(live) == sorted(texts)
-    rebuilt = LexicalIndex().fit_texts(live, [texts[i] for i in live])
+    rebuilt = BM25Index().fit_texts(live, [texts[i] for i in live])
     for q in queries:
         ours, theirs = index.query(q, k), rebuilt.query(q, k)
         np.testing.assert_array_equal(index.lookup(ours, live), rebuilt.lookup(theirs, live))
@@ -42,7 +43,7 @@ def test_scores_are_bm25s_bit_for_bit(rng):
     import Stemmer
 
     texts = random_texts(rng, 400)
-    index = LexicalIndex().fit_texts([f"d{i}" for i in range(len(texts))], texts)
+    index = BM25Index().fit_texts([f"d{i}" for i in range(len(texts))], texts)
     tokens = bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), token_pattern=TOKEN_PATTERN)
     model = import_bm25s().BM25()
     model.index(tokens, show_progress=False)
@@ -56,7 +57,7 @@ def test_scores_are_bm25s_bit_for_bit(rng):
 def test_random_inserts_and_deletes_equal_a_rebuild(rng, merge_fraction):
     pool = random_texts(rng, 900)
     texts = {f"d{i}": t for i, t in enumerate(pool[:300])}
-    index = LexicalIndex(merge_fraction=merge_fraction).fit_texts(list(texts), list(texts.values()))
+    index = BM25Index(merge_fraction=merge_fraction).fit_texts(list(texts), list(texts.values()))
     queries = random_texts(rng, 25) + ["quick blue ocean", "w1 w1 w2"]
     fresh = iter(range(300, 900))
     for step in range(12):
@@ -79,18 +80,18 @@ def test_random_inserts_and_deletes_equal_a_rebuild(rng, merge_fraction):
     assert_same_as_rebuild(index, texts, queries)
 
 
-def test_a_segmented_index_round_trips(rng, tmp_path):
+def test_a_segmented_index_round_trips(rng):
     texts = random_texts(rng, 120)
     ids = [f"d{i}" for i in range(len(texts))]
-    index = LexicalIndex(merge_fraction=100.0).fit_texts(ids[:80], texts[:80])
+    index = BM25Index(merge_fraction=100.0).fit_texts(ids[:80], texts[:80])
     index.add_texts(ids[80:], texts[80:])
     index.remove(ids[10:30])
     index.add_texts(["d15"], ["quick blue ocean rose"])  # a removed id comes back
     assert len(index.segments_.parts) == 3
     info, arrays = index.get_state()
     assert len(index.segments_.parts) == 3  # saving does not merge the live index
-    back = LexicalIndex.from_state(info, arrays)
-    again = LexicalIndex.from_persist_dir(index.persist(tmp_path / "bm25"))
+    back = BM25Index.from_state(info, arrays)
+    again = BM25Index.from_state(*back.get_state())  # and once more from the reloaded one
     for other in (back, again):
         assert sorted(other.ids_) == sorted(index.ids_)
         for q in texts[:20] + ["quick blue ocean"]:
@@ -101,15 +102,15 @@ def test_a_segmented_index_round_trips(rng, tmp_path):
 
 
 def test_bad_edits_are_refused():
-    index = LexicalIndex().fit_texts(["a", "b"], ["sea level", "coral reef"])
+    index = BM25Index().fit_texts(["a", "b"], ["sea level", "coral reef"])
     with pytest.raises(ValueError, match="duplicated"):
         index.add_texts(["c", "c"], ["x", "y"])
     with pytest.raises(ValueError, match="2 ids for 1 texts"):
         index.add_texts(["c", "d"], ["x"])
-    with pytest.raises(RuntimeError, match="not fitted"):
-        LexicalIndex().add_texts(["a"], ["x"])
+    with pytest.raises(NotFittedError):
+        BM25Index().add_texts(["a"], ["x"])
     with pytest.raises(ValueError, match="merge_fraction"):
-        LexicalIndex(merge_fraction=0)
+        BM25Index(merge_fraction=0).fit_texts(["a"], ["x"])
     index.remove(["a", "b"])
     assert len(index) == 0 and index.query("sea", 3).ids == []
 
@@ -127,7 +128,7 @@ def test_retriever_edits_update_bm25_in_place_as_a_rebuild_would(minilm, demo_co
     assert retriever.corpus.tables["lexical"] is table  # updated in place, not dropped and refitted
     live = retriever.corpus.evidence_ids()
     assert sorted(table.index.ids_) == sorted(live)
-    rebuilt = LexicalIndex().fit([n for n in nodes_by_id(index, live) if n is not None])
+    rebuilt = BM25Index().fit([n for n in nodes_by_id(index, live) if n is not None])
     for q in ["quokkaflux coral", "zebrabanana", demo_corpus.claim_nodes[2].get_content()]:
         np.testing.assert_array_equal(
             table.index.lookup(table.index.query(q, 5), live), rebuilt.lookup(rebuilt.query(q, 5), live)
@@ -137,7 +138,7 @@ def test_retriever_edits_update_bm25_in_place_as_a_rebuild_would(minilm, demo_co
 
 def reference_build_segment(offset, token_ids, lengths, n_terms):
     """build_segment as it was (a stable argsort by term): the packed-key sort must give the same arrays."""
-    from llama_index_carag.ranking.bm25_segments import Segment
+    from llama_index_carag.ranking.bm25.segments import Segment
 
     lengths = np.asarray(lengths, dtype=np.int32)
     cols = np.asarray(token_ids, dtype=np.int32)
@@ -165,7 +166,7 @@ def assert_same_segment(ours, theirs) -> None:
 
 @pytest.mark.parametrize("n_terms", [1, 7, 300])
 def test_build_segment_gives_the_arrays_of_a_stable_argsort(rng, n_terms):
-    from llama_index_carag.ranking.bm25_segments import build_segment
+    from llama_index_carag.ranking.bm25.segments import build_segment
 
     for n in (0, 1, 5, 400):
         lengths = rng.integers(0, 30, size=n).astype(np.int32)
@@ -180,13 +181,13 @@ def test_build_segment_gives_the_arrays_of_a_stable_argsort(rng, n_terms):
 
 
 def test_fit_in_chunks_equals_a_segment_per_chunk_merged(rng, monkeypatch):
-    import llama_index_carag.ranking.bm25 as bm25
-    from llama_index_carag.ranking.bm25_segments import Segments, merge
+    import llama_index_carag.ranking.bm25.index as bm25_index
+    from llama_index_carag.ranking.bm25.segments import Segments, merge
 
     texts = random_texts(rng, 530)
     ids = [f"d{i}" for i in range(len(texts))]
-    monkeypatch.setattr(bm25, "_FIT_CHUNK", 100)
-    index = LexicalIndex().fit_texts(ids, texts)
+    monkeypatch.setattr(bm25_index, "FIT_CHUNK", 100)
+    index = BM25Index().fit_texts(ids, texts)
     vocab: dict[str, int] = {}
     parts = Segments.empty()
     for start in range(0, len(texts), 100):  # the previous fit: a segment per chunk, then merged
@@ -204,10 +205,10 @@ def test_fit_from_uneven_chunks_equals_one_fit(rng):
     number depends on the chunk it first appears in, as it always did with fit_texts's own chunks.)"""
     texts = random_texts(rng, 333)
     ids = [f"d{i}" for i in range(len(texts))]
-    whole = LexicalIndex().fit_texts(ids, texts)
+    whole = BM25Index().fit_texts(ids, texts)
     cuts = [0, 1, 1, 50, 51, 200, 333]  # chunks of 1, 0, 49, 1, 149 and 133 passages
     chunks = ((ids[a:b], texts[a:b]) for a, b in zip(cuts[:-1], cuts[1:]))
-    chunked = LexicalIndex().fit_chunks(chunks, total=len(texts))
+    chunked = BM25Index().fit_chunks(chunks, total=len(texts))
     assert set(chunked.vocab_) == set(whole.vocab_) and chunked.ids_ == whole.ids_
     a, b = chunked.segments_.parts[0], whole.segments_.parts[0]
     np.testing.assert_array_equal(a.dl, b.dl)
@@ -222,11 +223,11 @@ def test_fit_from_uneven_chunks_equals_one_fit(rng):
     for q in random_texts(rng, 30):
         np.testing.assert_array_equal(chunked.all_scores(q), whole.all_scores(q))
     with pytest.raises(ValueError, match="at least one passage"):
-        LexicalIndex().fit_chunks(iter([([], [])]))
+        BM25Index().fit_chunks(iter([([], [])]))
     with pytest.raises(ValueError, match="duplicated"):
-        LexicalIndex().fit_chunks([(["a"], ["x y"]), (["a"], ["z w"])])
+        BM25Index().fit_chunks([(["a"], ["x y"]), (["a"], ["z w"])])
     with pytest.raises(ValueError, match="2 ids for 1 texts"):
-        LexicalIndex().fit_chunks([(["a", "b"], ["x y"])])
+        BM25Index().fit_chunks([(["a", "b"], ["x y"])])
 
 
 @pytest.mark.parametrize(("min_postings", "budget"), [(1, 1 << 30), (1, 3_000), (10**9, 1 << 30)])
@@ -235,13 +236,13 @@ def test_cached_contributions_score_as_computed_ones(rng, monkeypatch, min_posti
     import bm25s
     import Stemmer
 
-    import llama_index_carag.ranking.bm25_segments as seg
+    import llama_index_carag.ranking.bm25.segments as seg
 
     monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_MIN_POSTINGS", min_postings)
     monkeypatch.setattr(seg, "CONTRIBUTION_CACHE_BYTES", budget)
     texts = random_texts(rng, 300)
     ids = [f"d{i}" for i in range(len(texts))]
-    index = LexicalIndex(merge_fraction=100.0).fit_texts(ids[:200], texts[:200])
+    index = BM25Index(merge_fraction=100.0).fit_texts(ids[:200], texts[:200])
     index.add_texts(ids[200:], texts[200:])
     index.remove(ids[50:90])
     live = index.ids_

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from llama_index_carag.ranking import bm25_tokens
-from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, LexicalIndex, import_bm25s
+from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, BM25Index, import_bm25s
+from llama_index_carag.ranking.bm25 import tokens as bm25_tokens
 
 _STOP = ["the", "of", "and", "a", "is", "in", "it", "s", "t", "don", "THE", "Of"]
 _WORDS = ["running", "Runs", "ran", "cats", "Cat", "naïve", "café", "CAFÉ", "straße", "STRASSE", "İstanbul", "ΟΔΟΣ"]
@@ -29,7 +29,7 @@ def _texts():
 
 
 def reference_term_ids(texts, vocab, *, language="english", stopwords="en"):
-    """The previous LexicalIndex.document_term_ids: bm25s.tokenize, then its local ids mapped to ``vocab``'s."""
+    """The previous BM25Index.document_term_ids: bm25s.tokenize, then its local ids mapped to ``vocab``'s."""
     import Stemmer
 
     tokenized = import_bm25s().tokenize(
@@ -61,7 +61,7 @@ def reference_query(text, language="english"):
     return list(out[0]) if out else []
 
 
-def assert_same_tokenisation(index: LexicalIndex, batches: list[list[str]]) -> None:
+def assert_same_tokenisation(index: BM25Index, batches: list[list[str]]) -> None:
     """Batch after batch into one vocabulary (as fit_texts / add_texts do): identical arrays and vocabulary."""
     ours: dict[str, int] = {"pre-existing": 0, "run": 1}
     theirs = dict(ours)
@@ -81,16 +81,16 @@ def assert_same_tokenisation(index: LexicalIndex, batches: list[list[str]]) -> N
 @example(batches=[["the of and", "a", "", "  ", "!!!"], ["cat cats cat", "Cat CATS running runs"]])
 @example(batches=[["lone \ud800surrogate\udcff here", "ΣΑΣ σας ΑΣ.Σ"]])
 def test_passages_tokenise_as_bm25s_does(batches):
-    assert_same_tokenisation(LexicalIndex(), batches)
+    assert_same_tokenisation(BM25Index(), batches)
     with mock.patch.object(bm25_tokens, "_BATCH", 2):  # several batches merged into one call's runs
-        assert_same_tokenisation(LexicalIndex(), batches)
+        assert_same_tokenisation(BM25Index(), batches)
 
 
 @pytest.mark.parametrize(("language", "stopwords"), [(None, "en"), ("english", None), (None, None), ("french", "fr")])
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(_texts(), min_size=1, max_size=2))
 def test_other_settings_tokenise_as_bm25s_does(language, stopwords, batches):
-    assert_same_tokenisation(LexicalIndex(language=language, stopwords=stopwords), batches)
+    assert_same_tokenisation(BM25Index(language=language, stopwords=stopwords), batches)
 
 
 @settings(max_examples=300, deadline=None)
@@ -98,8 +98,8 @@ def test_other_settings_tokenise_as_bm25s_does(language, stopwords, batches):
 @example(text="The cats of İstanbul are RUNNING — naïvely, ß ½")
 @example(text="")
 def test_queries_tokenise_as_bm25s_does(text):
-    assert LexicalIndex().tokenize(text) == reference_query(text)
-    assert LexicalIndex(language=None).tokenize(text) == reference_query(text, language=None)
+    assert BM25Index().tokenize(text) == reference_query(text)
+    assert BM25Index(language=None).tokenize(text) == reference_query(text, language=None)
 
 
 def test_long_batches_and_threads_agree():
@@ -109,7 +109,7 @@ def test_long_batches_and_threads_agree():
     rng = np.random.default_rng(0)
     words = np.array(_STOP + _WORDS + [f"w{i}" for i in range(3000)])
     texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 40)))) for _ in range(20_000)]
-    index = LexicalIndex()
+    index = BM25Index()
     ref_vocab: dict[str, int] = {}
     ref = reference_term_ids(texts, ref_vocab)
 

@@ -15,11 +15,9 @@ pytest.importorskip("llama_index.vector_stores.qdrant")
 from llama_index.core.schema import MetadataMode, TextNode  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.backends.qdrant_lexical import BM25_VECTOR_NAME, QdrantLexicalIndex  # noqa: E402
 from llama_index_carag.core.persistence import StateError  # noqa: E402
 from llama_index_carag.datasets import uuid_node_id  # noqa: E402
-from llama_index_carag.ranking.bm25 import LexicalIndex  # noqa: E402
-from llama_index_carag.ranking.lexical import LexicalSource  # noqa: E402
+from llama_index_carag.ranking.bm25 import BM25_VECTOR_NAME, BM25Index, BM25Source, QdrantBM25  # noqa: E402
 from tests.helpers import TableEmbedding, faiss_index, planted_corpus  # noqa: E402
 from tests.test_qdrant import assert_same_ranking, qdrant_index, with_uuid_ids  # noqa: E402
 
@@ -97,7 +95,7 @@ def text_of(node):
 
 def reference_scores(texts, query, avgdl=None, k1=1.5, b=0.75):
     """bm25s's lucene BM25 by hand (float64), optionally with a given ``avgdl``; shape ``(len(texts),)``."""
-    tok = LexicalIndex()
+    tok = BM25Index()
     vocab: dict[str, int] = {}
     tokens, lengths = tok.document_term_ids(texts, vocab)
     rows = np.repeat(np.arange(len(texts)), lengths)
@@ -120,6 +118,17 @@ def corpus(rng):
     return worded_corpus(rng, claims_per_theme=5)
 
 
+def test_parameters_are_validated_by_fit_and_queries_need_a_fit(corpus):
+    from sklearn.exceptions import NotFittedError
+
+    evidence, claims, emb = corpus
+    index = qdrant_index(evidence, emb)
+    with pytest.raises(ValueError, match="'b' parameter"):
+        QdrantBM25(index.vector_store, b=2).fit()
+    with pytest.raises(NotFittedError):
+        QdrantBM25(index.vector_store).top("apple", 3)
+
+
 def test_scores_equal_the_in_process_index(rng):
     texts = texts_for(rng, 80, prefix="p") + ["the of and", "apple apple apple apple"]  # dl 0, tf 4
     nodes = [
@@ -127,8 +136,8 @@ def test_scores_equal_the_in_process_index(rng):
     ]
     emb = TableEmbedding({t: n.embedding for t, n in zip(texts, nodes)})
     index = qdrant_index(nodes, emb)
-    lexical = QdrantLexicalIndex(index.vector_store).fit()
-    ref = LexicalIndex().fit(nodes)
+    lexical = QdrantBM25(index.vector_store).fit()
+    ref = BM25Index().fit(nodes)
     ids = [n.node_id for n in nodes]
     assert len(lexical) == len(nodes) and lexical.n_fit_ == len(nodes)
     assert lexical.avgdl_ == pytest.approx(ref.segments_.sum_dl / ref.segments_.n_live)
@@ -149,8 +158,8 @@ def test_default_preset_on_qdrant_equals_the_in_process_hybrid(corpus):
     on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "default", **kwargs)
     on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "default", **kwargs)
     assert on_qdrant.settings == on_faiss.settings and on_qdrant.settings.lexical_weight > 0
-    assert isinstance(on_faiss.corpus.tables["lexical"].index, LexicalIndex)
-    assert isinstance(on_qdrant.corpus.tables["lexical"].index, QdrantLexicalIndex)
+    assert isinstance(on_faiss.corpus.tables["lexical"].index, BM25Index)
+    assert isinstance(on_qdrant.corpus.tables["lexical"].index, QdrantBM25)
     moved = 0
     for claim in claims:
         a, b = on_faiss.retrieve(claim.text), on_qdrant.retrieve(claim.text)
@@ -166,13 +175,13 @@ def test_no_in_process_bm25_and_no_per_passage_state(corpus, tmp_path):
     evidence, claims, emb = corpus
     r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "default", claim_nodes=claims, n_clusters=3)
     table = r.corpus.tables["lexical"]
-    assert not isinstance(table.index, LexicalIndex)
-    source = next(s for s in r._sources if isinstance(s, LexicalSource))
-    assert source.cache is table.index  # no _HitCache over an in-process index
+    assert not isinstance(table.index, BM25Index)
+    source = next(s for s in r._sources if isinstance(s, BM25Source))
+    assert source.index is table.index
     info, arrays = table.get_state()
     assert arrays == {}
     assert set(info) == {
-        "backend",
+        "placement",
         "format",
         "collection",
         "vector_name",
@@ -188,7 +197,7 @@ def test_no_in_process_bm25_and_no_per_passage_state(corpus, tmp_path):
     r.persist(tmp_path / "state")
     manifest = json.loads((tmp_path / "state" / "carag" / "carag_manifest.json").read_text())
     entry = next(t for t in manifest["info"]["tables"] if t["key"] == "lexical")
-    assert entry["arrays"] == {} and entry["info"]["backend"] == "qdrant"
+    assert entry["arrays"] == {} and entry["info"]["placement"] == "qdrant"
 
 
 def test_two_sparse_queries_at_most_per_retrieve(corpus, monkeypatch):
@@ -233,7 +242,7 @@ def test_insert_and_delete_within_the_frozen_avgdl_tolerance(corpus, rng):
     live = [e for e in evidence[10:]] + new
     texts = [text_of(n) for n in live]
     assert len(lexical) == len(live)
-    now = LexicalIndex().fit(live)
+    now = BM25Index().fit(live)
     avgdl_now = now.segments_.sum_dl / now.segments_.n_live
     eps = abs(frozen / avgdl_now - 1)
     assert eps > 0.01  # long passages were added: the frozen avgdl is off
@@ -263,7 +272,7 @@ def test_persist_and_reload(corpus, tmp_path):
     r.persist(tmp_path / "state")
     back = ContextAwareRetriever.from_persist_dir(tmp_path / "state", index=index)
     again = back.corpus.tables["lexical"].index
-    assert isinstance(again, QdrantLexicalIndex)
+    assert isinstance(again, QdrantBM25)
     assert again.vocab_ == r.corpus.tables["lexical"].index.vocab_
     for claim in claims[::3]:
         assert [(h.node.node_id, round(h.score, 6)) for h in back.retrieve(claim.text)] == [
@@ -286,8 +295,6 @@ def test_a_store_that_cannot_add_the_vector_falls_back_to_bm25_in_process(corpus
     before), which the state keeps and reloads."""
     import logging
 
-    from llama_index_carag.ranking.bm25 import LexicalIndex
-
     evidence, claims, emb = corpus
     index = qdrant_index(evidence, emb)
 
@@ -295,10 +302,10 @@ def test_a_store_that_cannot_add_the_vector_falls_back_to_bm25_in_process(corpus
         raise RuntimeError("404 page not found")  # an older server
 
     monkeypatch.setattr(index.vector_store.client, "create_vector_name", refuse)
-    with caplog.at_level(logging.WARNING, logger="llama_index_carag.ranking.lexical_table"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_carag.ranking.bm25.table"):
         r = ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
     assert re.search(r"Cannot add the BM25 sparse vector.*sparse_vectors_config", caplog.text)
-    assert isinstance(r.corpus.tables["lexical"].index, LexicalIndex)
+    assert isinstance(r.corpus.tables["lexical"].index, BM25Index)
     assert r.retrieve(claims[0].text)
 
 
@@ -323,7 +330,7 @@ def test_claims_stored_as_points_are_neither_returned_nor_counted(rng):
     r = ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
     lexical = r.corpus.tables["lexical"].index
     assert len(lexical) == len(evidence)  # the claims have no BM25 vector: not in N
-    ref = LexicalIndex().fit(evidence)
+    ref = BM25Index().fit(evidence)
     ids = [e.node_id for e in evidence]
     claim_ids = {c.node_id for c in claims}
     for claim in claims:
@@ -348,24 +355,24 @@ def test_factver_default_preset_qdrant_equals_faiss(factver_index, factver_claim
     kwargs = dict(claim_nodes=factver_claims, similarity_top_k=10)
     on_faiss = ContextAwareRetriever.from_index(faiss_index(nodes, minilm), "default", **kwargs)
     on_qdrant = ContextAwareRetriever.from_index(qdrant_index(nodes, minilm), "default", **kwargs)
-    assert isinstance(on_qdrant.corpus.tables["lexical"].index, QdrantLexicalIndex)
+    assert isinstance(on_qdrant.corpus.tables["lexical"].index, QdrantBM25)
     for claim in factver_claims[::7]:
         q = QueryBundle(claim.text, embedding=claim.embedding)
         assert_same_ranking(on_faiss.retrieve(q), on_qdrant.retrieve(q))
 
 
-def test_an_earlier_in_process_bm25_state_on_qdrant_loads_and_refit_moves_it(corpus, tmp_path):
-    from llama_index_carag.ranking.lexical_table import LexicalTable
+def test_an_in_process_bm25_state_on_qdrant_loads_and_refit_moves_it(corpus, tmp_path):
+    from llama_index_carag.ranking.bm25 import BM25Table
 
     evidence, claims, emb = corpus
     index = qdrant_index(evidence, emb)
     r = ContextAwareRetriever.from_index(index, "default", claim_nodes=claims, n_clusters=3)
-    r.corpus.tables["lexical"] = LexicalTable(LexicalIndex().fit(evidence))  # what earlier versions saved
+    r.corpus.tables["lexical"] = BM25Table(BM25Index().fit(evidence))  # fitted where the store could not take it
     r.persist(tmp_path / "state")
     back = ContextAwareRetriever.from_persist_dir(tmp_path / "state", index=index)
-    assert isinstance(back.corpus.tables["lexical"].index, LexicalIndex)
+    assert isinstance(back.corpus.tables["lexical"].index, BM25Index)
     back.refit()
-    assert isinstance(back.corpus.tables["lexical"].index, QdrantLexicalIndex)
+    assert isinstance(back.corpus.tables["lexical"].index, QdrantBM25)
 
 
 def test_async_retrieve_matches_sync(corpus):

@@ -7,9 +7,8 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.ranking import assembly
+from llama_index_carag.ranking.bm25 import BM25Relevance, BM25Source, BM25Table
 from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
-from llama_index_carag.ranking.lexical_table import LexicalTable
 from llama_index_carag.ranking.protocols import SearchRequest
 from llama_index_carag.ranking.scorers import Hubness
 from llama_index_carag.ranking.sources import DenseSource
@@ -58,7 +57,7 @@ def test_the_three_tables_follow_the_protocol():
 def test_wanted_tables_follow_the_weights():
     assert assembly.wanted_tables(PAPER) == {}
     assert assembly.wanted_tables(ON) == {
-        "lexical": LexicalTable,
+        "lexical": BM25Table,
         "hubness_4": Hubness,
         "claim_contrast": ClaimContrast,
     }
@@ -91,11 +90,11 @@ def test_sources_and_scorers_of_the_active_tables():
     corpus, tables = Corpus(), {}
     assembly.fit_tables(corpus, tables, ON)
     sources = assembly.default_sources(None, None, corpus, tables, ON, native_async=False)  # type: ignore[arg-type]
-    assert [type(s) for s in sources] == [DenseSource, LexicalSource]
+    assert [type(s) for s in sources] == [DenseSource, BM25Source]
     assert sources[1].search_ids(SearchRequest("topic1 e9 e4", []), 10)[0] == "e4"  # e9 is excluded
     scorers = assembly.settings_scorers(ON, tables, sources)
     assert [s.name for s in scorers] == ["lexical", "hubness", "claim_contrast"]
-    assert isinstance(scorers[0], LexicalRelevance) and scorers[0].source is sources[1]
+    assert isinstance(scorers[0], BM25Relevance) and scorers[0].source is sources[1]
     assert scorers[2].threshold == ON.contrast_threshold
     assert [s.name for s in assembly.settings_scorers(ON, tables, sources[:1])] == ["hubness", "claim_contrast"]
     off = ON.replace(hub_penalty=0.0, lexical_weight=0.0)

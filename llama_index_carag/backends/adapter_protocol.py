@@ -16,7 +16,7 @@ that, so nothing outside :mod:`llama_index_carag.backends` names a store kind:
 A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also gives a
 :class:`StoreClustering`; the others are clustered in memory.  A store that keeps the BM25 index
 itself (Qdrant: a sparse vector) gives a
-:class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend`; the others run BM25 in process.
+:class:`~llama_index_carag.ranking.bm25.BM25Placement`; the others run BM25 in process.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.cluster_store import ClusterStore
     from llama_index_carag.core.context import ThematicContext
     from llama_index_carag.core.corpus_items import CorpusItems
-    from llama_index_carag.ranking.lexical_backend import LexicalBackend
+    from llama_index_carag.ranking.bm25 import BM25Placement
 
 __all__ = ["VectorStoreAdapter", "StoreClustering"]
 
@@ -134,7 +134,7 @@ class VectorStoreAdapter(Protocol):
         """The clustering kept in the store itself (its fit and reload), or ``None`` (clustered in memory)."""
         ...
 
-    def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:
+    def lexical_backend(self, *, show_progress: bool = False) -> BM25Placement | None:
         """The backend that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
         ...
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
     from llama_index_carag.backends.adapter_protocol import StoreClustering
-    from llama_index_carag.ranking.lexical_backend import LexicalBackend
+    from llama_index_carag.ranking.bm25 import BM25Placement
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class StoreAdapter:
     def store_clustering(self) -> StoreClustering | None:
         return None
 
-    def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:
+    def lexical_backend(self, *, show_progress: bool = False) -> BM25Placement | None:
         return None
 
     @classmethod

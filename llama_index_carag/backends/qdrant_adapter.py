@@ -4,7 +4,7 @@
 ``retrieve``; :class:`QdrantClustering` fits the thematic context on the server
 (:func:`~llama_index_carag.backends.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
 and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`);
-:class:`~llama_index_carag.backends.qdrant_lexical.QdrantLexicalBackend` keeps BM25 in a sparse vector.
+:class:`~llama_index_carag.ranking.bm25.QdrantBM25Placement` keeps BM25 in a sparse vector.
 The integration is optional: nothing here imports ``qdrant_client`` until a Qdrant store is used.
 """
 
@@ -20,9 +20,9 @@ from llama_index_carag.backends.base_adapter import StoreAdapter
 from llama_index_carag.backends.qdrant_clusters import QdrantClusterStore, QdrantCollection, is_qdrant_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend
     from llama_index_carag.core.context import ThematicContext
     from llama_index_carag.core.corpus_items import CorpusItems
+    from llama_index_carag.ranking.bm25 import QdrantBM25Placement
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class QdrantAdapter(StoreAdapter):
     def store_clustering(self) -> QdrantClustering:
         return QdrantClustering(self.store)
 
-    def lexical_backend(self, *, show_progress: bool = False) -> QdrantLexicalBackend:
-        from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend
+    def lexical_backend(self, *, show_progress: bool = False) -> QdrantBM25Placement:
+        from llama_index_carag.ranking.bm25 import QdrantBM25Placement
 
-        return QdrantLexicalBackend(self.store, show_progress=show_progress)
+        return QdrantBM25Placement(self.store, show_progress=show_progress)

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
+from llama_index_carag.ranking.bm25 import BM25Table, bm25_source
 from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.ranking.lexical_table import LexicalTable, lexical_source
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.scorers import Hubness
 from llama_index_carag.ranking.sources import DenseSource
@@ -34,13 +34,13 @@ __all__ = [
     "fit_tables",
     "update_tables",
     "default_sources",
-    "lexical_source",
+    "bm25_source",
     "settings_scorers",
 ]
 
 #: The fitted per-passage tables, in the order their scorers are applied.  A new fitted term:
 #: its weight field in CaragSettings (``json_schema_extra={"rerank_term": True}``) + its class here.
-TABLE_TYPES: tuple[type[FittedTable], ...] = (LexicalTable, Hubness, ClaimContrast)
+TABLE_TYPES: tuple[type[FittedTable], ...] = (BM25Table, Hubness, ClaimContrast)
 
 
 def table_type(name: str) -> type[FittedTable]:

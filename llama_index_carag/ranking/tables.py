@@ -18,8 +18,8 @@ updating and persisting loop over that dict, so a new fitted term is one
 
 A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never imports
 ``retrieval`` (the retriever passes a view of its index and fitted corpus).  A corpus may also offer
-``lexical_backend()`` (:func:`~llama_index_carag.ranking.lexical_backend.lexical_backend_of`): a store
-that keeps the BM25 index itself (Qdrant), used by the lexical table instead of an in-process index.
+``lexical_backend()`` (:func:`~llama_index_carag.ranking.bm25.bm25_placement_of`): a store
+that keeps the BM25 index itself (Qdrant), used by the BM25 table instead of an in-process index.
 """
 
 from __future__ import annotations

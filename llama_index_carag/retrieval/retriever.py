@@ -40,8 +40,8 @@ from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
-from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
-from llama_index_carag.ranking.lexical import LexicalSource, lexical_provenance
+from llama_index_carag.ranking.assembly import bm25_source, default_sources, settings_scorers
+from llama_index_carag.ranking.bm25 import BM25Source, lexical_provenance
 from llama_index_carag.ranking.pool import CandidatePool
 from llama_index_carag.ranking.protocols import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
@@ -138,8 +138,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
     def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         return updates.nodes_by_id(self._index, ids)
 
-    def _lexical_source(self) -> LexicalSource | None:
-        return lexical_source(self._sources)
+    def _lexical_source(self) -> BM25Source | None:
+        return bm25_source(self._sources)
 
     def _calibration_summary(self) -> dict[str, Any] | None:
         """The corpus's calibration summary when this retriever runs its calibrated settings, else ``None``."""

@@ -2,8 +2,9 @@
 
 Those states kept each table under its own key: ``claim_contrast_table`` (arrays
 ``contrast_sims`` / ``contrast_claims``), ``hubness_tables`` (one array ``hubness_{k}`` each) and
-``lexical`` (the BM25 index in a side folder, written before the manifest).  :func:`legacy_tables`
-turns them into today's tables; the next ``persist`` writes the new layout and removes the side folder.
+``lexical`` (the BM25 index in a side folder, written before the manifest, as bm25s's scores: not read, the
+BM25 table is refitted from the stored text).  :func:`legacy_tables` turns them into today's tables; the next
+``persist`` writes the new layout and removes the side folder.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.core.persistence import StateError
-from llama_index_carag.ranking.bm25 import IDS_FILE
-from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
 from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.ranking.lexical_table import LexicalTable
 from llama_index_carag.ranking.scorers import Hubness
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,17 +28,18 @@ __all__ = ["legacy_tables", "is_legacy_lexical_dir", "LEGACY_LEXICAL_SUBDIR"]
 
 #: The sub-folder of the state folder where earlier versions wrote the BM25 index.
 LEGACY_LEXICAL_SUBDIR = "lexical"
+_LEGACY_LEXICAL_IDS = "carag_lexical_ids.json"
 
 
 def is_legacy_lexical_dir(path: Path) -> bool:
     """True for a BM25 side folder written by an earlier version."""
-    return (path / IDS_FILE).is_file()
+    return (path / _LEGACY_LEXICAL_IDS).is_file()
 
 
 def legacy_tables(
     info: dict[str, Any], arrays: dict[str, np.ndarray], folder: Path, corpus: TableCorpus
 ) -> dict[str, FittedTable]:
-    """The tables of an earlier state, by today's keys (a stale BM25 folder is left out: refitted on first use).
+    """The tables of an earlier state, by today's keys (its BM25 folder is left out: refitted on first use).
 
     Raises:
         StateError: a saved table is unreadable.
@@ -55,21 +54,4 @@ def legacy_tables(
             tables[table.key] = table
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"A saved fitted table is unreadable ({exc}).") from None
-    if "lexical" in info:
-        lexical = _legacy_lexical(folder / LEGACY_LEXICAL_SUBDIR, corpus)
-        if lexical is not None:
-            tables[lexical.key] = lexical
     return tables
-
-
-def _legacy_lexical(folder: Path, corpus: TableCorpus) -> LexicalTable | None:
-    """The BM25 side folder, or ``None`` when it does not match the evidence (it was written before the
-    manifest, so a crash in between left a folder of another fit)."""
-    try:
-        index = FrozenLexicalIndex.from_persist_dir(folder)  # bm25s's files: read-only, refitted on the first edit
-    except (OSError, ValueError, KeyError) as exc:
-        raise StateError(f"The saved BM25 index in {folder} is unreadable ({exc}).") from None
-    if set(index.ids_) != set(corpus.evidence_ids()):
-        logger.warning("The saved BM25 index does not cover the saved evidence; it is rebuilt from the docstore.")
-        return None
-    return LexicalTable(index)

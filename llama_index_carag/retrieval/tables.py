@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.ranking.lexical_backend import LexicalBackend
+    from llama_index_carag.ranking.bm25 import BM25Placement
     from llama_index_carag.retrieval.fitting import FittedCorpus
     from llama_index_carag.settings import CaragSettings
 
@@ -63,7 +63,7 @@ class CorpusView:
     def nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
         return nodes_by_id(self.index, ids)
 
-    def lexical_backend(self) -> LexicalBackend | None:
+    def lexical_backend(self) -> BM25Placement | None:
         """The store's BM25 backend (Qdrant), or ``None`` (BM25 in process)."""
         return adapter_for(self.index).lexical_backend(show_progress=self.show_progress)
 

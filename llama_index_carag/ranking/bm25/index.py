@@ -1,44 +1,47 @@
-"""Lexical candidates: a BM25 index over the evidence, built, updated and persisted beside the vector index.
+"""The in-process BM25 index over the evidence: fitted, edited in O(batch), queried, saved in the retriever's state.
 
 BM25 is bm25s's "lucene" BM25 (`bm25s <https://github.com/xhluca/bm25s>`_, the scorer of LlamaIndex's
 ``llama-index-retrievers-bm25`` integration) with that integration's tokenisation: English stop words
 removed, the Snowball English stemmer (PyStemmer), token pattern ``(?u)\\b\\w\\w+\\b``, text =
 ``node.get_content(MetadataMode.EMBED)`` (so label metadata excluded from embeddings is excluded
 here too).  The tokenisation is bm25s's, reimplemented without per-token Python loops
-(:mod:`llama_index_carag.ranking.bm25_tokens`, identical output); the index itself keeps raw term frequencies in segments
-(:mod:`llama_index_carag.ranking.bm25_segments`) and scores at query time with the statistics of
+(:mod:`~llama_index_carag.ranking.bm25.tokens`, identical output); the index itself keeps raw term frequencies in
+segments (:mod:`~llama_index_carag.ranking.bm25.segments`) and scores at query time with the statistics of
 the live passages, so
 
-* :meth:`LexicalIndex.add` / :meth:`LexicalIndex.remove` cost O(batch) (a new segment, a tombstone),
+* :meth:`BM25Index.add` / :meth:`BM25Index.remove` cost O(batch) (a new segment, a tombstone),
   and the scores after them are exactly those of a rebuild on the passages as they are now;
 * a query touches only its terms' postings.
 
-The state is the term-frequency matrix (``.npy`` arrays, no pickle), the vocabulary and the node ids:
-:meth:`LexicalIndex.get_state` gives it as JSON plus arrays for the retriever's atomic state (it
-writes the segments merged into one); :meth:`LexicalIndex.persist` writes a folder of its own.
-States written by versions that stored bm25s's precomputed scores (format 1) are not read here:
-:class:`LegacyLexicalState` says so, and the lexical table refits from the stored text.
+The state is the term-frequency matrix (arrays, no pickle), the vocabulary and the node ids:
+:meth:`BM25Index.get_state` gives it as JSON plus arrays for the retriever's atomic state (it writes the
+segments merged into one).
 
-One :meth:`LexicalIndex.query` call scores every passage once; the top ``n`` come from it and
-so do the lexical scores of candidates found by the dense search, at no extra cost.
+One :meth:`BM25Index.query` call scores every passage once (a :class:`BM25QueryScores`); the top ``n`` come
+from it and so do the BM25 scores of candidates found by the dense search, at no extra cost.  The index keeps
+the last few queries' scores (:meth:`BM25Index.top`, :meth:`BM25Index.scores_of`: the
+:class:`~llama_index_carag.ranking.bm25.placement.FittedBM25` the BM25 source and term read), so the source,
+the term and the provenance of one query share one scoring pass; an edit forgets them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from numbers import Real
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.core.atomic import atomic_write_text
-from llama_index_carag.ranking.bm25_segments import (
+from llama_index_carag.ranking.bm25.segments import (
     Postings,
+    Segment,
     Segments,
     assemble_segment,
     block_postings,
@@ -46,47 +49,44 @@ from llama_index_carag.ranking.bm25_segments import (
     merge,
     score,
 )
-from llama_index_carag.ranking.bm25_tokens import TOKEN_PATTERN, Tokenizer
+from llama_index_carag.ranking.bm25.tokens import Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
+    from llama_index_carag.ranking.tables import TableCorpus
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalIndex", "LexicalHits", "LegacyLexicalState", "TOKEN_PATTERN", "IDS_FILE", "import_bm25s"]
+__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS"]
 
-#: The file of a :meth:`LexicalIndex.persist` folder that lists its node ids.
-IDS_FILE = "carag_lexical_ids.json"
-_ARRAYS_FILE = "carag_lexical_tf.npz"
+#: Passages tokenised at a time by :meth:`BM25Index.fit_texts`.
+FIT_CHUNK = 100_000
 _FORMAT = 2
 _ARRAY_NAMES = ("indptr", "rows", "tf", "dl")
-_FIT_CHUNK = 100_000
+_QUERIES_KEPT = 64
 
 
-class LegacyLexicalState(ValueError):
-    """A BM25 index saved by an earlier version (bm25s's precomputed scores): refit it from the text."""
-
-
-def import_bm25s():
-    """bm25s, imported on first use; it sets its own logger to DEBUG, which would flood a root handler."""
-    import bm25s
-
-    bm25s_logger = logging.getLogger("bm25s")
-    if bm25s_logger.level == logging.DEBUG:
-        bm25s_logger.setLevel(logging.WARNING)
-    return bm25s
+#: The constraints of the BM25 parameters and the tokenisation (scikit-learn's declarative validation), shared by
+#: every estimator that scores BM25 (in process or in the vector store).
+BM25_PARAMETERS: dict[str, list[Any]] = {
+    "language": [str, None],
+    "stopwords": [str, None],
+    "k1": [Interval(Real, 0, None, closed="neither")],
+    "b": [Interval(Real, 0, 1, closed="both")],
+}
 
 
 @dataclass(frozen=True)
-class LexicalHits:
-    """The lexical side of one query.
+class BM25QueryScores:
+    """The BM25 scores of one query over the whole index.
 
     Attributes:
         ids: the top ``n`` passages by BM25 score (score > 0), best first.
         scores: their BM25 scores, shape ``(len(ids),)``.
         all_scores: the BM25 score of every row of the index, shape ``(rows,)`` (deleted rows 0);
-            look candidates up with :meth:`LexicalIndex.lookup`.
-        row_of: ``{node id: row}`` of the index the hits were scored on.
+            look candidates up with :meth:`BM25Index.lookup`.
+        row_of: ``{node id: row}`` of the index the query was scored on.
     """
 
     ids: list[str]
@@ -95,9 +95,10 @@ class LexicalHits:
     row_of: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
 
-class LexicalIndex:
-    """BM25 over evidence passages (scikit-learn style: configure, :meth:`fit`, then query; :meth:`add` and
-    :meth:`remove` edit it in O(batch)).
+class BM25Index(BaseEstimator):
+    """BM25 over evidence passages, in process (a scikit-learn estimator: configure, :meth:`fit`, then query;
+    :meth:`add` and :meth:`remove` edit it in O(batch)).  The parameters are validated by :meth:`fit` and
+    :meth:`from_state`.
 
     Args:
         language: stemmer language for PyStemmer (``None``: no stemming).
@@ -108,9 +109,14 @@ class LexicalIndex:
 
     Attributes (after :meth:`fit`):
         ids_: the indexed (live) node ids in row order.
-        segments_: the index (:class:`~llama_index_carag.ranking.bm25_segments.Segments`).
+        segments_: the index (:class:`~llama_index_carag.ranking.bm25.segments.Segments`).
         vocab_: ``{term: column}``.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **BM25_PARAMETERS,
+        "merge_fraction": [Interval(Real, 0, None, closed="neither")],
+    }
 
     def __init__(
         self,
@@ -121,17 +127,14 @@ class LexicalIndex:
         b: float = 0.75,
         merge_fraction: float = 0.25,
     ) -> None:
-        if not (isinstance(k1, (int, float)) and k1 > 0) or not (isinstance(b, (int, float)) and 0 <= b <= 1):
-            raise ValueError(f"BM25 needs k1 > 0 and 0 <= b <= 1; got k1={k1!r}, b={b!r}.")
-        if not (isinstance(merge_fraction, (int, float)) and merge_fraction > 0):
-            raise ValueError(f"merge_fraction must be > 0; got {merge_fraction!r}.")
         self.language = language
         self.stopwords = stopwords
-        self.k1 = float(k1)
-        self.b = float(b)
-        self.merge_fraction = float(merge_fraction)
+        self.k1 = k1
+        self.b = b
+        self.merge_fraction = merge_fraction
         self._lock = threading.Lock()
         self._tokenizer = Tokenizer(language, stopwords)
+        self._queries: OrderedDict[str, tuple[int, BM25QueryScores]] = OrderedDict()
 
     # ------------------------------------------------------------- building
     def _tokens(self) -> Tokenizer:
@@ -147,7 +150,7 @@ class LexicalIndex:
 
         return [n.node_id for n in nodes], [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
 
-    def fit(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> LexicalIndex:
+    def fit(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> BM25Index:
         """Index the passages' text.
 
         Args:
@@ -158,17 +161,17 @@ class LexicalIndex:
         """
         nodes = list(nodes)
         if not nodes:
-            raise ValueError("LexicalIndex.fit needs at least one node.")
+            raise ValueError("BM25Index.fit needs at least one node.")
         ids, texts = self._node_texts(nodes)
         if len(set(ids)) != len(ids):
-            raise ValueError("LexicalIndex.fit: duplicated node ids.")
+            raise ValueError("BM25Index.fit: duplicated node ids.")
         return self.fit_texts(ids, texts, show_progress=show_progress)
 
-    def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> LexicalIndex:
+    def fit_texts(self, ids: Sequence[str], texts: Sequence[str], *, show_progress: bool = False) -> BM25Index:
         """Index ``texts`` under ``ids`` (same length, ids unique)."""
         if len(ids) != len(texts) or not ids:
-            raise ValueError(f"LexicalIndex.fit_texts: {len(ids)} ids for {len(texts)} texts.")
-        chunks = ((ids[s : s + _FIT_CHUNK], texts[s : s + _FIT_CHUNK]) for s in range(0, len(texts), _FIT_CHUNK))
+            raise ValueError(f"BM25Index.fit_texts: {len(ids)} ids for {len(texts)} texts.")
+        chunks = ((ids[s : s + FIT_CHUNK], texts[s : s + FIT_CHUNK]) for s in range(0, len(texts), FIT_CHUNK))
         return self.fit_chunks(chunks, total=len(texts), show_progress=show_progress)
 
     def fit_chunks(
@@ -177,7 +180,7 @@ class LexicalIndex:
         *,
         total: int | None = None,
         show_progress: bool = False,
-    ) -> LexicalIndex:
+    ) -> BM25Index:
         """Index passages given as consecutive ``(ids, texts)`` chunks (read lazily: a corpus's text need never
         be in memory at once).  Each chunk is tokenised, reduced to its distinct (term, row) counts and
         dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).
@@ -190,13 +193,14 @@ class LexicalIndex:
         """
         from tqdm.auto import tqdm
 
+        self._validate_params()
         vocab: dict[str, int] = {}
         blocks: list[Postings] = []
         row_ids: list[str] = []
         with tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar:
             for chunk_ids, chunk_texts in chunks:
                 if len(chunk_ids) != len(chunk_texts):
-                    raise ValueError(f"LexicalIndex.fit_chunks: {len(chunk_ids)} ids for {len(chunk_texts)} texts.")
+                    raise ValueError(f"BM25Index.fit_chunks: {len(chunk_ids)} ids for {len(chunk_texts)} texts.")
                 if not len(chunk_ids):
                     continue
                 tokens, lengths = self.document_term_ids(chunk_texts, vocab)
@@ -204,9 +208,9 @@ class LexicalIndex:
                 row_ids += [str(i) for i in chunk_ids]
                 bar.update(len(chunk_ids))
         if not row_ids:
-            raise ValueError("LexicalIndex.fit needs at least one passage.")
+            raise ValueError("BM25Index.fit needs at least one passage.")
         if len(set(row_ids)) != len(row_ids):
-            raise ValueError("LexicalIndex.fit: duplicated node ids.")
+            raise ValueError("BM25Index.fit: duplicated node ids.")
         index = Segments.empty().append(assemble_segment(0, blocks, len(vocab)))
         del blocks
         with self._lock:
@@ -215,6 +219,7 @@ class LexicalIndex:
             self._row_ids = row_ids
             self._row_of = {node_id: r for r, node_id in enumerate(row_ids)}
             self._merged_rows = index.n_rows
+            self._queries = OrderedDict()
         logger.debug("BM25 index: %d passages, %d terms.", len(row_ids), len(vocab))
         return self
 
@@ -222,12 +227,8 @@ class LexicalIndex:
         """How the index tokenises passages (stop words removed, stemmed): the term ids of every text one after
         the other, shape ``(sum of lengths,)`` int32, and the tokens per text, shape ``(len(texts),)`` int32.
         Terms not in ``vocab`` join it (``vocab[term] = len(vocab)``, new terms in bm25s's order); the same
-        term strings, order and lengths as ``bm25s.tokenize`` (:mod:`~llama_index_carag.ranking.bm25_tokens`)."""
+        term strings, order and lengths as ``bm25s.tokenize`` (:mod:`~llama_index_carag.ranking.bm25.tokens`)."""
         return self._tokens().document_term_ids(texts, vocab)
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "segments_"):
-            raise RuntimeError("LexicalIndex is not fitted; call fit(nodes) first.")
 
     def __len__(self) -> int:
         return len(getattr(self, "_row_of", ()))
@@ -238,7 +239,7 @@ class LexicalIndex:
     @property
     def ids_(self) -> list[str]:
         """The indexed node ids in row order."""
-        self._check_fitted()
+        check_is_fitted(self)
         row_of = self._row_of
         return [i for r, i in enumerate(self._row_ids) if row_of.get(i) == r]
 
@@ -254,14 +255,14 @@ class LexicalIndex:
 
     def add_texts(self, ids: Sequence[str], texts: Sequence[str]) -> int:
         """Index ``texts`` under ``ids`` (ids already indexed are replaced); O(batch)."""
-        self._check_fitted()
+        check_is_fitted(self)
         if len(ids) != len(texts):
-            raise ValueError(f"LexicalIndex.add_texts: {len(ids)} ids for {len(texts)} texts.")
+            raise ValueError(f"BM25Index.add_texts: {len(ids)} ids for {len(texts)} texts.")
         if not ids:
             return 0
         row_ids = [str(i) for i in ids]
         if len(set(row_ids)) != len(row_ids):
-            raise ValueError("LexicalIndex.add_texts: duplicated node ids in the batch.")
+            raise ValueError("BM25Index.add_texts: duplicated node ids in the batch.")
         with self._lock:
             self._remove_locked(row_ids)
             vocab = self.vocab_  # new terms get new columns, which the current segments do not have
@@ -272,12 +273,13 @@ class LexicalIndex:
                 self._row_of[node_id] = r
             self._row_ids.extend(row_ids)
             self.segments_ = index
+            self._queries = OrderedDict()
             self._maybe_merge_locked()
         return len(row_ids)
 
     def remove(self, node_ids: Sequence[str]) -> int:
         """Stop indexing ``node_ids`` (ids not indexed are ignored); O(batch). Returns the number removed."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             removed = self._remove_locked([str(i) for i in node_ids])
             self._maybe_merge_locked()
@@ -287,6 +289,7 @@ class LexicalIndex:
         rows = [self._row_of.pop(i) for i in dict.fromkeys(node_ids) if i in self._row_of]
         if rows:
             self.segments_ = self.segments_.kill(rows)
+            self._queries = OrderedDict()
         return len(rows)
 
     def _maybe_merge_locked(self) -> None:
@@ -298,7 +301,7 @@ class LexicalIndex:
 
     def merge(self) -> None:
         """Fold the segments into one and drop the deleted rows (O(corpus); scores unchanged)."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             self._merge_locked()
 
@@ -317,32 +320,32 @@ class LexicalIndex:
         return self._tokens().query_terms(text)
 
     def _score(self, query_str: str) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             vocab, index, row_ids, row_of = self.vocab_, self.segments_, self._row_ids, self._row_of
         ids = [vocab[t] for t in self.tokenize(query_str) if t in vocab]
-        return score(index, ids, self.k1, self.b), row_ids, row_of
+        return score(index, ids, float(self.k1), float(self.b)), row_ids, row_of
 
     def all_scores(self, query_str: str) -> np.ndarray:
         """BM25 score of every row for the query, shape ``(rows,)`` float32 (zeros if no term matches).
         Rows are :attr:`ids_`'s order until the first :meth:`add` / :meth:`remove` after a merge."""
         return self._score(query_str)[0]
 
-    def query(self, query_str: str, n: int) -> LexicalHits:
+    def query(self, query_str: str, n: int) -> BM25QueryScores:
         """The top ``n`` passages (positive scores only) and every passage's score."""
         scores, row_ids, row_of = self._score(query_str)
         n = int(n)
         if n <= 0:
-            return LexicalHits([], np.zeros(0, np.float32), scores, row_of)
+            return BM25QueryScores([], np.zeros(0, np.float32), scores, row_of)
         n = min(n, scores.shape[0])
         # argpartition over every row (not only the matching ones): which of several tied passages at
         # the n-th place is kept is then the one bm25s's own top-n keeps.
         hit = np.argpartition(-scores, n - 1)[:n] if n < scores.shape[0] else np.arange(scores.shape[0])
         hit = hit[np.argsort(-scores[hit], kind="stable")]
         hit = hit[scores[hit] > 0]
-        return LexicalHits([row_ids[r] for r in hit], scores[hit], scores, row_of)
+        return BM25QueryScores([row_ids[r] for r in hit], scores[hit], scores, row_of)
 
-    def lookup(self, hits: LexicalHits, node_ids: Sequence[str]) -> np.ndarray:
+    def lookup(self, hits: BM25QueryScores, node_ids: Sequence[str]) -> np.ndarray:
         """The BM25 scores of ``node_ids`` from ``hits``, shape ``(k,)`` (0 for ids not indexed)."""
         rows = self._row_of if hits.row_of is None else hits.row_of
         size = hits.all_scores.shape[0]
@@ -353,11 +356,51 @@ class LexicalIndex:
                 out[k] = hits.all_scores[r]
         return out
 
+    # ---------------------------------------- the source's and the term's reads
+    def _kept_query(self, query_str: str, n: int) -> BM25QueryScores:
+        """The query's scores with at least its top ``n`` (the list may be longer: slice it), from the last few
+        queries' when there (one scoring pass per query; an edit forgets them)."""
+        with self._lock:
+            kept = self._queries  # an edit replaces the dict: what is stored below into this one is then dropped
+            entry = kept.get(query_str)
+            if entry is not None and entry[0] >= n:
+                kept.move_to_end(query_str)
+                return entry[1]
+        hits = self.query(query_str, n)
+        with self._lock:
+            kept[query_str] = (n, hits)
+            kept.move_to_end(query_str)
+            while len(kept) > _QUERIES_KEPT:
+                kept.popitem(last=False)
+        return hits
+
+    def top(self, query_str: str, n: int, exclude: frozenset[str] = frozenset()) -> tuple[list[str], np.ndarray]:
+        """``(ids, scores)``: the query's top ``n`` passages (score > 0, none in ``exclude``), best first."""
+        hits = self._kept_query(query_str, n + len(exclude))
+        if not exclude:
+            return hits.ids[:n], hits.scores[:n]
+        keep = [k for k, i in enumerate(hits.ids) if i not in exclude][:n]
+        return [hits.ids[k] for k in keep], hits.scores[keep]
+
+    def scores_of(self, query_str: str, node_ids: Sequence[str]) -> np.ndarray:
+        """BM25 scores of ``node_ids``, shape ``(len(node_ids),)`` float32 (0 where not indexed), from the
+        query's kept scoring pass when there is one."""
+        return self.lookup(self._kept_query(query_str, 0), node_ids)
+
+    def update(self, corpus: TableCorpus, changed: Sequence[str]) -> None:
+        """After an insert, delete or sync of ``changed``: they leave the index, and those the corpus still
+        holds as evidence (not excluded) come back with their current text; O(batch)."""
+        changed = list(dict.fromkeys(changed))
+        self.remove(changed)
+        excluded = corpus.exclude_ids
+        keep = [i for i in changed if i not in excluded]
+        self.add([n for n in corpus.nodes(keep) if n is not None] if keep else [])
+
     # ------------------------------------------------------------ persistence
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(info, arrays)``: node ids, vocabulary and settings as JSON; the live passages' term
         frequencies as one CSC matrix (``indptr``, ``rows``, ``tf``) and their lengths ``dl``."""
-        self._check_fitted()
+        check_is_fitted(self)
         with self._lock:
             index, row_ids, vocab = self.segments_, self._row_ids, self.vocab_
         segment, old_rows = merge(index, len(vocab))  # a copy: the live index is left as it is
@@ -370,55 +413,34 @@ class LexicalIndex:
             "vocab": terms,
             "language": self.language,
             "stopwords": self.stopwords,
-            "k1": self.k1,
-            "b": self.b,
+            "k1": float(self.k1),
+            "b": float(self.b),
         }
         arrays = {"indptr": segment.indptr, "rows": segment.rows, "tf": segment.tf, "dl": segment.dl}
         return info, arrays
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> LexicalIndex:
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> BM25Index:
         """The index :meth:`get_state` described.
 
         Raises:
-            LegacyLexicalState: a state of an earlier version (bm25s's files); refit from the text.
-            ValueError / KeyError: the info and arrays do not belong together.
+            ValueError / KeyError: the info and arrays do not belong together (or another format).
         """
-        if int(info.get("format", 1)) < _FORMAT or "files" in info:
-            raise LegacyLexicalState("the BM25 index was saved by an earlier version (bm25s scores, no term counts)")
+        if int(info.get("format", 0)) != _FORMAT:
+            raise ValueError(f"the saved BM25 index has format {info.get('format')!r}, not {_FORMAT}")
         ids = [str(i) for i in info["ids"]]
         terms = [str(t) for t in info["vocab"]]
         indptr, rows, tf, dl = (np.asarray(arrays[name]) for name in _ARRAY_NAMES)
-        n_terms, n = len(terms), len(ids)
-        if (
-            indptr.shape != (n_terms + 1,)
-            or indptr[0] != 0
-            or np.any(np.diff(indptr) < 0)
-            or indptr[-1] != rows.shape[0]
-            or rows.shape != tf.shape
-            or dl.shape != (n,)
-            or (rows.size and (rows.min() < 0 or rows.max() >= n))
-            or not np.issubdtype(tf.dtype, np.unsignedinteger)
-            or len(set(ids)) != n
-            or len(set(terms)) != n_terms
-        ):
-            raise ValueError("the saved BM25 arrays do not match its ids and vocabulary")
-        from llama_index_carag.ranking.bm25_segments import Segment
-
+        _check_arrays(indptr, rows, tf, dl, ids, terms)
         self = cls(
             language=info.get("language", "english"),
             stopwords=info.get("stopwords", "en"),
             k1=float(info.get("k1", 1.5)),
             b=float(info.get("b", 0.75)),
         )
-        segment = Segment(
-            0,
-            indptr.astype(np.int64),
-            rows.astype(np.int32),
-            tf,
-            dl.astype(np.int32),
-            np.ones(n, dtype=bool),
-        )
+        self._validate_params()
+        n = len(ids)
+        segment = Segment(0, indptr.astype(np.int64), rows.astype(np.int32), tf, dl.astype(np.int32), np.ones(n, bool))
         self.vocab_ = {t: c for c, t in enumerate(terms)}
         self.segments_ = Segments.empty().append(segment)
         self._row_ids = ids
@@ -426,38 +448,22 @@ class LexicalIndex:
         self._merged_rows = n
         return self
 
-    def persist(self, folder: str | os.PathLike[str]) -> Path:
-        """Save under ``folder`` (:meth:`get_state` as a JSON file and an ``.npz`` of arrays, no pickle)."""
-        info, arrays = self.get_state()
-        path = Path(folder)
-        path.mkdir(parents=True, exist_ok=True)
-        tmp = path / f".{_ARRAYS_FILE}.tmp"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, allow_pickle=False, **arrays)
-        os.replace(tmp, path / _ARRAYS_FILE)
-        atomic_write_text(path / IDS_FILE, json.dumps(info))
-        return path
 
-    @classmethod
-    def from_persist_dir(cls, folder: str | os.PathLike[str]) -> LexicalIndex:
-        """Reload a :meth:`persist` folder.
-
-        Raises:
-            FileNotFoundError: nothing saved there.
-            LegacyLexicalState: a folder of an earlier version (bm25s's files).
-            ValueError: the files do not belong together.
-        """
-        path = Path(folder)
-        if not (path / IDS_FILE).is_file():
-            raise FileNotFoundError(f"No lexical index in {path} ({IDS_FILE} is missing).")
-        try:
-            info = json.loads((path / IDS_FILE).read_text(encoding="utf-8"))
-            if int(info.get("format", 1)) < _FORMAT:
-                raise LegacyLexicalState(f"{path} holds a BM25 index of an earlier version (bm25s files)")
-            with np.load(path / _ARRAYS_FILE, allow_pickle=False) as saved:
-                arrays = {name: saved[name] for name in _ARRAY_NAMES}
-            return cls.from_state(info, arrays)
-        except LegacyLexicalState:
-            raise
-        except (ValueError, KeyError, TypeError, OSError) as exc:
-            raise ValueError(f"The lexical index in {path} is corrupt ({exc}).") from None
+def _check_arrays(
+    indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray, dl: np.ndarray, ids: list[str], terms: list[str]
+) -> None:
+    """Raise ``ValueError`` unless the saved CSC arrays fit the ids (rows) and the vocabulary (columns)."""
+    n_terms, n = len(terms), len(ids)
+    if (
+        indptr.shape != (n_terms + 1,)
+        or indptr[0] != 0
+        or np.any(np.diff(indptr) < 0)
+        or indptr[-1] != rows.shape[0]
+        or rows.shape != tf.shape
+        or dl.shape != (n,)
+        or (rows.size and (rows.min() < 0 or rows.max() >= n))
+        or not np.issubdtype(tf.dtype, np.unsignedinteger)
+        or len(set(ids)) != n
+        or len(set(terms)) != n_terms
+    ):
+        raise ValueError("the saved BM25 arrays do not match its ids and vocabulary")

@@ -1,7 +1,7 @@
 """The BM25 index's tokenisation, vectorised: the output of ``bm25s.tokenize`` without its per-token Python loops.
 
 What it reproduces, exactly (same term strings, same order, same tokens per text, same new vocabulary
-columns), is the call :class:`~llama_index_carag.ranking.bm25.LexicalIndex` made before::
+columns), is the call :class:`~llama_index_carag.ranking.bm25.BM25Index` made before::
 
     bm25s.tokenize(texts, lower=True, token_pattern=r"(?u)\\b\\w\\w+\\b", stopwords=stopwords,
                    stemmer=Stemmer.Stemmer(language))       # bm25s 0.2-0.3
@@ -46,7 +46,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_PATTERN", "Tokenizer"]
+__all__ = ["TOKEN_PATTERN", "Tokenizer", "import_bm25s"]
 
 #: The token pattern of ``llama-index-retrievers-bm25`` (and bm25s's default).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -63,10 +63,18 @@ _CODE6 = bytes(
 _BATCH = 50_000  # texts keyed at a time (bounds the memory: ~90 bytes per token of a batch)
 
 
+def import_bm25s() -> Any:
+    """bm25s, imported on first use; it sets its own logger to DEBUG, which would flood a root handler."""
+    import bm25s
+
+    bm25s_logger = logging.getLogger("bm25s")
+    if bm25s_logger.level == logging.DEBUG:
+        bm25s_logger.setLevel(logging.WARNING)
+    return bm25s
+
+
 def stop_words(stopwords: str | Sequence[str] | None) -> frozenset[str]:
     """bm25s's stop words for ``stopwords`` (a list name such as ``"en"``, a list, or ``None`` for none)."""
-    from llama_index_carag.ranking.bm25 import import_bm25s
-
     bm25s = import_bm25s()
     return frozenset(bm25s.tokenization.Tokenizer(stopwords=stopwords).stopwords)
 

@@ -9,9 +9,9 @@ evidence point gets a sparse vector ``carag_bm25`` (created on the collection wi
 and Qdrant multiplies each query term by ``idf(t) = log(1 + (N - df + 0.5) / (df + 0.5))`` (``N``: the
 points that have the vector).  A query vector holds the query tokens' counts (a repeated token counts
 twice, as in bm25s), so a query scores ``sum over query tokens of idf * value``: bm25s's "lucene" BM25,
-the score of the in-process :class:`~llama_index_carag.ranking.bm25.LexicalIndex` (same tokenisation:
-:meth:`~llama_index_carag.ranking.bm25.LexicalIndex.document_term_ids` for passages,
-:meth:`~llama_index_carag.ranking.bm25.LexicalIndex.tokenize` for queries), up to float32 rounding.
+the score of the in-process :class:`~llama_index_carag.ranking.bm25.index.BM25Index` (same tokenisation:
+:meth:`~llama_index_carag.ranking.bm25.index.BM25Index.document_term_ids` for passages,
+:meth:`~llama_index_carag.ranking.bm25.index.BM25Index.tokenize` for queries), up to float32 rounding.
 
 What the process keeps: the vocabulary ``{term: sparse index}`` (exact, no hashing; new terms are
 appended on insert), ``avgdl`` and the counts at fit time.  What it does not: any per-passage data.
@@ -23,7 +23,7 @@ appended on insert), ``avgdl`` and the counts at fit time.  What it does not: an
   ``eps = |avgdl_frozen / avgdl_now - 1|``); a **delete** takes the points' vectors with them (a Qdrant
   server's IDF counts deleted points until the segment is optimised; local mode does not);
 * **a query** costs one sparse query for the top ``n`` and, for the dense candidates outside it, one
-  more filtered to their ids (:meth:`QdrantLexicalIndex.scores_of`), cached per query string.
+  more filtered to their ids (:meth:`QdrantBM25.scores_of`), cached per query string.
 
 Claims stored as points get no sparse vector: they are never returned and not counted in ``N``.
 Nothing here imports ``qdrant_client`` until a Qdrant store is used.
@@ -36,17 +36,23 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.backends.qdrant_clusters import QdrantCollection
-from llama_index_carag.ranking.bm25 import LexicalIndex
-from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable
+from llama_index_carag.ranking.bm25.index import BM25_PARAMETERS
+from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable
+from llama_index_carag.ranking.bm25.tokens import Tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.tables import TableCorpus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QdrantLexicalIndex", "QdrantLexicalBackend", "BM25_VECTOR_NAME", "ensure_bm25_vector"]
+__all__ = ["QdrantBM25", "QdrantBM25Placement", "BM25_VECTOR_NAME", "ensure_bm25_vector"]
 
 #: The sparse vector that holds BM25 in the collection.
 BM25_VECTOR_NAME = "carag_bm25"
@@ -81,7 +87,7 @@ def ensure_bm25_vector(collection: QdrantCollection, vector_name: str = BM25_VEC
     """Give the collection the sparse vector ``vector_name`` (IDF modifier) when it lacks it.
 
     Raises:
-        LexicalBackendUnavailable: the client or server cannot add it (says how to create the collection with it).
+        BM25PlacementUnavailable: the client or server cannot add it (says how to create the collection with it).
         ValueError: the vector exists without the IDF modifier.
     """
     models = _models()
@@ -94,7 +100,7 @@ def ensure_bm25_vector(collection: QdrantCollection, vector_name: str = BM25_VEC
                 models.SparseVectorNameConfig(sparse=models.SparseVectorConfig(modifier=models.Modifier.IDF)),
             )
         except Exception as exc:  # an older server or client: no way to add a vector name
-            raise LexicalBackendUnavailable(
+            raise BM25PlacementUnavailable(
                 f"Cannot add the BM25 sparse vector {vector_name!r} to the Qdrant collection {collection.name!r} "
                 f"({type(exc).__name__}: {exc}); {_how_to_create(collection.name, vector_name)}."
             ) from None
@@ -126,16 +132,16 @@ class _QueryHits:
         return len(self.ids) < self.limit
 
 
-class QdrantLexicalIndex:
+class QdrantBM25(BaseEstimator):
     """BM25 kept in a Qdrant collection's sparse vector (a
-    :class:`~llama_index_carag.ranking.lexical_backend.StoredLexicalIndex`; scikit-learn style: configure,
-    :meth:`fit`, then query).
+    :class:`~llama_index_carag.ranking.bm25.placement.FittedBM25`; a scikit-learn estimator: configure,
+    :meth:`fit`, then query; the parameters are validated by :meth:`fit` and :meth:`from_state`).
 
     Args:
         vector_store: the ``QdrantVectorStore`` (its client and collection are used).
         vector_name: the sparse vector's name.
-        k1, b: BM25 parameters (those of :class:`~llama_index_carag.ranking.bm25.LexicalIndex`).
-        language, stopwords: the tokenisation (as :class:`~llama_index_carag.ranking.bm25.LexicalIndex`).
+        k1, b: BM25 parameters (those of :class:`~llama_index_carag.ranking.bm25.index.BM25Index`).
+        language, stopwords: the tokenisation (as :class:`~llama_index_carag.ranking.bm25.index.BM25Index`).
 
     Attributes (after :meth:`fit`):
         vocab_: ``{term: sparse index}``.
@@ -143,7 +149,12 @@ class QdrantLexicalIndex:
         n_fit_: passages indexed by the fit.
     """
 
-    backend = "qdrant"
+    placement = "qdrant"
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        **BM25_PARAMETERS,
+        "vector_store": "no_validation",
+        "vector_name": [str],
+    }
 
     def __init__(
         self,
@@ -155,19 +166,30 @@ class QdrantLexicalIndex:
         language: str | None = "english",
         stopwords: str | None = "en",
     ) -> None:
-        if not vector_name:
-            raise ValueError("QdrantLexicalIndex needs a sparse vector name.")
-        self.tokenizer = LexicalIndex(language=language, stopwords=stopwords, k1=k1, b=b)  # checks k1 and b
-        self.collection = QdrantCollection(vector_store)
+        self.vector_store = vector_store
         self.vector_name = vector_name
-        self.k1, self.b = self.tokenizer.k1, self.tokenizer.b
+        self.k1 = k1
+        self.b = b
+        self.language = language
+        self.stopwords = stopwords
         self._lock = threading.Lock()
         self._hits: OrderedDict[str, _QueryHits] = OrderedDict()
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def collection(self) -> QdrantCollection:
+        """The calls made on the store's collection."""
+        return QdrantCollection(self.vector_store)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer of the current ``language`` / ``stopwords`` (shared by threads)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None or (tokenizer.language, tokenizer.stopwords) != (self.language, self.stopwords):
+            tokenizer = self._tokenizer = Tokenizer(self.language, self.stopwords)
+        return tokenizer
 
     # ------------------------------------------------------------- fitting
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "avgdl_"):
-            raise RuntimeError("QdrantLexicalIndex is not fitted; call fit() first.")
 
     def _pages(self, exclude: frozenset[str]) -> Iterable[tuple[list[str], list[str], list[str]]]:
         """``(ids, texts, excluded ids)`` of the collection, a page at a time."""
@@ -179,7 +201,7 @@ class QdrantLexicalIndex:
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
             yield [str(p.id) for p in keep], texts, [str(p.id) for p in page if str(p.id) in exclude]
 
-    def fit(self, exclude: Iterable[str] = (), *, show_progress: bool = False) -> QdrantLexicalIndex:
+    def fit(self, exclude: Iterable[str] = (), *, show_progress: bool = False) -> QdrantBM25:
         """Index every point's text except ``exclude`` (claims stored as points, whose vectors are removed).
 
         Two passes over the payloads, a page at a time: the vocabulary and ``avgdl``, then the vectors.
@@ -189,6 +211,7 @@ class QdrantLexicalIndex:
         """
         from tqdm.auto import tqdm
 
+        self._validate_params()
         exclude = frozenset(exclude)
         ensure_bm25_vector(self.collection, self.vector_name)
         vocab: dict[str, int] = {}
@@ -236,7 +259,8 @@ class QdrantLexicalIndex:
         uniq, tf = np.unique(key, return_counts=True)  # sorted by row, then term
         doc, term = uniq // max(len(vocab), 1), uniq % max(len(vocab), 1)
         tf64 = tf.astype(np.float64)
-        norm = self.k1 * ((1 - self.b) + self.b * lengths[doc] / avgdl)  # LexicalIndex's arithmetic
+        k1, b = float(self.k1), float(self.b)
+        norm = k1 * ((1 - b) + b * lengths[doc] / avgdl)  # BM25Index's arithmetic
         values = tf64 / (norm + tf64)
         bounds = np.searchsorted(doc, np.arange(len(texts) + 1))
         return [(term[a:e], values[a:e]) for a, e in zip(bounds[:-1], bounds[1:])]
@@ -261,14 +285,15 @@ class QdrantLexicalIndex:
         )
 
     # -------------------------------------------------------------- editing
-    def update(self, changed: Sequence[str], exclude: frozenset[str]) -> None:
+    def update(self, corpus: TableCorpus, changed: Sequence[str]) -> None:
         """After an insert, delete or sync of ``changed``: the points still in the collection get their
         vectors from their current text (O(batch), ``avgdl`` frozen at fit time; new terms join the
-        vocabulary), those in ``exclude`` lose theirs, deleted points took theirs with them."""
+        vocabulary), those the corpus excludes (claims) lose theirs, deleted points took theirs with them."""
         from llama_index.core.schema import MetadataMode
 
-        self._check_fitted()
-        points = self.collection.retrieve(list(changed), with_vectors=False, payload=True)
+        check_is_fitted(self)
+        exclude = corpus.exclude_ids
+        points = self.collection.retrieve(list(dict.fromkeys(changed)), with_vectors=False, payload=True)
         keep = [p for p in points if str(p.id) not in exclude]
         drop = [str(p.id) for p in points if str(p.id) in exclude]
         if keep:
@@ -287,10 +312,10 @@ class QdrantLexicalIndex:
     # -------------------------------------------------------------- queries
     def query_vector(self, query_str: str) -> tuple[list[int], list[float]]:
         """The query as a sparse vector: ``(indices ascending, token counts)`` of its tokens in the vocabulary."""
-        self._check_fitted()
+        check_is_fitted(self)
         vocab = self.vocab_
         counts: dict[int, int] = {}
-        for token in self.tokenizer.tokenize(query_str):
+        for token in self.tokenizer.query_terms(query_str):
             column = vocab.get(token)
             if column is not None:
                 counts[column] = counts.get(column, 0) + 1
@@ -387,35 +412,35 @@ class QdrantLexicalIndex:
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``(info, {})``: the collection, vector name, vocabulary (terms in index order), ``avgdl``, ``k1``,
         ``b``, the tokenisation and the fit's passage count; no per-passage data (it is in the collection)."""
-        self._check_fitted()
+        check_is_fitted(self)
         vocab = self.vocab_
         terms = [""] * len(vocab)
         for term, column in vocab.items():
             terms[column] = term
         info = {
-            "backend": self.backend,
+            "placement": self.placement,
             "format": _FORMAT,
             "collection": self.collection.name,
             "vector_name": self.vector_name,
             "vocab": terms,
             "avgdl": self.avgdl_,
             "n_fit": self.n_fit_,
-            "k1": self.k1,
-            "b": self.b,
-            "language": self.tokenizer.language,
-            "stopwords": self.tokenizer.stopwords,
+            "k1": float(self.k1),
+            "b": float(self.b),
+            "language": self.language,
+            "stopwords": self.stopwords,
         }
         return info, {}
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], vector_store: Any) -> QdrantLexicalIndex:
+    def from_state(cls, info: dict[str, Any], vector_store: Any) -> QdrantBM25:
         """The index :meth:`get_state` described, on ``vector_store``'s collection.
 
         Raises:
             ValueError: another collection, a state of another format, or a collection without the sparse
                 vector (says how to create it; then refit).
         """
-        if info.get("backend") != cls.backend or int(info.get("format", 0)) != _FORMAT:
+        if info.get("placement") != cls.placement or int(info.get("format", 0)) != _FORMAT:
             raise ValueError("the saved BM25 index is not a Qdrant one of this version")
         if info.get("collection") != vector_store.collection_name:
             raise ValueError(
@@ -430,6 +455,7 @@ class QdrantLexicalIndex:
             language=info.get("language", "english"),
             stopwords=info.get("stopwords", "en"),
         )
+        self._validate_params()
         if _sparse_config(self.collection, self.vector_name) is None:
             raise ValueError(
                 f"the Qdrant collection {self.collection.name!r} has no BM25 sparse vector {self.vector_name!r} "
@@ -446,9 +472,9 @@ class QdrantLexicalIndex:
         return self
 
 
-class QdrantLexicalBackend:
-    """Fits and reloads :class:`QdrantLexicalIndex` on a ``QdrantVectorStore`` (a
-    :class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend`).
+class QdrantBM25Placement:
+    """Fits and restores :class:`QdrantBM25` on a ``QdrantVectorStore`` (a
+    :class:`~llama_index_carag.ranking.bm25.placement.BM25Placement`).
 
     Args:
         vector_store: the store.
@@ -461,8 +487,8 @@ class QdrantLexicalBackend:
         self.vector_store = vector_store
         self.show_progress = show_progress
 
-    def fit(self, exclude: frozenset[str]) -> QdrantLexicalIndex:
-        return QdrantLexicalIndex(self.vector_store).fit(exclude, show_progress=self.show_progress)
+    def fit(self, exclude: frozenset[str]) -> QdrantBM25:
+        return QdrantBM25(self.vector_store).fit(exclude, show_progress=self.show_progress)
 
-    def restore(self, info: dict[str, Any]) -> QdrantLexicalIndex:
-        return QdrantLexicalIndex.from_state(info, self.vector_store)
+    def restore(self, info: dict[str, Any]) -> QdrantBM25:
+        return QdrantBM25.from_state(info, self.vector_store)

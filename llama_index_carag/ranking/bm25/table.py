@@ -1,13 +1,14 @@
-"""The BM25 index as a fitted table: fitted on the evidence text, saved in the retriever's atomic state.
+"""The per-corpus BM25 table: fitted on the evidence text, saved in the retriever's atomic state.
 
-:class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one BM25 index and
-contributes the BM25 candidate source (:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the
-lexical term (:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  The index is
+:class:`BM25Table` (key ``lexical``, on when ``lexical_weight > 0``) holds one
+:class:`~llama_index_carag.ranking.bm25.placement.FittedBM25` and contributes the BM25 candidate source
+(:class:`~llama_index_carag.ranking.bm25.source.BM25Source`) and the lexical term
+(:class:`~llama_index_carag.ranking.bm25.relevance.BM25Relevance`).  BM25 lives
 
-* in process, a :class:`~llama_index_carag.ranking.bm25.LexicalIndex` (FAISS, the simple store, …): an
+* in process, a :class:`~llama_index_carag.ranking.bm25.index.BM25Index` (FAISS, the simple store, …): an
   insert or delete updates it in place in O(batch) (a new segment, tombstones; scores equal a rebuild's);
 * in the vector store when the corpus offers a
-  :class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend` (Qdrant: a sparse vector): an insert
+  :class:`~llama_index_carag.ranking.bm25.placement.BM25Placement` (Qdrant: a sparse vector): an insert
   upserts the batch's vectors in O(batch) with the ``avgdl`` frozen at fit time, a delete takes the points'
   vectors with them.
 
@@ -22,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
-from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
-from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
-from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable, StoredLexicalIndex, lexical_backend_of
+from llama_index_carag.ranking.bm25.index import BM25Index
+from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable, FittedBM25, bm25_placement_of
+from llama_index_carag.ranking.bm25.relevance import BM25Relevance
+from llama_index_carag.ranking.bm25.source import BM25Source
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.protocols import CandidateSource, Scorer
@@ -34,25 +35,25 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalTable", "lexical_source"]
+__all__ = ["BM25Table", "bm25_source"]
 
 
-def lexical_source(sources: Sequence[CandidateSource]) -> LexicalSource | None:
+def bm25_source(sources: Sequence[CandidateSource]) -> BM25Source | None:
     """The BM25 source among ``sources``, if any."""
-    return next((src for src in sources if isinstance(src, LexicalSource)), None)
+    return next((src for src in sources if isinstance(src, BM25Source)), None)
 
 
-class LexicalTable:
-    """The fitted BM25 index of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
+class BM25Table:
+    """The fitted BM25 of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
 
     Args:
-        index: the fitted BM25 index: in process, or kept in the vector store.
+        index: the fitted BM25: in process, or kept in the vector store.
     """
 
     name = "lexical"
     key = "lexical"
 
-    def __init__(self, index: LexicalIndex | StoredLexicalIndex) -> None:
+    def __init__(self, index: FittedBM25) -> None:
         self.index = index
 
     def __len__(self) -> int:
@@ -63,25 +64,25 @@ class LexicalTable:
         return cls.key if settings.lexical_weight > 0 else None
 
     @classmethod
-    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> LexicalTable:
+    def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> BM25Table:
         """BM25 over the evidence text (docstore, or the vector store when it keeps the text); kept in the
-        vector store when the corpus offers a lexical backend (Qdrant), else in process.
+        vector store when the corpus offers a BM25 placement (Qdrant), else in process.
 
         A store that could keep BM25 but cannot here (an older Qdrant server or client) logs a warning and
-        gets the in-process index, as before.
+        gets the in-process index.
 
         Raises:
             ValueError: no evidence text could be found (or the store is configured against the index).
         """
-        backend = lexical_backend_of(corpus)
-        if backend is not None:
+        placement = bm25_placement_of(corpus)
+        if placement is not None:
             try:
-                return cls(backend.fit(corpus.exclude_ids))
-            except LexicalBackendUnavailable as exc:  # an older server or client: BM25 as before, in process
+                return cls(placement.fit(corpus.exclude_ids))
+            except BM25PlacementUnavailable as exc:  # an older server or client: BM25 in process
                 logger.warning("BM25 runs in process: %s", exc)
         texts = _EvidenceTexts(corpus, corpus.evidence_ids())
         try:
-            index = LexicalIndex().fit_chunks(texts, total=len(texts.ids))
+            index = BM25Index().fit_chunks(texts, total=len(texts.ids))
         except ValueError:
             if texts.found:
                 raise
@@ -101,50 +102,37 @@ class LexicalTable:
         holds as evidence (not excluded) come back with their current text.  Call it after the
         corpus's claims and context are updated.  (In the vector store: the batch's vectors are
         upserted with the ``avgdl`` frozen at fit time; deleted points took theirs with them.)"""
-        if not changed:
-            return True
-        if not isinstance(self.index, LexicalIndex):
-            self.index.update(list(dict.fromkeys(changed)), corpus.exclude_ids)
-            return True
-        if isinstance(self.index, FrozenLexicalIndex):
-            return False  # an earlier version's bm25s scores: refit once, incremental from then on
-        changed = list(dict.fromkeys(changed))
-        self.index.remove(changed)
-        excluded = corpus.exclude_ids
-        keep = [i for i in changed if i not in excluded]
-        self.index.add([n for n in corpus.nodes(keep) if n is not None] if keep else [])
+        if changed:
+            self.index.update(corpus, changed)
         return True
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
-        return [LexicalSource(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
+        return [BM25Source(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
 
     def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        """The lexical term, reading the BM25 source's cache (none when the sources have no BM25 source)."""
-        source = lexical_source(sources)
-        return [] if source is None else [LexicalRelevance(source)]
+        """The lexical term, reading the BM25 source (none when the sources have no BM25 source)."""
+        source = bm25_source(sources)
+        return [] if source is None else [BM25Relevance(source)]
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         return self.index.get_state()
 
     @classmethod
-    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> LexicalTable:
-        """The saved index (one of an earlier version, bm25s's scores, is read as a :class:`FrozenLexicalIndex`;
-        one kept in the vector store is found there again).  An in-process index saved on a store that can
-        keep BM25 itself (a Qdrant state of an earlier version) is read as saved: ``refit()`` moves it.
+    def from_state(cls, info: dict[str, Any], arrays: dict[str, np.ndarray], corpus: TableCorpus) -> BM25Table:
+        """The saved BM25 (one kept in the vector store is found there again).  An in-process index saved on a
+        store that can keep BM25 itself (fitted where the store could not take it) is read as saved:
+        ``refit()`` moves it.
 
         Raises:
             ValueError: it does not cover the corpus's evidence, or the store no longer keeps it.
         """
-        stored = info.get("backend")
+        stored = info.get("placement")
         if stored is not None:
-            backend = lexical_backend_of(corpus)
-            if backend is None or backend.name != stored:
+            placement = bm25_placement_of(corpus)
+            if placement is None or placement.name != stored:
                 raise ValueError(f"the BM25 index was saved in a {stored} store, not in this index's store")
-            return cls(backend.restore(info))
-        try:
-            index = LexicalIndex.from_state(info, arrays)
-        except LegacyLexicalState:  # bm25s's scores: queried as saved, refitted on the first edit
-            index = FrozenLexicalIndex.from_state(info, arrays)
+            return cls(placement.restore(info))
+        index = BM25Index.from_state(info, arrays)
         if set(index.ids_) != set(corpus.evidence_ids()):
             raise ValueError("the saved BM25 index does not cover the saved evidence")
         return cls(index)
@@ -153,7 +141,7 @@ class LexicalTable:
 class _EvidenceTexts:
     """The evidence passages' ``(ids, texts)`` in chunks of about ``chunk``, read ``nodes_at_once`` nodes at a
     time, so a large corpus never holds every node object, nor every text, at once (an iterable of chunks for
-    :meth:`~llama_index_carag.ranking.bm25.LexicalIndex.fit_chunks`).  Passages without stored text are
+    :meth:`~llama_index_carag.ranking.bm25.index.BM25Index.fit_chunks`).  Passages without stored text are
     skipped; ``found`` counts the others read so far."""
 
     def __init__(self, corpus: TableCorpus, ids: Sequence[str], *, nodes_at_once: int = 5_000, chunk: int = 50_000):
