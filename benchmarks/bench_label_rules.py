@@ -44,8 +44,8 @@ def collect(args: argparse.Namespace) -> None:
     from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.core.vectors import l2_normalize
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
+    from llama_index_carag.models.backend_hf import HuggingFaceBackend
     from llama_index_carag.models.resolve import resolve_llm
-    from llama_index_carag.verdicts.labels.scoring import HFLabelScorer
     from llama_index_carag.verdicts.prompts import fence, format_evidence
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
@@ -55,7 +55,7 @@ def collect(args: argparse.Namespace) -> None:
     bench.fit_retriever(tune)
     llm = resolve_llm("qwen1.5b", quantize="int8" if args.precision == "int8" else "none", backend="transformers")
     synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
-    scorer = HFLabelScorer.from_llm(llm)
+    scorer = HuggingFaceBackend(llm)
     tok = scorer.tokenizer
 
     def enough_info(claim: str, texts: list[str]) -> dict[str, float]:
@@ -107,7 +107,13 @@ def collect(args: argparse.Namespace) -> None:
                 }
             )
             out.write_text(json.dumps(rows, indent=1))
-            print(source, claim.metadata["label"], scores.best().value, round(t1 - t0, 1), flush=True)
+            print(
+                source,
+                claim.metadata["label"],
+                max(scores.logprobs, key=scores.logprobs.get).value,
+                round(t1 - t0, 1),
+                flush=True,
+            )
     print(f"{len(rows)} rows in {out}")
 
 

@@ -102,7 +102,14 @@ def collect(args: argparse.Namespace) -> None:
                     }
                 )
                 out.write_text(json.dumps(rows, indent=1))
-                print(variant, source, claim.metadata["label"], scores.best().value, rows[-1]["t_score"], flush=True)
+                print(
+                    variant,
+                    source,
+                    claim.metadata["label"],
+                    max(scores.logprobs, key=scores.logprobs.get).value,
+                    rows[-1]["t_score"],
+                    flush=True,
+                )
     print(f"{len(rows)} rows in {out}")
 
 

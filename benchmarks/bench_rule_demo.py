@@ -36,7 +36,7 @@ for c in corpus.claim_nodes:
     ev = [NodeWithScore(node=n, score=None) for n in by[c.node_id]][:6]
     s = synth.score_labels(c.text, ev)
     cos = evidence_cosines(embed, c.text, evidence_texts(ev))
-    r, a = rule.predict(s.logprobs, cos).value, s.best().value
+    r, a = rule.predict(s.logprobs, cos).value, max(s.logprobs, key=s.logprobs.get).value
     g = fever[c.metadata["label"]]
     ok_rule += r == g
     ok_raw += a == g

@@ -11,7 +11,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import ArgMaxDecision, ScoredEvidence, VerdictSettings, resolve_decision
 from llama_index_carag.verdicts.labels.domain_prior import PRIOR_FILE, DomainLabelPrior, mean_probabilities
-from llama_index_carag.verdicts.labels.scores import LabelScores
+from llama_index_carag.verdicts.labels.label_scores import LabelScores
 from llama_index_carag.verdicts.labels.stance import PassageStance, label_probabilities
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO

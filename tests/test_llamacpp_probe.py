@@ -56,7 +56,8 @@ def test_the_answer_is_cached_per_build_and_reprobed_when_the_build_changes(cach
 
 def test_a_crashing_build_is_not_available_and_qwen_falls_back(cache, monkeypatch):
     from llama_index_carag.models import llamacpp
-    from llama_index_carag.models.resolve import _backend
+    from llama_index_carag.models.backend import LLMRequest
+    from llama_index_carag.models.llm_backends import select_backend
 
     monkeypatch.setattr(llamacpp, "llamacpp_installed", lambda: True)
     monkeypatch.setattr(probe, "build_fingerprint", lambda: "crashing-build")
@@ -66,7 +67,7 @@ def test_a_crashing_build_is_not_available_and_qwen_falls_back(cache, monkeypatc
         lambda *a, **k: probe.ProbeResult(False, "crashing-build", "crashed (SIGSEGV)", -11, 0.1),
     )
     assert not llamacpp.llamacpp_available()
-    assert _backend("qwen1.5b", "qwen1.5b", False, "auto", "cpu") == "transformers"
+    assert select_backend(LLMRequest("qwen1.5b")).name == "transformers"
     with pytest.raises(RuntimeError, match=r"crashed \(SIGSEGV\); rebuild it portably with: bash scripts/llamacpp.sh"):
         llamacpp.load_llamacpp("model.gguf", context_window=64, max_new_tokens=4)
 

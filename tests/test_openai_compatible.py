@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_index_carag.models.backend_openai import echoed_tail_logprobs, supports_prompt_logprobs
 from llama_index_carag.models.openai_compatible import openai_compatible_llm, parse_server_url
 from llama_index_carag.models.resolve import resolve_llm
 from llama_index_carag.verdicts import VerdictLabel, split_sentences
-from llama_index_carag.verdicts.labels.scoring_openai import echoed_tail_logprobs, supports_prompt_logprobs
 from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
 pytest.importorskip("llama_index.llms.openai_like")
@@ -284,20 +284,20 @@ def test_echoed_tail_with_and_without_the_generated_token():
 
 
 def test_scored_labels_sum_the_label_tokens_and_probe_once():
-    from llama_index_carag.verdicts.labels.scoring import scorer_for
+    from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 
     routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": _echo_completions()}
     with FakeServer(routes) as server:
         llm = resolve_llm(f"openai-compatible:{server.url}")
         scorer, again = scorer_for(llm), scorer_for(llm)
-        assert type(scorer).__name__ == "OpenAILabelScorer" and again is not None
+        assert type(scorer.backend).__name__ == "OpenAICompatibleBackend" and again is not None
         assert len(server.calls("POST /v1/completions")) == 1  # two scorers, one probe
         messages = get_fact_check_synthesizer(llm).messages(CLAIM, PASSAGES)
-        label, scores, explanation = scorer.verdict(messages, bias={})
+        label, scores, explanation = scorer.verdict(messages, lambda s: max(s.logprobs, key=s.logprobs.get))
         echo, explain = server.calls("POST /v1/completions")[1:4], server.calls("POST /v1/completions")[4]
         options, _ = scorer.score_options(messages, {"yes": " SUPPORTED", "no": " NOT"}, prefix="Answer:")
     assert scores.as_dict() == {"SUPPORTED": -1.25, "REFUTED": -0.5, "NOT_ENOUGH_INFO": -2.375}
-    assert label == VerdictLabel.REFUTED and scores.best({VerdictLabel.SUPPORTED: 1.0}) == VerdictLabel.SUPPORTED
+    assert label == VerdictLabel.REFUTED
     assert explanation == "The passage places the tower in Paris [1]. It is not in Berlin."  # cut at 2 sentences
     assert all(b["echo"] is True and b["logprobs"] == 1 and b["max_tokens"] == 1 for b in echo)
     assert [b["prompt"].rsplit("Verdict:", 1)[1] for b in echo] == [" SUPPORTED", " REFUTED", " NOT ENOUGH INFO"]
@@ -424,7 +424,7 @@ def smol_server(tmp_path_factory):
 @pytest.mark.isolated  # loads llama.cpp in this process too (the reference scores)
 def test_real_server_scores_labels_as_llama_cpp_in_process(smol_server):
     """With the model's chat template the server's echoed log-probabilities give the in-process scores."""
-    from llama_index_carag.verdicts.labels.scoring import scorer_for
+    from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 
     url, gguf = smol_server
     llm = openai_compatible_llm(url + "#smollm2", chat_template=_gguf_chat_template(gguf), max_new_tokens=40)
@@ -434,7 +434,7 @@ def test_real_server_scores_labels_as_llama_cpp_in_process(smol_server):
     assert verdict.method == "scored" and verdict.explanation
     messages = synth.messages(CLAIM, PASSAGES)
     served, reference = scorer_for(llm), scorer_for(resolve_llm(str(gguf), max_new_tokens=40))
-    assert type(reference).__name__ == "LlamaCppLabelScorer"
+    assert type(reference.backend).__name__ == "LlamaCppBackend"
     assert served.render(messages) == reference.render(messages)  # the same prompt text
     expected = reference.score(messages)[0].as_dict()
     for label, value in verdict.label_scores.items():

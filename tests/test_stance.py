@@ -15,7 +15,7 @@ from llama_index_carag.verdicts.decision import (
     VerdictSettings,
     strongest_stance,
 )
-from llama_index_carag.verdicts.labels.scores import LabelScores
+from llama_index_carag.verdicts.labels.label_scores import LabelScores
 from llama_index_carag.verdicts.labels.stance import (
     CONTENT_FREE_INPUTS,
     STANCE_ORDER,
@@ -50,10 +50,10 @@ class KeywordScorer:
         total = math.log(sum(math.exp(v) for v in logits.values()))
         return LabelScores({k: v - total for k, v in logits.items()}), None, [0]
 
-    def verdict(self, messages, bias=None, decide=None):
+    def verdict(self, messages, decide):
         scores = self.score(messages)[0]
         self.explained.append(messages[-1].content)
-        label = decide(scores) if decide else scores.best(bias)
+        label = decide(scores)
         return label, scores, "The passage says so."
 
 

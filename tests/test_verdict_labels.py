@@ -12,10 +12,12 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_index_carag.models.files import QWEN_NAME
 from llama_index_carag.verdicts import VerdictLabel, sentence_stance, split_sentences
 from llama_index_carag.verdicts.explanation_checks import check_explanation, cited_numbers
 from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator, measured_bias
-from llama_index_carag.verdicts.labels.scoring import LABEL_STRINGS, HFLabelScorer, LabelScores
+from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+from llama_index_carag.verdicts.labels.label_scores import LABEL_STRINGS, LabelScores
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
@@ -67,10 +69,8 @@ def test_sentence_stance():
 
 
 # ---------------------------------------------------------- scores and offsets
-def test_label_scores_best_with_bias_and_probabilities():
+def test_label_scores_probabilities():
     scores = LabelScores({S: -1.0, R: -2.0, N: -3.0})
-    assert scores.best() is S
-    assert scores.best({N: 2.5}) is N
     assert math.isclose(sum(scores.probabilities().values()), 1.0)
     assert scores.as_dict() == {"SUPPORTED": -1.0, "REFUTED": -2.0, "NOT_ENOUGH_INFO": -3.0}
 
@@ -95,42 +95,23 @@ def test_calibrator_learns_a_not_enough_info_offset():
 @pytest.fixture(scope="module")
 def tiny_hf(tmp_path_factory):
     """A 2-layer random Llama with SmolLM2's tokenizer and chat template, loaded through resolve_llm."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from .tiny_llm import tiny_hf_llm
 
-    from llama_index_carag.models.resolve import resolve_llm, smollm2_path
-
-    tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    folder = tmp_path_factory.mktemp("tiny")
-    LlamaForCausalLM(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return resolve_llm(str(folder), max_new_tokens=12)
+    return tiny_hf_llm(tmp_path_factory.mktemp("tiny"))
 
 
 def test_cached_label_scores_equal_full_forward_passes(tiny_hf):
     import torch
 
-    scorer = HFLabelScorer.from_llm(tiny_hf)
+    scorer = scorer_for(tiny_hf)
     synth = FactCheckSynthesizer(tiny_hf)
     messages = synth.messages("The sky is green.", ["The sky is blue [1]."], ["E1"])
     scores, _, prompt_ids = scorer.score(messages)
     for label, text in LABEL_STRINGS.items():
-        ids = scorer._ids(text)
+        ids = scorer.backend.token_ids(text)
         full = torch.tensor([prompt_ids + ids])
         with torch.inference_mode():
-            logits = scorer.model(input_ids=full).logits[0].float().log_softmax(-1)
+            logits = scorer.backend.model(input_ids=full).logits[0].float().log_softmax(-1)
         expected = sum(float(logits[len(prompt_ids) - 1 + i, t]) for i, t in enumerate(ids))
         assert math.isclose(scores.logprobs[label], expected, abs_tol=1e-3), label
 
@@ -296,14 +277,14 @@ def test_joined_qwen_gguf_is_reused(tmp_path, monkeypatch):
 
 
 def test_offline_llm_aliases(monkeypatch):
-    from llama_index_carag.models import resolve as models
+    from llama_index_carag.models import llm_names as models
 
     monkeypatch.setattr(models, "qwen_path", lambda: "QWEN")
     monkeypatch.setattr(models, "smollm2_path", lambda: "SMOL")
     assert models.offline_llm_path("qwen1.5b") == "QWEN" and models.offline_llm_path(" Qwen ") == "QWEN"
     assert models.offline_llm_path("SmolLM2") == "SMOL"
     assert models.offline_llm_path("org/model") is None
-    assert models.LLM_ALIASES[models.DEFAULT_LLM] == models.QWEN_NAME
+    assert models.LLM_ALIASES[models.DEFAULT_LLM] == QWEN_NAME
 
 
 def test_missing_qwen_part_names_the_install_command(monkeypatch):
@@ -325,7 +306,8 @@ def test_missing_qwen_part_names_the_install_command(monkeypatch):
 
 # --------------------------------------------------------- int8 weights
 def test_which_llms_are_quantized():
-    from llama_index_carag.models.resolve import _llm_name, _wants_int8
+    from llama_index_carag.models.llm_names import load_name as _llm_name
+    from llama_index_carag.models.llm_names import wants_int8 as _wants_int8
 
     assert not _wants_int8(None, "auto", "cpu") and not _wants_int8("qwen1.5b", "auto", "cpu")
     assert _wants_int8("qwen1.5b-int8", "auto", "cpu") and _llm_name("Qwen1.5b-INT8") == "Qwen1.5b"
@@ -339,39 +321,49 @@ def test_which_llms_are_quantized():
 
 def test_which_backend_runs_a_local_model(monkeypatch):
     from llama_index_carag.models import llamacpp as llamacpp_llm
-    from llama_index_carag.models.resolve import _backend
+    from llama_index_carag.models.backend import LLMRequest
+    from llama_index_carag.models.llm_backends import select_backend
+
+    def chosen(spec, backend="auto", device_map="cpu"):
+        return select_backend(LLMRequest(spec, device_map=device_map), backend).name
 
     for installed in (True, False):
         monkeypatch.setattr(llamacpp_llm, "llamacpp_available", lambda installed=installed: installed)
         auto = "llama.cpp" if installed else "transformers"
-        assert _backend(None, "qwen1.5b", False, "auto", "cpu") == auto  # the default, where llama.cpp is there
-        assert _backend("qwen1.5b-hf", "qwen1.5b", False, "auto", "cpu") == "transformers"
-        assert _backend("qwen1.5b-int8", "qwen1.5b", True, "auto", "cpu") == "transformers"
-        assert _backend(None, "qwen1.5b", False, "auto", "cuda") == "transformers"
-        assert _backend("smollm2", "smollm2", False, "auto", "cpu") == "transformers"
-        assert _backend("org/model", "org/model", False, "auto", "cpu") == "transformers"
-        assert _backend("/m/x.gguf", "/m/x.gguf", False, "auto", "cpu") == "llama.cpp"
-        assert _backend("qwen", "qwen", False, "transformers", "cpu") == "transformers"
-    with pytest.raises(ValueError, match="backend must be"):
-        _backend(None, "qwen1.5b", False, "vllm", "cpu")
+        assert chosen(None) == auto  # the default, where llama.cpp is there
+        assert chosen("qwen1.5b-hf") == "transformers"
+        assert chosen("qwen1.5b-int8") == "transformers"
+        assert chosen(None, device_map="cuda") == "transformers"
+        assert chosen("smollm2") == "transformers"
+        assert chosen("org/model") == "transformers"
+        assert chosen("/m/x.gguf") == "llama.cpp"
+        assert chosen("qwen", "transformers") == "transformers"
+        assert chosen("openai-compatible:http://127.0.0.1:1/v1") == "openai-compatible"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        chosen(None, "vllm")
     with pytest.raises(ValueError, match="runs a .gguf file or the offline Qwen"):
-        _backend("org/model", "org/model", False, "llama.cpp", "cpu")
+        chosen("org/model", "llama.cpp")
     with pytest.raises(ValueError, match="int8"):
-        _backend("qwen1.5b-int8", "qwen1.5b", True, "llama.cpp", "cpu")
+        chosen("qwen1.5b-int8", "llama.cpp")
     with pytest.raises(ValueError, match="runs a .gguf file or the offline Qwen; got 'qwen1.5b-hf'"):
-        _backend("qwen1.5b-hf", "qwen1.5b", False, "llama.cpp", "cpu")
+        chosen("qwen1.5b-hf", "llama.cpp")
     with pytest.raises(ValueError, match="is a GGUF file: it runs with llama.cpp"):
-        _backend("/m/x.gguf", "/m/x.gguf", False, "transformers", "cpu")
+        chosen("/m/x.gguf", "transformers")
+    with pytest.raises(ValueError, match="is a GGUF file: it runs with llama.cpp"):
+        select_backend(LLMRequest("/m/x.gguf", quantize="int8"))
+    with pytest.raises(ValueError, match="runs openai-compatible:URL"):
+        chosen("org/model", "openai-compatible")
 
 
 def test_llm_names_for_measured_rules():
     from types import SimpleNamespace
 
     from llama_index_carag.models.files import QWEN_GGUF_FILE
-    from llama_index_carag.models.resolve import QWEN_NAME, llm_name
+    from llama_index_carag.models.llm_names import gguf_model_name
+    from llama_index_carag.models.resolve import llm_name
 
-    assert llm_name(SimpleNamespace(model_path=f"/c/{QWEN_GGUF_FILE}")) == QWEN_NAME + " (Q4_K_M, llama.cpp)"
-    assert llm_name(SimpleNamespace(model_path="/c/Other-Q8.gguf")) == "Other-Q8.gguf"
+    assert gguf_model_name(f"/c/{QWEN_GGUF_FILE}") == QWEN_NAME + " (Q4_K_M, llama.cpp)"
+    assert gguf_model_name("/c/Other-Q8.gguf") == "Other-Q8.gguf"
     assert llm_name(SimpleNamespace(model_name="SmolLM2-135M-Instruct")) == "SmolLM2-135M-Instruct"
     assert llm_name(SimpleNamespace(metadata=SimpleNamespace(model_name="stub"))) == "stub"
     assert llm_name(object()) == "object"
@@ -384,18 +376,19 @@ def test_int8_decoder_layers_keep_the_head_and_score_close(tiny_hf):
 
     from llama_index_carag.models.huggingface import quantize_int8
 
-    scorer = HFLabelScorer.from_llm(tiny_hf)
+    scorer = scorer_for(tiny_hf)
     messages = FactCheckSynthesizer(tiny_hf).messages("The sky is green.", ["The sky is blue."], None)
     full, _, _ = scorer.score(messages)
-    q = quantize_int8(copy.deepcopy(scorer.model))
+    backend = scorer.backend
+    q = quantize_int8(copy.deepcopy(backend.model))
     kinds = {name: type(m).__name__ for name, m in q.named_modules()}
     assert kinds["lm_head"] == "Linear" and type(q.lm_head) is torch.nn.Linear  # the head stays float32
     assert all("quantized" in type(m).__module__ for n, m in q.named_modules() if n.endswith("mlp.down_proj"))
-    scorer.model, original = q, scorer.model
+    backend.model, original = q, backend.model
     try:
         int8, _, _ = scorer.score(messages)
     finally:
-        scorer.model = original
+        backend.model = original
     for label in LABEL_STRINGS:
         assert abs(int8.logprobs[label] - full.logprobs[label]) < 0.5
 

@@ -1,6 +1,6 @@
 """Loading a local Hugging Face causal LM for LlamaIndex: weights, int8, stop tokens, chat wrapper.
 
-Small helpers behind :func:`llama_index_carag.models.resolve.resolve_llm`: float32 weights on CPU
+Small helpers behind :meth:`~llama_index_carag.models.backend_hf.HuggingFaceBackend.load`: float32 weights on CPU
 (bfloat16 is far slower there), optional dynamic int8 decoder layers
 (:func:`quantize_int8`), the end-of-turn token ids, greedy generation defaults, and the
 chat template folded into a completion prompt.

@@ -1,6 +1,6 @@
 """Loading a GGUF model with llama.cpp as a LlamaIndex LLM (``llama-index-llms-llama-cpp``).
 
-Small helpers behind :func:`llama_index_carag.models.resolve.resolve_llm`: the integration's
+Small helpers behind :meth:`~llama_index_carag.models.backend_llamacpp.LlamaCppBackend.load`: the integration's
 ``LlamaCPP`` with greedy decoding, every CPU core for both prompt evaluation and
 generation (llama.cpp defaults to half of them), and the model's own chat template
 from the GGUF metadata (:class:`GGUFChatPrompt`), so chat messages reach the model

@@ -12,7 +12,7 @@ the command line) returns LlamaIndex's ``OpenAILike`` LLM on that server:
 * requests use the chat endpoint (the server applies the model's chat template), greedy decoding, a
   read timeout (:data:`READ_TIMEOUT`) and no retries by default.
 
-Scored labels (:mod:`~llama_index_carag.verdicts.labels.scoring_openai`) need the prompt as text,
+Scored labels (:mod:`~llama_index_carag.models.backend_openai`) need the prompt as text,
 rendered with the model's chat template: ``chat_template=`` (Jinja, e.g. from the GGUF), else the
 template the server reports at ``GET /props`` (llama.cpp's server), else LlamaIndex's generic
 ``role: content`` lines.

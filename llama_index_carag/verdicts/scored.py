@@ -65,7 +65,7 @@ class ScoredVerdicts:
     """Scored verdicts for one LLM (see the module docstring).
 
     Args:
-        scorer: a :class:`~llama_index_carag.verdicts.labels.scores.LabelScorer`.
+        scorer: a :class:`~llama_index_carag.verdicts.labels.label_scorer.LabelScorer`.
         decision: the :class:`LabelDecision`.
         settings: the synthesizer's :class:`VerdictSettings`.
         messages: ``(claim, texts, ids, numbers) -> chat messages`` of the fact-check prompt.

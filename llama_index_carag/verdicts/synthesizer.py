@@ -7,7 +7,7 @@ into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`; how the 
 obtained depends on the LLM (``label_mode="auto"``):
 
 * a local ``HuggingFaceLLM`` or ``LlamaCPP`` (or a server returning log-probabilities) — ``"score"``:
-  label strings are scored by log-likelihood (:func:`~llama_index_carag.verdicts.labels.scoring.scorer_for`)
+  label strings are scored by log-likelihood (:func:`~llama_index_carag.verdicts.labels.label_scorer.scorer_for`)
   and ONE :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
   (:mod:`~llama_index_carag.verdicts.scored`): by default the arg-max of the whole-evidence label
   log-likelihoods; with ``decision="stance"`` each passage's stance, scored on its own and calibrated
@@ -179,7 +179,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self._domain_prior = domain_prior
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
-        from llama_index_carag.verdicts.labels.scoring import scorer_for
+        from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 
         if mode in ("auto", "score"):
             self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._settings.max_sentences)
@@ -301,7 +301,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
     def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
         """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
 
-        Returns a :class:`~llama_index_carag.verdicts.labels.scoring.LabelScores` (before ``label_bias``).
+        Returns a :class:`~llama_index_carag.verdicts.labels.label_scores.LabelScores` (before ``label_bias``).
         """
         if self._scorer is None:
             raise ValueError(f"score_labels needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")

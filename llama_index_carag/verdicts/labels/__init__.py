@@ -1,2 +1,3 @@
-"""How a verdict is decided from the scored label strings: the scores and scorer protocol, the scorers for
-transformers and llama.cpp, and the measured decision rules."""
+"""How a verdict is decided from the scored label strings: the scores (:mod:`.label_scores`), the one label
+scorer over every LLM backend (:mod:`.label_scorer`), per-passage stance, the label prior and the measured
+decision rules."""

@@ -1,6 +1,6 @@
 """A measured rule for NOT_ENOUGH_INFO: per-label offsets on the scored label log-likelihoods.
 
-Local models scored by :class:`~llama_index_carag.verdicts.labels.scoring.HFLabelScorer`
+Local models whose labels are scored (:class:`~llama_index_carag.verdicts.labels.label_scorer.LabelScorer`)
 rarely put NOT ENOUGH INFO first.  :class:`LabelBiasCalibrator` learns two
 offsets (in nats) added to the REFUTED and NOT_ENOUGH_INFO log-likelihoods
 (SUPPORTED stays at 0) by a grid search that maximises macro-F1 (ties: higher

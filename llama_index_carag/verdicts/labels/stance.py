@@ -3,7 +3,7 @@
 For every passage the LLM sees a short prompt with the claim and that one passage
 (:data:`~llama_index_carag.verdicts.prompts.STANCE_CHAT_PROMPT`) and the three label strings are
 scored after ``Verdict:`` (the same label-word log-likelihoods as the whole-evidence prompt,
-:meth:`~llama_index_carag.verdicts.labels.scores.LabelScorer.score`).  A passage's stance is
+:meth:`~llama_index_carag.verdicts.labels.label_scorer.LabelScorer.score`).  A passage's stance is
 ``SUPPORTED`` (it supports the claim), ``REFUTED`` (it refutes it) or ``NOT_ENOUGH_INFO`` (neither).
 
 **Contextual calibration** (Zhao et al., 2021, "Calibrate before use"): the same prompt is scored

@@ -1,27 +1,24 @@
-"""Scored labels over HTTP, for OpenAI-compatible servers (LlamaIndex's ``OpenAILike`` LLM).
+"""The OpenAI-compatible backend: LlamaIndex's ``OpenAILike`` on a server (:class:`OpenAICompatibleBackend`).
 
-What :class:`~llama_index_carag.verdicts.labels.scoring_llamacpp.LlamaCppLabelScorer` computes, through
-the completions endpoint: the chat prompt (the LLM's ``messages_to_prompt``,
-:mod:`~llama_index_carag.models.openai_compatible`) ends with ``Verdict:``; for each label string the
-server is sent ``prompt + label`` with ``echo=True, logprobs=1, max_tokens=1`` and returns the
-log-probability of every prompt token; the label's log-likelihood is the sum over its own tokens (the
-echoed tail, the generated token left out).  The explanation is then generated after
-``Verdict: <label>\\nExplanation:``.
+Resolves ``"openai-compatible:URL"`` (:mod:`~llama_index_carag.models.openai_compatible`).  Scoring goes
+through the completions endpoint: the chat prompt (the LLM's ``messages_to_prompt``) is sent followed by
+each option string with ``echo=True, logprobs=1, max_tokens=1``; the server returns the log-probability of
+every prompt token, and the option's log-likelihood is the sum over its own tokens (the echoed tail, the
+generated token left out).  Generation sends the prompt and its continuation as a completion request.
 
 ``max_tokens`` is 1, not 0: llama-cpp-python's server reads 0 as "up to the context window".  The
-label's tokens are those the server's tokenizer makes of it after the prompt (the local scorers
-tokenize the label on its own; for the usual BPE tokenizers both are the same).
+option's tokens are those the server's tokenizer makes of it after the prompt (the local backends
+tokenize the option on its own; for the usual BPE tokenizers both are the same).
 
 Not every server returns usable prompt log-probabilities (only llama-cpp-python's server was tested
 here; vLLM's completions endpoint takes ``echo`` with ``logprobs``; llama.cpp's own ``llama-server``,
 Ollama and LM Studio do not document prompt log-probabilities).  llama-cpp-python's server returns
-them (unless started with ``--logits_all false``), but reads them one position off where the prompt does not start with the BOS
-token (measured: SmolLM2 with a generic prompt, and Qwen2.5 even with its own chat template, whose
-``<|im_start|>`` is not its BOS; SmolLM2's own template starts with its BOS and scores correctly).
-Each server and model is probed once
-(:func:`supports_prompt_logprobs`: a counting sequence must score as near-certain; logged); where the
-numbers are missing or implausible, :meth:`OpenAILabelScorer.from_llm` returns ``None`` and the
-synthesizer reads the label from the text answer instead.
+them (unless started with ``--logits_all false``), but reads them one position off where the prompt does
+not start with the BOS token (measured: SmolLM2 with a generic prompt, and Qwen2.5 even with its own chat
+template, whose ``<|im_start|>`` is not its BOS; SmolLM2's own template starts with its BOS and scores
+correctly).  Each server and model is probed once (:func:`supports_prompt_logprobs`: a counting sequence
+must score as near-certain; logged); where the numbers are missing or implausible,
+:meth:`OpenAICompatibleBackend.supports_logprobs` is ``False`` and verdicts are read from the text answer.
 """
 
 from __future__ import annotations
@@ -29,22 +26,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from llama_index_carag.verdicts import VerdictLabel
-from llama_index_carag.verdicts.labels.scores import (
-    ANSWER_PREFIX,
-    LABEL_STRINGS,
-    LabelScores,
-    clean_explanation,
-    score_then_explain,
+from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class
+from llama_index_carag.models.openai_compatible import (
+    PREFIX,
+    is_openai_compatible,
+    request_json,
+    resolve_openai_compatible,
 )
 
 logger = logging.getLogger(__name__)
 K = TypeVar("K")
 
-__all__ = ["OpenAILabelScorer", "supports_prompt_logprobs", "echoed_tail_logprobs", "MIN_PROBE_LOGPROB"]
+__all__ = ["OpenAICompatibleBackend", "supports_prompt_logprobs", "echoed_tail_logprobs", "MIN_PROBE_LOGPROB"]
 
 #: The probe (:func:`supports_prompt_logprobs`): a question, its answer after the chat prompt, the part scored.
 _PROBE_QUESTION = "Count from 1 to 12."
@@ -139,45 +134,55 @@ def _probe(llm: Any) -> bool:
 
 def _complete(llm: Any, prompt: str, **fields: Any) -> tuple[int, Any]:
     """``POST {api_base}/completions`` with the LLM's model, key and read timeout."""
-    from llama_index_carag.models.openai_compatible import request_json
-
     body = {"model": llm.model, "prompt": prompt, "temperature": 0.0, **fields}
     return request_json(
         "POST", f"{llm.api_base}/completions", api_key=llm.api_key, body=body, read_timeout=float(llm.timeout)
     )
 
 
-@dataclass
-class OpenAILabelScorer:
-    """Score labels and write the explanation through an OpenAI-compatible server's completions endpoint.
+class OpenAICompatibleBackend(LLMBackend):
+    """An ``OpenAILike`` LLM on an OpenAI-compatible server; scores strings where the server echoes prompt
+    log-probabilities (:func:`supports_prompt_logprobs`), else text only.
 
     Args:
         llm: a LlamaIndex ``OpenAILike`` LLM (its ``api_base``, ``model``, ``api_key``, ``timeout`` and
             ``messages_to_prompt`` are used).
-        max_new_tokens: budget of the explanation.
-        max_sentences: the explanation is cut after this many sentences.
+        max_new_tokens: budget of generated explanations (default: the LLM's, at most 72).
     """
 
-    llm: Any
-    max_new_tokens: int = 72
-    max_sentences: int = 2
+    name = "openai-compatible"
+    logprobs = True
+
+    # ------------------------------------------------------------ resolving
+    @classmethod
+    def matches(cls, llm: Any) -> bool:
+        found = loaded_class("llama_index.llms.openai_like", "OpenAILike")
+        return found is not None and isinstance(llm, found)
 
     @classmethod
-    def from_llm(cls, llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> OpenAILabelScorer | None:
-        """A scorer for an ``OpenAILike`` LLM whose server returns prompt log-probabilities; ``None`` otherwise."""
-        try:
-            from llama_index.llms.openai_like import OpenAILike
-        except ImportError:
-            return None
-        if not isinstance(llm, OpenAILike) or not supports_prompt_logprobs(llm):
-            return None
-        return cls(llm, int(max_new_tokens or min(llm.max_tokens or 72, 72)), max_sentences)
+    def claims(cls, request: LLMRequest) -> bool:
+        return is_openai_compatible(request.spec)
 
-    # ------------------------------------------------------------ prompt
-    def render(self, messages: Sequence[Any], prefix: str = ANSWER_PREFIX) -> str:
-        """The prompt text: ``messages`` through the LLM's ``messages_to_prompt``, then ``prefix``."""
-        return self.llm.messages_to_prompt(list(messages)) + prefix
+    @classmethod
+    def check(cls, request: LLMRequest) -> None:
+        if not is_openai_compatible(request.spec):
+            raise ValueError(f"backend='openai-compatible' runs {PREFIX}URL; got {request.spec!r}.")
 
+    @classmethod
+    def load(cls, request: LLMRequest) -> Any:
+        """``OpenAILike`` on the server (asked once for its models; :func:`~.openai_compatible.openai_compatible_llm`)."""
+        cls.check(request)
+        return resolve_openai_compatible(str(request.spec), **request.generation_options())
+
+    # ------------------------------------------------------------ describing
+    def llm_budget(self) -> int:
+        return int(self.llm.max_tokens or 72)
+
+    def supports_logprobs(self) -> bool:
+        """Whether the server returns usable prompt log-probabilities (probed once per server and model)."""
+        return supports_prompt_logprobs(self.llm)
+
+    # ------------------------------------------------------------ scoring
     def _request(self, prompt: str, **fields: Any) -> dict[str, Any]:
         status, payload = _complete(self.llm, prompt, **fields)
         if status != 200 or not isinstance(payload, dict) or not payload.get("choices"):
@@ -185,50 +190,26 @@ class OpenAILabelScorer:
             raise ValueError(f"{self.llm.api_base}/completions answered HTTP {status}: {detail}")
         return payload
 
-    # ----------------------------------------------------------- scoring
-    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, str, list[int]]:
-        """``(scores, prompt, [])``: each label scored after the rendered prompt (one echo request per label).
-
-        The state is the prompt text; token ids do not travel over this API, so ``prompt_ids`` is empty.
-        """
-        prompt = self.render(messages)
-        return LabelScores(self._score_after(prompt, LABEL_STRINGS)), prompt, []
-
     def score_options(
-        self,
-        messages: Sequence[Any],
-        options: Mapping[K, str],
-        prefix: str = ANSWER_PREFIX,
-    ) -> tuple[dict[K, float], list[int]]:
-        """``({key: log-likelihood}, [])`` of each option string after the prompt ending in ``prefix``."""
-        return self._score_after(self.render(messages, prefix), options), []
-
-    def _score_after(self, prompt: str, options: Mapping[K, str]) -> dict[K, float]:
-        """The summed log-probability of each option's tokens after ``prompt`` (one echo request each)."""
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str
+    ) -> tuple[dict[K, float], str, list[int]]:
+        """``(logprobs, prompt, [])``: one echo request per option; the state is the prompt text (token ids do
+        not travel over this API, so ``prompt_ids`` is empty)."""
+        prompt = self.render(messages, prefix)
         logprobs: dict[K, float] = {}
         for key, text in options.items():
             if not text:
                 raise ValueError(f"Option {key!r} is empty.")
             payload = self._request(prompt + text, echo=True, logprobs=1, max_tokens=1)
             logprobs[key] = sum(echoed_tail_logprobs(payload["choices"][0], text, _generated_count(payload)))
-        return logprobs
+        return logprobs, prompt, []
 
-    def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
-        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state``: the prompt from :meth:`score`)."""
-        from llama_index_carag.verdicts import split_sentences
-
+    def generate(
+        self, state: Any, prompt_ids: list[int], text: str, done: Callable[[str], bool], stop: Sequence[str]
+    ) -> str:
+        """One completion request after the prompt (``state``) and ``text``; the server stops at ``stop``
+        (``done`` is not asked: the text arrives whole)."""
         extra = dict((self.llm.additional_kwargs or {}).get("extra_body") or {})
-        fields = {"max_tokens": self.max_new_tokens, "stop": ["\n\n", ANSWER_PREFIX], **extra}
-        payload = self._request(f"{state}{LABEL_STRINGS[label]}\nExplanation:", **fields)
-        text = clean_explanation(str(payload["choices"][0].get("text") or ""))
-        sentences = split_sentences(text)
-        return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
-
-    def verdict(
-        self,
-        messages: Sequence[Any],
-        bias: Mapping[VerdictLabel, float] | None = None,
-        decide: Callable[[LabelScores], VerdictLabel] | None = None,
-    ) -> tuple[VerdictLabel, LabelScores, str]:
-        """``(label, scores, explanation)`` for one prompt: the best label after ``bias`` (or ``decide(scores)``), then its explanation."""
-        return score_then_explain(self, messages, bias, decide)
+        fields = {"max_tokens": self.max_new_tokens, "stop": list(stop), **extra}
+        payload = self._request(f"{state}{text}", **fields)
+        return str(payload["choices"][0].get("text") or "")

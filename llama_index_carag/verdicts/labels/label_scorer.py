@@ -1,0 +1,140 @@
+"""Labels that always parse: the three label strings scored by log-likelihood, then the explanation.
+
+One :class:`LabelScorer` serves every LLM backend that returns log-likelihoods
+(:class:`~llama_index_carag.models.backend.LLMBackend`; transformers, llama.cpp, OpenAI-compatible servers
+that echo prompt log-probabilities, and any backend registered later).  It renders the fact-check chat
+prompt, opens the answer with ``Verdict:``, has the backend score each label string after it
+(``" SUPPORTED"``, ``" REFUTED"``, ``" NOT ENOUGH INFO"``: the sum of its token log-probabilities) and,
+once a decision has picked the label, generate the explanation after ``Verdict: <label>\\nExplanation:``
+on the same prompt state.  The label is therefore always one of the three, whatever the model would
+have written.  The backends supply only what differs (scoring strings, generating); the verdict path
+(:meth:`LabelScorer.verdict`) is this one.
+
+:func:`scorer_for` finds the scorer of a LlamaIndex LLM through the backend registry
+(:func:`~llama_index_carag.models.llm_backends.backend_for`, by class).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from llama_index_carag.models.backend import LLMBackend
+from llama_index_carag.models.llm_backends import backend_for
+from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts.labels.label_scores import (
+    ANSWER_PREFIX,
+    LABEL_STRINGS,
+    LabelScores,
+    clean_explanation,
+    explanation_complete,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LabelScorer", "scorer_for"]
+
+K = TypeVar("K")
+
+#: What follows the chosen label before the explanation is generated.
+EXPLANATION_CUE = "\nExplanation:"
+#: Generation stops at these strings (a blank line, or the model starting another verdict).
+EXPLANATION_STOPS = ("\n\n", ANSWER_PREFIX)
+
+
+def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> LabelScorer | None:
+    """The label scorer of ``llm``: ``None`` where no registered backend runs it or its backend returns text only.
+
+    Args:
+        llm: a LlamaIndex LLM.
+        max_new_tokens: budget of the explanation (default: the LLM's, at most 72).
+        max_sentences: the explanation stops once this many sentences are complete.
+    """
+    backend = backend_for(llm, max_new_tokens)
+    if backend is None or not backend.supports_logprobs():
+        return None
+    return LabelScorer(backend, max_sentences)
+
+
+@dataclass
+class LabelScorer:
+    """Score the labels with an LLM backend, then write the explanation of the chosen one.
+
+    Args:
+        backend: the :class:`~llama_index_carag.models.backend.LLMBackend` of the LLM (one that returns
+            log-likelihoods).
+        max_sentences: generation stops once this many sentences are complete (or at a blank line / a
+            new ``Verdict:``); longer text is cut to them.
+    """
+
+    backend: LLMBackend
+    max_sentences: int = 2
+
+    @property
+    def llm(self) -> Any:
+        """The LlamaIndex LLM scored."""
+        return self.backend.llm
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The explanation's budget in tokens."""
+        return self.backend.max_new_tokens
+
+    def render(self, messages: Sequence[Any], prefix: str = ANSWER_PREFIX) -> str:
+        """The prompt text: ``messages`` (LlamaIndex ``ChatMessage``s) through the model's chat template, then ``prefix``."""
+        return self.backend.render(messages, prefix)
+
+    # ----------------------------------------------------------- scoring
+    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, Any, list[int]]:
+        """``(scores, state, prompt_ids)``: the three labels scored after the rendered prompt and ``Verdict:``.
+
+        ``state`` is what :meth:`explain` continues from (the backend's: a KV cache, the prompt text, ``None``).
+        """
+        logprobs, state, prompt_ids = self.backend.score_options(messages, LABEL_STRINGS, ANSWER_PREFIX)
+        return LabelScores(logprobs), state, prompt_ids
+
+    def score_options(
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX
+    ) -> tuple[dict[K, float], list[int]]:
+        """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``."""
+        logprobs, _, prompt_ids = self.backend.score_options(messages, options, prefix)
+        return logprobs, prompt_ids
+
+    @property
+    def score_after_prefix(self) -> Callable[[str, Sequence[str]], list[dict[VerdictLabel, float]]] | None:
+        """Where the backend can share a prompt prefix (llama.cpp): ``f(prefix, prompts)`` → each rendered
+        prompt's label log-likelihoods after ``Verdict:``, the shared ``prefix`` evaluated once; else ``None``."""
+        share = getattr(self.backend, "score_after_prefix", None)
+        if share is None:
+            return None
+
+        def scores(prefix: str, prompts: Sequence[str]) -> list[dict[VerdictLabel, float]]:
+            return list(share(prefix, prompts, LABEL_STRINGS, ANSWER_PREFIX))
+
+        return scores
+
+    # ----------------------------------------------------------- explaining
+    def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
+        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`)."""
+        text = self.backend.generate(
+            state,
+            prompt_ids,
+            LABEL_STRINGS[label] + EXPLANATION_CUE,
+            lambda generated: explanation_complete(generated, self.max_sentences),
+            EXPLANATION_STOPS,
+        )
+        text = clean_explanation(text)
+        sentences = split_sentences(text)
+        return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
+
+    def verdict(
+        self, messages: Sequence[Any], decide: Callable[[LabelScores], VerdictLabel]
+    ) -> tuple[VerdictLabel, LabelScores, str]:
+        """``(label, scores, explanation)`` for one prompt: the labels scored, ``decide(scores)`` picks one, then
+        its explanation is generated on the same prompt state (the backend's session held throughout)."""
+        with self.backend.session():
+            scores, state, prompt_ids = self.score(messages)
+            label = decide(scores)
+            return label, scores, self.explain(label, state, prompt_ids)
