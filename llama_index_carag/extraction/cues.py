@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llama_index_carag.extraction import lexicon
+import llama_index_carag.extraction.lexicon as lexicon
 from llama_index_carag.extraction.words import SentenceWords
 
 __all__ = ["Cue", "CueHit", "CUES", "MIN_CONTENT_WORDS", "MAX_VAGUE_WORDS", "content_words"]
