@@ -20,7 +20,7 @@ from llama_index_carag.evaluation.claim_extraction import (
     split_claims,
 )
 from llama_index_carag.evaluation.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
-from llama_index_carag.evaluation.protocol import claim_half
+from llama_index_carag.evaluation.new_claims import claim_half
 from llama_index_carag.extraction import (
     CUES,
     RULE_THRESHOLD,
