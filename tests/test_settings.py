@@ -120,24 +120,6 @@ def test_retriever_stores_settings_and_persists_them_as_json(fitted):
     ]
 
 
-def test_state_from_before_settings_model_loads(fitted):
-    """A state written before CaragSettings (no clustering options in its settings, no saved tables) loads."""
-    r, index, claims, folder = fitted
-    path = folder / "carag" / MANIFEST_NAME
-    manifest = json.loads(path.read_text())
-    info = manifest["info"]
-    for key in ("mode", "n_clusters", "random_state", "covariance_type"):
-        info["settings"].pop(key)
-    info.pop("clusterer_params")
-    info.pop("tables")
-    path.write_text(json.dumps(manifest))
-    back = ContextAwareRetriever.from_persist_dir(folder, index=index)
-    assert back.settings == r.settings
-    got, want = back.retrieve(claims[1].text), r.retrieve(claims[1].text)
-    assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
-    np.testing.assert_allclose([n.score for n in got], [n.score for n in want], atol=1e-6)
-
-
 def test_unreadable_saved_settings_say_to_refit(fitted):
     r, index, claims, folder = fitted
     path = folder / "carag" / MANIFEST_NAME

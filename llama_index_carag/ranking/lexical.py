@@ -1,7 +1,7 @@
 """Lexical candidates and the lexical term: BM25 beside the dense search.
 
 * :class:`LexicalSource` adds the query's top BM25 passages to the candidate pool
-  (a :class:`~llama_index_carag.ranking.protocols.CandidateSource`).
+  (a :class:`~llama_index_carag.ranking.source_and_scorer.CandidateSource`).
 * :class:`LexicalRelevance` is the re-ranking term ``lexical_weight * l(n)``, where ``l`` is
   the candidate's BM25 score min-max scaled within the pool and then stretched to the
   pool's range of dense cosines: ``l = (b - min b) / (max b - min b) * (max d - min d)``.
@@ -33,7 +33,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_index_carag.ranking.bm25 import LexicalHits, LexicalIndex
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.protocols import SearchRequest
+from llama_index_carag.ranking.source_and_scorer import SearchRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.settings import CaragSettings

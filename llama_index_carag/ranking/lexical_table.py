@@ -1,8 +1,8 @@
 """The BM25 index as a fitted table: fitted on the evidence text, saved in the retriever's atomic state.
 
 :class:`LexicalTable` (key ``lexical``, on when ``lexical_weight > 0``) holds one BM25 index and
-contributes the BM25 candidate source (:class:`~llama_index_carag.ranking.lexical.LexicalSource`) and the
-lexical term (:class:`~llama_index_carag.ranking.lexical.LexicalRelevance`).  The index is
+contributes the BM25 candidate source (:class:`~llama_index_carag.ranking.lexical.LexicalSource`), which the
+lexical term (:data:`~llama_index_carag.ranking.assembly.LEXICAL`) reads.  The index is
 
 * in process, a :class:`~llama_index_carag.ranking.bm25.LexicalIndex` (FAISS, the simple store, …): an
   insert or delete updates it in place in O(batch) (a new segment, tombstones; scores equal a rebuild's);
@@ -24,12 +24,12 @@ import numpy as np
 
 from llama_index_carag.ranking.bm25 import LegacyLexicalState, LexicalIndex
 from llama_index_carag.ranking.bm25_legacy import FrozenLexicalIndex
-from llama_index_carag.ranking.lexical import LexicalRelevance, LexicalSource
+from llama_index_carag.ranking.lexical import LexicalSource
 from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable, StoredLexicalIndex, lexical_backend_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
+    from llama_index_carag.ranking.source_and_scorer import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def lexical_source(sources: Sequence[CandidateSource]) -> LexicalSource | None:
 
 
 class LexicalTable:
-    """The fitted BM25 index of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
+    """The fitted BM25 index of the corpus's evidence (a :class:`~llama_index_carag.ranking.fitted_table.FittedTable`).
 
     Args:
         index: the fitted BM25 index: in process, or kept in the vector store.
@@ -59,8 +59,8 @@ class LexicalTable:
         return len(self.index)
 
     @classmethod
-    def key_for(cls, settings: CaragSettings) -> str | None:
-        return cls.key if settings.lexical_weight > 0 else None
+    def key_for(cls, settings: CaragSettings) -> str:
+        return cls.key
 
     @classmethod
     def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> LexicalTable:
@@ -117,11 +117,6 @@ class LexicalTable:
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return [LexicalSource(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
-
-    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        """The lexical term, reading the BM25 source's cache (none when the sources have no BM25 source)."""
-        source = lexical_source(sources)
-        return [] if source is None else [LexicalRelevance(source)]
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         return self.index.get_state()
