@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from llama_index_carag import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings, ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
 from llama_index_carag.ranking import CandidatePool, RankQuery
-from llama_index_carag.settings import PAPER_SETTINGS, TUNED_SETTINGS
 from tests.helpers import faiss_index, planted_corpus
 
 #: The papers' settings, written out: PAPER must keep meaning exactly this.
@@ -35,9 +34,8 @@ PAPER_VALUES = {
 }
 
 
-def test_presets_and_aliases():
+def test_presets():
     assert PRESETS["paper"] == PAPER and PRESETS["tuned"] == TUNED and PRESETS["default"] == DEFAULT
-    assert CaragSettings.from_options(PAPER, **{**PAPER_SETTINGS, **TUNED_SETTINGS}) == TUNED
     assert TUNED.rerank_candidates == 50 and TUNED.claim_contrast == 0.1 and TUNED.alpha == 0.8
     assert CaragSettings.from_options("tuned", alpha=0.7) == TUNED.replace(alpha=0.7)
     with pytest.raises(ValidationError):

@@ -72,7 +72,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     Args:
         index: the vector index holding the evidence.
-        corpus: the fitted corpus (:func:`~llama_index_carag.retrieval.fitting.fit_corpus`).
+        corpus: the fitted corpus of that index (:func:`~llama_index_carag.retrieval.fitting.fit_corpus`).
         settings: the options (default: the papers').
         embed_model: embeds queries; default the index's own.
         sources: candidate sources (default: the index's dense search,
@@ -98,6 +98,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             raise TypeError(
                 "ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...)."
             )
+        if index is not corpus.index:
+            raise ValueError(
+                "The corpus was fitted on another index: build it with ContextAwareRetriever.from_index(...)."
+            )
         self._index = index
         self._corpus = corpus
         self._settings = settings if settings is not None else PAPER.replace(mode=corpus.context.mode)
@@ -116,13 +120,9 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
+        corpus, native = self._corpus, adapter_for(self._index).native_async()
         return default_sources(
-            self._index,
-            self._embed_model,
-            self._corpus,
-            self._corpus.tables,
-            self._settings,
-            native_async=adapter_for(self._index).native_async(),
+            self._index, self._embed_model, corpus, corpus.tables, self._settings, native_async=native
         )
 
     def _calibration_summary(self) -> dict[str, Any] | None:
