@@ -25,7 +25,7 @@ from _common import FACTVER, interleaved, machine, median_ms, table
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.evaluation.benchmark import cached_evidence_vectors
-from llama_index_carag.evaluation.protocol import beir_task, factver_task, prepare_task
+from llama_index_carag.evaluation.new_claims import beir_task, factver_task, prepare_task
 from llama_index_carag.models.resolve import resolve_embed_model
 from llama_index_carag.retrieval.calibration import calibrate_corpus
 from llama_index_carag.settings import DEFAULT

@@ -54,6 +54,9 @@ _EXPORTS: dict[str, str] = {
     "load_factver": "llama_index_carag.datasets",
     "build_faiss_index": "llama_index_carag.retrieval.indexing",
     "StateError": "llama_index_carag.core.persistence",
+    # check-worthy claims from a text
+    "extract_claims": "llama_index_carag.extraction.claims",
+    "ExtractedClaim": "llama_index_carag.extraction.claims",
     # what users build or get back
     "ThematicClusterer": "llama_index_carag.core.clustering",
     "SOIItem": "llama_index_carag.core.soi",
@@ -68,6 +71,7 @@ __all__ = [
     "ClaimEvidenceCorpus",
     "ContextAwareRetriever",
     "DEFAULT",
+    "ExtractedClaim",
     "FactCheckChatBot",
     "FactCheckSynthesizer",
     "PAPER",
@@ -84,6 +88,7 @@ __all__ = [
     "check_claim",
     "default_llm",
     "demo_corpus_path",
+    "extract_claims",
     "get_fact_check_synthesizer",
     "load_claim_evidence_csv",
     "load_demo_corpus",
@@ -120,6 +125,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         load_demo_corpus,
         load_factver,
     )
+    from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
     from llama_index_carag.models.resolve import default_llm, resolve_embed_model, resolve_llm
     from llama_index_carag.retrieval.indexing import build_faiss_index
     from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor

@@ -10,8 +10,8 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
 
+from llama_index_carag.backends.adapter_protocol import StoreClustering, VectorStoreAdapter
 from llama_index_carag.backends.base_adapter import GenericAdapter
-from llama_index_carag.backends.protocol import ClusterBackend, VectorStoreAdapter
 from llama_index_carag.backends.vector_stores import (
     PERSISTED_KINDS,
     adapter_for,
@@ -98,9 +98,9 @@ def test_each_store_reads_back_ids_and_vectors(corpus, kind):
     assert adapter.persisted == (kind in PERSISTED_KINDS)
     assert (adapter.metric() == "inner_product") == kind.startswith("faiss")
     assert (adapter.size() == len(evidence)) == (kind in ("faiss", "faiss_map", "simple"))
-    backend = adapter.cluster_backend()
+    backend = adapter.store_clustering()
     assert (backend is not None) == (kind == "QdrantVectorStore")
-    assert backend is None or isinstance(backend, ClusterBackend)
+    assert backend is None or isinstance(backend, StoreClustering)
     with pytest.raises(ValueError, match="has no embedding|not in the Qdrant collection"):
         adapter.embeddings([ids[0], "00000000-0000-0000-0000-000000000000"])
 

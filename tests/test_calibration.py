@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.evaluation.protocol import ndcg_at_k
+from llama_index_carag.evaluation.new_claims import ndcg_at_k
 from llama_index_carag.retrieval import calibration as calibration_module
 from llama_index_carag.retrieval.calibration import (
     LINKS_KEY,

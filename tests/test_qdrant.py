@@ -12,7 +12,7 @@ from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
 from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.backends.qdrant_store import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
+from llama_index_carag.backends.qdrant_clusters import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
 from llama_index_carag.datasets import uuid_node_id  # noqa: E402
 from tests.helpers import faiss_index, planted_corpus  # noqa: E402
 
@@ -52,7 +52,7 @@ def test_same_clusters_sois_and_top_k_as_faiss(corpus, mode, extra):
     kwargs = dict(mode=mode, claim_nodes=claims, n_clusters=3, delta=0.3, alpha=0.5, **extra)
     on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", **kwargs)
     on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", **kwargs)
-    assert isinstance(on_qdrant.context.store, QdrantClusterStore)
+    assert isinstance(on_qdrant.context.cluster_store_, QdrantClusterStore)
     ids = [e.node_id for e in evidence]
     assert on_faiss.context.clusters_of(ids) == on_qdrant.context.clusters_of(ids)
     for claim in claims:

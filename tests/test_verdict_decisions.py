@@ -113,3 +113,48 @@ def test_the_archive_prior_removes_a_domains_lean_without_reading_its_labels():
 def test_without_archive_rows_there_is_no_archive_decision():
     rows = {(r["domain"], r["decision"]) for r in summarize(_cache(), MODEL)}
     assert ("factver", "argmax-archive") not in rows and ("factver", "lodo-logistic") not in rows
+
+
+def test_the_bench_collects_through_the_cache_api_then_summarises_the_cache(tmp_path, monkeypatch):
+    """``run_two_domain_bench`` calls :func:`verdict_cache.collect_domains` (no argv, no /tmp path), then reads
+    what it wrote."""
+    import json
+
+    from llama_index_carag.evaluation import verdict_decisions
+
+    cache = tmp_path / "cache.jsonl"
+    calls = []
+
+    def collect_domains(out, llm, **options):
+        calls.append((out, llm, options))
+        rows = _cache()
+        cache.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        return cache
+
+    monkeypatch.setattr(verdict_decisions, "collect_domains", collect_domains)
+    result = verdict_decisions.run_two_domain_bench(
+        "fv.csv", "sci", str(cache), llm="some-llm", per_label=3, retrieved=True, cache_dir=str(tmp_path)
+    )
+    assert calls == [
+        (
+            str(cache),
+            "some-llm",
+            {"factver": "fv.csv", "scifact": "sci", "per_label": 3, "retrieved": True, "cache_dir": str(tmp_path)},
+        )
+    ]
+    assert result["model"] == MODEL and result["summary"]
+    calls.clear()
+    verdict_decisions.run_two_domain_bench("fv.csv", "sci", str(cache), collect_first=False)
+    assert calls == []
+
+
+def test_the_cache_command_line_calls_collect_domains(monkeypatch):
+    from llama_index_carag.evaluation import verdict_cache
+
+    calls = []
+    monkeypatch.setattr(verdict_cache, "collect_domains", lambda out, llm, **options: calls.append((out, llm, options)))
+    verdict_cache._main(["out.jsonl", "--domains", "scifact", "--sources", "retrieved", "--llm", "smollm2"])
+    ((out, llm, options),) = calls
+    assert (out, llm) == ("out.jsonl", "smollm2")
+    assert options["factver"] is None and options["scifact"] == "../shared/data/scifact"
+    assert options["sources"] == ["retrieved"] and options["split"] == "report" and options["joints"] == {}

@@ -1,8 +1,8 @@
 """What most vector-store adapters share, and the adapter for any store CARAG has no adapter for.
 
 :class:`StoreAdapter` holds the index and gives the
-:class:`~llama_index_carag.backends.protocol.VectorStoreAdapter` methods that only use LlamaIndex's
-public index API (insert, delete, async detection, no cluster backend); a concrete adapter
+:class:`~llama_index_carag.backends.adapter_protocol.VectorStoreAdapter` methods that only use LlamaIndex's
+public index API (insert, delete, async detection, no clustering in the store); a concrete adapter
 overrides what its store does its own way.  :class:`GenericAdapter` reads ids from the index's
 node list and embeddings from the nodes the store (or the docstore) returns.
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.backends.protocol import ClusterBackend
+    from llama_index_carag.backends.adapter_protocol import StoreClustering
     from llama_index_carag.ranking.lexical_backend import LexicalBackend
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ __all__ = ["StoreAdapter", "GenericAdapter"]
 
 
 class StoreAdapter:
-    """Shared defaults of the adapters (see :class:`~llama_index_carag.backends.protocol.VectorStoreAdapter`).
+    """Shared defaults of the adapters (see :class:`~llama_index_carag.backends.adapter_protocol.VectorStoreAdapter`).
 
     Args:
         index: the ``VectorStoreIndex`` whose store is adapted.
@@ -68,7 +68,7 @@ class StoreAdapter:
     def native_async(self) -> bool:
         return type(self.store).aquery is not BasePydanticVectorStore.aquery
 
-    def cluster_backend(self) -> ClusterBackend | None:
+    def store_clustering(self) -> StoreClustering | None:
         return None
 
     def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:

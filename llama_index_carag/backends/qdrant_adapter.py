@@ -1,9 +1,9 @@
 """Qdrant behind the vector-store adapter protocol; its collection also keeps CARAG's clusters.
 
 :class:`QdrantAdapter` lists point ids and fetches vectors with the client's public ``scroll`` /
-``retrieve``; :class:`QdrantClusterBackend` fits the thematic context on the server
+``retrieve``; :class:`QdrantClustering` fits the thematic context on the server
 (:func:`~llama_index_carag.backends.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
-and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`);
+and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`);
 :class:`~llama_index_carag.backends.qdrant_lexical.QdrantLexicalBackend` keeps BM25 in a sparse vector.
 The integration is optional: nothing here imports ``qdrant_client`` until a Qdrant store is used.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.backends.base_adapter import StoreAdapter
-from llama_index_carag.backends.qdrant_store import QdrantClusterStore, QdrantCollection, is_qdrant_store
+from llama_index_carag.backends.qdrant_clusters import QdrantClusterStore, QdrantCollection, is_qdrant_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend
@@ -26,11 +26,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QdrantAdapter", "QdrantClusterBackend"]
+__all__ = ["QdrantAdapter", "QdrantClustering"]
 
 
-class QdrantClusterBackend:
-    """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.backends.protocol.ClusterBackend`)."""
+class QdrantClustering:
+    """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.backends.adapter_protocol.StoreClustering`)."""
 
     name = "qdrant"
 
@@ -51,7 +51,7 @@ class QdrantClusterBackend:
             show_progress=show_progress,
             **options,
         )
-        store = context.store
+        store = context.cluster_store_
         return context, list(store.exclude) if isinstance(store, QdrantClusterStore) else []
 
     def restore_store(self, info: Mapping[str, Any], dim: int, unit_vectors: Any) -> QdrantClusterStore:
@@ -88,8 +88,8 @@ class QdrantAdapter(StoreAdapter):
         # Its async search needs the async client, which the integration keeps private (no accessor).
         return super().native_async() and getattr(self.store, "_aclient", None) is not None
 
-    def cluster_backend(self) -> QdrantClusterBackend:
-        return QdrantClusterBackend(self.store)
+    def store_clustering(self) -> QdrantClustering:
+        return QdrantClustering(self.store)
 
     def lexical_backend(self, *, show_progress: bool = False) -> QdrantLexicalBackend:
         from llama_index_carag.backends.qdrant_lexical import QdrantLexicalBackend

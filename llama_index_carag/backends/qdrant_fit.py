@@ -4,7 +4,7 @@
 links; no vectors), fits each partition's mixture on a bounded sample fetched in the
 in-memory fit's canonical order, then scrolls the collection once to predict every
 point's cluster and write it into the payload.  The result holds a
-:class:`~llama_index_carag.backends.qdrant_store.QdrantClusterStore`.
+:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llama_index_carag.backends.qdrant_store import (
+from llama_index_carag.backends.qdrant_clusters import (
     CLUSTER_PAYLOAD_KEY,
     QdrantClusterStore,
     QdrantCollection,
@@ -57,26 +57,9 @@ def fit_qdrant_context(
     claim_vectors = _claim_vectors(claims, dim)
     claim_themes: list[str | None] = list(claims.themes) if claims.themes is not None else [None] * len(claims.ids)
     partitions = _partitions(points, claims.ids, claim_themes, mode)
-    clusterers = {}
-    for theme in partitions:
-        ev = (
-            [i for i, t in enumerate(points.themes) if t == theme]
-            if theme is not None
-            else list(range(len(points.ids)))
-        )
-        cl = (
-            [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
-        )
-        clusterers[theme] = _fit_partition(
-            context,
-            collection,
-            theme,
-            [points.ids[i] for i in ev],
-            [claims.ids[i] for i in cl],
-            claim_vectors[cl],
-            dim,
-            show_progress,
-        )
+    clusterers = _fit_clusterers(
+        context, collection, points, claims, claim_vectors, claim_themes, list(partitions), dim, show_progress
+    )
     counts, sums = _assign_all(collection, clusterers, dict(zip(points.ids, points.themes)))
     centroids = (
         # supervised: _partitions checked that every node has a theme, so no key is None
@@ -104,6 +87,41 @@ def fit_qdrant_context(
         claim_node_of={str(c): i for i, c in zip(claims.ids, claims.claim_of)},
         store=store,
     )
+
+
+def _fit_clusterers(
+    context: ThematicContext,
+    collection: QdrantCollection,
+    points: _Points,
+    claims: CorpusItems,
+    claim_vectors: np.ndarray,
+    claim_themes: list[str | None],
+    partitions: list[str | None],
+    dim: int,
+    show_progress: bool,
+) -> dict[str | None, Any]:
+    """One fitted mixture per partition (a theme, or ``None``: everything), its points and claims."""
+    clusterers = {}
+    for theme in partitions:
+        ev = (
+            [i for i, t in enumerate(points.themes) if t == theme]
+            if theme is not None
+            else list(range(len(points.ids)))
+        )
+        cl = (
+            [i for i, t in enumerate(claim_themes) if t == theme] if theme is not None else list(range(len(claims.ids)))
+        )
+        clusterers[theme] = _fit_partition(
+            context,
+            collection,
+            theme,
+            [points.ids[i] for i in ev],
+            [claims.ids[i] for i in cl],
+            claim_vectors[cl],
+            dim,
+            show_progress,
+        )
+    return clusterers
 
 
 class _Points:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.backends.qdrant_store import QdrantCollection
+from llama_index_carag.backends.qdrant_clusters import QdrantCollection
 from llama_index_carag.ranking.bm25 import LexicalIndex
 from llama_index_carag.ranking.lexical_backend import LexicalBackendUnavailable
 

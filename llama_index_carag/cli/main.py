@@ -60,7 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from llama_index_carag.cli.eval import run_eval_command
 
     if getattr(args, "verdicts", False):
-        from llama_index_carag.evaluation.verdict_bench import run_verdict_command
+        from llama_index_carag.evaluation.verdict_command import run_verdict_command
 
         return run_verdict_command(args)
     return run_eval_command(args)
@@ -247,7 +247,7 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     from llama_index_carag.cli.eval import add_eval_arguments
 
     add_eval_arguments(p)
-    from llama_index_carag.evaluation.verdict_bench import add_verdict_arguments
+    from llama_index_carag.evaluation.verdict_command import add_verdict_arguments
 
     add_verdict_arguments(p)
     p.set_defaults(func=cmd_eval)

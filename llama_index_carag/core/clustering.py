@@ -15,13 +15,15 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from numbers import Integral, Real
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.core.vectors import as_matrix, l2_normalize
@@ -83,7 +85,24 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         n_clusters_: number of clusters actually used.
         n_features_in_: embedding dimension ``d``.
         bic_: ``{n_clusters: BIC}`` for ``"auto"``; one entry otherwise.
+
+    The parameters are checked by :meth:`fit` (scikit-learn's ``_parameter_constraints``).
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "covariance_type": [StrOptions(set(COVARIANCE_TYPES))],
+        "reduce_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "reg_covar": [Interval(Real, 0, None, closed="left")],
+        "max_fit_samples": [Interval(Integral, 1, None, closed="left")],
+        "auto_range": [tuple, list],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "normalize": ["boolean"],
+        "show_progress": ["boolean"],
+    }
 
     def __init__(
         self,
@@ -115,37 +134,18 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         self.show_progress = show_progress
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, n_samples: int) -> list[int]:
-        if self.covariance_type not in COVARIANCE_TYPES:
-            raise ValueError(
-                f"covariance_type must be one of {', '.join(COVARIANCE_TYPES)}; got {self.covariance_type!r}."
-            )
-        for name in ("max_iter", "n_init", "max_fit_samples", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-        if self.reduce_dim is not None and (
-            isinstance(self.reduce_dim, bool)
-            or not isinstance(self.reduce_dim, (int, np.integer))
-            or self.reduce_dim < 1
-        ):
-            raise ValueError(f"reduce_dim must be None or a positive integer; got {self.reduce_dim!r}.")
-        if isinstance(self.reg_covar, bool) or not isinstance(self.reg_covar, (int, float)) or not self.reg_covar >= 0:
-            raise ValueError(f"reg_covar must be a non-negative number; got {self.reg_covar!r}.")
-        if isinstance(self.n_clusters, str):
-            if self.n_clusters != "auto":
-                raise ValueError(f"n_clusters must be a positive integer or 'auto'; got {self.n_clusters!r}.")
+    def _candidates(self, n_samples: int) -> list[int]:
+        """The cluster counts to try on ``n_samples`` rows (the parameters' own ranges are checked already)."""
+        if isinstance(self.n_clusters, str):  # "auto"
             low, high = self.auto_range
-            if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)) and 1 <= low <= high):
+            if not (isinstance(low, Integral) and isinstance(high, Integral) and 1 <= low <= high):
                 raise ValueError(f"auto_range must be (low, high) with 1 <= low <= high; got {self.auto_range!r}.")
             high = min(int(high), n_samples)
             if low > high:
                 raise ValueError(f"n_clusters='auto' needs at least {low} points; got {n_samples}.")
             return list(range(int(low), high + 1))
-        if isinstance(self.n_clusters, bool) or not isinstance(self.n_clusters, (int, np.integer)):
+        if isinstance(self.n_clusters, bool):  # an Integral to Python, never a cluster count
             raise TypeError(f"n_clusters must be a positive integer or 'auto'; got {self.n_clusters!r}.")
-        if self.n_clusters < 1:
-            raise ValueError(f"n_clusters must be >= 1; got {self.n_clusters}.")
         if self.n_clusters > n_samples:
             raise ValueError(
                 f"n_clusters={self.n_clusters} is larger than the number of points to cluster ({n_samples})."
@@ -170,11 +170,12 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
             ValueError: empty input, NaN/inf values, invalid hyper-parameters,
                 more clusters than points, or fewer distinct points than clusters.
         """
+        self._validate_params()
         matrix = as_matrix(X, name="X")
         n_samples = matrix.shape[0]
         if n_samples == 0:
             raise ValueError("Cannot cluster an empty set of embeddings.")
-        candidates = self._check_params(n_samples)
+        candidates = self._candidates(n_samples)
         sample = self._fit_sample(matrix, order)
         n_distinct = _count_distinct(sample, limit=max(candidates))
         if n_distinct < min(candidates):

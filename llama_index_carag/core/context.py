@@ -22,13 +22,16 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from numbers import Integral
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.core.claim_table import ClaimTable
 from llama_index_carag.core.cluster_store import (
-    ClusterGroup,
     ClusterStore,
     GroupKey,
     LazyTexts,
@@ -39,14 +42,23 @@ from llama_index_carag.core.cluster_store import (
 from llama_index_carag.core.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
 from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery
 from llama_index_carag.core.layout import row_norms
-from llama_index_carag.core.partition_fit import fit_partitions, partition_clusterer, partitions_of, sorted_groups
+from llama_index_carag.core.partition_fit import (
+    assign_keys,
+    fit_partitions,
+    groups_of,
+    partition_clusterer,
+    partitions_of,
+    sorted_groups,
+)
 from llama_index_carag.core.soi import (
     ClusterMembers,
     SubsetOfInterest,
+    check_soi_query,
     materialize_soi,
     supervised_core,
     unsupervised_core,
 )
+from llama_index_carag.core.themes import ThemeCentroids
 from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -57,7 +69,7 @@ MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]
 
 
-class ThematicContext:
+class ThematicContext(BaseEstimator):
     """Fitted clusters of a corpus and the SOI builder over them.
 
     Args:
@@ -71,12 +83,23 @@ class ThematicContext:
             (``covariance_type``, ``reduce_dim``, ``max_fit_samples``, …).
         text_lookup: node id → text, used to fill SOI item texts lazily.
 
+    The parameters are checked when the context is fitted (scikit-learn's ``_parameter_constraints``).
+
     Attributes (after :meth:`fit`):
         clusterers_: ``{theme or None: ThematicClusterer}``.
-        theme_centroids_: ``{theme: unit centroid}`` (supervised only).
+        theme_centroids_: the themes' unit centroids (:class:`ThemeCentroids`; none in unsupervised mode).
         dim_: embedding dimension.
+        cluster_store_: where the members live (:class:`MemoryClusterStore`, or Qdrant's cluster store).
         n_items_: number of clustered items.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "mode": [StrOptions(set(MODES))],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "random_state": ["random_state"],
+        "clusterer_params": [dict, None],
+        "text_lookup": [callable, None],
+    }
 
     def __init__(
         self,
@@ -87,13 +110,11 @@ class ThematicContext:
         clusterer_params: Mapping[str, Any] | None = None,
         text_lookup: Callable[[str], str] | None = None,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'unsupervised' or 'supervised'; got {mode!r}.")
         self.mode = mode
         self._lock = threading.RLock()
         self.n_clusters = n_clusters
         self.random_state = random_state
-        self.clusterer_params = dict(clusterer_params or {})
+        self.clusterer_params = clusterer_params
         self.text_lookup = text_lookup
 
     # ----------------------------------------------------------------- fitting
@@ -106,9 +127,10 @@ class ThematicContext:
                 matrix the caller gives away; ignored (copied) unless it is a writable, C-contiguous float32 array.
 
         Raises:
-            ValueError: empty corpus, NaN vectors, duplicated ids, too many
+            ValueError: an invalid parameter, empty corpus, NaN vectors, duplicated ids, too many
                 clusters, or (supervised) items without a theme.
         """
+        self._validate_params()
         items.validate()
         if len(items.ids) == 0:
             raise ValueError("Cannot fit CARAG on an empty corpus (no evidence nodes).")
@@ -131,8 +153,8 @@ class ThematicContext:
         groups, centroids = sorted_groups(
             X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions), copy=not in_place
         )
-        self._set_centroids(centroids)
-        self._store: ClusterStore = MemoryClusterStore(MemoryClusters(groups, self.dim_))
+        self.theme_centroids_ = ThemeCentroids(centroids)
+        self.cluster_store_: ClusterStore = MemoryClusterStore(MemoryClusters(groups, self.dim_))
         logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self.groups))
         return self
 
@@ -143,7 +165,7 @@ class ThematicContext:
             theme,
             n_rows,
             random_state=self.random_state,
-            params=self.clusterer_params,
+            params=self.clusterer_params or {},
             show_progress=show_progress,
         )
 
@@ -156,22 +178,10 @@ class ThematicContext:
         return self._lock
 
     @property
-    def store(self) -> ClusterStore:
-        """Where the members live (:class:`MemoryClusterStore`, or Qdrant's adapter)."""
-        self._check_fitted()
-        return self._store
-
-    @property
     def n_items_(self) -> int:
         """Number of clustered items (evidence and claims)."""
-        self._check_fitted()
-        return len(self._store)
-
-    def _set_centroids(self, centroids: Mapping[str, np.ndarray]) -> None:
-        self.theme_centroids_ = dict(centroids)
-        names = list(self.theme_centroids_)
-        self._centroid_names = names
-        self._centroid_matrix = np.vstack([self.theme_centroids_[t] for t in names]) if names else None
+        check_is_fitted(self, "cluster_store_")
+        return len(self.cluster_store_)
 
     # ------------------------------------------------------ incremental updates
     def add_items(self, items: CorpusItems) -> list[GroupKey]:
@@ -183,38 +193,17 @@ class ThematicContext:
         Returns:
             the ``(theme, cluster)`` of each added item.
         """
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         items.validate()
         if not len(items.ids):
             return []
-        X = as_matrix(items.vectors, name="new embeddings")
-        if X.shape[1] != self.dim_:
-            raise ValueError(f"New embeddings have dimension {X.shape[1]}; the context has {self.dim_}.")
-        unit = l2_normalize(X)
-        if not np.all(np.linalg.norm(unit, axis=1) > 0):
-            raise ValueError("A new node has an all-zero embedding.")
-        keys, assigned = self._assign(items, unit)
-        groups = _groups_of(items, unit, keys)
+        unit = items.unit_vectors(self.dim_)
+        keys, assigned = assign_keys(self.mode, self.clusterers_, self.nearest_theme, items, unit)
+        groups = groups_of(items, unit, keys)
         with self._lock:
-            replaced = self._store.add(groups, assigned)
+            replaced = self.cluster_store_.add(groups, assigned)
             self._claims = self._claims.without(replaced).with_items(items)
         return keys
-
-    def _assign(self, items: CorpusItems, unit: np.ndarray) -> tuple[list[GroupKey], dict[str, str]]:
-        """Each item's ``(theme, cluster)``, and the themes assigned by nearest centroid (supervised)."""
-        themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
-        keys: list[GroupKey] = []
-        assigned: dict[str, str] = {}
-        for i in range(len(items.ids)):
-            theme = themes[i] if self.mode == "supervised" else None
-            if self.mode == "supervised" and (theme is None or theme not in self.clusterers_):
-                theme = assigned[items.ids[i]] = self.nearest_theme(unit[i])
-            keys.append((theme, -1))
-        for theme in {k[0] for k in keys}:
-            rows = [i for i, k in enumerate(keys) if k[0] == theme]
-            for i, label in zip(rows, self.clusterers_[theme].predict(unit[rows])):
-                keys[i] = (theme, int(label))
-        return keys, assigned
 
     def remove_items(self, ids: Iterable[str]) -> int:
         """Drop nodes from every cluster (and so from every SOI).  Unknown ids are ignored.
@@ -222,45 +211,39 @@ class ThematicContext:
         Returns:
             how many were removed.
         """
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         with self._lock:
-            removed, claims = self._store.remove(list(ids))
+            removed, claims = self.cluster_store_.remove(list(ids))
             self._claims = self._claims.without(claims)
             return removed
 
     def nearest_theme(self, unit_vector: np.ndarray) -> str:
         """The theme whose centroid is most similar (cosine) to a unit vector (supervised mode)."""
-        if self._centroid_matrix is None:
-            raise ValueError("This context has no themes.")
-        return self._centroid_names[int(np.argmax(self._centroid_matrix @ unit_vector))]
+        return self.theme_centroids_.nearest(unit_vector)
 
     # ----------------------------------------------------------------- queries
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "_store"):
-            raise RuntimeError("ThematicContext is not fitted; call fit() first.")
-
     @property
     def groups(self) -> list[GroupKey]:
         """``(theme, cluster)`` keys of the non-empty clusters."""
-        self._check_fitted()
-        return self._store.keys()
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.keys()
 
     def group_size(self, key: GroupKey) -> int:
         """Members of cluster ``key`` (evidence and claims)."""
-        return self._store.size(key)
+        return self.cluster_store_.size(key)
 
     def __contains__(self, node_id: object) -> bool:
-        return hasattr(self, "_store") and node_id in self._store
+        return hasattr(self, "cluster_store_") and node_id in self.cluster_store_
 
     @property
     def claim_node_ids(self) -> list[str]:
         """Node ids of the clustered claims."""
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         return list(self._claims.node_of.values())
 
     def claim_node_of(self) -> dict[str, str]:
         """``{claim id: its node id}`` of the clustered claims (a copy)."""
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         return dict(self._claims.node_of)
 
     def claim_text(self, node_id: str) -> str:
@@ -269,12 +252,12 @@ class ThematicContext:
 
     def cluster_of(self, node_id: str) -> int | None:
         """Cluster of a corpus node (``None`` for a node not clustered)."""
-        key = self._store.key_of(node_id)
+        key = self.cluster_store_.key_of(node_id)
         return None if key is None else key[1]
 
     def theme_of(self, node_id: str) -> str | None:
         """Theme group of a corpus node (supervised mode), else ``None``."""
-        key = self._store.key_of(node_id)
+        key = self.cluster_store_.key_of(node_id)
         return None if key is None else key[0]
 
     def unit_vector(self, node_id: str) -> np.ndarray | None:
@@ -292,9 +275,9 @@ class ThematicContext:
         closest (cosine) and then that theme's predicted cluster.  ``unit=True``: the
         vector is already a checked unit vector of the context's dimension.
         """
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         node_id = self._claims.node_of.get(claim_id) if claim_id is not None else None
-        key = None if node_id is None else self._store.key_of(node_id)
+        key = None if node_id is None else self.cluster_store_.key_of(node_id)
         if key is not None:
             return key
         q = query_vector if unit else l2_normalize(as_vector(query_vector, dim=self.dim_))
@@ -312,8 +295,8 @@ class ThematicContext:
 
     def members(self, key: GroupKey, *, include_texts: bool = True) -> ClusterMembers:
         """The members of cluster ``key`` (in memory: views, no copies; texts looked up lazily, or not at all)."""
-        self._check_fitted()
-        return self._store.members(key, self._texts() if include_texts else None)
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.members(key, self._texts() if include_texts else None)
 
     def build_soi(
         self,
@@ -369,33 +352,22 @@ class ThematicContext:
         did it already (a finite unit vector of the context's dimension; ``delta`` and
         ``top_m`` validated).
         """
-        self._check_fitted()
-        q = query_vector if unit else self._unit_query(query_vector, delta, top_m)
+        check_is_fitted(self, "cluster_store_")
+        q = query_vector if unit else l2_normalize(check_soi_query(query_vector, self.dim_, delta, top_m))
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
         key = self.locate(q, claim_id, unit=True)
-        members = self._store.query_members(key, q, delta, top_m, self._texts() if include_texts else None)
+        members = self.cluster_store_.query_members(key, q, delta, top_m, self._texts() if include_texts else None)
         if self.mode == "supervised":
             core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, unit=True)
         else:
             core = unsupervised_core(
                 q, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims, unit=True
             )
-        size = self._store.cluster_size(key, claim_id, core)
+        size = self.cluster_store_.cluster_size(key, claim_id, core)
         if size != core.cluster_size:
             core = dataclasses.replace(core, cluster_size=size)
         return SOIQuery(key, claim_id, members, core)
-
-    def _unit_query(self, query_vector: np.ndarray, delta: float, top_m: int | None) -> np.ndarray:
-        from llama_index_carag.core.validation import check_delta, check_top_k
-
-        check_delta(delta)
-        if top_m is not None:
-            check_top_k(top_m, "top_m")
-        q = as_vector(query_vector, dim=self.dim_, name="claim vector")
-        if not np.any(q):
-            raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
-        return l2_normalize(q)
 
     def unit_vectors(self, node_ids: Sequence[str]) -> list[np.ndarray | None]:
         """Stored unit embeddings (shape ``(d,)``) of several nodes (``None`` for unknown ones)."""
@@ -407,8 +379,8 @@ class ThematicContext:
 
     def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
         """:meth:`unit_vectors` and :meth:`clusters_of` together (one round trip for remote stores)."""
-        self._check_fitted()
-        return self._store.vectors_and_clusters(node_ids)
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.vectors_and_clusters(node_ids)
 
     # --------------------------------------------------------------- state I/O
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -417,19 +389,21 @@ class ThematicContext:
         Embeddings are restored from the vector store (evidence) and from the
         saved claim vectors by :meth:`from_state`.
         """
-        self._check_fitted()
+        check_is_fitted(self, "cluster_store_")
         info: dict[str, Any] = {
             "mode": self.mode,
             "n_clusters": self.n_clusters,
             "random_state": self.random_state,
-            "clusterer_params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.clusterer_params.items()},
+            "clusterer_params": {
+                k: (list(v) if isinstance(v, tuple) else v) for k, v in (self.clusterer_params or {}).items()
+            },
             "dim": self.dim_,
             "themes": [t for t in self.clusterers_],
             "claim_texts": self._claims.texts,
             "claim_node_of": self._claims.node_of,
         }
-        info["clusterers"], arrays = clusterers_state(self.clusterers_, self.theme_centroids_)
-        info.update(self._store.get_state())
+        info["clusterers"], arrays = clusterers_state(self.clusterers_, self.theme_centroids_.by_theme)
+        info.update(self.cluster_store_.get_state())
         return info, arrays
 
     @classmethod
@@ -461,11 +435,12 @@ class ThematicContext:
             clusterer_params=params.get("clusterer_params") or {},
             text_lookup=text_lookup,
         )
+        self._validate_params()
         self.dim_ = int(dim)
         self.clusterers_ = dict(clusterers)
-        self._set_centroids(theme_centroids)
+        self.theme_centroids_ = ThemeCentroids(theme_centroids)
         self._claims = ClaimTable(claim_node_of, claim_texts)
-        self._store = store
+        self.cluster_store_ = store
         return self
 
     @classmethod
@@ -505,28 +480,15 @@ class ThematicContext:
 
         A server-side store (Qdrant) holds no evidence vectors and returns none.
         """
-        self._check_fitted()
-        return self._store.evidence_units()
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.evidence_units()
 
     def evidence_blocks(self) -> Iterable[tuple[list[str], np.ndarray]]:
         """:meth:`evidence_units` cluster by cluster, ``(ids, unit vectors of shape (k, d))``, without one big copy."""
-        self._check_fitted()
-        return self._store.evidence_blocks()
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.evidence_blocks()
 
     def iter_items(self) -> Iterable[tuple[str, GroupKey]]:
         """``(node_id, (theme, cluster))`` for every clustered item."""
-        self._check_fitted()
-        return self._store.iter_items()
-
-
-def _groups_of(items: CorpusItems, unit: np.ndarray, keys: Sequence[GroupKey]) -> dict[GroupKey, ClusterGroup]:
-    """``items`` (unit vectors ``unit``, shape ``(n, d)``) grouped by their ``(theme, cluster)``."""
-    claim_of = list(items.claim_of)
-    is_claim = np.asarray(items.is_claim, dtype=bool)
-    groups: dict[GroupKey, ClusterGroup] = {}
-    for key in dict.fromkeys(keys):
-        rows = [i for i, k in enumerate(keys) if k == key]
-        groups[key] = ClusterGroup(
-            [items.ids[r] for r in rows], unit[rows], is_claim[rows], [claim_of[r] for r in rows]
-        )
-    return groups
+        check_is_fitted(self, "cluster_store_")
+        return self.cluster_store_.iter_items()

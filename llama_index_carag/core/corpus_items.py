@@ -9,6 +9,7 @@ import numpy as np
 
 from llama_index_carag.core.cluster_store import GroupKey
 from llama_index_carag.core.soi import ClusterMembers, SOICore
+from llama_index_carag.core.vectors import as_matrix, l2_normalize
 
 __all__ = ["CorpusItems", "SOIQuery"]
 
@@ -44,6 +45,16 @@ class CorpusItems:
             seen: set[str] = set()
             dup = next(i for i in self.ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
             raise ValueError(f"Duplicated node id {dup!r}: every evidence and claim node needs a unique id.")
+
+    def unit_vectors(self, dim: int) -> np.ndarray:
+        """The vectors as unit rows, shape ``(n, dim)`` (``ValueError``: another dimension, NaN, an all-zero row)."""
+        X = as_matrix(self.vectors, name="new embeddings")
+        if X.shape[1] != dim:
+            raise ValueError(f"New embeddings have dimension {X.shape[1]}; the context has {dim}.")
+        unit = l2_normalize(X)
+        if not np.all(np.linalg.norm(unit, axis=1) > 0):
+            raise ValueError("A new node has an all-zero embedding.")
+        return unit
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,14 @@ A *partition* is the set of items clustered together: every item (CARAG-u) or on
 theme (CARAG).  :func:`partitions_of` finds them, :func:`partition_clusterer` makes
 the mixture of one (``t`` capped at a small theme's size; the Qdrant fit uses it too),
 :func:`fit_partitions` fits one mixture per partition in the canonical (node-id)
-order, and :func:`sorted_groups` lays the corpus out cluster by cluster.
+order, and :func:`sorted_groups` lays the corpus out cluster by cluster.  Items added later, without
+refitting: :func:`assign_keys` gives each its partition and cluster, :func:`groups_of` groups them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -23,7 +24,7 @@ from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["partitions_of", "partition_clusterer", "fit_partitions", "sorted_groups"]
+__all__ = ["partitions_of", "partition_clusterer", "fit_partitions", "sorted_groups", "assign_keys", "groups_of"]
 
 
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
@@ -168,3 +169,43 @@ def sorted_groups(
             total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
             centroids[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
     return groups, centroids
+
+
+def assign_keys(
+    mode: str,
+    clusterers: Mapping[str | None, ThematicClusterer],
+    nearest_theme: Callable[[np.ndarray], str],
+    items: CorpusItems,
+    unit: np.ndarray,
+) -> tuple[list[GroupKey], dict[str, str]]:
+    """Each new item's ``(theme, cluster)`` from the fitted mixtures (``unit``: its unit vectors, ``(n, d)``).
+
+    Supervised: an item without a known theme takes ``nearest_theme``'s.  Returns the keys and
+    ``{item id: theme}`` of the themes so assigned.
+    """
+    themes = list(items.themes) if items.themes is not None else [None] * len(items.ids)
+    keys: list[GroupKey] = []
+    assigned: dict[str, str] = {}
+    for i in range(len(items.ids)):
+        theme = themes[i] if mode == "supervised" else None
+        if mode == "supervised" and (theme is None or theme not in clusterers):
+            theme = assigned[items.ids[i]] = nearest_theme(unit[i])
+        keys.append((theme, -1))
+    for theme in {k[0] for k in keys}:
+        rows = [i for i, k in enumerate(keys) if k[0] == theme]
+        for i, label in zip(rows, clusterers[theme].predict(unit[rows])):
+            keys[i] = (theme, int(label))
+    return keys, assigned
+
+
+def groups_of(items: CorpusItems, unit: np.ndarray, keys: Sequence[GroupKey]) -> dict[GroupKey, ClusterGroup]:
+    """``items`` (unit vectors ``unit``, shape ``(n, d)``) grouped by their ``(theme, cluster)``."""
+    claim_of = list(items.claim_of)
+    is_claim = np.asarray(items.is_claim, dtype=bool)
+    groups: dict[GroupKey, ClusterGroup] = {}
+    for key in dict.fromkeys(keys):
+        rows = [i for i, k in enumerate(keys) if k == key]
+        groups[key] = ClusterGroup(
+            [items.ids[r] for r in rows], unit[rows], is_claim[rows], [claim_of[r] for r in rows]
+        )
+    return groups

@@ -31,7 +31,15 @@ from llama_index_carag.core.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StateError", "save_state", "load_state", "MANIFEST_NAME", "FORMAT_NAME", "FORMAT_VERSION", "ids_checksum"]
+__all__ = [
+    "StateError",
+    "persist_state",
+    "state_from_persist_dir",
+    "MANIFEST_NAME",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "ids_checksum",
+]
 
 MANIFEST_NAME = "carag_manifest.json"
 FORMAT_NAME = "llama-index-carag"
@@ -72,7 +80,7 @@ def _array_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def save_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
+def persist_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
     """Write ``info`` (JSON-safe) and ``arrays`` into ``directory`` atomically.
 
     Returns:
@@ -111,8 +119,8 @@ def save_state(directory: str | os.PathLike[str], info: Mapping[str, Any], array
     return manifest_path
 
 
-def load_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read a folder written by :func:`save_state`.
+def state_from_persist_dir(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Read a folder written by :func:`persist_state`.
 
     Returns:
         ``(info, arrays)``.

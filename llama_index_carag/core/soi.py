@@ -39,6 +39,7 @@ __all__ = [
     "materialize_soi",
     "supervised_core",
     "unsupervised_core",
+    "check_soi_query",
     "SOI_LIST_KEYS",
 ]
 
@@ -245,17 +246,22 @@ class SOICore:
         return {str(members.ids[r]): key for key, rows in self.rows.items() for r in rows.tolist()}
 
 
-def _check_inputs(claim_vector: np.ndarray, members: ClusterMembers, delta: float, top_m: int | None) -> np.ndarray:
+def check_soi_query(claim_vector: Any, dim: int | None, delta: Any, top_m: Any) -> np.ndarray:
+    """The claim vector of an SOI query as a finite, non-zero float32 vector of dimension ``dim`` (any, if
+    ``None``), once ``delta`` (a cosine) and ``top_m`` (``None`` or a positive integer) are checked."""
     from llama_index_carag.core.validation import check_delta, check_top_k
 
     check_delta(delta)
     if top_m is not None:
         check_top_k(top_m, "top_m")
-    dim = members.unit.shape[1] if members.unit.shape[0] else None
     q = as_vector(claim_vector, dim=dim, name="claim vector")
     if not np.any(q):
         raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
     return q
+
+
+def _check_inputs(claim_vector: np.ndarray, members: ClusterMembers, delta: float, top_m: int | None) -> np.ndarray:
+    return check_soi_query(claim_vector, members.unit.shape[1] if members.unit.shape[0] else None, delta, top_m)
 
 
 def _core(rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int) -> SOICore:

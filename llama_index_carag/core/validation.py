@@ -1,4 +1,9 @@
-"""Parameter checks shared by the public entry points (clear errors naming the parameter)."""
+"""Argument checks with clear errors naming the argument, and text sanitising.
+
+The checks serve per-call arguments (a query text, a cosine threshold, a result count) and the fields of
+:class:`~llama_index_carag.settings.CaragSettings` (its validators call them).  An estimator's own
+parameters are checked by its scikit-learn ``_parameter_constraints``, not here.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from typing import Any
 
 __all__ = [
     "sanitize_text",
-    "check_alpha",
     "check_delta",
     "check_top_k",
     "check_n_clusters",
@@ -38,11 +42,6 @@ def check_interval(name: str, value: Any, low: float, high: float) -> float:
 def check_unit_interval(name: str, value: Any) -> float:
     """A number in ``[0, 1]``."""
     return check_interval(name, value, 0.0, 1.0)
-
-
-def check_alpha(value: Any) -> float:
-    """``alpha`` (weight of the claim in the blended query) must lie in ``[0, 1]``."""
-    return check_unit_interval("alpha", value)
 
 
 def check_delta(value: Any, name: str = "delta") -> float:

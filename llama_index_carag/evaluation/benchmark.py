@@ -1,4 +1,4 @@
-"""Run the new-claims protocol (:mod:`~llama_index_carag.evaluation.protocol`) with every baseline and
+"""Run the new-claims protocol (:mod:`~llama_index_carag.evaluation.new_claims`) with every baseline and
 write the table: ``carag eval --protocol`` (FactVer) and ``carag eval --beir DIR``.
 
 The stock baselines (dense, BM25, hybrid RRF) and the CARAG variants run in one process on the same
@@ -18,7 +18,7 @@ import numpy as np
 from llama_index.core.schema import MetadataMode
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.evaluation.protocol import (
+from llama_index_carag.evaluation.new_claims import (
     PreparedTask,
     RetrievalTask,
     carag_retrievers,
@@ -40,7 +40,7 @@ COLUMNS = ["method", "queries", "nDCG@10", "recall@6", "MRR@10", "theme_precisio
 def protocol_methods() -> dict[str, Any]:
     """The CARAG variants of the table: the papers' CARAG-u, claim contrast alone, the package default
     (with the corpus claims, and without any), and the default calibrated on the corpus claims' links."""
-    from llama_index_carag.evaluation.protocol import CaragMethod
+    from llama_index_carag.evaluation.new_claims import CaragMethod
     from llama_index_carag.settings import DEFAULT, PAPER
 
     return {
@@ -154,7 +154,7 @@ def run_protocol_command(args: Any) -> int:
     import re
 
     from llama_index_carag.datasets import demo_corpus_path
-    from llama_index_carag.evaluation.protocol import beir_task, factver_task
+    from llama_index_carag.evaluation.new_claims import beir_task, factver_task
     from llama_index_carag.models.resolve import embed_model_name, resolve_embed_model
 
     split = "tune" if args.split == "tune" else "report"

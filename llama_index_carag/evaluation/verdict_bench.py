@@ -1,7 +1,8 @@
 """Verdict benchmark on FactVer: labels, explanations and speed, per LLM and evidence source.
 
-``carag eval --verdicts --data FactVer.csv`` runs, for each LLM (default the
-offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
+The FactVer-only benchmark (``carag eval --verdicts`` runs the two-domain one,
+:mod:`~llama_index_carag.evaluation.verdict_decisions`).  :func:`run_verdict_bench` runs,
+for each LLM (default the offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
 
 1. **tuning** (label-scoring LLMs only) — a balanced subset of FactVer's tuning
    half (:func:`~llama_index_carag.evaluation.runner.split_claims`), each claim
@@ -28,7 +29,6 @@ frequent label of the tuning half) is added.  Rows are appended to
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
@@ -50,8 +50,6 @@ __all__ = [
     "factver_reasons",
     "summarize_rows",
     "run_verdict_bench",
-    "add_verdict_arguments",
-    "run_verdict_command",
 ]
 
 _ROW_FIELDS = [
@@ -132,9 +130,9 @@ def summarize_rows(rows: Sequence[dict[str, Any]], cosines: Sequence[float] | No
 
 # ------------------------------------------------------------------ running
 class _Bench:
-    """Holds the corpus, the retriever and the output files of one benchmark run."""
+    """Holds the corpus, the retriever and the output folder (``out``, created; ``None``: no files) of one run."""
 
-    def __init__(self, data: str | Path, out: Path, *, k: int, cache_dir: str | None, seed: int) -> None:
+    def __init__(self, data: str | Path, out: Path | None = None, *, k: int, cache_dir: str | None, seed: int) -> None:
         from llama_index_carag.datasets import load_factver
         from llama_index_carag.evaluation.runner import EvalSetup, split_claims
         from llama_index_carag.models.resolve import resolve_embed_model
@@ -146,7 +144,8 @@ class _Bench:
         self.nodes = {n.node_id: n for n in corpus.evidence_nodes}
         self.retriever: Any = None
         self.reasons = factver_reasons(data)
-        out.mkdir(parents=True, exist_ok=True)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
 
     def fit_retriever(self, held_out: Sequence[Any]) -> None:
         """The package default retriever, its corpus claims the tuning half without ``held_out``.
@@ -179,6 +178,8 @@ def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> d
     from llama_index_carag.verdicts import VerdictLabel
     from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
 
+    if bench.out is None:
+        raise ValueError("The tuning scores are cached in the benchmark's output folder; this one has none.")
     path = bench.out / f"verdicts_tuning_{_file_stem(name)}.json"
     cached = json.loads(path.read_text()) if path.is_file() else {"scores": []}
     done = {(r["claim_id"], r["evidence"]) for r in cached["scores"]}
@@ -292,7 +293,7 @@ def run_verdict_bench(
         t0 = time.perf_counter()
         llm = (load_llm or resolve_llm)(alias)
         load_s = time.perf_counter() - t0
-        name = llm_name(llm)  # rows and tuning scores are filed under the model and its backend, not the alias
+        name = llm_name(llm)  # rows and tuning scores: filed under the model and its runtime, not the alias
         embed = bench.retriever.embed_model  # the measured label rule's cosines, if the LLM has one
         synth = FactCheckSynthesizer(llm, decision="rule", show_ids=False, embed_model=embed)
         info: dict[str, Any] = {
@@ -399,63 +400,3 @@ def _write_summary(summary: list[dict[str, Any]], meta: dict[str, Any], out: Pat
     )
     md_path.write_text(text, encoding="utf-8")
     return [csv_path, md_path]
-
-
-# ------------------------------------------------------------------ the CLI
-def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``--verdicts`` options of ``carag eval``."""
-    p.add_argument(
-        "--verdicts",
-        action="store_true",
-        help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
-        "(--scifact): arg-max, the old rule and the stance decision on the same cached LLM outputs",
-    )
-    p.add_argument("--verdict-llms", default="qwen1.5b", help="the label-scoring LLM for --verdicts (first one)")
-    p.add_argument("--per-label", type=int, default=10, help="--verdicts: claims per label (T, F, N) per domain")
-    p.add_argument("--tune-per-label", type=int, default=6, help=argparse.SUPPRESS)  # the retired offsets' tuning
-    p.add_argument(
-        "--scifact",
-        default=None,
-        help="--verdicts: the SciFact BEIR folder with verdicts.jsonl (default ../shared/data/scifact)",
-    )
-    p.add_argument(
-        "--verdict-cache",
-        default=None,
-        help="--verdicts: JSONL cache of the LLM outputs (default OUT/verdict_cache.jsonl; resumed, never recomputed)",
-    )
-    p.add_argument(
-        "--retrieved", action="store_true", help="--verdicts: FactVer also with the default retriever's top-k"
-    )
-    p.add_argument("--no-collect", action="store_true", help="--verdicts: summarise the cache only (no LLM)")
-
-
-def run_verdict_command(args: argparse.Namespace) -> int:
-    """``carag eval --verdicts``: :func:`~llama_index_carag.evaluation.verdict_decisions.run_two_domain_bench`."""
-    from llama_index_carag.evaluation.verdict_decisions import run_two_domain_bench
-
-    if not args.data:
-        raise ValueError("--verdicts needs --data (the FactVer CSV)")
-    if args.per_label < 1:
-        raise ValueError("--per-label must be >= 1")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cache = args.verdict_cache or str(out / "verdict_cache.jsonl")
-    llm = [x.strip() for x in args.verdict_llms.split(",") if x.strip()][0]
-    result = run_two_domain_bench(
-        args.data,
-        args.scifact or "../shared/data/scifact",
-        cache,
-        llm=llm,
-        per_label=args.per_label,
-        retrieved=args.retrieved,
-        cache_dir=args.cache_dir,
-        collect_first=not args.no_collect,
-    )
-    (out / "verdict_decisions.md").write_text(result["markdown"], encoding="utf-8")
-    (out / "verdict_decisions.json").write_text(json.dumps(result["summary"], indent=1), encoding="utf-8")
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print(result["markdown"])
-        print(f"cache {cache}; wrote {out / 'verdict_decisions.md'}, {out / 'verdict_decisions.json'}")
-    return 0

@@ -1,7 +1,8 @@
 """The verdict benchmark's LLM outputs, collected once into a JSONL cache (two labelled domains).
 
 Every decision rule (:mod:`~llama_index_carag.verdicts.decision`) is compared on the same LLM
-outputs: :func:`collect` scores, per claim and evidence source,
+outputs: :func:`collect` scores (:func:`collect_domains`: both domains' claims, as the command line
+``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` does), per claim and evidence source,
 
 * ``joint`` — the three label log-likelihoods of the whole-evidence fact-check prompt (what the
   synthesizer scored before: arg-max and the old ``EvidenceLabelRule`` decide from it);
@@ -33,7 +34,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BenchClaim", "domain_claims", "collect", "read_cache", "SCIFACT_STANCE"]
+__all__ = ["BenchClaim", "domain_claims", "collect", "collect_domains", "read_cache", "SCIFACT_STANCE"]
 
 _FEVER = {"SUPPORTED": "T", "REFUTED": "F", "NOT_ENOUGH_INFO": "N"}
 #: SciFact rationale labels as stances (T/F; N for a cited abstract without a rationale).
@@ -64,7 +65,7 @@ def _scifact_retrieved(claims: list[BenchClaim], folder: Path, k: int, cache_dir
     from llama_index.core.schema import MetadataMode, QueryBundle
 
     from llama_index_carag.core.atomic import atomic_write_bytes
-    from llama_index_carag.evaluation.protocol import beir_task, carag_retrievers, prepare_task
+    from llama_index_carag.evaluation.new_claims import beir_task, carag_retrievers, prepare_task
     from llama_index_carag.models.resolve import resolve_embed_model
 
     task, model = beir_task(folder), resolve_embed_model("minilm")
@@ -130,7 +131,7 @@ def _factver_claims(
 
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
 
-    bench = _Bench(csv_path, Path(cache_dir or "/tmp/carag_verdict_bench"), k=k, cache_dir=cache_dir, seed=0)
+    bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)
     sources = ["annotated"]
     if split == "archive":
         order = np.random.default_rng(0).permutation(len(bench.tune))
@@ -304,8 +305,52 @@ def collect(
     return path
 
 
-def _main(argv: Sequence[str] | None = None) -> None:
-    """``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` (both domains, annotated first)."""
+def collect_domains(
+    out: str | Path,
+    llm: Any,
+    *,
+    factver: str | Path | None = None,
+    scifact: str | Path | None = None,
+    per_label: int = 10,
+    retrieved: bool = False,
+    cache_dir: str | None = None,
+    split: str = "report",
+    sources: Iterable[str] | None = None,
+    joint_only: bool = False,
+    joints: dict[tuple[str, str, str], dict[str, float]] | None = None,
+) -> Path:
+    """Collect the benchmark claims of both domains into the cache ``out`` (:func:`collect`; resumed).
+
+    Args:
+        llm: a label-scoring LLM, or its name for :func:`~llama_index_carag.models.resolve.resolve_llm`.
+        factver, scifact: the FactVer CSV and the SciFact BEIR folder; a domain without one is skipped.
+        per_label, retrieved, cache_dir, split: as :func:`domain_claims` (``cache_dir``: FactVer's embeddings).
+        sources: only these evidence sources (default all), e.g. only ``"retrieved"`` in a second worker.
+        joint_only, joints: as :func:`collect`.
+
+    Claims are scored T, F, N in turn, the domains interleaved (an ``"archive"`` split in its own order,
+    never sorted by label), so a run cut short stays balanced.
+    """
+    from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
+
+    sci = domain_claims("scifact", scifact, per_label, retrieved=retrieved, split=split) if scifact else []
+    fv = (
+        domain_claims("factver", factver, per_label, cache_dir=cache_dir, retrieved=retrieved, split=split)
+        if factver
+        else []
+    )
+    if sources is not None:
+        keep = set(sources)
+        for c in [*fv, *sci]:
+            c.evidence = {k: v for k, v in c.evidence.items() if k in keep}
+    order = list if split == "archive" else _round_robin
+    if isinstance(llm, str):
+        llm = resolve_llm(llm)
+    embed = resolve_embed_model("minilm")
+    return collect(_interleaved([order(fv), order(sci)]), llm, embed, out, joints=joints, joint_only=joint_only)
+
+
+def _parser() -> Any:
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__)
@@ -332,43 +377,33 @@ def _main(argv: Sequence[str] | None = None) -> None:
         help="verdict benchmark rows CSV (docs/results/verdicts_rows.csv) "
         "whose whole-evidence scores of the same LLM, claim and evidence are reused instead of recomputed",
     )
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
+    return p
 
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    """``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` (both domains, annotated first)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    llm: Any = args.llm
     if args.threads and args.llm == "qwen1.5b":
         from llama_index_carag.models.files import qwen_gguf_path
         from llama_index_carag.models.llamacpp import load_llamacpp
 
         llm = load_llamacpp(str(qwen_gguf_path()), context_window=4096, max_new_tokens=128, n_threads=args.threads)
-    else:
-        llm = resolve_llm(args.llm)
-    embed = resolve_embed_model("minilm")
-    domains = [d.strip() for d in args.domains.split(",") if d.strip()]
-    sci = (
-        domain_claims("scifact", args.scifact, args.per_label, retrieved=args.retrieved, split=args.split)
-        if "scifact" in domains
-        else []
+    domains = {d.strip() for d in args.domains.split(",") if d.strip()}
+    collect_domains(
+        args.out,
+        llm,
+        factver=args.factver if "factver" in domains else None,
+        scifact=args.scifact if "scifact" in domains else None,
+        per_label=args.per_label,
+        retrieved=args.retrieved,
+        cache_dir=args.cache_dir,
+        split=args.split,
+        sources=args.sources.split(",") if args.sources else None,
+        joint_only=args.joint_only,
+        joints=_old_joints(args.joint_from) if args.joint_from else {},
     )
-    fv = (
-        domain_claims(
-            "factver",
-            args.factver,
-            args.per_label,
-            cache_dir=args.cache_dir,
-            retrieved=args.retrieved,
-            split=args.split,
-        )
-        if "factver" in domains
-        else []
-    )
-    if args.sources:  # e.g. only "retrieved" in a second worker (its own cache file)
-        keep = set(args.sources.split(","))
-        for c in [*fv, *sci]:
-            c.evidence = {k: v for k, v in c.evidence.items() if k in keep}
-    joints = _old_joints(args.joint_from) if args.joint_from else {}
-    order = (lambda c: list(c)) if args.split == "archive" else _round_robin  # archive: never sorted by label
-    collect(_interleaved([order(fv), order(sci)]), llm, embed, args.out, joints=joints, joint_only=args.joint_only)
 
 
 def _old_joints(path: str) -> dict[tuple[str, str, str], dict[str, float]]:

@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_carag.evaluation.verdict_cache import collect_domains, read_cache
 from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import strongest_stance
@@ -447,12 +448,10 @@ def run_two_domain_bench(
 
     ``cache``: one JSONL file, or (``collect_first=False``) several, comma-separated, merged.
     """
-    from llama_index_carag.evaluation.verdict_cache import _main as collect_main
-    from llama_index_carag.evaluation.verdict_cache import read_cache
-
     if collect_first:
-        argv = [cache, "--factver", factver, "--scifact", scifact, "--per-label", str(per_label), "--llm", llm]
-        collect_main(argv + (["--retrieved"] if retrieved else []) + (["--cache-dir", cache_dir] if cache_dir else []))
+        collect_domains(
+            cache, llm, factver=factver, scifact=scifact, per_label=per_label, retrieved=retrieved, cache_dir=cache_dir
+        )
     rows = [r for path in str(cache).split(",") for r in read_cache(path)]  # several caches: merged
     models = list(dict.fromkeys(r["model"] for r in rows if r["kind"] == "prior"))
     if len(models) != 1:

@@ -65,7 +65,7 @@ def fit_corpus(
     if len(set(claim_ids)) != len(claim_ids):
         raise ValueError("claim_nodes contain duplicated node ids.")
 
-    backend = adapter_for(index).cluster_backend()
+    backend = adapter_for(index).store_clustering()
     if backend is not None:
         # Server-side (Qdrant): clusters go into the store; only a bounded sample of vectors is fetched.
         claim_vectors = claim_embeddings(claim_nodes, embed_model, show_progress=show_progress)
@@ -115,7 +115,7 @@ def restore_context(
     Raises:
         StateError: the context was fitted in memory and the index keeps clusters itself, or the reverse.
     """
-    backend = adapter_for(index).cluster_backend()
+    backend = adapter_for(index).store_clustering()
     saved = info.get("backend")
     if saved != (None if backend is None else backend.name):
         where = "in memory" if saved is None else f"on a {saved} store"

@@ -2,7 +2,7 @@
 
 :func:`get_state` / :func:`from_state` turn a fitted corpus and its settings into ``(JSON-safe info, arrays)``
 and back; :func:`persist` / :func:`from_persist_dir` write and read them as one atomic state
-(:func:`~llama_index_carag.core.persistence.save_state`) under a persist dir.  The fitted tables
+(:func:`~llama_index_carag.core.persistence.persist_state`) under a persist dir.  The fitted tables
 (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`) are saved and loaded in one loop, each as
 ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays beside the others; a table's
 type is found again through the registry of re-ranking terms.
@@ -25,7 +25,7 @@ from llama_index_carag.backends.vector_stores import (
     index_node_ids,
     load_persisted_index,
 )
-from llama_index_carag.core.persistence import StateError, ids_checksum, load_state, save_state
+from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.ranking.fitted_table import TableCorpus
@@ -93,7 +93,7 @@ def get_state(
 
 def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> Path:
     """Write :func:`get_state` into ``folder`` as one atomic state; returns the folder."""
-    save_state(folder, *get_state(corpus, settings, embed_model))
+    persist_state(folder, *get_state(corpus, settings, embed_model))
     return folder
 
 
@@ -244,7 +244,7 @@ def from_persist_dir(
 ) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding]:
     """``(corpus, settings, embed model)`` of the state :func:`persist` wrote into ``folder`` (the index loaded
     from ``folder``'s parent when ``index`` is ``None``)."""
-    info, arrays = load_state(folder)
+    info, arrays = state_from_persist_dir(folder)
     if not isinstance(info, dict) or "embed_model" not in info:
         raise StateError(f"{folder} lacks settings; the state is corrupt.")
     index, model = _resolve_index(folder, info, index, embed_model)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,41 +125,13 @@ def cluster_figure(
     graph = cluster_graph(ids, texts, unit_vectors, kinds, threshold=threshold, highlight=highlight)
     pos = _cluster_layout(graph, unit_vectors, seed)
     fig = go.Figure()
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-    for u, v in graph.edges():
-        xs.extend([pos[u][0], pos[v][0], None])
-        ys.extend([pos[u][1], pos[v][1], None])
-    if xs:
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                hoverinfo="skip",
-                showlegend=False,
-                name="edges",
-                line={"width": 0.8, "color": _EDGE_GREY},
-                opacity=0.5,
-            )
-        )
+    edges = _edge_trace(graph, pos)
+    if edges is not None:
+        fig.add_trace(edges)
     for kind in ("claim", "evidence"):
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
-        if not nodes:
-            continue
-        base = 14 if kind == "claim" else KIND_STYLES["evidence"]["size"]
-        hl = [graph.nodes[n]["highlighted"] for n in nodes]
-        trace = _plotly_node_trace(
-            graph,
-            pos,
-            nodes,
-            kind,
-            show_ids=False,
-            sizes=[base * 1.8 if h else base for h in hl],
-            line_widths=[2 if h else 0 for h in hl],
-        )
-        trace.update(mode="markers")
-        fig.add_trace(trace)
+        if nodes:
+            fig.add_trace(_member_trace(graph, pos, nodes, kind))
     n_hl = sum(1 for _, d in graph.nodes(data=True) if d["highlighted"])
     heading = _esc(title) if title is not None else "Cluster graph"
     sub = f"{graph.number_of_nodes()} members · {graph.number_of_edges()} edges with similarity > {threshold:.2f}"
@@ -176,6 +148,48 @@ def cluster_figure(
         yaxis={"visible": False, "scaleanchor": "x", "scaleratio": 1},
     )
     return fig
+
+
+def _edge_trace(graph: Any, pos: Mapping[Any, tuple[float, float]]) -> plotly.graph_objects.Scatter | None:
+    """All edges as one line trace (``None`` without edges)."""
+    import plotly.graph_objects as go
+
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for u, v in graph.edges():
+        xs.extend([pos[u][0], pos[v][0], None])
+        ys.extend([pos[u][1], pos[v][1], None])
+    if not xs:
+        return None
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="lines",
+        hoverinfo="skip",
+        showlegend=False,
+        name="edges",
+        line={"width": 0.8, "color": _EDGE_GREY},
+        opacity=0.5,
+    )
+
+
+def _member_trace(
+    graph: Any, pos: Mapping[Any, tuple[float, float]], nodes: Sequence[Any], kind: str
+) -> plotly.graph_objects.Scatter:
+    """The members of one kind, markers only; highlighted ones larger with a black outline."""
+    base = 14 if kind == "claim" else KIND_STYLES["evidence"]["size"]
+    hl = [graph.nodes[n]["highlighted"] for n in nodes]
+    trace = _plotly_node_trace(
+        graph,
+        pos,
+        nodes,
+        kind,
+        show_ids=False,
+        sizes=[base * 1.8 if h else base for h in hl],
+        line_widths=[2 if h else 0 for h in hl],
+    )
+    trace.update(mode="markers")
+    return trace
 
 
 def write_cluster_html(

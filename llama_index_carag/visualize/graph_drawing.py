@@ -92,31 +92,7 @@ def _draw_mpl_graph(
     edge_scale: float = 3.5,
 ) -> None:
     """Draw edges (width ∝ weight), nodes (one scatter per kind, labelled for the legend) and labels."""
-    from matplotlib.collections import LineCollection
-
-    segments, widths, styles = [], [], []
-    for u, v, d in graph.edges(data=True):
-        segments.append((pos[u], pos[v]))
-        widths.append(_edge_width(d["weight"], base=0.4 * edge_scale / 3.5, scale=edge_scale))
-        styles.append(":" if d.get("relation") == "annotated_for" else "-")
-    if segments:
-        ax.add_collection(
-            LineCollection(segments, linewidths=widths, linestyles=styles, colors=_EDGE_GREY, alpha=0.7, zorder=1)
-        )
-    if edge_labels:
-        for u, v, d in graph.edges(data=True):
-            if d.get("relation") == "similarity":
-                ax.text(
-                    (pos[u][0] + pos[v][0]) / 2,
-                    (pos[u][1] + pos[v][1]) / 2,
-                    d["label"],
-                    fontsize=7,
-                    ha="center",
-                    va="center",
-                    color="#333333",
-                    zorder=3,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
-                )
+    _draw_mpl_edges(ax, graph, pos, edge_labels=edge_labels, edge_scale=edge_scale)
     highlighted = set(highlight)
     for kind in _KIND_ORDER:
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
@@ -136,31 +112,66 @@ def _draw_mpl_graph(
             zorder=4,
             label=style["label"],
         )
-        if not node_labels:
-            continue
-        for n in nodes:
-            data = graph.nodes[n]
-            x, y = pos[n]
-            if kind == "claim":
-                ax.text(
-                    x,
-                    y - 0.11,
-                    _mpl_text(data["text"], 40),
-                    ha="center",
-                    va="top",
-                    fontsize=9,
-                    weight="bold",
-                    zorder=5,
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
-                )
-            else:
-                ax.text(
-                    x,
-                    y + 0.055,
-                    _mpl_text(data["text"], label_chars),
-                    ha="center",
-                    va="bottom",
-                    fontsize=7,
-                    color="#222222",
-                    zorder=5,
-                )
+        if node_labels:
+            for n in nodes:
+                _draw_mpl_label(ax, pos[n], graph.nodes[n]["text"], claim=kind == "claim", label_chars=label_chars)
+
+
+def _draw_mpl_edges(
+    ax: matplotlib.axes.Axes,
+    graph: networkx.Graph,
+    pos: Mapping[Hashable, tuple[float, float]],
+    *,
+    edge_labels: bool,
+    edge_scale: float,
+) -> None:
+    """Edges (width ∝ weight; dotted for ``annotated_for``) and, optionally, the similarity edges' labels."""
+    from matplotlib.collections import LineCollection
+
+    segments, widths, styles = [], [], []
+    for u, v, d in graph.edges(data=True):
+        segments.append((pos[u], pos[v]))
+        widths.append(_edge_width(d["weight"], base=0.4 * edge_scale / 3.5, scale=edge_scale))
+        styles.append(":" if d.get("relation") == "annotated_for" else "-")
+    if segments:
+        ax.add_collection(
+            LineCollection(segments, linewidths=widths, linestyles=styles, colors=_EDGE_GREY, alpha=0.7, zorder=1)
+        )
+    if not edge_labels:
+        return
+    for u, v, d in graph.edges(data=True):
+        if d.get("relation") == "similarity":
+            ax.text(
+                (pos[u][0] + pos[v][0]) / 2,
+                (pos[u][1] + pos[v][1]) / 2,
+                d["label"],
+                fontsize=7,
+                ha="center",
+                va="center",
+                color="#333333",
+                zorder=3,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+            )
+
+
+def _draw_mpl_label(
+    ax: matplotlib.axes.Axes, xy: tuple[float, float], text: Any, *, claim: bool, label_chars: int
+) -> None:
+    """A node's text: the claim's in bold below it, any other node's above it (``label_chars`` at most)."""
+    x, y = xy
+    if claim:
+        ax.text(
+            x,
+            y - 0.11,
+            _mpl_text(text, 40),
+            ha="center",
+            va="top",
+            fontsize=9,
+            weight="bold",
+            zorder=5,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
+        )
+    else:
+        ax.text(
+            x, y + 0.055, _mpl_text(text, label_chars), ha="center", va="bottom", fontsize=7, color="#222222", zorder=5
+        )

@@ -14,7 +14,7 @@ that, so nothing outside :mod:`llama_index_carag.backends` names a store kind:
 * :func:`~llama_index_carag.backends.vector_stores.adapter_for` picks one for an index.
 
 A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also gives a
-:class:`ClusterBackend`; the others are clustered in memory.  A store that keeps the BM25 index
+:class:`StoreClustering`; the others are clustered in memory.  A store that keeps the BM25 index
 itself (Qdrant: a sparse vector) gives a
 :class:`~llama_index_carag.ranking.lexical_backend.LexicalBackend`; the others run BM25 in process.
 """
@@ -37,15 +37,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.corpus_items import CorpusItems
     from llama_index_carag.ranking.lexical_backend import LexicalBackend
 
-__all__ = ["VectorStoreAdapter", "ClusterBackend"]
+__all__ = ["VectorStoreAdapter", "StoreClustering"]
 
 
 @runtime_checkable
-class ClusterBackend(Protocol):
+class StoreClustering(Protocol):
     """Fits and reloads a thematic context whose evidence clusters live in the vector store.
 
     Attributes:
-        name: recorded in the saved context (``"backend"``), checked when it is loaded.
+        name: recorded in the saved context (its ``"backend"`` entry), checked when it is loaded.
     """
 
     name: str
@@ -130,8 +130,8 @@ class VectorStoreAdapter(Protocol):
         """True when the store's async query is its own and usable (else it runs in a thread)."""
         ...
 
-    def cluster_backend(self) -> ClusterBackend | None:
-        """The backend that keeps CARAG's clusters in the store, or ``None`` (clustered in memory)."""
+    def store_clustering(self) -> StoreClustering | None:
+        """The clustering kept in the store itself (its fit and reload), or ``None`` (clustered in memory)."""
         ...
 
     def lexical_backend(self, *, show_progress: bool = False) -> LexicalBackend | None:

@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.evaluation.protocol import (
+from llama_index_carag.evaluation.new_claims import (
     RetrievalTask,
     claim_half,
     evaluate_methods,

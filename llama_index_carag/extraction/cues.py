@@ -1,0 +1,153 @@
+"""Check-worthiness cues: the registry (one :class:`Cue` object per cue) and what each one finds.
+
+A cue reads one sentence (:class:`~llama_index_carag.extraction.words.SentenceWords`) and returns the
+words that made it fire (an empty tuple: it did not fire).  Positive cues mark checkable content
+(quantities, dates, names, comparisons, verbs of cause and measurement, enough content words);
+negative cues mark what a fact-checker does not check (questions, first-person opinions, judgement words,
+greetings and thanks, hedges, vague statements).  A new cue is one :class:`Cue` in :data:`CUES`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llama_index_carag.extraction import lexicon
+from llama_index_carag.extraction.words import SentenceWords
+
+__all__ = ["Cue", "CueHit", "CUES", "MIN_CONTENT_WORDS", "MAX_VAGUE_WORDS", "content_words"]
+
+#: a sentence with at least this many content words is substantive
+MIN_CONTENT_WORDS = 3
+#: a sentence with at most this many content words is vague (in between: neither)
+MAX_VAGUE_WORDS = 1
+
+_YEAR = re.compile(r"^(1[5-9]\d\d|20\d\d)s?$")
+_FIRST_PERSON = frozenset({"I", "I'm", "I'd", "I've", "I'll", "I’m", "I’d", "I’ve", "I’ll"})
+_MONTH_LEAD = frozenset({"in", "of", "since", "until", "by", "from", "early", "late", "mid", "last", "next"})
+
+
+@dataclass(frozen=True)
+class CueHit:
+    """A cue that fired on a sentence: its name, its weight and the words that made it fire."""
+
+    name: str
+    weight: float
+    matched: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``"number +1 (2020, 36%)"``: what a fact-checker reads."""
+        words = f" ({', '.join(self.matched)})" if self.matched else ""
+        return f"{self.name} {self.weight:+g}{words}"
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One check-worthiness cue: ``find`` returns the words that fire it; ``weight`` is added to the score."""
+
+    name: str
+    weight: float
+    description: str
+    find: Callable[[SentenceWords], tuple[str, ...]]
+
+    def hit(self, words: SentenceWords) -> CueHit | None:
+        """The :class:`CueHit` on this sentence, or ``None`` when the cue does not fire."""
+        matched = self.find(words)
+        return CueHit(self.name, self.weight, matched) if matched else None
+
+
+def _is_month(words: SentenceWords, i: int) -> bool:
+    token = words.tokens[i]
+    if token not in lexicon.MONTHS:
+        return False
+    if token != "May":
+        return True
+    after = words.tokens[i + 1] if i + 1 < len(words.tokens) else ""
+    before = words.lower[i - 1] if i > 0 else ""
+    return after[:1].isdigit() or before in _MONTH_LEAD  # "May 2020", "in May"; else the verb
+
+
+#: single words that are never content: function words, vague words, one-word hedges
+_NOT_CONTENT = lexicon.STOPWORDS | lexicon.VAGUE_WORDS | {p for p in lexicon.HEDGE_PHRASES if " " not in p}
+
+
+def content_words(words: SentenceWords) -> tuple[str, ...]:
+    """Words with content of their own: containing a letter; not function words, vague words or hedges."""
+    return tuple(
+        t for t, low in zip(words.tokens, words.lower) if any(c.isalpha() for c in t) and low not in _NOT_CONTENT
+    )
+
+
+def _substantive(words: SentenceWords) -> tuple[str, ...]:
+    found = content_words(words)
+    return found if len(found) >= MIN_CONTENT_WORDS else ()
+
+
+def _vague(words: SentenceWords) -> tuple[str, ...]:
+    found = content_words(words)
+    return () if len(found) > MAX_VAGUE_WORDS else (f"{len(found)} content words",)
+
+
+def _number(words: SentenceWords) -> tuple[str, ...]:
+    found = [
+        t for t, low in zip(words.tokens, words.lower) if any(c.isdigit() for c in t) or low in lexicon.NUMBER_WORDS
+    ]
+    found += [c for c in "$€£¥%" if c in words.text]
+    return tuple(found)
+
+
+def _date(words: SentenceWords) -> tuple[str, ...]:
+    return tuple(
+        t
+        for i, (t, low) in enumerate(zip(words.tokens, words.lower))
+        if _YEAR.match(t) or _is_month(words, i) or t in lexicon.WEEKDAYS or low in lexicon.TIME_WORDS
+    )
+
+
+def _named_entity(words: SentenceWords) -> tuple[str, ...]:
+    found = []
+    for i, token in enumerate(words.tokens):
+        acronym = len(token) > 1 and token.replace("-", "").isupper()  # EU, ETS, COVID-19
+        capitalised = i > 0 and token[:1].isupper() and token not in _FIRST_PERSON
+        if (acronym or capitalised) and not _is_month(words, i) and token not in lexicon.WEEKDAYS:
+            found.append(token)
+    return tuple(found)
+
+
+def _in_lexicon(vocabulary: frozenset[str]) -> Callable[[SentenceWords], tuple[str, ...]]:
+    def find(words: SentenceWords) -> tuple[str, ...]:
+        return tuple(t for t, low in zip(words.tokens, words.lower) if low in vocabulary)
+
+    return find
+
+
+def _question(words: SentenceWords) -> tuple[str, ...]:
+    return ("?",) if words.ending == "?" else ()
+
+
+def _hedge(words: SentenceWords) -> tuple[str, ...]:
+    found = words.phrases(lexicon.HEDGE_PHRASES)
+    months = {words.tokens[i] for i in range(len(words.tokens)) if _is_month(words, i)}
+    return tuple(p for p in found if not (p == "may" and "May" in months and words.lower.count("may") == 1))
+
+
+def _phrases(vocabulary: frozenset[str]) -> Callable[[SentenceWords], tuple[str, ...]]:
+    return lambda words: words.phrases(vocabulary)
+
+
+#: the registry: every cue the rule-based scorer reads, positive then negative
+CUES: tuple[Cue, ...] = (
+    Cue("substantive", 1.0, f"at least {MIN_CONTENT_WORDS} content words", _substantive),
+    Cue("number", 1.0, "a number, quantity word, currency or percent sign", _number),
+    Cue("date", 1.0, "a year, month, weekday or period (decade, century)", _date),
+    Cue("named_entity", 1.0, "a capitalised word not at sentence start, or an acronym", _named_entity),
+    Cue("comparison", 1.0, "a comparative or superlative", _in_lexicon(lexicon.COMPARISON_WORDS)),
+    Cue("measurement_verb", 1.0, "a verb of cause, change or measurement", _in_lexicon(lexicon.MEASUREMENT_VERBS)),
+    Cue("vague", -1.0, f"at most {MAX_VAGUE_WORDS} content word", _vague),
+    Cue("question", -5.0, "ends with a question mark", _question),
+    Cue("opinion", -3.0, "a first-person opinion marker (I think, in my opinion)", _phrases(lexicon.OPINION_PHRASES)),
+    Cue("evaluative", -2.0, "a judgement word (brilliant, a mess, ridiculous)", _in_lexicon(lexicon.EVALUATIVE_WORDS)),
+    Cue("greeting", -3.0, "a greeting, thanks or farewell", _phrases(lexicon.GREETING_PHRASES)),
+    Cue("hedge", -2.0, "an uncertainty marker (maybe, might, probably)", _hedge),
+)
