@@ -30,8 +30,9 @@ import numpy as np
 
 
 def _scorer(model: Any) -> Any:
-    from llama_index_carag.models.llamacpp import GGUFChatPrompt
     from llama_index_carag.verdicts.labels.scoring_llamacpp import LlamaCppLabelScorer
+
+    from llama_index_carag.models.llamacpp import GGUFChatPrompt
 
     chat = GGUFChatPrompt.from_model(model)
     if chat is None:
@@ -49,7 +50,6 @@ def _hidden(model: Any) -> np.ndarray | None:
 def _run(scorer: Any, ids: list[int], mode: str) -> tuple[dict[str, float], np.ndarray | None, float]:
     """Evaluate ``ids`` the ``mode`` way, read the hidden state (if any), score the labels; seconds of it all."""
     import llama_cpp
-
     from llama_index_carag.verdicts.labels.scores import LABEL_STRINGS
 
     model = scorer.model

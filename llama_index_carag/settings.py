@@ -11,18 +11,25 @@ Changing a setting makes a new object (``settings.replace(alpha=0.8)`` or
 Type errors raise ``TypeError``; values out of range raise ``ValueError``
 (pydantic's ``ValidationError``, a ``ValueError``), whichever entry point is used.
 
-Adding an option = one field here (plus the scorer or code that reads it).
+Adding an option = one field here (plus the code that reads it).  The weight of a re-ranking term is a
+field marked ``rerank_term`` whose range is declared as pydantic constraints (``ge``/``le``, read back by
+:func:`weight_range`), or, for a term registered from outside the package, an entry of
+:attr:`CaragSettings.extra_term_weights`; the term itself is one
+:class:`~llama_index_carag.ranking.rerank_term.RerankTerm` in the registry of
+:mod:`llama_index_carag.ranking.assembly`.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Mapping
 from numbers import Integral
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from annotated_types import Ge, Le
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic.json_schema import JsonDict
 
 from llama_index_carag.core.validation import (
@@ -46,6 +53,8 @@ __all__ = [
     "FIT_FIELDS",
     "SettingsView",
     "package_default",
+    "term_weight_fields",
+    "weight_range",
 ]
 
 
@@ -61,8 +70,11 @@ def _unit(name: str) -> Any:
     return BeforeValidator(lambda v: check_unit_interval(name, v))
 
 
-def _nonnegative(name: str, high: float) -> Any:
-    return BeforeValidator(lambda v: check_interval(name, v, 0.0, high))
+def _declared_range(v: Any, info: ValidationInfo) -> float:
+    """A number in the field's own declared ``ge``/``le`` range (read by :func:`weight_range`)."""
+    name = str(info.field_name)
+    low, high = weight_range(name)
+    return check_interval(name, v, low, high)
 
 
 def _cosine(name: str) -> Any:
@@ -95,19 +107,45 @@ def _bool(name: str) -> Any:
     return BeforeValidator(check)
 
 
-#: Marks a field as the weight of a re-ranking term on a fitted table: it needs
-#: ``rerank_candidates`` and counts in :attr:`CaragSettings.penalties` (see :func:`rerank_terms`).
+#: Marks a field as the weight of a re-ranking term: it needs ``rerank_candidates`` and counts in
+#: :attr:`CaragSettings.penalties` (see :func:`term_weight_fields`).
 _RERANK_TERM: JsonDict = {"rerank_term": True}
 
 
 @functools.cache
-def rerank_terms() -> tuple[str, ...]:
+def term_weight_fields() -> tuple[str, ...]:
     """The names of the fields marked as re-ranking-term weights, in declaration order."""
     return tuple(
         name
         for name, info in CaragSettings.model_fields.items()
         if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("rerank_term")
     )
+
+
+def weight_range(name: str) -> tuple[float, float]:
+    """``(low, high)`` of a settings field, from its declared ``ge``/``le`` constraints (``inf`` when none).
+
+    Raises:
+        KeyError: no such field.
+    """
+    low, high = -math.inf, math.inf
+    for constraint in CaragSettings.model_fields[name].metadata:
+        if isinstance(constraint, Ge):
+            low = float(constraint.ge)  # type: ignore[arg-type]
+        elif isinstance(constraint, Le):
+            high = float(constraint.le)  # type: ignore[arg-type]
+    return low, high
+
+
+def _extra_weights(v: Any) -> dict[str, float]:
+    if not isinstance(v, Mapping):
+        raise TypeError(f"extra_term_weights must be a mapping of term name to weight; got {type(v).__name__}.")
+    out: dict[str, float] = {}
+    for name, weight in v.items():
+        if not isinstance(name, str) or not name.replace("_", "").isalnum():
+            raise ValueError(f"extra_term_weights: a term name is letters, digits and underscores; got {name!r}.")
+        out[name] = check_interval(f"extra_term_weights[{name!r}]", weight, 0.0, math.inf)
+    return dict(sorted(out.items()))
 
 
 def _seed(v: Any) -> int | None:
@@ -165,15 +203,19 @@ class CaragSettings(BaseModel):
     soi_claims: Annotated[int, _count("soi_claims")] = Field(
         0, description="(CARAG-u) also put the n claims of the cluster most similar to the query into the SOI."
     )
-    hub_penalty: Annotated[float, _unit("hub_penalty")] = Field(
+    hub_penalty: Annotated[float, BeforeValidator(_declared_range)] = Field(
         0.0,
+        ge=0.0,
+        le=1.0,
         json_schema_extra=_RERANK_TERM,
         description="lambda in '- lambda * r(n)', r = the passage's hubness (mean cosine to its hub_k nearest "
         "passages).  Needs rerank_candidates; 0 = off.",
     )
     hub_k: Annotated[int, _positive("hub_k")] = Field(20, description="Neighbours used for the hubness.")
-    claim_contrast: Annotated[float, _unit("claim_contrast")] = Field(
+    claim_contrast: Annotated[float, BeforeValidator(_declared_range)] = Field(
         0.45,
+        ge=0.0,
+        le=1.0,
         json_schema_extra=_RERANK_TERM,
         description="beta in '- beta * c(n)', c = the passage's cosine to the most similar other corpus claim.  "
         "Needs rerank_candidates and the corpus's claims; 0 = off.",
@@ -181,27 +223,41 @@ class CaragSettings(BaseModel):
     contrast_threshold: Annotated[float, _cosine("contrast_threshold")] = Field(
         0.9, description="Claims with cosine > this to the query count as the query itself in claim_contrast, [-1, 1]."
     )
-    lexical_weight: Annotated[float, _nonnegative("lexical_weight", 10.0)] = Field(
+    lexical_weight: Annotated[float, BeforeValidator(_declared_range)] = Field(
         0.6,
+        ge=0.0,
+        le=10.0,
         json_schema_extra=_RERANK_TERM,
         description="Weight of BM25 in '+ w * l(n)': the query's top rerank_candidates BM25 passages join the pool and "
         "l = the BM25 score min-max scaled in the pool, times the pool's spread of claim cosines (so w = 1 gives "
         "the best lexical match as much pull as the spread of dense scores).  Needs rerank_candidates; 0 = off "
         "(no BM25 index is built).",
     )
+    extra_term_weights: Annotated[dict[str, float], BeforeValidator(_extra_weights)] = Field(
+        default_factory=dict,
+        description="Weights of re-ranking terms registered from outside the package (term name -> weight >= 0; "
+        "each term's own range applies).  Need rerank_candidates; 0 or absent = off.",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> CaragSettings:
         if self.rerank_candidates is None:
-            for name in rerank_terms():
-                if getattr(self, name):
+            for name, weight in self.term_weights().items():
+                if weight:
                     raise ValueError(
                         f"{name} needs rerank_candidates (the candidates it re-ranks); set {name}=0 as well, "
                         "or start from PAPER (dense only): PAPER.replace(...)."
                     )
         return self
 
+    def __hash__(self) -> int:  # frozen, with a dict field: hash the JSON form
+        return hash(self.model_dump_json())
+
     # ------------------------------------------------------------------ helpers
+    def term_weights(self) -> dict[str, float]:
+        """Every re-ranking-term weight by name: the marked fields, then :attr:`extra_term_weights`."""
+        return {**{name: float(getattr(self, name)) for name in term_weight_fields()}, **self.extra_term_weights}
+
     def replace(self, **changes: Any) -> CaragSettings:
         """A validated copy with ``changes`` applied."""
         return type(self).model_validate({**self.model_dump(), **changes})
@@ -209,7 +265,7 @@ class CaragSettings(BaseModel):
     @property
     def penalties(self) -> bool:
         """True when a re-ranking term beyond the claim and its SOI (hubness, claim contrast, BM25, …) is on."""
-        return any(getattr(self, name) > 0 for name in rerank_terms())
+        return any(weight > 0 for weight in self.term_weights().values())
 
     def fit_options(self) -> dict[str, Any]:
         """The clustering options (:data:`FIT_FIELDS`)."""
@@ -275,9 +331,11 @@ def package_default(settings: CaragSettings | str | None, has_claims: bool) -> C
 #: Presets by name (``carag index --preset NAME``).
 PRESETS: dict[str, CaragSettings] = {"default": DEFAULT, "paper": PAPER, "tuned": TUNED}
 
-#: The papers' settings as keyword arguments (kept for older code: ``from_index(index, **PAPER_SETTINGS)``).
+#: :data:`PAPER`'s alpha, delta, t and k as keyword arguments.  They are the papers' method only on top of the
+#: ``paper`` preset (``from_index(index, "paper", **PAPER_SETTINGS)``); on the default preset BM25 and the claim
+#: contrast stay on.  Use the presets (:data:`PRESETS`); kept only while tests/test_regression.py imports it.
 PAPER_SETTINGS: dict[str, Any] = {"alpha": 0.5, "delta": 0.75, "n_clusters": 10, "similarity_top_k": 6}
-#: :data:`TUNED` as keyword arguments on top of :data:`PAPER_SETTINGS` (kept for older code).
+#: :data:`TUNED`'s differences from :data:`PAPER` as keyword arguments (on top of the ``paper`` preset; same caveat).
 TUNED_SETTINGS: dict[str, Any] = {
     name: getattr(TUNED, name) for name in CaragSettings.model_fields if getattr(TUNED, name) != getattr(PAPER, name)
 }

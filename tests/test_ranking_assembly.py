@@ -1,4 +1,4 @@
-"""ranking.assembly: which fitted tables, sources and scorers the settings ask for; fit, update, persist loops."""
+"""ranking.assembly: the registry of re-ranking terms; the tables, sources and scorers the settings ask of it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from llama_index.core.schema import TextNode
 from llama_index_carag.ranking import assembly
 from llama_index_carag.ranking.bm25 import BM25Relevance, BM25Source, BM25Table
 from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.ranking.protocols import SearchRequest
+from llama_index_carag.ranking.fitted_table import FittedTable, TableCorpus, check_table_key
+from llama_index_carag.ranking.rerank_term import RerankTerm, TermScorer
 from llama_index_carag.ranking.scorers import Hubness
+from llama_index_carag.ranking.source_and_scorer import SearchRequest
 from llama_index_carag.ranking.sources import DenseSource
-from llama_index_carag.ranking.tables import FittedTable, TableCorpus, check_table_key
-from llama_index_carag.settings import PAPER
+from llama_index_carag.settings import PAPER, CaragSettings, weight_range
 
 ON = PAPER.replace(rerank_candidates=10, lexical_weight=0.5, hub_penalty=0.2, hub_k=4, claim_contrast=0.3)
 
@@ -44,7 +45,9 @@ class Corpus:
 def test_the_three_tables_follow_the_protocol():
     corpus = Corpus()
     assert isinstance(corpus, TableCorpus)
-    for cls in assembly.TABLE_TYPES:
+    assert [t.name for t in assembly.rerank_terms()] == ["lexical", "hubness", "claim_contrast"]
+    for term in assembly.rerank_terms():
+        cls = term.table
         table = cls.from_corpus(ON, corpus)
         assert isinstance(table, FittedTable) and table.key == cls.key_for(ON) and check_table_key(table.key)
         assert assembly.table_type(cls.name) is cls
@@ -52,6 +55,17 @@ def test_the_three_tables_follow_the_protocol():
         assembly.table_type("nope")
     with pytest.raises(ValueError, match="letters, digits"):
         check_table_key("a-b")
+
+
+def test_terms_read_their_weight_and_range_from_the_settings():
+    lexical, hubness, contrast = assembly.rerank_terms()
+    assert [t.weight(ON) for t in (lexical, hubness, contrast)] == [0.5, 0.2, 0.3]
+    assert lexical.weight_range() == (0.0, 10.0) and contrast.weight_range() == (0.0, 1.0)  # the fields' ge/le
+    assert weight_range("lexical_weight") == (0.0, 10.0)
+    assert lexical.with_weight(ON, 50.0).lexical_weight == 10.0  # clipped to the range
+    assert [t.name for t in assembly.active_terms(ON.replace(hub_penalty=0.0))] == ["lexical", "claim_contrast"]
+    assert assembly.active_terms(PAPER) == []
+    assert [t.name for t in assembly.rerank_terms() if t.grid] == ["lexical", "claim_contrast"]  # calibrated
 
 
 def test_wanted_tables_follow_the_weights():
@@ -94,56 +108,59 @@ def test_sources_and_scorers_of_the_active_tables():
     assert sources[1].search_ids(SearchRequest("topic1 e9 e4", []), 10)[0] == "e4"  # e9 is excluded
     scorers = assembly.settings_scorers(ON, tables, sources)
     assert [s.name for s in scorers] == ["lexical", "hubness", "claim_contrast"]
-    assert isinstance(scorers[0], BM25Relevance) and scorers[0].source is sources[1]
-    assert scorers[2].threshold == ON.contrast_threshold
+    assert all(isinstance(s, TermScorer) for s in scorers)
+    assert [s.weight(ON, None) for s in scorers] == [0.5, -0.2, -0.3]  # sign * the settings' weight
+    assert isinstance(scorers[0].values, BM25Relevance) and scorers[0].values.source is sources[1]
+    assert scorers[1].values is tables["hubness_4"]
+    assert scorers[2].values.threshold == ON.contrast_threshold
     assert [s.name for s in assembly.settings_scorers(ON, tables, sources[:1])] == ["hubness", "claim_contrast"]
     off = ON.replace(hub_penalty=0.0, lexical_weight=0.0)
     assert [s.name for s in assembly.settings_scorers(off, tables, sources)] == ["claim_contrast"]
     assert len(assembly.default_sources(None, None, corpus, tables, off, native_async=False)) == 1  # type: ignore[arg-type]
 
 
-class Probe:
-    """A test-only fitted table: each passage's first vector component (on when hub_penalty > 0)."""
-
-    name = "probe"
-    key = "probe"
-
-    def __init__(self, values):
-        self.values = values
-
-    @classmethod
-    def key_for(cls, settings):
-        return cls.key if settings.hub_penalty > 0 else None
-
-    @classmethod
-    def from_corpus(cls, settings, corpus):
-        ids, units = corpus.evidence_units()
-        return cls(dict(zip(ids, units[:, 0].tolist())))
-
-    def update(self, corpus, changed):
-        return False
-
-    def sources(self, corpus):
-        return []
-
-    def scorers(self, settings, sources):
-        return []
-
-    def get_state(self):
-        ids = list(self.values)
-        return {"ids": ids}, {"values": np.array([self.values[i] for i in ids])}
-
-    @classmethod
-    def from_state(cls, info, arrays, corpus):
-        return cls(dict(zip(info["ids"], arrays["values"].tolist())))
+def _values(settings, table, sources):
+    return table
 
 
-def test_a_new_table_type_is_fitted_and_persisted_with_no_other_edit(monkeypatch):
-    from llama_index_carag.retrieval.state import tables_from_state, tables_state
+def test_registry_rules():
+    probe = RerankTerm("probe", _values, high=2.0)
+    with assembly.registered_term(probe):
+        assert assembly.rerank_terms()[-1] is probe
+        with pytest.raises(ValueError, match="registered already"):
+            assembly.register_term(RerankTerm("probe", _values))
+        assert [t.name for t in assembly.active_terms(ON.replace(extra_term_weights={"probe": 1.5}))][-1] == "probe"
+        with pytest.raises(ValueError, match=r"must be in \[0, 2\]"):
+            probe.weight(ON.replace(extra_term_weights={"probe": 3.0}))
+    assert probe not in assembly.rerank_terms()  # unregistered on leaving the block, also after an error
+    with pytest.raises(RuntimeError), assembly.registered_term(probe):
+        raise RuntimeError
+    assert [t.name for t in assembly.rerank_terms()] == ["lexical", "hubness", "claim_contrast"]
+    with pytest.raises(ValueError, match="registered already"):
+        assembly.register_term(RerankTerm("hubness2", _values, table=Hubness))  # one term per table type
+    for bad, match in (
+        (dict(name="dense"), "stage's own"),
+        (dict(name="a-b"), "letters, digits"),
+        (dict(name="x", field="hub_k"), "not a CaragSettings field marked"),
+        (dict(name="alpha"), "shadow"),
+        (dict(name="x", field="hub_penalty", high=2.0), "the field's own"),
+        (dict(name="x", sign=2.0), "sign"),
+        (dict(name="x", grid=(-1.0,)), "grid"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            RerankTerm(scorer=_values, **bad)
 
-    monkeypatch.setattr(assembly, "TABLE_TYPES", (*assembly.TABLE_TYPES, Probe))
-    corpus, tables = Corpus(), {}
-    assert "probe" in assembly.fit_tables(corpus, tables, ON)
-    entries, arrays = tables_state(tables)
-    back = tables_from_state(entries, arrays, corpus)
-    assert isinstance(back["probe"], Probe) and back["probe"].values == pytest.approx(tables["probe"].values)
+
+def test_extra_weights_are_settings_validated_and_json_round_trip():
+    s = ON.replace(extra_term_weights={"b": 1, "a": 0.5})
+    assert s.extra_term_weights == {"a": 0.5, "b": 1.0} and s.penalties
+    assert CaragSettings.model_validate_json(s.model_dump_json()) == s and hash(s) == hash(s.replace())
+    assert not PAPER.replace(extra_term_weights={"a": 0.0}).penalties
+    with pytest.raises(ValueError, match="needs rerank_candidates"):
+        PAPER.replace(extra_term_weights={"a": 0.5})
+    with pytest.raises(ValueError, match="letters, digits"):
+        ON.replace(extra_term_weights={"a b": 0.5})
+    with pytest.raises(ValueError):
+        ON.replace(extra_term_weights={"a": -1.0})
+    with pytest.raises(TypeError):
+        ON.replace(extra_term_weights={"a": "high"})

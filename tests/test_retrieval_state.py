@@ -1,14 +1,12 @@
-"""retrieval.state: the fitted tables saved and loaded in one loop inside the atomic state; older states load."""
+"""retrieval.state: the fitted tables saved and loaded in one loop inside the one atomic state."""
 
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
-from llama_index.core.schema import QueryBundle, TextNode
+from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.core import persistence
@@ -17,69 +15,38 @@ from llama_index_carag.ranking import assembly
 from llama_index_carag.ranking.bm25 import BM25Index
 from llama_index_carag.ranking.contrast import ClaimContrast
 from llama_index_carag.ranking.scorers import Hubness
-from llama_index_carag.retrieval.state import tables_from_state, tables_state
-from tests.helpers import TableEmbedding, faiss_index, planted_corpus
+from llama_index_carag.retrieval.state import get_tables_state, tables_from_state
+from tests.helpers import faiss_index, planted_corpus
 
-LEGACY = Path(__file__).parent / "data" / "legacy_state_v1"  # written by commit 603ae74 (see its README)
 HYBRID = dict(
     n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3, hub_penalty=0.1, hub_k=3
 )
 
 
-def run(retriever, queries):
-    return [
-        [
-            (h.node.node_id, round(float(h.score), 6))
-            for h in retriever.retrieve(QueryBundle(q["text"], embedding=q["embedding"]))
-        ]
-        for q in queries
-    ]
-
-
-@pytest.fixture()
-def legacy(tmp_path, monkeypatch):
-    """The 603ae74 state (BM25 in a side folder, old table keys) copied to a scratch folder; fits forbidden but
-    BM25's (its side folder held bm25s's scores, which are no longer read: refitted from the stored text)."""
-    folder = tmp_path / "legacy"
-    shutil.copytree(LEGACY, folder)
-    queries = json.loads((folder / "queries.json").read_text())["queries"]
-    model = TableEmbedding({"probe": [1.0] + [0.0] * 15})  # the recorded model's name; queries carry their vectors
+def test_a_saved_state_loads_its_tables_without_refitting(rng, tmp_path, monkeypatch):
+    """Every fitted table is in the one atomic state; reloading reads them (no fit) and ranks as before."""
+    evidence, claims, emb = planted_corpus(rng)
+    index = faiss_index(evidence, emb)
+    r = ContextAwareRetriever.from_index(index, "paper", claim_nodes=claims, **HYBRID)
+    state = r.persist(tmp_path)
+    manifest = json.loads((state / persistence.MANIFEST_NAME).read_text())
+    assert sorted(e["key"] for e in manifest["info"]["tables"]) == ["claim_contrast", "hubness_3", "lexical"]
+    named = {meta["file"] for meta in manifest["arrays"].values()} | {persistence.MANIFEST_NAME}
+    assert {p.name for p in state.iterdir()} == named  # every file of the state is in the manifest
 
     def no_fit(*args, **kwargs):
         raise AssertionError("a saved table was refitted")
 
-    for cls in assembly.TABLE_TYPES:
-        if cls.name != "lexical":
-            monkeypatch.setattr(cls, "from_corpus", classmethod(no_fit))
-    return folder, queries, model
-
-
-def test_a_state_saved_by_603ae74_loads_with_its_tables_and_results(legacy):
-    folder, queries, model = legacy
-    assert (folder / "carag" / "lexical").is_dir() and "tables" not in json.loads(
-        (folder / "carag" / persistence.MANIFEST_NAME).read_text()
-    )["info"]
-    r = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
-    assert set(r.corpus.tables) == {"claim_contrast", "hubness_3", "lexical"}
-    assert [s.name for s in r.stage.scorers] == ["dense", "thematic", "lexical", "hubness", "claim_contrast"]
-    got = run(r, queries)
-    assert got == [[tuple(hit) for hit in q["expected"]] for q in queries]
-    assert sum(q["lexical_id"] in [i for i, _ in hits] for q, hits in zip(queries, got)) >= 3  # BM25 matters here
-
-
-def test_persisting_a_legacy_state_writes_one_atomic_state(legacy):
-    folder, queries, model = legacy
-    r = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
-    state = r.persist(folder)
-    assert not (state / "lexical").exists()  # the side folder is gone
-    manifest = json.loads((state / persistence.MANIFEST_NAME).read_text())
-    entries = manifest["info"]["tables"]
-    assert sorted(e["key"] for e in entries) == ["claim_contrast", "hubness_3", "lexical"]
-    assert not {"claim_contrast_table", "hubness_tables", "lexical"} & set(manifest["info"])
-    named = {meta["file"] for meta in manifest["arrays"].values()} | {persistence.MANIFEST_NAME}
-    assert {p.name for p in state.iterdir()} == named  # every file of the state is in the manifest
-    again = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
-    assert run(again, queries) == run(r, queries)
+    for term in assembly.rerank_terms():
+        if term.table is not None:
+            monkeypatch.setattr(term.table, "from_corpus", classmethod(no_fit))
+    back = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
+    assert set(back.corpus.tables) == {"claim_contrast", "hubness_3", "lexical"}
+    assert [s.name for s in back.stage.scorers] == ["dense", "thematic", "lexical", "hubness", "claim_contrast"]
+    for claim in claims[:5]:
+        got, want = back.retrieve(claim.text), r.retrieve(claim.text)
+        assert [h.node.node_id for h in got] == [h.node.node_id for h in want]
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-6)
 
 
 def test_crash_before_the_manifest_keeps_every_table_of_the_previous_state(rng, tmp_path, monkeypatch):
@@ -143,7 +110,7 @@ def test_tables_round_trip_through_one_loop(rng):
     corpus = FakeCorpus(rng)
     tables = {}
     assembly.fit_tables(corpus, tables, CaragSettings(**HYBRID))
-    entries, arrays = tables_state(tables)
+    entries, arrays = get_tables_state(tables)
     assert sorted(e["type"] for e in entries) == ["claim_contrast", "hubness", "lexical"]
     assert all(name.isidentifier() for name in arrays)
     back = tables_from_state(json.loads(json.dumps(entries)), arrays, corpus)
@@ -161,7 +128,7 @@ def test_unreadable_tables_fail_clearly(rng):
     corpus = FakeCorpus(rng)
     tables = {}
     assembly.fit_tables(corpus, tables, CaragSettings(**HYBRID))
-    entries, arrays = tables_state(tables)
+    entries, arrays = get_tables_state(tables)
     unknown = [dict(entries[0], type="no_such_table")]
     with pytest.raises(StateError, match="unreadable.*no_such_table"):
         tables_from_state(unknown, arrays, corpus)

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from llama_index_carag import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings, ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
 from llama_index_carag.ranking import CandidatePool, RankQuery
-from llama_index_carag.settings import PAPER_SETTINGS, TUNED_SETTINGS
 from tests.helpers import faiss_index, planted_corpus
 
 #: The papers' settings, written out: PAPER must keep meaning exactly this.
@@ -35,9 +34,8 @@ PAPER_VALUES = {
 }
 
 
-def test_presets_and_aliases():
+def test_presets():
     assert PRESETS["paper"] == PAPER and PRESETS["tuned"] == TUNED and PRESETS["default"] == DEFAULT
-    assert CaragSettings.from_options(PAPER, **{**PAPER_SETTINGS, **TUNED_SETTINGS}) == TUNED
     assert TUNED.rerank_candidates == 50 and TUNED.claim_contrast == 0.1 and TUNED.alpha == 0.8
     assert CaragSettings.from_options("tuned", alpha=0.7) == TUNED.replace(alpha=0.7)
     with pytest.raises(ValidationError):
@@ -118,24 +116,6 @@ def test_retriever_stores_settings_and_persists_them_as_json(fitted):
     assert [n.node.node_id for n in back.retrieve(claims[0].text)] == [
         n.node.node_id for n in r.retrieve(claims[0].text)
     ]
-
-
-def test_state_from_before_settings_model_loads(fitted):
-    """A state written before CaragSettings (no clustering options in its settings, no saved tables) loads."""
-    r, index, claims, folder = fitted
-    path = folder / "carag" / MANIFEST_NAME
-    manifest = json.loads(path.read_text())
-    info = manifest["info"]
-    for key in ("mode", "n_clusters", "random_state", "covariance_type"):
-        info["settings"].pop(key)
-    info.pop("clusterer_params")
-    info.pop("tables")
-    path.write_text(json.dumps(manifest))
-    back = ContextAwareRetriever.from_persist_dir(folder, index=index)
-    assert back.settings == r.settings
-    got, want = back.retrieve(claims[1].text), r.retrieve(claims[1].text)
-    assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
-    np.testing.assert_allclose([n.score for n in got], [n.score for n in want], atol=1e-6)
 
 
 def test_unreadable_saved_settings_say_to_refit(fitted):

@@ -134,7 +134,7 @@ class VectorStoreAdapter(Protocol):
         """The clustering kept in the store itself (its fit and reload), or ``None`` (clustered in memory)."""
         ...
 
-    def lexical_backend(self, *, show_progress: bool = False) -> BM25Placement | None:
+    def bm25_placement(self, *, show_progress: bool = False) -> BM25Placement | None:
         """The backend that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
         ...
 

@@ -71,7 +71,7 @@ class StoreAdapter:
     def store_clustering(self) -> StoreClustering | None:
         return None
 
-    def lexical_backend(self, *, show_progress: bool = False) -> BM25Placement | None:
+    def bm25_placement(self, *, show_progress: bool = False) -> BM25Placement | None:
         return None
 
     @classmethod

@@ -91,7 +91,7 @@ class QdrantAdapter(StoreAdapter):
     def store_clustering(self) -> QdrantClustering:
         return QdrantClustering(self.store)
 
-    def lexical_backend(self, *, show_progress: bool = False) -> QdrantBM25Placement:
+    def bm25_placement(self, *, show_progress: bool = False) -> QdrantBM25Placement:
         from llama_index_carag.ranking.bm25 import QdrantBM25Placement
 
         return QdrantBM25Placement(self.store, show_progress=show_progress)

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.ranking.fitted_table import TableCorpus
     from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.source_and_scorer import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -40,10 +40,10 @@ _BLOCK_CELLS = 1 << 22  # passage x claim similarities held at once while tabula
 class ClaimContrast:
     """Nearest-claim table for the competing-claim term.
 
-    A re-ranking scorer (:class:`~llama_index_carag.ranking.protocols.Scorer`) named
-    ``claim_contrast``, weighted ``-settings.claim_contrast``, and a fitted table
-    (:class:`~llama_index_carag.ranking.tables.FittedTable`, key ``claim_contrast``): an insert
-    or delete only drops the changed passages, which are then computed exactly.
+    The fitted table (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`, key ``claim_contrast``)
+    and the values (``scores``) of the claim-contrast term (``- claim_contrast * c(n)``,
+    :data:`~llama_index_carag.ranking.assembly.CLAIM_CONTRAST`): an insert or delete only drops the changed
+    passages, which are then computed exactly.
 
     Args:
         claim_units: the corpus's claims as unit vectors, shape ``(m, d)``.
@@ -125,8 +125,8 @@ class ClaimContrast:
 
     # ------------------------------------------------------- fitted-table protocol
     @classmethod
-    def key_for(cls, settings: CaragSettings) -> str | None:
-        return cls.key if settings.claim_contrast > 0 else None
+    def key_for(cls, settings: CaragSettings) -> str:
+        return cls.key
 
     @classmethod
     def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> ClaimContrast:
@@ -146,9 +146,6 @@ class ClaimContrast:
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return []
-
-    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        return [self.with_threshold(settings.contrast_threshold)]
 
     def forget(self, node_ids: Sequence[str]) -> None:
         """Drop passages from the table (changed or deleted); they are computed exactly if seen again."""
@@ -170,9 +167,6 @@ class ClaimContrast:
     def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
         """``c(n)`` of every candidate of ``pool`` (float64, shape ``(len(pool),)``)."""
         return self.contrast(pool.ids, pool.vectors(), query.unit, self.threshold).astype(np.float64)
-
-    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return -settings.claim_contrast
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """``({top, threshold, ids}, {"sims": (n, top), "claims": (n, top)})``."""

@@ -1,10 +1,9 @@
-"""The re-ranking terms: claim similarity, thematic similarity, hubness, claim contrast.
+"""The stage's own terms, claim similarity and thematic similarity, and the hubness table.
 
-``alpha * dense + (1 - alpha) * thematic - hub_penalty * hubness - claim_contrast * contrast``
-(``dense`` alone when the SOI is empty).  :class:`Hubness` and
-:class:`~llama_index_carag.ranking.contrast.ClaimContrast` are fitted per-passage tables
-(:class:`~llama_index_carag.ranking.tables.FittedTable`: ``from_corpus`` / ``scores`` /
-``get_state`` / ``from_state``).
+``alpha * dense + (1 - alpha) * thematic`` (``dense`` alone when the SOI is empty), then the registered
+terms (:mod:`llama_index_carag.ranking.assembly`).  :class:`Hubness` is the fitted per-passage table
+(:class:`~llama_index_carag.ranking.fitted_table.FittedTable`: ``from_corpus`` / ``scores`` /
+``get_state`` / ``from_state``) of the hubness term (``- hub_penalty * r(n)``).
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ import numpy as np
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
+    from llama_index_carag.ranking.source_and_scorer import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class Hubness:
     ``reference_size`` passages (all of them on small corpora); exact duplicates
     (cosine > 0.999) are ignored, so copies of one passage do not count as neighbours.
 
-    A fitted table (:class:`~llama_index_carag.ranking.tables.FittedTable`, key ``hubness_{k}``,
+    A fitted table (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`, key ``hubness_{k}``,
     one per ``hub_k``): every passage's ``r`` depends on all others, so an insert or delete refits it.
 
     Attributes (after :meth:`fit`):
@@ -104,8 +103,8 @@ class Hubness:
         return f"hubness_{self.k}"
 
     @classmethod
-    def key_for(cls, settings: CaragSettings) -> str | None:
-        return f"hubness_{settings.hub_k}" if settings.hub_penalty > 0 else None
+    def key_for(cls, settings: CaragSettings) -> str:
+        return f"hubness_{settings.hub_k}"
 
     @classmethod
     def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> Hubness:
@@ -118,9 +117,6 @@ class Hubness:
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return []
 
-    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        return [self]
-
     def hubness(self, node_id: str) -> float | None:
         """``r`` of one passage, or ``None`` when it is not in the table."""
         return self.table_.get(node_id)
@@ -128,9 +124,6 @@ class Hubness:
     def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
         table = self.table_
         return np.array([table.get(i) or 0.0 for i in pool.ids], dtype=np.float64)
-
-    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return -settings.hub_penalty
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         ids = list(self.table_)

@@ -10,7 +10,7 @@ from llama_index.core.indices.vector_store.retrievers.retriever import VectorInd
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from llama_index_carag.ranking.protocols import SearchRequest
+from llama_index_carag.ranking.source_and_scorer import SearchRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

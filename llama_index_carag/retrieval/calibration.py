@@ -10,9 +10,11 @@ set's train qrels, a fact-check desk's archive), the stage's weights can be chos
    (claim and thematic similarity, BM25, claim contrast, …: the stage's scorers) are computed
    **once**; a candidate setting only re-weights them, so scoring it is one product per claim.
 2. **A small search space declared in code** (:class:`StageCalibrator`, before any report number was
-   looked at): the global preset's claim-contrast weight and BM25 weight times ``{0, .5, 1, 2}``
-   each, the thematic weight ``1 - alpha`` times ``{0, 1}`` — 32 settings, the pool and the contrast
-   threshold those of the preset.  Each is scored by nDCG@10 of every linked claim against its own links.
+   looked at): the preset's weight of every registered term with a calibration grid times that grid
+   (:class:`~llama_index_carag.ranking.rerank_term.RerankTerm` ``grid``: BM25 and claim contrast
+   ``{0, .5, 1, 2}``, capped at the top of their ranges), the thematic weight ``1 - alpha`` times
+   ``{0, 1}`` — 32 settings, the pool and the other settings those of the preset.  Each is scored by
+   nDCG@10 of every linked claim against its own links.
 3. **Shrinkage towards the global preset**: fewer than ``min_claims`` (50) linked claims, or no
    candidate whose mean gain over the preset exceeds ``z`` paired standard errors (``z = 0``: any
    gain), or a selection rule that does not gain out of fold (5-fold cross-validation of the whole
@@ -20,7 +22,7 @@ set's train qrels, a fact-check desk's archive), the stage's weights can be chos
    (0.001 nDCG) of the best, the one with the fewest terms wins, then the one closest to the preset —
    a term that does not help gets weight 0.
 
-The result (:class:`Calibration`) is the chosen settings plus what backs them (the gains, their
+The result (:class:`~llama_index_carag.retrieval.calibration_result.Calibration`) is the chosen settings plus what backs them (the gains, their
 standard error, the cross-validated gain, every candidate's score, the links); the retriever uses its
 settings, persists it in its state and writes a summary into ``node.metadata["carag"]["calibration"]``.
 Queries cost the same as with any fixed setting (the weights are fitted once).
@@ -37,25 +39,29 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 
-from llama_index_carag.ranking.assembly import active_tables, default_sources, settings_scorers
+from llama_index_carag.ranking.assembly import active_terms, default_sources, settings_scorers, term_sources
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.protocols import CandidateSource
+from llama_index_carag.ranking.source_and_scorer import CandidateSource
 from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.retrieval.calibration_result import (
+    THEMATIC_WEIGHT,
+    Calibration,
+    calibrated_terms,
+    calibrated_weights,
+)
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.query_plan import plan_query
-from llama_index_carag.retrieval.tables import CorpusView, fit_corpus_tables
 from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
-
-    from llama_index_carag.retrieval.fitting import FittedCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +82,6 @@ LINKS_KEY = "evidence_ids"
 
 #: The calibration scores each candidate by nDCG at this depth.
 NDCG_K = 10
-
-#: The weights a calibration may change (the others are the global preset's).
-CALIBRATED_FIELDS = ("alpha", "lexical_weight", "claim_contrast")
 
 
 # ---------------------------------------------------------------------------------------------- links
@@ -179,17 +182,14 @@ class LeaveOneOutTerms:
         s = self.settings
         if s.rerank_candidates is None:
             raise ValueError("Calibration re-weights the re-ranking terms: the settings need rerank_candidates.")
-        if s.contrast_threshold >= 0.999 and s.claim_contrast > 0:
-            raise ValueError(
-                "Calibration needs contrast_threshold < 0.999: a left-out claim's own vector (cosine 1) must "
-                "count as the query itself in the claim-contrast table."
-            )
-        view = CorpusView(self.index, self.corpus)
+        for term in active_terms(s):
+            if term.leave_one_out_check is not None:
+                term.leave_one_out_check(s)
         embed_model = self.embed_model or self.index._embed_model
         sources = (
             list(self.sources)
             if self.sources is not None
-            else default_sources(self.index, embed_model, view, self.corpus.tables, s)
+            else default_sources(self.index, embed_model, self.corpus, self.corpus.tables, s)
         )
         stage = RerankStage(s, settings_scorers(s, self.corpus.tables, sources))
         self.scorers_ = stage.scorers
@@ -241,8 +241,9 @@ class LeaveOneOutTerms:
     def ndcg(self, candidates: Sequence[CaragSettings]) -> np.ndarray:
         """nDCG@k of every claim under every candidate, shape ``(m, len(candidates))``.
 
-        A candidate's pool is the rows found by the sources it would use (BM25's only when its
-        ``lexical_weight > 0``), ranked by ``sum(weight * term)`` exactly as the stage ranks them.
+        A candidate's pool is the rows found by the sources it would use (those of the tables of the terms it
+        switches on: BM25's only when its ``lexical_weight > 0``), ranked by ``sum(weight * term)`` exactly as
+        the stage ranks them.
         """
         uses = [self._source_names(c) for c in candidates]
         discount = 1.0 / np.log2(np.arange(self.k) + 2.0)
@@ -265,11 +266,7 @@ class LeaveOneOutTerms:
 
     def _source_names(self, candidate: CaragSettings) -> set[str]:
         """The sources ``candidate`` searches: the dense one and those of the tables it uses."""
-        view = CorpusView(self.index, self.corpus)
-        names = {"dense"}
-        for table in active_tables(candidate, self.corpus.tables):
-            names |= {src.name for src in table.sources(view)}
-        return names
+        return {"dense"} | {src.name for src in term_sources(candidate, self.corpus.tables, self.corpus)}
 
 
 def _no_nodes(ids: list[str]) -> list[BaseNode | None]:
@@ -281,88 +278,6 @@ def _hit_ids(source: CandidateSource, plan: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ the choice
-@dataclass
-class Calibration:
-    """A corpus's calibrated stage weights and what backs them (JSON-safe through :meth:`to_json`).
-
-    Attributes:
-        base: the global preset the calibration started from.
-        settings: the chosen settings (``base`` when the preset was kept).
-        n_claims: linked claims scored by leave-one-out.
-        base_ndcg, ndcg: their mean nDCG@10 under ``base`` and under ``settings``.
-        gain, se: ``ndcg - base_ndcg`` and its paired standard error (in-sample: the claims that chose it).
-        cv_gain: the gain of the whole selection rule out of fold (``folds``-fold over the claims).
-        reason: why these settings (``"calibrated"``, ``"too few linked claims"``, …).
-        candidates: every candidate: its factors, weights, nDCG@10, gain and standard error.
-        links: claim node id → its linked evidence ids (kept so that ``refit()`` can calibrate again).
-        seconds: the calibration's wall time (leave-one-out search and scoring).
-    """
-
-    base: CaragSettings
-    settings: CaragSettings
-    n_claims: int
-    base_ndcg: float
-    ndcg: float
-    gain: float
-    se: float
-    cv_gain: float
-    reason: str
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    links: dict[str, list[str]] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def weights(self) -> dict[str, float]:
-        """The calibrated fields (``alpha``, ``lexical_weight``, ``claim_contrast``) of :attr:`settings`."""
-        return {name: float(getattr(self.settings, name)) for name in CALIBRATED_FIELDS}
-
-    def summary(self) -> dict[str, Any]:
-        """The short form written into ``node.metadata["carag"]["calibration"]``."""
-        return {
-            "weights": self.weights,
-            "base_weights": {name: float(getattr(self.base, name)) for name in CALIBRATED_FIELDS},
-            "n_claims": self.n_claims,
-            "loo_ndcg": None if math.isnan(self.ndcg) else round(self.ndcg, 4),
-            "gain": round(self.gain, 4),
-            "cv_gain": round(self.cv_gain, 4),
-            "reason": self.reason,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "base": self.base.model_dump(mode="json"),
-            "settings": self.settings.model_dump(mode="json"),
-            "n_claims": self.n_claims,
-            "base_ndcg": None if math.isnan(self.base_ndcg) else self.base_ndcg,
-            "ndcg": None if math.isnan(self.ndcg) else self.ndcg,
-            "gain": self.gain,
-            "se": self.se,
-            "cv_gain": self.cv_gain,
-            "reason": self.reason,
-            "candidates": self.candidates,
-            "links": self.links,
-            "seconds": self.seconds,
-        }
-
-    @classmethod
-    def from_json(cls, info: Mapping[str, Any]) -> Calibration:
-        """The calibration :meth:`to_json` wrote (``KeyError`` / ``ValueError`` when unreadable)."""
-        return cls(
-            base=CaragSettings.model_validate(info["base"]),
-            settings=CaragSettings.model_validate(info["settings"]),
-            n_claims=int(info["n_claims"]),
-            base_ndcg=math.nan if info["base_ndcg"] is None else float(info["base_ndcg"]),
-            ndcg=math.nan if info["ndcg"] is None else float(info["ndcg"]),
-            gain=float(info["gain"]),
-            se=float(info["se"]),
-            cv_gain=float(info["cv_gain"]),
-            reason=str(info["reason"]),
-            candidates=list(info.get("candidates", [])),
-            links={str(k): [str(i) for i in v] for k, v in dict(info.get("links", {})).items()},
-            seconds=float(info.get("seconds", 0.0)),
-        )
-
-
 class StageCalibrator:
     """Chooses the stage's weights from leave-one-out nDCG@10 (the rule in the module docstring).
 
@@ -371,8 +286,8 @@ class StageCalibrator:
     FactVer's tuning half, SciFact's two train halves; docs/RESULTS.md §0.5).
 
     Args:
-        contrast_factors: multiples of the preset's ``claim_contrast`` tried (capped at 1).
-        lexical_factors: multiples of the preset's ``lexical_weight`` tried (capped at 10).
+        grids: ``{term name: multiples of the preset's weight tried}`` (capped at the top of the weight's range),
+            for the calibrated terms (those with a ``grid``); a term not named here uses its own ``grid``.
         thematic_factors: multiples of the preset's thematic weight ``1 - alpha`` tried.
         min_claims: fewer linked claims keep the preset.
         z: a candidate must beat the preset by ``z`` paired standard errors of its mean gain.
@@ -390,8 +305,7 @@ class StageCalibrator:
     def __init__(
         self,
         *,
-        contrast_factors: Sequence[float] = (0.0, 0.5, 1.0, 2.0),
-        lexical_factors: Sequence[float] = (0.0, 0.5, 1.0, 2.0),
+        grids: Mapping[str, Sequence[float]] | None = None,
         thematic_factors: Sequence[float] = (0.0, 1.0),
         min_claims: int = 50,
         z: float = 0.0,
@@ -399,8 +313,7 @@ class StageCalibrator:
         folds: int = 5,
         seed: int = 0,
     ) -> None:
-        self.contrast_factors = tuple(contrast_factors)
-        self.lexical_factors = tuple(lexical_factors)
+        self.grids = grids
         self.thematic_factors = tuple(thematic_factors)
         self.min_claims = min_claims
         self.z = z
@@ -409,21 +322,32 @@ class StageCalibrator:
         self.seed = seed
 
     def candidate_space(self, base: CaragSettings) -> tuple[list[CaragSettings], list[dict[str, float]]]:
-        """``(settings, factors)`` of every candidate, the preset first (duplicates removed)."""
+        """``(settings, factors)`` of every candidate, the preset first (duplicates removed).
+
+        The grid is enumerated with the thematic factor varying fastest, then the calibrated terms in
+        registry order (the last registered varies slowest); ``factors`` are keyed by weight name and
+        ``"thematic"``.
+        """
+        grids = dict(self.grids or {})
+        terms = calibrated_terms()
+        unknown = sorted(set(grids) - {t.name for t in terms})
+        if unknown:
+            raise ValueError(f"grids names no calibrated term: {unknown} (calibrated: {[t.name for t in terms]}).")
+        axes = [tuple(self.thematic_factors)] + [tuple(grids.get(t.name, t.grid)) for t in terms]
+        names = ["thematic"] + [t.weight_name for t in terms]
         out: list[CaragSettings] = [base]
-        factors: list[dict[str, float]] = [{"claim_contrast": 1.0, "lexical_weight": 1.0, "thematic": 1.0}]
+        factors: list[dict[str, float]] = [dict.fromkeys(reversed(names), 1.0)]
         seen = {_weights_key(base)}
-        for fc, fl, ft in itertools.product(self.contrast_factors, self.lexical_factors, self.thematic_factors):
-            cand = base.replace(
-                claim_contrast=min(1.0, base.claim_contrast * fc),
-                lexical_weight=min(10.0, base.lexical_weight * fl),
-                alpha=1.0 - (1.0 - base.alpha) * ft,
-            )
+        for combo in itertools.product(*reversed(axes)):
+            picked = dict(zip(reversed(names), combo))
+            cand = base.replace(**{THEMATIC_WEIGHT: 1.0 - (1.0 - base.alpha) * picked["thematic"]})
+            for term in terms:
+                cand = term.with_weight(cand, term.weight(base) * picked[term.weight_name])
             key = _weights_key(cand)
             if key not in seen:
                 seen.add(key)
                 out.append(cand)
-                factors.append({"claim_contrast": fc, "lexical_weight": fl, "thematic": ft})
+                factors.append(picked)
         return out, factors
 
     def fit(
@@ -454,7 +378,7 @@ class StageCalibrator:
             rows.append(
                 {
                     "factors": fac,
-                    "weights": {name: float(getattr(cand, name)) for name in CALIBRATED_FIELDS},
+                    "weights": calibrated_weights(cand),
                     "ndcg": round(float(scores[:, c].mean()), 5) if n else None,
                     "gain": round(float(gains[:, c].mean()), 5) if n else None,
                     "se": round(_se(gains[:, c]), 5) if n else None,
@@ -507,15 +431,17 @@ def _se(values: np.ndarray) -> float:
 
 
 def _weights_key(s: CaragSettings) -> tuple[float, ...]:
-    return tuple(round(float(getattr(s, name)), 9) for name in CALIBRATED_FIELDS)
+    return tuple(round(value, 9) for value in calibrated_weights(s).values())
 
 
 def _n_terms(s: CaragSettings) -> int:
-    return int(s.alpha < 1.0) + int(s.lexical_weight > 0) + int(s.claim_contrast > 0)
+    """The terms on besides the claim similarity: the thematic one (``alpha < 1``) and the active registered ones."""
+    return int(s.alpha < 1.0) + len(active_terms(s))
 
 
 def _distance(s: CaragSettings, base: CaragSettings) -> float:
-    return sum(abs(float(getattr(s, name)) - float(getattr(base, name))) for name in CALIBRATED_FIELDS)
+    mine, theirs = calibrated_weights(s), calibrated_weights(base)
+    return sum(abs(mine[name] - theirs.get(name, 0.0)) for name in mine)
 
 
 # ----------------------------------------------------------------------------------------- one call
@@ -545,7 +471,7 @@ def calibrate_corpus(
         )
     t0 = time.perf_counter()
     found = claim_links(index, corpus, claim_nodes, links=links)
-    fit_corpus_tables(index, corpus, base)  # the preset's tables (a refit of calibrated settings may lack some)
+    corpus.fit_tables(base)  # the preset's tables (a refit of calibrated settings may lack some)
     terms = LeaveOneOutTerms(index, corpus, base, embed_model=embed_model).fit(found, show_progress=show_progress)
     chooser = (calibrator or StageCalibrator()).fit(terms, base, links=found)
     result = chooser.calibration_

@@ -1,9 +1,9 @@
 """Fitting CARAG's corpus context: clusters, SOIs, claim table and fitted tables, from an index and claims.
 
-:func:`fit_corpus` is the one place that fits a :class:`FittedCorpus` — in memory
-(FAISS, the simple store, …) or through the store's cluster backend (Qdrant: clusters in the
-payloads); :func:`~llama_index_carag.retrieval.tables.fit_corpus_tables` fits the per-passage
-tables the settings need (claim contrast, hubness, BM25).  ``ContextAwareRetriever.from_index``,
+:func:`fit_corpus` is the one place that fits a :class:`~llama_index_carag.retrieval.fitted_corpus.FittedCorpus`
+— in memory (FAISS, the simple store, …) or through the store's cluster backend (Qdrant: clusters in the
+payloads) — and its per-passage tables the settings' re-ranking terms need
+(:meth:`~llama_index_carag.retrieval.fitted_corpus.FittedCorpus.fit_tables`).  ``ContextAwareRetriever.from_index``,
 ``refit()`` and ``with_settings()`` call them; no query and no property setter does fit-time work.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,71 +19,19 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index_carag.backends.vector_stores import adapter_for, get_node_embeddings
 from llama_index_carag.core.context import CorpusItems, ThematicContext
 from llama_index_carag.core.persistence import StateError
-from llama_index_carag.core.vectors import as_matrix, l2_normalize
+from llama_index_carag.core.vectors import as_matrix
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
+from llama_index_carag.ranking.assembly import active_terms
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    from llama_index_carag.ranking.tables import FittedTable
-    from llama_index_carag.retrieval.calibration import Calibration
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["FittedCorpus", "fit_corpus", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
-
-
-@dataclass
-class FittedCorpus:
-    """What CARAG learns from a corpus, shared by every retriever built on it.
-
-    Attributes:
-        context: the fitted clusters and SOI builder.
-        claim_ids: node ids of the clustered claims.
-        claim_vectors: their raw embeddings, shape ``(m, d)`` (kept so that ``persist`` saves them exactly).
-        exclude_ids: node ids never returned (claims that are also in the index).
-        theme_key, claim_key: metadata keys of the theme and of the claim link.
-        clusterer_params: extra :class:`ThematicClusterer` arguments used by the fit.
-        tables: the fitted per-passage tables by key (``claim_contrast``, ``hubness_20``, ``lexical``, …;
-            :class:`~llama_index_carag.ranking.tables.FittedTable`), fitted as the settings ask.
-        calibration: the stage weights calibrated on this corpus's linked claims
-            (:class:`~llama_index_carag.retrieval.calibration.Calibration`), or ``None``.
-    """
-
-    context: ThematicContext
-    claim_ids: list[str]
-    claim_vectors: np.ndarray
-    exclude_ids: frozenset[str] = frozenset()
-    theme_key: str = "theme"
-    claim_key: str = "claim_id"
-    clusterer_params: dict[str, Any] = field(default_factory=dict)
-    tables: dict[str, FittedTable] = field(default_factory=dict)
-    calibration: Calibration | None = None
-
-    @property
-    def claim_units(self) -> np.ndarray | None:
-        """The claims as unit vectors (``None`` without claims)."""
-        if not self.claim_ids:
-            return None
-        units = getattr(self, "_claim_units", None)
-        if units is None or units.shape[0] != len(self.claim_ids):
-            units = l2_normalize(self.claim_vectors)
-            self._claim_units = units
-        return units
-
-    def exclude(self, node_ids: Sequence[str]) -> bool:
-        """Never return these ids; True when the set grew."""
-        new = set(node_ids) - self.exclude_ids
-        if new:
-            self.exclude_ids = frozenset(self.exclude_ids | new)
-        return bool(new)
-
-    def evidence_ids(self) -> list[str]:
-        """The evidence passages (the clustered items that are not claims), in the context's order."""
-        claims = set(self.claim_ids)
-        return [i for i, _ in self.context.iter_items() if i not in claims]
+__all__ = ["fit_corpus", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
 
 
 def fit_corpus(
@@ -107,8 +54,9 @@ def fit_corpus(
     claim_nodes = list(claim_nodes or [])
     if settings.mode == "supervised" and not claim_nodes:
         raise ValueError("Supervised CARAG needs the corpus's claims: pass claim_nodes=[...].")
-    if settings.claim_contrast and not claim_nodes:
-        raise ValueError("claim_contrast needs the corpus's claims: pass claim_nodes=[...].")
+    for term in active_terms(settings):
+        if term.needs_claims and not claim_nodes:
+            raise ValueError(f"{term.weight_name} needs the corpus's claims: pass claim_nodes=[...].")
     params = {"covariance_type": settings.covariance_type, **(clusterer_params or {})}
     options: dict[str, Any] = dict(
         n_clusters=settings.n_clusters, random_state=settings.random_state, clusterer_params=params
@@ -140,6 +88,7 @@ def fit_corpus(
         )
         del items
     corpus = FittedCorpus(
+        index,
         context,
         claim_ids,
         claim_vectors.reshape(len(claim_ids), -1) if claim_ids else np.zeros((0, context.dim_), np.float32),
@@ -148,9 +97,7 @@ def fit_corpus(
         claim_key,
         dict(clusterer_params or {}),
     )
-    from llama_index_carag.retrieval.tables import fit_corpus_tables  # the tables read the fitted corpus
-
-    fit_corpus_tables(index, corpus, settings, show_progress=show_progress)
+    corpus.fit_tables(settings, show_progress=show_progress)
     return corpus
 
 

@@ -40,6 +40,7 @@ from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.soi import ClusterMembers, SubsetOfInterest, build_unsupervised_soi
 from llama_index_carag.core.validation import check_delta
 from llama_index_carag.core.vectors import as_vector, l2_normalize
+from llama_index_carag.ranking.assembly import active_terms
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.stage import RerankStage
 from llama_index_carag.settings import PAPER, CaragSettings
@@ -137,8 +138,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
     def _stage(self) -> RerankStage:
         if self._retriever is not None:
             return self._retriever.stage
-        if self.settings.penalties:
-            raise ValueError("hub_penalty / claim_contrast need fitted tables: build with from_retriever(...).")
+        terms = [term.weight_name for term in active_terms(self.settings)]
+        if terms:
+            raise ValueError(f"{' / '.join(terms)} need fitted tables: build with from_retriever(...).")
         return RerankStage(self.settings)
 
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import QueryBundle
@@ -19,10 +19,21 @@ from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import RankQuery
-from llama_index_carag.ranking.protocols import SearchRequest
+from llama_index_carag.ranking.source_and_scorer import SearchRequest
 from llama_index_carag.settings import CaragSettings
 
-__all__ = ["QueryPlan", "plan_query", "checked_vector", "embedding_strs", "check_bundle"]
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+__all__ = [
+    "QueryPlan",
+    "plan_query",
+    "checked_vector",
+    "embedding_strs",
+    "check_bundle",
+    "query_embedding",
+    "aquery_embedding",
+]
 
 #: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
 DEDUPE_OVERFETCH = 4
@@ -95,3 +106,17 @@ def check_bundle(query_bundle: Any) -> QueryBundle:
         raise TypeError(f"query must be a string or a QueryBundle; got {type(query_bundle).__name__}.")
     check_query_text(query_bundle.query_str)
     return query_bundle
+
+
+def query_embedding(embed_model: BaseEmbedding, query_bundle: QueryBundle) -> list[float]:
+    """The bundle's own embedding, or its texts embedded with ``embed_model`` (one query vector)."""
+    if query_bundle.embedding is not None:
+        return list(query_bundle.embedding)
+    return embed_model.get_agg_embedding_from_queries(embedding_strs(query_bundle))
+
+
+async def aquery_embedding(embed_model: BaseEmbedding, query_bundle: QueryBundle) -> list[float]:
+    """Async :func:`query_embedding`."""
+    if query_bundle.embedding is not None:
+        return list(query_bundle.embedding)
+    return await embed_model.aget_agg_embedding_from_queries(embedding_strs(query_bundle))

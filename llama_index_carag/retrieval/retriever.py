@@ -40,24 +40,14 @@ from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
-from llama_index_carag.ranking.assembly import bm25_source, default_sources, settings_scorers
-from llama_index_carag.ranking.bm25 import BM25Source, lexical_provenance
-from llama_index_carag.ranking.pool import CandidatePool
-from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+from llama_index_carag.ranking.assembly import default_sources, settings_scorers, term_details
+from llama_index_carag.ranking.source_and_scorer import CandidateSource, Scorer
 from llama_index_carag.ranking.stage import RerankStage
-from llama_index_carag.retrieval import updates
-from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus
-from llama_index_carag.retrieval.query_plan import QueryPlan, check_bundle, checked_vector, embedding_strs, plan_query
-from llama_index_carag.retrieval.tables import CorpusView, fit_corpus_tables
-from llama_index_carag.settings import (
-    FIT_FIELDS,
-    PAPER,
-    PAPER_SETTINGS,
-    TUNED_SETTINGS,
-    CaragSettings,
-    SettingsView,
-    package_default,
-)
+from llama_index_carag.retrieval import query_plan, updates
+from llama_index_carag.retrieval.candidate_search import Found, asearch_candidates, candidate_pool, search_candidates
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
+from llama_index_carag.retrieval.fitting import fit_corpus
+from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings, SettingsView, package_default
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -66,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 dispatcher = instrument.get_dispatcher(__name__)
 
-__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR", "PAPER_SETTINGS", "TUNED_SETTINGS"]
+__all__ = ["ContextAwareRetriever", "CARAG_METADATA_KEY", "STATE_SUBDIR"]
 
 #: Sub-folder of a persist dir that holds the retriever's state.
 STATE_SUBDIR = "carag"
@@ -82,13 +72,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     Args:
         index: the vector index holding the evidence.
-        corpus: the fitted corpus (:func:`~llama_index_carag.retrieval.fitting.fit_corpus`).
+        corpus: the fitted corpus of that index (:func:`~llama_index_carag.retrieval.fitting.fit_corpus`).
         settings: the options (default: the papers').
         embed_model: embeds queries; default the index's own.
         sources: candidate sources (default: the index's dense search,
             :class:`~llama_index_carag.ranking.sources.DenseSource`).
-        scorers: extra re-ranking terms (besides claim and thematic similarity, hubness and
-            claim contrast), each weighted by its own ``weight(settings, query)``.
+        scorers: extra scorers (besides claim and thematic similarity and the registered re-ranking terms
+            the settings switch on), each weighted by its own ``weight(settings, query)``.
     """
 
     def __init__(
@@ -108,6 +98,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             raise TypeError(
                 "ContextAwareRetriever needs a FittedCorpus; build it with ContextAwareRetriever.from_index(...)."
             )
+        if index is not corpus.index:
+            raise ValueError(
+                "The corpus was fitted on another index: build it with ContextAwareRetriever.from_index(...)."
+            )
         self._index = index
         self._corpus = corpus
         self._settings = settings if settings is not None else PAPER.replace(mode=corpus.context.mode)
@@ -115,7 +109,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             raise ValueError(
                 f"settings.mode is {self._settings.mode!r} but the corpus was fitted {corpus.context.mode!r}."
             )
-        fit_corpus_tables(index, corpus, self._settings)  # no-op when the tables are fitted already
+        corpus.fit_tables(self._settings)  # no-op when the tables are fitted already
         self._embed_model = embed_model or index._embed_model  # the index's model
         self._custom_sources = sources is not None
         self._sources = list(sources) if sources is not None else self._default_sources()
@@ -126,20 +120,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
+        corpus, native = self._corpus, adapter_for(self._index).native_async()
         return default_sources(
-            self._index,
-            self._embed_model,
-            CorpusView(self._index, self._corpus),
-            self._corpus.tables,
-            self._settings,
-            native_async=adapter_for(self._index).native_async(),
+            self._index, self._embed_model, corpus, corpus.tables, self._settings, native_async=native
         )
-
-    def _nodes(self, ids: Sequence[str]) -> list[BaseNode | None]:
-        return updates.nodes_by_id(self._index, ids)
-
-    def _lexical_source(self) -> BM25Source | None:
-        return bm25_source(self._sources)
 
     def _calibration_summary(self) -> dict[str, Any] | None:
         """The corpus's calibration summary when this retriever runs its calibrated settings, else ``None``."""
@@ -310,57 +294,23 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return cls.from_index(index, claim_nodes=claim_nodes, embed_model=model, show_progress=show_progress, **kwargs)
 
     # ---------------------------------------------------------------- queries
-    def _query_embedding(self, query_bundle: QueryBundle) -> list[float]:
-        if query_bundle.embedding is not None:
-            return list(query_bundle.embedding)
-        return self._embed_model.get_agg_embedding_from_queries(embedding_strs(query_bundle))
+    def _plan(self, query_str: str, embedding: list[float]) -> query_plan.QueryPlan:
+        return query_plan.plan_query(self._settings, self.context, query_str, embedding)
 
-    async def _aquery_embedding(self, query_bundle: QueryBundle) -> list[float]:
-        if query_bundle.embedding is not None:
-            return list(query_bundle.embedding)
-        return await self._embed_model.aget_agg_embedding_from_queries(embedding_strs(query_bundle))
-
-    def _plan(self, query_str: str, embedding: list[float]) -> QueryPlan:
-        return plan_query(self._settings, self.context, query_str, embedding)
-
-    def _by_ids(self, plan: QueryPlan) -> bool:
-        """Re-ranking with sources that can search by id: nodes are read only for what is returned."""
-        return plan.rerank and all(hasattr(src, "search_ids") for src in self._sources)
-
-    def _search(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
-        if self._by_ids(plan):
-            return [i for src in self._sources for i in src.search_ids(plan.request, plan.n)]  # type: ignore[attr-defined]
-        hits: list[NodeWithScore] = []
-        for source in self._sources:
-            hits += source.search(plan.request, plan.n)
-        return hits
-
-    async def _asearch(self, plan: QueryPlan) -> list[NodeWithScore] | list[str]:
-        if self._by_ids(plan):
-            return await asyncio.to_thread(self._search, plan)
-        found = await asyncio.gather(*(source.asearch(plan.request, plan.n) for source in self._sources))
-        return [hit for hits in found for hit in hits]
-
-    def _rank(self, hits: list[NodeWithScore] | list[str], plan: QueryPlan) -> list[NodeWithScore]:
-        if hits and isinstance(hits[0], str):
-            pool = CandidatePool.from_ids(hits, plan.query.unit, self.context.vectors_and_clusters, self._nodes)
-        else:
-            pool = CandidatePool.build(hits, plan.query.unit, self.context.vectors_and_clusters)  # type: ignore[arg-type]
-        extra: Any = {"reranked": plan.rerank}
+    def _rank(self, found: Found, plan: query_plan.QueryPlan) -> list[NodeWithScore]:
+        pool = candidate_pool(found, plan, self.context, self._corpus.nodes)
+        extra: dict[str, Any] = {"reranked": plan.rerank}
         if self._calibration_info is not None:
             extra["calibration"] = dict(self._calibration_info)
-        lexical = self._lexical_source()
-        if lexical is not None and plan.rerank:
-            lexical_info = lexical_provenance(lexical, pool, plan.query.query_str, plan.n)
-            base_extra = extra
-            extra = lambda row: {**base_extra, **lexical_info(row)}  # noqa: E731
+        # the active terms' own provenance (BM25's raw score and rank)
+        details = term_details(self._settings, self._sources, pool, plan.query, plan.n) if plan.rerank else None
         out = self._stage.rank(
             pool,
             plan.query,
             rerank=plan.rerank,
             limit=self._settings.similarity_top_k,
             dedupe=self._settings.dedupe,
-            extra=extra,
+            extra=extra if details is None else lambda row: {**extra, **details(row)},
         )
         if self._verbose:
             logger.info(
@@ -381,8 +331,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             query: the claim text or a ``QueryBundle`` (its ``embedding`` is used if set).
             claim_id: mark the query as this corpus claim (else found by exact text match).
         """
-        bundle = check_bundle(QueryBundle(query_str=query) if isinstance(query, str) else query)
-        q = checked_vector(self._query_embedding(bundle), self.context.dim_)
+        bundle = query_plan.check_bundle(QueryBundle(query_str=query) if isinstance(query, str) else query)
+        q = query_plan.checked_vector(query_plan.query_embedding(self._embed_model, bundle), self.context.dim_)
         s = self._settings
         return self.context.build_soi(
             q,
@@ -396,24 +346,24 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        check_bundle(query_bundle)
+        query_plan.check_bundle(query_bundle)
         self._maybe_sync()
-        plan = self._plan(query_bundle.query_str, self._query_embedding(query_bundle))
-        return self._rank(self._search(plan), plan)
+        plan = self._plan(query_bundle.query_str, query_plan.query_embedding(self._embed_model, query_bundle))
+        return self._rank(search_candidates(self._sources, plan), plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        check_bundle(query_bundle)
+        query_plan.check_bundle(query_bundle)
         await asyncio.to_thread(self._maybe_sync)
-        embedding = await self._aquery_embedding(query_bundle)
+        embedding = await query_plan.aquery_embedding(self._embed_model, query_bundle)
         plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
-        hits = await self._asearch(plan)
-        return await asyncio.to_thread(self._rank, hits, plan)
+        found = await asearch_candidates(self._sources, plan)
+        return await asyncio.to_thread(self._rank, found, plan)
 
     # ----------------------------------------------------- incremental updates
     def _after_update(self) -> None:
         """Refit the per-passage tables in use (after an insert/delete/sync) and note the store's size."""
-        fit_corpus_tables(self._index, self._corpus, self._settings)  # those the edit dropped are refitted
+        self._corpus.fit_tables(self._settings)  # those the edit dropped are refitted
         if not self._custom_sources:
             self._sources = self._default_sources()
         self._stage = RerankStage(self._settings, self._scorers())
@@ -503,13 +453,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         Returns:
             the state folder.
         """
-        from llama_index_carag.retrieval.state import save_retriever
+        from llama_index_carag.retrieval import state
 
         folder = Path(persist_dir)
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
         if persist_index:
             self._index.storage_context.persist(persist_dir=str(folder))
-        return save_retriever(folder / STATE_SUBDIR, self._index, self._corpus, self._settings, self._embed_model)
+        return state.persist(folder / STATE_SUBDIR, self._corpus, self._settings, self._embed_model)
 
     @classmethod
     def from_persist_dir(
@@ -535,7 +485,9 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 match the index (other nodes, other embed model or dimension), or
                 settings this version cannot read (re-fit then).
         """
-        from llama_index_carag.retrieval.state import load_retriever
+        from llama_index_carag.retrieval import state
 
-        index, corpus, settings, model = load_retriever(Path(persist_dir), STATE_SUBDIR, index, embed_model)
-        return cls(index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose)
+        corpus, settings, model = state.from_persist_dir(Path(persist_dir) / STATE_SUBDIR, index, embed_model)
+        return cls(
+            corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
+        )

@@ -1,16 +1,16 @@
-"""Saving and loading a retriever's fitted state (settings as ``CaragSettings`` JSON, context, claims, tables).
+"""A retriever's fitted state (settings as ``CaragSettings`` JSON, context, claims, tables, calibration).
 
-Everything goes into one atomic state (:func:`~llama_index_carag.core.persistence.persist_state`):
-the fitted tables (:class:`~llama_index_carag.ranking.tables.FittedTable`) are saved and loaded in
-one loop, each as ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays
-beside the others.  States written before (claim-contrast and hubness under their own keys, BM25
-in a side folder) are read by :mod:`llama_index_carag.retrieval.state_legacy`.
+:func:`get_state` / :func:`from_state` turn a fitted corpus and its settings into ``(JSON-safe info, arrays)``
+and back; :func:`persist` / :func:`from_persist_dir` write and read them as one atomic state
+(:func:`~llama_index_carag.core.persistence.persist_state`) under a persist dir.  The fitted tables
+(:class:`~llama_index_carag.ranking.fitted_table.FittedTable`) are saved and loaded in one loop, each as
+``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays beside the others; a table's
+type is found again through the registry of re-ranking terms.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,29 +28,39 @@ from llama_index_carag.backends.vector_stores import (
 from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
-from llama_index_carag.retrieval.fitting import FittedCorpus, restore_context
-from llama_index_carag.retrieval.state_legacy import LEGACY_LEXICAL_SUBDIR, is_legacy_lexical_dir, legacy_tables
-from llama_index_carag.retrieval.tables import CorpusView
-from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings
+from llama_index_carag.ranking.fitted_table import TableCorpus
+from llama_index_carag.retrieval.calibration_result import Calibration
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
+from llama_index_carag.retrieval.fitting import restore_context
+from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    from llama_index_carag.ranking.tables import FittedTable
+    from llama_index_carag.ranking.fitted_table import FittedTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["save_retriever", "load_retriever", "settings_from_state", "tables_state", "tables_from_state"]
+__all__ = [
+    "get_state",
+    "from_state",
+    "persist",
+    "from_persist_dir",
+    "settings_from_state",
+    "get_tables_state",
+    "tables_from_state",
+]
 
 #: Keys kept beside the settings in the state's "settings" block (not options).
 _KEYS = ("theme_key", "claim_key", "exclude_ids")
 
 
-def save_retriever(
-    folder: Path, index: VectorStoreIndex, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding
-) -> Path:
-    """Write the state of a retriever into ``folder`` (one atomic state, tables included); returns the folder."""
+def get_state(
+    corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(JSON-safe info, {name: array})`` of a retriever: its settings, fitted corpus and tables."""
+    index = corpus.index
     ctx_info, arrays = corpus.context.get_state()
     evidence_ids = corpus.evidence_ids()
     adapter = adapter_for(index)
@@ -74,18 +84,20 @@ def save_retriever(
     if corpus.calibration is not None:
         info["calibration"] = corpus.calibration.to_json()
     arrays = {"claim_vectors": np.asarray(corpus.claim_vectors, dtype=np.float32), **arrays}
-    info["tables"], table_arrays = tables_state(corpus.tables)
+    info["tables"], table_arrays = get_tables_state(corpus.tables)
     clash = set(arrays) & set(table_arrays)
     if clash:
         raise ValueError(f"Fitted-table arrays clash with the context's: {sorted(clash)}.")
-    persist_state(folder, info, {**arrays, **table_arrays})
-    legacy = folder / LEGACY_LEXICAL_SUBDIR
-    if is_legacy_lexical_dir(legacy):  # an earlier version's BM25 side folder: the manifest no longer names it
-        shutil.rmtree(legacy, ignore_errors=True)
+    return info, {**arrays, **table_arrays}
+
+
+def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> Path:
+    """Write :func:`get_state` into ``folder`` as one atomic state; returns the folder."""
+    persist_state(folder, *get_state(corpus, settings, embed_model))
     return folder
 
 
-def tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+def get_tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """``(entries, arrays)`` of the fitted tables: one ``{"key", "type", "info", "arrays"}`` entry per
     table, whose ``arrays`` maps the table's own array names to their names in the state."""
     entries: list[dict[str, Any]] = []
@@ -99,9 +111,9 @@ def tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], 
 
 
 def tables_from_state(
-    entries: list[dict[str, Any]], arrays: dict[str, np.ndarray], corpus: CorpusView
+    entries: list[dict[str, Any]], arrays: dict[str, np.ndarray], corpus: TableCorpus
 ) -> dict[str, FittedTable]:
-    """The tables :func:`tables_state` saved.
+    """The tables :func:`get_tables_state` saved.
 
     Raises:
         StateError: an unknown table type, a missing array, or a table its class cannot read.
@@ -117,21 +129,14 @@ def tables_from_state(
     return tables
 
 
-def settings_from_state(saved: dict[str, Any], ctx_info: dict[str, Any]) -> CaragSettings:
-    """The settings of a saved state (this format, or the earlier one without clustering options).
+def settings_from_state(saved: dict[str, Any]) -> CaragSettings:
+    """The settings of a saved state.
 
     Raises:
         StateError: settings this version cannot read; re-fit and persist again.
     """
-    options = {k: v for k, v in saved.items() if k not in _KEYS}
-    for name in FIT_FIELDS:  # states written before CaragSettings kept these in the context only
-        if name not in options:
-            if name == "covariance_type":
-                options[name] = (ctx_info.get("clusterer_params") or {}).get("covariance_type", "diag")
-            elif name in ctx_info:
-                options[name] = ctx_info[name]
     try:
-        return CaragSettings.model_validate({**PAPER.model_dump(), **options})  # fields added since: their values then
+        return CaragSettings.model_validate({k: v for k, v in saved.items() if k not in _KEYS})
     except (ValidationError, TypeError, ValueError) as exc:
         raise StateError(
             f"The saved settings cannot be read by this version ({exc}); re-fit with "
@@ -199,52 +204,49 @@ def _resolve_index(
     return index, model
 
 
-def load_retriever(
-    persist_dir: Path, subdir: str, index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
-) -> tuple[VectorStoreIndex, FittedCorpus, CaragSettings, BaseEmbedding]:
-    """``(index, corpus, settings, embed model)`` of a state saved by :func:`save_retriever`."""
-    folder = persist_dir / subdir
-    info, arrays = state_from_persist_dir(folder)
+def from_state(
+    info: dict[str, Any], arrays: dict[str, np.ndarray], index: VectorStoreIndex
+) -> tuple[FittedCorpus, CaragSettings]:
+    """``(corpus, settings)`` of a state :func:`get_state` gave, on ``index`` (its embed model checked by the caller).
+
+    Raises:
+        StateError: a state that is corrupt or does not match the index.
+    """
     try:
         saved, ctx_info, dim = info["settings"], info["context"], int(info["dim"])
-        info["embed_model"]
     except (KeyError, TypeError, ValueError):
-        raise StateError(f"{folder} lacks settings; the state is corrupt.") from None
-    settings = settings_from_state(saved, ctx_info)
-    index, model = _resolve_index(folder, info, index, embed_model)
+        raise StateError("The state lacks settings; it is corrupt.") from None
+    settings = settings_from_state(saved)
     claim_ids = [str(i) for i in info.get("claim_ids", [])]
     claim_vectors = arrays.get("claim_vectors", np.zeros((0, dim), np.float32))
     if claim_vectors.shape[0] != len(claim_ids):
         raise StateError("Saved claim vectors do not match the saved claim ids.")
     claim_lookup = {cid: claim_vectors[r] for r, cid in enumerate(claim_ids)}
     _check_evidence(info, index, claim_lookup)
-    vectors = _vector_reader(index, dim, claim_lookup)
     try:
-        context = restore_context(ctx_info, arrays, index, vectors)
+        context = restore_context(ctx_info, arrays, index, _vector_reader(index, dim, claim_lookup))
+        exclude, theme_key, claim_key = saved["exclude_ids"], saved["theme_key"], saved["claim_key"]
+        params = dict(info["clusterer_params"])
     except (KeyError, TypeError) as exc:
         raise StateError(f"The saved clustering state is incomplete ({exc}).") from None
-    params = info.get("clusterer_params")
-    if params is None:  # earlier states: the context's parameters include covariance_type
-        params = {k: v for k, v in (ctx_info.get("clusterer_params") or {}).items() if k != "covariance_type"}
-    corpus = FittedCorpus(
-        context,
-        claim_ids,
-        claim_vectors,
-        frozenset(saved.get("exclude_ids", [])),
-        saved.get("theme_key", "theme"),
-        saved.get("claim_key", "claim_id"),
-        dict(params),
-    )
-    view = CorpusView(index, corpus)
-    if "tables" in info:
-        corpus.tables = tables_from_state(info["tables"], arrays, view)
-    else:  # a state written before the fitted-table protocol
-        corpus.tables = legacy_tables(info, arrays, folder, view)
+    corpus = FittedCorpus(index, context, claim_ids, claim_vectors, frozenset(exclude), theme_key, claim_key, params)
+    corpus.tables = tables_from_state(info.get("tables", []), arrays, corpus)
     if "calibration" in info:
-        from llama_index_carag.retrieval.calibration import Calibration
-
         try:
             corpus.calibration = Calibration.from_json(info["calibration"])
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"The saved calibration is unreadable ({exc}).") from None
-    return index, corpus, settings, model
+    return corpus, settings
+
+
+def from_persist_dir(
+    folder: Path, index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
+) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding]:
+    """``(corpus, settings, embed model)`` of the state :func:`persist` wrote into ``folder`` (the index loaded
+    from ``folder``'s parent when ``index`` is ``None``)."""
+    info, arrays = state_from_persist_dir(folder)
+    if not isinstance(info, dict) or "embed_model" not in info:
+        raise StateError(f"{folder} lacks settings; the state is corrupt.")
+    index, model = _resolve_index(folder, info, index, embed_model)
+    corpus, settings = from_state(info, arrays, index)
+    return corpus, settings, model

@@ -2,7 +2,7 @@
 
 Edits go through the index's vector-store adapter
 (:func:`~llama_index_carag.backends.vector_stores.adapter_for`) and tell the corpus's fitted
-tables which passages changed (:func:`~llama_index_carag.retrieval.tables.update_corpus_tables`).
+tables which passages changed (:meth:`~llama_index_carag.retrieval.fitted_corpus.FittedCorpus.update_tables`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from llama_index_carag.backends.vector_stores import (
 )
 from llama_index_carag.core.context import CorpusItems
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
-from llama_index_carag.retrieval.fitting import FittedCorpus, fit_corpus, warn_on_embedded_labels
-from llama_index_carag.retrieval.tables import update_corpus_tables
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
+from llama_index_carag.retrieval.fitting import fit_corpus, warn_on_embedded_labels
 from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,7 +71,7 @@ def insert_nodes(index: VectorStoreIndex, corpus: FittedCorpus, nodes: list[Base
     evidence = [i for i in ids if i not in claims]
     if evidence:
         corpus.context.add_items(_evidence_items(index, corpus, evidence))
-    update_corpus_tables(index, corpus, ids)  # after the context: tables read the corpus as it is now
+    corpus.update_tables(ids)  # after the context: tables read the corpus as it is now
     return True
 
 
@@ -82,7 +82,7 @@ def delete_nodes(index: VectorStoreIndex, corpus: FittedCorpus, node_ids: Sequen
         return False
     adapter_for(index).delete(ids, **delete_kwargs)
     corpus.context.remove_items(ids)
-    update_corpus_tables(index, corpus, ids)
+    corpus.update_tables(ids)
     return True
 
 
@@ -99,7 +99,7 @@ def sync(index: VectorStoreIndex, corpus: FittedCorpus) -> tuple[int, int]:
     added = [i for i in current if i not in known]
     if added:
         corpus.context.add_items(_evidence_items(index, corpus, added))
-    update_corpus_tables(index, corpus, gone + added)
+    corpus.update_tables(gone + added)
     return len(added), removed
 
 

@@ -54,7 +54,7 @@ from llama_index_carag.ranking.bm25.tokens import Tokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
 
 logger = logging.getLogger(__name__)
 

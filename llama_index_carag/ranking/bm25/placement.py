@@ -5,7 +5,7 @@ Either way the BM25 table holds a :class:`FittedBM25`: in process a
 keep BM25 itself (Qdrant: a named sparse vector with the IDF modifier,
 :class:`~llama_index_carag.ranking.bm25.qdrant.QdrantBM25`) the per-passage data stays in the store and the
 process keeps only per-term data (the vocabulary, ``avgdl``).  Such a store offers a :class:`BM25Placement` that
-fits and restores it there, through the corpus's optional ``lexical_backend()`` method
+fits and restores it there, through the corpus's optional ``bm25_placement()`` method
 (:func:`bm25_placement_of`), so ``ranking`` names no store.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
 
 __all__ = ["FittedBM25", "BM25Placement", "BM25PlacementUnavailable", "bm25_placement_of"]
 
@@ -83,7 +83,7 @@ class BM25Placement(Protocol):
 
 
 def bm25_placement_of(corpus: object) -> BM25Placement | None:
-    """The corpus's :class:`BM25Placement` (``corpus.lexical_backend()``), or ``None`` when BM25 runs in process
+    """The corpus's :class:`BM25Placement` (``corpus.bm25_placement()``), or ``None`` when BM25 runs in process
     (the corpus has no such method, or its store cannot keep BM25)."""
-    get = getattr(corpus, "lexical_backend", None)
+    get = getattr(corpus, "bm25_placement", None)
     return None if get is None else get()

@@ -48,7 +48,7 @@ from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable
 from llama_index_carag.ranking.bm25.tokens import Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
 
 logger = logging.getLogger(__name__)
 

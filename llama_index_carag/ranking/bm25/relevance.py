@@ -20,7 +20,7 @@ from llama_index_carag.ranking.bm25.source import BM25Source
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.settings import CaragSettings
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +64,6 @@ class BM25Relevance:
         if known.any():
             out[known] = scaled_lexical(pool.columns["lexical"][known], pool.columns["dense"][known])
         return out
-
-    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return float(getattr(settings, "lexical_weight", 0.0))
 
 
 def lexical_provenance(source: BM25Source, pool: CandidatePool, query_str: str, n: int) -> Callable[[int], dict]:

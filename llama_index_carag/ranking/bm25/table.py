@@ -1,9 +1,9 @@
 """The per-corpus BM25 table: fitted on the evidence text, saved in the retriever's atomic state.
 
-:class:`BM25Table` (key ``lexical``, on when ``lexical_weight > 0``) holds one
+:class:`BM25Table` (key ``lexical``) holds one
 :class:`~llama_index_carag.ranking.bm25.placement.FittedBM25` and contributes the BM25 candidate source
-(:class:`~llama_index_carag.ranking.bm25.source.BM25Source`) and the lexical term
-(:class:`~llama_index_carag.ranking.bm25.relevance.BM25Relevance`).  BM25 lives
+(:class:`~llama_index_carag.ranking.bm25.source.BM25Source`), which the lexical term
+(:data:`~llama_index_carag.ranking.assembly.LEXICAL`) reads.  BM25 lives
 
 * in process, a :class:`~llama_index_carag.ranking.bm25.index.BM25Index` (FAISS, the simple store, …): an
   insert or delete updates it in place in O(batch) (a new segment, tombstones; scores equal a rebuild's);
@@ -25,12 +25,11 @@ import numpy as np
 
 from llama_index_carag.ranking.bm25.index import BM25Index
 from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable, FittedBM25, bm25_placement_of
-from llama_index_carag.ranking.bm25.relevance import BM25Relevance
 from llama_index_carag.ranking.bm25.source import BM25Source
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
-    from llama_index_carag.ranking.tables import TableCorpus
+    from llama_index_carag.ranking.fitted_table import TableCorpus
+    from llama_index_carag.ranking.source_and_scorer import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
@@ -44,7 +43,7 @@ def bm25_source(sources: Sequence[CandidateSource]) -> BM25Source | None:
 
 
 class BM25Table:
-    """The fitted BM25 of the corpus's evidence (a :class:`~llama_index_carag.ranking.tables.FittedTable`).
+    """The fitted BM25 of the corpus's evidence (a :class:`~llama_index_carag.ranking.fitted_table.FittedTable`).
 
     Args:
         index: the fitted BM25: in process, or kept in the vector store.
@@ -60,8 +59,8 @@ class BM25Table:
         return len(self.index)
 
     @classmethod
-    def key_for(cls, settings: CaragSettings) -> str | None:
-        return cls.key if settings.lexical_weight > 0 else None
+    def key_for(cls, settings: CaragSettings) -> str:
+        return cls.key
 
     @classmethod
     def from_corpus(cls, settings: CaragSettings, corpus: TableCorpus) -> BM25Table:
@@ -108,11 +107,6 @@ class BM25Table:
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         return [BM25Source(self.index, corpus.nodes, lambda: corpus.exclude_ids)]
-
-    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        """The lexical term, reading the BM25 source (none when the sources have no BM25 source)."""
-        source = bm25_source(sources)
-        return [] if source is None else [BM25Relevance(source)]
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         return self.index.get_state()

@@ -1,24 +1,22 @@
-"""Fitted per-passage tables: one protocol for every re-ranking term that learns something from the corpus.
+"""The fitted per-passage table of a re-ranking term, and the corpus as such a table sees it.
 
 A :class:`FittedTable` (the claim-contrast table, the hubness, the BM25 index) is
 
-* **fitted** once on the corpus (:meth:`FittedTable.from_corpus`), for the settings that ask
-  for it (:meth:`FittedTable.key_for` names it, or says it is off);
-* **used** per query through the candidate sources and scorers it contributes
-  (:meth:`FittedTable.sources`, :meth:`FittedTable.scorers`): cheap lookups, no fit-time work;
+* **fitted** once on the corpus (:meth:`FittedTable.from_corpus`) for the settings of a term that is on
+  (:meth:`FittedTable.key_for` names the table those settings use);
+* **used** per query by its term's scorer and through the candidate sources it adds
+  (:meth:`FittedTable.sources`): cheap lookups, no fit-time work;
 * **kept or refitted** after an insert or delete (:meth:`FittedTable.update`);
 * **saved** as JSON plus numpy arrays (:meth:`FittedTable.get_state` /
   :meth:`FittedTable.from_state`) inside the retriever's one atomic state.
 
-The fitted corpus holds its tables in one dict keyed by :attr:`FittedTable.key`; fitting,
-updating and persisting loop over that dict, so a new fitted term is one
-:class:`~llama_index_carag.settings.CaragSettings` field (its weight, marked
-``rerank_term``) plus one class listed in
-:data:`~llama_index_carag.ranking.assembly.TABLE_TYPES`; nothing else changes.
+A table belongs to one :class:`~llama_index_carag.ranking.rerank_term.RerankTerm` (its ``table``); the fitted
+corpus holds its tables in one dict keyed by :attr:`FittedTable.key`, and fitting, updating and persisting
+loop over the registry of terms and that dict (:mod:`llama_index_carag.ranking.assembly`).
 
 A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never imports
 ``retrieval`` (the retriever passes a view of its index and fitted corpus).  A corpus may also offer
-``lexical_backend()`` (:func:`~llama_index_carag.ranking.bm25.bm25_placement_of`): a store
+``bm25_placement()`` (:func:`~llama_index_carag.ranking.bm25.bm25_placement_of`): a store
 that keeps the BM25 index itself (Qdrant), used by the BM25 table instead of an in-process index.
 """
 
@@ -32,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.ranking.protocols import CandidateSource, Scorer
+    from llama_index_carag.ranking.source_and_scorer import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 __all__ = ["TableCorpus", "FittedTable", "check_table_key"]
@@ -71,7 +69,7 @@ class TableCorpus(Protocol):
 
 @runtime_checkable
 class FittedTable(Protocol):
-    """A per-passage table fitted on the corpus, used per query, saved with the retriever.
+    """A per-passage table fitted on the corpus, used per query by its term, saved with the retriever.
 
     Attributes:
         name: the table type (class attribute); saved with the state to find the class again.
@@ -87,8 +85,8 @@ class FittedTable(Protocol):
         ...
 
     @classmethod
-    def key_for(cls, settings: CaragSettings) -> str | None:
-        """The key of the table ``settings`` use, or ``None`` when they do not use this type."""
+    def key_for(cls, settings: CaragSettings) -> str:
+        """The key of the table ``settings`` use (when its term is on)."""
         ...
 
     @classmethod
@@ -107,10 +105,6 @@ class FittedTable(Protocol):
 
     def sources(self, corpus: TableCorpus) -> list[CandidateSource]:
         """The candidate sources the table adds to the dense search (usually none)."""
-        ...
-
-    def scorers(self, settings: CaragSettings, sources: Sequence[CandidateSource]) -> list[Scorer]:
-        """The re-ranking terms the table contributes, given the retriever's sources."""
         ...
 
     def get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

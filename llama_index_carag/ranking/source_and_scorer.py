@@ -11,11 +11,11 @@
   ``sum(weight * scores)`` over the scorers whose weight is not 0, and writes each term into
   the provenance dict under the scorer's ``name``.
 
-A new re-ranking term = one :class:`~llama_index_carag.settings.CaragSettings` field
-(its weight) + one scorer; nothing in the stage changes.  A term that learns a per-passage table
-from the corpus is a :class:`~llama_index_carag.ranking.tables.FittedTable` (fitted, updated and
-saved by the retriever with no further edit), listed in
-:data:`~llama_index_carag.ranking.assembly.TABLE_TYPES`.
+A re-ranking term of the package (or one registered from outside it) is one
+:class:`~llama_index_carag.ranking.rerank_term.RerankTerm` in the registry of
+:mod:`llama_index_carag.ranking.assembly`: its weight, range, calibration grid, optional fitted table and
+scorer; its scorer is wrapped into a :class:`Scorer` weighted by the term.  A :class:`Scorer` may also be
+passed to the retriever directly (``scorers=[...]``), weighting itself.
 """
 
 from __future__ import annotations
