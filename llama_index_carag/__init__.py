@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it.  Fitting internals (``ThematicContext``,
-#: ``CorpusItems``, ``ClusterMembers``, ``build_*_soi``) and the old keyword dicts
-#: (``PAPER_SETTINGS``, ``TUNED_SETTINGS``) stay importable from their modules only.
+#: ``CorpusItems``, ``ClusterMembers``, ``build_*_soi``) stay importable from their modules only.
 _EXPORTS: dict[str, str] = {
     # retrieval
     "ContextAwareRetriever": "llama_index_carag.retrieval.retriever",

@@ -48,8 +48,6 @@ __all__ = [
     "PAPER",
     "TUNED",
     "PRESETS",
-    "PAPER_SETTINGS",
-    "TUNED_SETTINGS",
     "FIT_FIELDS",
     "SettingsView",
     "package_default",
@@ -330,15 +328,6 @@ def package_default(settings: CaragSettings | str | None, has_claims: bool) -> C
 
 #: Presets by name (``carag index --preset NAME``).
 PRESETS: dict[str, CaragSettings] = {"default": DEFAULT, "paper": PAPER, "tuned": TUNED}
-
-#: :data:`PAPER`'s alpha, delta, t and k as keyword arguments.  They are the papers' method only on top of the
-#: ``paper`` preset (``from_index(index, "paper", **PAPER_SETTINGS)``); on the default preset BM25 and the claim
-#: contrast stay on.  Use the presets (:data:`PRESETS`); kept only while tests/test_regression.py imports it.
-PAPER_SETTINGS: dict[str, Any] = {"alpha": 0.5, "delta": 0.75, "n_clusters": 10, "similarity_top_k": 6}
-#: :data:`TUNED`'s differences from :data:`PAPER` as keyword arguments (on top of the ``paper`` preset; same caveat).
-TUNED_SETTINGS: dict[str, Any] = {
-    name: getattr(TUNED, name) for name in CaragSettings.model_fields if getattr(TUNED, name) != getattr(PAPER, name)
-}
 
 
 class SettingsView:

@@ -41,8 +41,6 @@ USER_NAMES = {
 
 #: not top-level, but still importable where they are defined
 MODULE_ONLY = {
-    "PAPER_SETTINGS": "llama_index_carag.settings",
-    "TUNED_SETTINGS": "llama_index_carag.settings",
     "ThematicContext": "llama_index_carag.core.context",
     "CorpusItems": "llama_index_carag.core.context",
     "ClusterMembers": "llama_index_carag.core.soi",

@@ -38,12 +38,12 @@ FLOAT_FIELDS = ("claim_similarity", "thematic_similarity")
 
 
 def configs() -> dict[str, dict[str, Any]]:
-    from llama_index_carag.settings import DEFAULT, PAPER_SETTINGS, TUNED_SETTINGS
+    from llama_index_carag.settings import DEFAULT, TUNED
 
-    return {
-        "paper-CARAG-u": {"mode": "unsupervised", **PAPER_SETTINGS},
-        "paper-CARAG": {"mode": "supervised", **PAPER_SETTINGS},
-        "tuned-CARAG-u": {"mode": "unsupervised", **PAPER_SETTINGS, **TUNED_SETTINGS},
+    return {  # on top of the "paper" preset (see top6)
+        "paper-CARAG-u": {"mode": "unsupervised"},
+        "paper-CARAG": {"mode": "supervised"},
+        "tuned-CARAG-u": {**TUNED.model_dump(), "mode": "unsupervised"},
         # the package default: hybrid pool (dense + BM25), claim contrast; BM25 in process on FAISS, and in
         # the collection's sparse vector on Qdrant (recorded when Qdrant's BM25 still ran in process)
         "default": DEFAULT.model_dump(),
