@@ -38,7 +38,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index_carag.backends.vector_stores import adapter_for
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.core.soi import SubsetOfInterest
+from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.ranking.assembly import default_sources, lexical_source, settings_scorers
 from llama_index_carag.ranking.lexical import LexicalSource, lexical_provenance
@@ -393,6 +393,32 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             n_related_claims=s.soi_claims,
             include_texts=True,
         )
+
+    @dispatcher.span
+    def retrieve_with_soi(self, query_bundle: QueryBundle) -> tuple[SubsetOfInterest, list[NodeWithScore]]:
+        """The claim's Subset of Interest (with texts) and its evidence, from ONE SOI computation.
+
+        What :meth:`build_soi` and :meth:`retrieve` give for the same bundle (embedded here
+        unless it carries its ``embedding``), in one pass: what a claim check shows.
+        """
+        check_bundle(query_bundle)
+        self._maybe_sync()
+        embedding = self._query_embedding(query_bundle)
+        plan = plan_query(self._settings, self.context, query_bundle.query_str, embedding, include_texts=True)
+        nodes = self._rank(self._search(plan), plan)
+        found = plan.soi
+        assert found is not None  # plan_query always records it
+        soi = materialize_soi(
+            found.core,
+            found.members,
+            mode=self.context.mode,
+            claim=query_bundle.query_str,
+            claim_id=found.claim_id,
+            delta=self._settings.delta,
+            cluster=found.key[1],
+            theme=found.key[0],
+        )
+        return soi, nodes
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
