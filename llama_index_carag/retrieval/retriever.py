@@ -396,27 +396,22 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
 
     @dispatcher.span
     def retrieve_with_soi(self, query_bundle: QueryBundle) -> tuple[SubsetOfInterest, list[NodeWithScore]]:
-        """The claim's Subset of Interest (with texts) and its evidence, from ONE SOI computation.
-
-        What :meth:`build_soi` and :meth:`retrieve` give for the same bundle (embedded here
-        unless it carries its ``embedding``), in one pass: what a claim check shows.
-        """
+        """What :meth:`build_soi` and :meth:`retrieve` give for one claim, from ONE SOI computation."""
         check_bundle(query_bundle)
         self._maybe_sync()
-        embedding = self._query_embedding(query_bundle)
-        plan = plan_query(self._settings, self.context, query_bundle.query_str, embedding, include_texts=True)
-        nodes = self._rank(self._search(plan), plan)
-        found = plan.soi
-        assert found is not None  # plan_query always records it
+        embedding, query_str = self._query_embedding(query_bundle), query_bundle.query_str
+        plan = plan_query(self._settings, self.context, query_str, embedding, include_texts=True)
+        nodes, q = self._rank(self._search(plan), plan), plan.soi
+        assert q is not None  # plan_query always records it
         soi = materialize_soi(
-            found.core,
-            found.members,
+            q.core,
+            q.members,
             mode=self.context.mode,
-            claim=query_bundle.query_str,
-            claim_id=found.claim_id,
+            claim=query_str,
+            claim_id=q.claim_id,
             delta=self._settings.delta,
-            cluster=found.key[1],
-            theme=found.key[0],
+            cluster=q.key[1],
+            theme=q.key[0],
         )
         return soi, nodes
 
