@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from llama_index.core.base.response.schema import Response
 
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.serve.errors import ApiError, error_body
@@ -115,7 +116,7 @@ class CheckEngine:
     async def retrieve(self, claim: str) -> Retrieved:
         return await self._run(self.retrieval_limiter, self.checker.retrieve, claim)
 
-    async def _verdict(self, retrieved: Retrieved) -> Any:
+    async def _verdict(self, retrieved: Retrieved) -> Response:
         self.require_llm(self.synthesizer)
         return await self._run(self.llm_limiter, self.checker.verdict, retrieved)
 
