@@ -224,7 +224,7 @@ def fit_rule(args: argparse.Namespace) -> None:
     from llama_index_carag.models.resolve import embed_model_name
     from llama_index_carag.verdicts import VerdictLabel
     from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
-    from llama_index_carag.verdicts.synthesizer import evidence_texts
+    from llama_index_carag.verdicts.shown import evidence_texts
 
     rows = [
         r

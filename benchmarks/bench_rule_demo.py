@@ -17,13 +17,14 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.datasets import load_demo_corpus
 from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
 from llama_index_carag.verdicts.labels.rules import evidence_cosines
-from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, evidence_texts
+from llama_index_carag.verdicts.shown import evidence_texts
+from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
 corpus = load_demo_corpus()
 embed = resolve_embed_model("minilm")
 llm = resolve_llm(None)
 synth = FactCheckSynthesizer(llm, embed_model=embed)
-rule = synth.label_rule
+rule = getattr(synth.decision, "rule", None)
 if rule is None:
     raise SystemExit("No label rule applies: this needs llama-cpp-python (the llama.cpp Qwen) and MiniLM.")
 by = collections.defaultdict(list)

@@ -3,7 +3,7 @@
 Loads the packaged Qwen GGUF once with llama-cpp-python, ``embedding=True`` and
 ``pooling_type=LLAMA_POOLING_TYPE_NONE``, and on one short prompt ending in ``Verdict:`` compares three ways
 of evaluating the prompt before the three label strings are scored (as
-:class:`~llama_index_carag.verdicts.labels.scoring_llamacpp.LlamaCppLabelScorer` scores them):
+:class:`~llama_index_carag.models.backend_llamacpp.LlamaCppBackend` scores them):
 
 * ``plain`` — embeddings switched off (``llama_set_embeddings(ctx, False)``): what the package does today;
 * ``all-outputs`` — embeddings on for the whole prompt: llama.cpp then marks *every* prompt token as an
@@ -30,14 +30,14 @@ import numpy as np
 
 
 def _scorer(model: Any) -> Any:
-    from llama_index_carag.verdicts.labels.scoring_llamacpp import LlamaCppLabelScorer
-
+    from llama_index_carag.models.backend_llamacpp import LlamaCppBackend
     from llama_index_carag.models.llamacpp import GGUFChatPrompt
 
     chat = GGUFChatPrompt.from_model(model)
     if chat is None:
         raise SystemExit("The GGUF has no chat template.")
-    return LlamaCppLabelScorer(SimpleNamespace(_model=model, messages_to_prompt=chat.messages))
+    llm = SimpleNamespace(_model=model, messages_to_prompt=chat.messages, generate_kwargs={}, max_new_tokens=72)
+    return LlamaCppBackend(llm, max_new_tokens=72)
 
 
 def _hidden(model: Any) -> np.ndarray | None:
@@ -50,7 +50,8 @@ def _hidden(model: Any) -> np.ndarray | None:
 def _run(scorer: Any, ids: list[int], mode: str) -> tuple[dict[str, float], np.ndarray | None, float]:
     """Evaluate ``ids`` the ``mode`` way, read the hidden state (if any), score the labels; seconds of it all."""
     import llama_cpp
-    from llama_index_carag.verdicts.labels.scores import LABEL_STRINGS
+
+    from llama_index_carag.verdicts.labels.label_scores import LABEL_STRINGS
 
     model = scorer.model
     t0 = time.perf_counter()

@@ -3,7 +3,8 @@
     python examples/chat_bot.py                          # demo corpus, offline SmolLM2 (not reliable)
     python examples/chat_bot.py --llm meta-llama/Llama-2-7b-chat-hf --data factver_master.csv
 
-Built on LlamaIndex's CondensePlusContextChatEngine with a ContextAwareRetriever (CARAG-u).
+Each message is checked like ``carag check`` (a ContextAwareRetriever, CARAG-u, and the fact-check
+synthesizer); follow-ups are condensed with the conversation into a standalone claim first.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main() -> None:
     retriever = ContextAwareRetriever.from_defaults(
         corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, n_clusters=args.clusters, delta=args.delta
     )
-    FactCheckChatBot(retriever, resolve_llm(args.llm)).repl()
+    FactCheckChatBot.from_retriever(retriever, resolve_llm(args.llm)).repl()
 
 
 if __name__ == "__main__":

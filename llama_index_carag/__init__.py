@@ -39,7 +39,8 @@ _EXPORTS: dict[str, str] = {
     "parse_verdict": "llama_index_carag.verdicts.parsing",
     "FactCheckChatBot": "llama_index_carag.verdicts.chat",
     # one claim check as JSON (carag check --json, POST /v1/check)
-    "check_claim": "llama_index_carag.verdicts.checking",
+    "check_claim": "llama_index_carag.verdicts.checker",
+    "ClaimChecker": "llama_index_carag.verdicts.checker",
     "CheckResult": "llama_index_carag.verdicts.checking",
     # models by name
     "resolve_embed_model": "llama_index_carag.models.resolve",
@@ -67,6 +68,7 @@ __all__ = [
     "CARAG_METADATA_KEY",
     "CaragSettings",
     "CheckResult",
+    "ClaimChecker",
     "ClaimEvidenceCorpus",
     "ContextAwareRetriever",
     "DEFAULT",
@@ -131,7 +133,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings
     from llama_index_carag.verdicts.chat import FactCheckChatBot
-    from llama_index_carag.verdicts.checking import CheckResult, check_claim
+    from llama_index_carag.verdicts.checker import ClaimChecker, check_claim
+    from llama_index_carag.verdicts.checking import CheckResult
     from llama_index_carag.verdicts.parsing import parse_verdict
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
     from llama_index_carag.verdicts.types import Verdict, VerdictLabel

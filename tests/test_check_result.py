@@ -42,3 +42,85 @@ def test_schema_names_every_settings_field():
     ref = schema["properties"]["settings"]["$ref"].rsplit("/", 1)[-1]
     assert set(schema["$defs"][ref]["properties"]) == set(CaragSettings.model_fields)
     assert schema["properties"]["schema_version"]["default"] == CHECK_SCHEMA_VERSION == 2
+
+
+# ------------------------------------------------------------- the one check path
+def _default(demo_index, demo_corpus):
+    return ContextAwareRetriever.from_index(demo_index, claim_nodes=demo_corpus.claim_nodes)
+
+
+def test_a_check_embeds_the_claim_once_and_computes_one_soi(demo_index, demo_corpus, monkeypatch):
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    from llama_index_carag.core.context import ThematicContext
+    from llama_index_carag.verdicts.checker import ClaimChecker
+
+    retriever = _default(demo_index, demo_corpus)
+    expected_soi, expected_nodes = retriever.build_soi(CLAIM).to_dict(), retriever.retrieve(CLAIM)
+    calls = {"embed": 0, "soi": 0, "texts": 0}
+    embed, soi = BaseEmbedding.get_query_embedding, ThematicContext.query_soi
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(BaseEmbedding, "get_query_embedding", counted("embed", embed))
+    monkeypatch.setattr(BaseEmbedding, "get_text_embedding_batch", counted("texts", lambda *a, **k: []))
+    monkeypatch.setattr(ThematicContext, "query_soi", counted("soi", soi))
+    result = ClaimChecker(retriever).check(CLAIM)
+    assert calls == {"embed": 1, "soi": 1, "texts": 0}
+    assert result.soi == expected_soi  # what build_soi gives, from the retrieval's own SOI
+    assert [(r.id, r.score, r.carag) for r in result.evidence] == [
+        (n.node.node_id, n.score, n.node.metadata["carag"]) for n in expected_nodes
+    ]
+
+
+def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(demo_index, demo_corpus):
+    from llama_index.core.base.response.schema import Response
+
+    from llama_index_carag import Verdict, VerdictLabel
+    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.scored import with_stances
+
+    class StanceSynthesizer:  # stands for the scored stance decision: stances on the source nodes
+        def synthesize(self, query, nodes):
+            stances = [{"number": i, "stance": "REFUTED", "score": 0.5 + i / 100} for i in range(1, len(nodes) + 1)]
+            verdict = Verdict(label=VerdictLabel.REFUTED, explanation="No [1].", raw="x", passage_stances=stances)
+            self.query = query
+            return Response("No [1].", source_nodes=with_stances(nodes, stances), metadata={"verdict": verdict})
+
+    synth = StanceSynthesizer()
+    checker = ClaimChecker(_default(demo_index, demo_corpus), synth)
+    result = checker.check(CLAIM)
+    assert synth.query.query_str == CLAIM and synth.query.embedding is not None  # the claim goes with its vector
+    assert isinstance(result.verdict, Verdict) and result.verdict.label is VerdictLabel.REFUTED
+    assert [(r.stance, r.stance_score) for r in result.evidence[:2]] == [("REFUTED", 0.51), ("REFUTED", 0.52)]
+    assert not any("stance" in r.carag for r in result.evidence)  # the stance is the row's, not the provenance's
+    plain = checker.result(checker.retrieve(CLAIM))
+    assert plain.verdict is None and [r.id for r in plain.evidence] == [r.id for r in result.evidence]
+    data = result.to_json_dict()
+    assert data["verdict"]["label"] == "REFUTED" and CheckResult.model_validate(data) == result
+
+
+def test_the_chat_bot_checks_each_message_and_condenses_follow_ups(demo_index, demo_corpus):
+    from llama_index_carag import FactCheckChatBot, FactCheckSynthesizer
+    from llama_index_carag.verdicts.checker import ClaimChecker
+
+    from .helpers import StubLLM
+
+    retriever = _default(demo_index, demo_corpus)
+    condense = StubLLM(answer="Offshore wind farms attract fish.", prompts=[])
+    bot = FactCheckChatBot(ClaimChecker(retriever, FactCheckSynthesizer(StubLLM(prompts=[]))), condense)
+    first = bot.ask(CLAIM)
+    assert first.claim == CLAIM and not condense.prompts  # a first message is checked as it is
+    assert first.verdict.label.value == "SUPPORTED" and first.text == StubLLM().answer
+    assert [n.node.node_id for n in first.sources] == [r.id for r in check_claim(retriever, CLAIM).evidence]
+    follow = bot.ask("And the opposite?")
+    assert follow.claim == "Offshore wind farms attract fish." and CLAIM in condense.prompts[-1]
+    bot.reset()
+    assert bot.ask("Wind farms exist.").claim == "Wind farms exist."
+    with pytest.raises(ValueError, match="synthesizer"):
+        FactCheckChatBot(ClaimChecker(retriever))

@@ -21,7 +21,8 @@ from fastapi.testclient import TestClient
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.serve import ServeSettings, create_app
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_claim
+from llama_index_carag.verdicts.checker import check_claim
+from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM
 

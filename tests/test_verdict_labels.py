@@ -415,21 +415,48 @@ def test_offsets_are_kept_only_when_they_beat_none_out_of_fold(rng):
 def test_a_label_rule_decides_scored_labels_when_its_encoder_is_given(tiny_hf):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule
+    from llama_index_carag.verdicts.decision import RuleDecision
+    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, applicable_rule
 
     from .helpers import TableEmbedding
 
     always_nei = EvidenceLabelRule("table-embedding", ((0.0,) * 5,) * 3, (0.0, 0.0, 5.0))
     embed = TableEmbedding({"x": [1.0, 0.0]})
     nodes = [NodeWithScore(node=TextNode(text="The sky is blue.", id_="E1"), score=None)]
-    synth = FactCheckSynthesizer(tiny_hf, embed_model=embed, label_rule=always_nei)
-    assert synth.label_rule is always_nei
+    assert applicable_rule(always_nei, tiny_hf, embed) is always_nei
+    synth = FactCheckSynthesizer(tiny_hf, embed_model=embed, decision=RuleDecision(always_nei))
     verdict = synth.synthesize("The sky is green.", nodes).metadata["verdict"]
-    assert verdict.label is VerdictLabel.NOT_ENOUGH_INFO and verdict.method == "scored"
+    assert verdict.label is VerdictLabel.NOT_ENOUGH_INFO and verdict.method == "scored" and verdict.decision == "rule"
     other = TableEmbedding({"x": [1.0, 0.0]})
     object.__setattr__(other, "model_name", "another-encoder")
-    assert FactCheckSynthesizer(tiny_hf, embed_model=other, label_rule=always_nei).label_rule is None
-    assert FactCheckSynthesizer(tiny_hf, label_rule=always_nei).label_rule is None  # no encoder given
-    assert FactCheckSynthesizer(tiny_hf, embed_model=embed).label_rule is None  # no rule measured for it
-    with pytest.raises(ValueError, match="label_rule must be"):
-        FactCheckSynthesizer(tiny_hf, label_rule="learned")
+    assert applicable_rule(always_nei, tiny_hf, other) is None  # cosines of another encoder
+    assert applicable_rule(always_nei, tiny_hf, None) is None  # no encoder given
+    assert FactCheckSynthesizer(tiny_hf, embed_model=embed, decision="rule").decision.name == "argmax"  # none measured
+    with pytest.raises(ValueError, match="rule must be"):
+        applicable_rule("learned", tiny_hf, embed)
+    with pytest.raises(TypeError, match="label_rule"):  # the keyword of an unreleased version is gone
+        FactCheckSynthesizer(tiny_hf, label_rule=None)
+
+
+def test_the_rule_reads_the_claim_cosines_from_the_provenance(tiny_hf):
+    """A claim check's nodes carry the retriever's claim cosines: the rule reads them, nothing is embedded."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.verdicts.decision import RuleDecision
+
+    class SeenRule:
+        seen: list = []
+
+        def predict(self, joint, cosines):
+            self.seen.append(list(cosines))
+            return VerdictLabel.REFUTED
+
+    rule = SeenRule()
+    nodes = [
+        NodeWithScore(node=TextNode(text=t, id_=i, metadata={CARAG_METADATA_KEY: {"claim_similarity": c}}))
+        for t, i, c in (("The sky is blue.", "E1", 0.25), ("Grass is green.", "E2", 0.5))
+    ]
+    synth = FactCheckSynthesizer(tiny_hf, embed_model=None, decision=RuleDecision(rule))  # no encoder to embed with
+    verdict = synth.synthesize("The sky is green.", nodes).metadata["verdict"]
+    assert verdict.label is VerdictLabel.REFUTED and rule.seen == [[0.25, 0.5]]

@@ -56,18 +56,18 @@ def _stance(row: dict[str, Any]) -> str:
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
-def _check_result(retriever: Any, claim: str, llm: Any | None, domain_prior: Any = None) -> dict[str, Any]:
-    """One check as the versioned JSON of :class:`~llama_index_carag.verdicts.checking.CheckResult` (shared with the HTTP API).
+def _checker(retriever: Any, llm: Any | None, domain_prior: Any = None) -> Any:
+    """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
     """
-    from llama_index_carag.verdicts.checking import check_claim
+    from llama_index_carag.verdicts.checker import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     synthesizer = (
         None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model, domain_prior=domain_prior)
     )
-    return check_claim(retriever, claim, synthesizer).to_json_dict()
+    return ClaimChecker(retriever, synthesizer)
 
 
 def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
@@ -115,7 +115,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     retriever = _load_retriever(args)
     llm = None if args.no_llm else _llm(args)
     prior = None if llm is None else index_prior(args.index, llm)
-    result = _check_result(retriever, args.claim, llm, prior)
+    result = _checker(retriever, llm, prior).check(args.claim).to_json_dict()
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -127,5 +127,6 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from llama_index_carag.verdicts.chat import FactCheckChatBot
 
     retriever = _load_retriever(args)
-    FactCheckChatBot(retriever, _llm(args)).repl()
+    llm = _llm(args)
+    FactCheckChatBot(_checker(retriever, llm, index_prior(args.index, llm)), llm).repl()
     return 0

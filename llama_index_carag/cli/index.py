@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from llama_index_carag.cli.check import _check_result, _print_check
+from llama_index_carag.cli.check import _checker, _print_check
 from llama_index_carag.cli.common import CLIError, _llm, _load_corpus, _setting_args
 
 
@@ -100,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"CLAIM {claim.node_id} (label {claim.metadata.get('label')}): {claim.text}")
         for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
             with_llm = llm if (alpha == 0.5 or args.rag_verdicts) else None  # one verdict per claim by default
-            result = _check_result(carag_u.with_settings(alpha=alpha), claim.text, with_llm)
+            result = _checker(carag_u.with_settings(alpha=alpha), with_llm).check(claim.text).to_json_dict()
             print(
                 f"\n--- {name}"
                 + ("" if with_llm is not None or llm is None else " (retrieval only; --rag-verdicts adds its verdict)")

@@ -300,7 +300,7 @@ def run_verdict_bench(
             "alias": alias,
             "load_s": round(load_s, 1),
             "label_mode": synth.label_mode,
-            "label_rule": synth.label_rule is not None,
+            "label_rule": getattr(synth.decision, "rule", None) is not None,
         }
         if synth.label_mode == "score" and tune_per_label > 0:
             tuned = _tune_bias(bench, synth, tune, name)

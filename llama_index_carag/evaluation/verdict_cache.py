@@ -279,7 +279,7 @@ def collect(
         for r in rows
         if r["kind"] == "claim"
     }
-    synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False, label_rule=None)
+    synth = FactCheckSynthesizer(llm, label_bias={}, show_ids=False)
     if synth.label_mode != "score":
         raise ValueError(f"The verdict cache needs a label-scoring LLM; {model} is in {synth.label_mode!r} mode.")
     with path.open("a", encoding="utf-8") as fh:

@@ -16,6 +16,8 @@ import numpy as np
 from llama_index.core.schema import QueryBundle
 
 from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.core.corpus_items import SOIQuery
+from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import RankQuery
@@ -47,6 +49,7 @@ class QueryPlan:
     query: RankQuery
     n: int
     rerank: bool = False
+    soi: SOIQuery | None = None  # the SOI the plan was made from (its members carry texts with include_texts)
 
 
 def checked_vector(embedding: Sequence[float], dim: int) -> np.ndarray:
@@ -57,8 +60,16 @@ def checked_vector(embedding: Sequence[float], dim: int) -> np.ndarray:
     return q
 
 
-def plan_query(settings: CaragSettings, context: ThematicContext, query_str: str, embedding: list[float]) -> QueryPlan:
-    """The search plan of one query (``embedding``: its raw vector, checked here)."""
+def plan_query(
+    settings: CaragSettings,
+    context: ThematicContext,
+    query_str: str,
+    embedding: list[float],
+    *,
+    include_texts: bool = False,
+) -> QueryPlan:
+    """The search plan of one query (``embedding``: its raw vector, checked here; ``include_texts``: the
+    plan's SOI can be materialised with its texts)."""
     s = settings
     q = checked_vector(embedding, context.dim_)
     q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
@@ -68,6 +79,7 @@ def plan_query(settings: CaragSettings, context: ThematicContext, query_str: str
         claim=query_str,
         top_m=s.soi_top_m,
         n_related_claims=s.soi_claims,
+        include_texts=include_texts,
         unit=True,
     )
     theme = soi.core.thematic_embedding
@@ -84,12 +96,12 @@ def plan_query(settings: CaragSettings, context: ThematicContext, query_str: str
     )
     factor = DEDUPE_OVERFETCH if s.dedupe else 1
     if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector
-        return QueryPlan(SearchRequest(query_str, list(embedding)), query, s.similarity_top_k * factor)
+        return QueryPlan(SearchRequest(query_str, list(embedding)), query, s.similarity_top_k * factor, soi=soi)
     if s.rerank_candidates is not None and (theme is not None or s.penalties):
         n = max(s.rerank_candidates, s.similarity_top_k) * factor
-        return QueryPlan(SearchRequest(query_str, list(embedding)), query, n, rerank=True)
+        return QueryPlan(SearchRequest(query_str, list(embedding)), query, n, rerank=True, soi=soi)
     search = list(embedding) if theme is None else blend_query(q, theme, s.alpha).tolist()
-    return QueryPlan(SearchRequest(query_str, search), query, s.similarity_top_k * factor)
+    return QueryPlan(SearchRequest(query_str, search), query, s.similarity_top_k * factor, soi=soi)
 
 
 def embedding_strs(query_bundle: QueryBundle) -> list[str]:
@@ -120,3 +132,20 @@ async def aquery_embedding(embed_model: BaseEmbedding, query_bundle: QueryBundle
     if query_bundle.embedding is not None:
         return list(query_bundle.embedding)
     return await embed_model.aget_agg_embedding_from_queries(embedding_strs(query_bundle))
+
+
+def plan_soi(plan: QueryPlan, context: ThematicContext, settings: CaragSettings, claim: str) -> SubsetOfInterest:
+    """The :class:`SubsetOfInterest` of the SOI query ``plan`` was built from (no second SOI computation)."""
+    q = plan.soi
+    if q is None:
+        raise ValueError("The query plan holds no SOI query (plan_query records it).")
+    return materialize_soi(
+        q.core,
+        q.members,
+        mode=context.mode,
+        claim=claim,
+        claim_id=q.claim_id,
+        delta=settings.delta,
+        cluster=q.key[1],
+        theme=q.key[0],
+    )

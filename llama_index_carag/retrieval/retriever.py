@@ -345,6 +345,16 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         )
 
     @dispatcher.span
+    def retrieve_with_soi(self, query_bundle: QueryBundle) -> tuple[SubsetOfInterest, list[NodeWithScore]]:
+        """What :meth:`build_soi` and :meth:`retrieve` give for one claim, from ONE SOI computation."""
+        query_plan.check_bundle(query_bundle)
+        self._maybe_sync()
+        embedding, query_str = query_plan.query_embedding(self._embed_model, query_bundle), query_bundle.query_str
+        plan = query_plan.plan_query(self._settings, self.context, query_str, embedding, include_texts=True)
+        nodes = self._rank(search_candidates(self._sources, plan), plan)
+        return query_plan.plan_soi(plan, self.context, self._settings, query_str), nodes
+
+    @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_plan.check_bundle(query_bundle)
         self._maybe_sync()
@@ -418,22 +428,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         A calibrated retriever is calibrated again (from the same global preset, the saved claim links
         and the links of evidence inserted since, through its ``claim_key``).
         """
-        calibration = self._corpus.calibration
         self._corpus = updates.refit_corpus(
             self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress
         )
-        if calibration is not None:
-            from llama_index_carag.retrieval.calibration import calibrate_corpus
-
-            self._corpus.calibration = calibrate_corpus(
-                self._index,
-                self._corpus,
-                calibration.base,
-                claim_nodes=updates.claim_nodes_of(self._corpus),  # evidence inserted since may name its claim
-                links=calibration.links,
-                embed_model=self._embed_model,
-                show_progress=show_progress,
-            )
+        if self._corpus.calibration is not None:
             self._settings = self._corpus.calibration.settings
         self._after_update()
         return self

@@ -135,8 +135,10 @@ def refit_corpus(
     *,
     show_progress: bool = False,
 ) -> FittedCorpus:
-    """Fit a new corpus on the index as it is now, with the same claims and keys."""
-    return fit_corpus(
+    """Fit a new corpus on the index as it is now, with the same claims and keys; a calibrated corpus is
+    calibrated again (from the same global preset, the saved claim links and the links of evidence inserted
+    since, through its ``claim_key``)."""
+    refitted = fit_corpus(
         index,
         claim_nodes_of(corpus) or None,
         settings,
@@ -146,3 +148,17 @@ def refit_corpus(
         clusterer_params=corpus.clusterer_params,
         show_progress=show_progress,
     )
+    calibration = corpus.calibration
+    if calibration is not None:
+        from llama_index_carag.retrieval.calibration import calibrate_corpus
+
+        refitted.calibration = calibrate_corpus(
+            index,
+            refitted,
+            calibration.base,
+            claim_nodes=claim_nodes_of(refitted),  # evidence inserted since may name its claim
+            links=calibration.links,
+            embed_model=embed_model,
+            show_progress=show_progress,
+        )
+    return refitted

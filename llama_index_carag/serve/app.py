@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -41,6 +42,7 @@ from llama_index_carag.serve.schemas import (
 )
 from llama_index_carag.serve.sessions import SessionStore
 from llama_index_carag.serve.settings import ServeSettings
+from llama_index_carag.verdicts.checker import ClaimChecker
 from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
 
 logger = logging.getLogger(__name__)
@@ -66,8 +68,8 @@ def create_app(
             (``verdict`` is null, chat answers 503 ``no_llm``).
         stream_synthesizer: a ``FactCheckSynthesizer(streaming=True)`` for ``/v1/check/stream``;
             without one the stream sends ``evidence`` and ``done`` only.
-        llm: the LLM of the chat sessions (a ``FactCheckChatBot`` each; ``None``: no chat); its
-            ``metadata.model_name`` is shown by ``/v1/info``.
+        llm: the LLM of the chat sessions (a ``FactCheckChatBot`` each, on the same checks: it condenses
+            follow-ups; ``None``: no chat); its ``metadata.model_name`` is shown by ``/v1/info``.
         settings: limits and timeouts (:class:`ServeSettings`).
         clock: monotonic seconds for session expiry (tests).
         llm_pool: a started :class:`~llama_index_carag.serve.llm_pool.LLMPool`: verdicts and chat turns
@@ -77,19 +79,10 @@ def create_app(
     settings = settings or ServeSettings()
     if llm_pool is not None:
         synthesizer, stream_synthesizer, llm = _remote(llm_pool, synthesizer, stream_synthesizer, llm)
-    bot_factory = None
-    if llm is not None:
-
-        def bot_factory() -> Any:
-            from llama_index_carag.verdicts.chat import FactCheckChatBot
-
-            return FactCheckChatBot(retriever, llm)
-
+    checker = ClaimChecker(retriever, synthesizer, stream_synthesizer)
     engine = CheckEngine(
-        retriever,
-        synthesizer,
-        stream_synthesizer,
-        bot_factory,
+        checker,
+        None if llm is None else _bot_factory(checker, llm),
         settings,
         llm_gate=None if llm_pool is None else llm_pool.check_available,
     )
@@ -110,6 +103,17 @@ def create_app(
         llm_state=None if llm_pool is None else llm_pool.state,
     )
     return app
+
+
+def _bot_factory(checker: ClaimChecker, llm: Any) -> Callable[[], Any]:
+    """A new ``FactCheckChatBot`` per session: the server's checks, ``llm`` condensing follow-ups."""
+    from llama_index_carag.verdicts.chat import FactCheckChatBot
+
+    if checker.synthesizer is None:  # chat without /v1/check verdicts: the bot's own synthesizer on llm
+        from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+        checker = replace(checker, synthesizer=FactCheckSynthesizer(llm, embed_model=checker.retriever.embed_model))
+    return lambda: FactCheckChatBot(checker, llm)
 
 
 def _remote(pool: Any, *given: Any) -> tuple[Any, Any, Any]:
@@ -139,8 +143,8 @@ def _api_routes(
         return InfoOut(
             version=_version(),
             schema_version=CHECK_SCHEMA_VERSION,
-            mode=r.mode,
-            k=r.similarity_top_k,
+            mode=r.settings.mode,
+            k=r.settings.similarity_top_k,
             n_items=int(r.context.n_items_),
             llm=llm_name,
             limits=settings.public(),

@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from llama_index.core.base.response.schema import Response
 
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.serve.errors import ApiError, error_body
 from llama_index_carag.serve.llm_pool import LLMUnavailable
 from llama_index_carag.serve.settings import ServeSettings
-from llama_index_carag.verdicts.checking import CheckResult, Retrieved, evidence_rows, retrieve_claim, verdict_dict
+from llama_index_carag.verdicts.checker import ClaimChecker, Retrieved
+from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +38,8 @@ class CheckEngine:
     """Runs checks for the app.
 
     Args:
-        retriever: a ``ContextAwareRetriever``.
-        synthesizer: a ``FactCheckSynthesizer`` for ``/v1/check`` (None: no verdicts).
-        stream_synthesizer: one built with ``streaming=True`` for ``/v1/check/stream``.
+        checker: the :class:`~llama_index_carag.verdicts.checker.ClaimChecker`: the retriever, the
+            synthesizer of ``/v1/check`` (None: no verdicts) and the streaming one of ``/v1/check/stream``.
         bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
         settings: limits.
         llm_gate: raises :class:`~llama_index_carag.serve.llm_pool.LLMUnavailable` while the LLM
@@ -47,14 +48,14 @@ class CheckEngine:
 
     def __init__(
         self,
-        retriever: Any,
-        synthesizer: Any | None,
-        stream_synthesizer: Any | None,
+        checker: ClaimChecker,
         bot_factory: Callable[[], Any] | None,
         settings: ServeSettings,
         llm_gate: Callable[[], None] | None = None,
     ) -> None:
-        self.retriever, self.synthesizer, self.stream_synthesizer = retriever, synthesizer, stream_synthesizer
+        self.checker = checker
+        self.retriever, self.synthesizer = checker.retriever, checker.synthesizer
+        self.stream_synthesizer = checker.stream_synthesizer
         self.bot_factory, self.settings, self.llm_gate = bot_factory, settings, llm_gate
         self.retrieval_limiter = anyio.CapacityLimiter(settings.retrieval_workers)
         self.llm_limiter = anyio.CapacityLimiter(settings.llm_workers)
@@ -113,12 +114,11 @@ class CheckEngine:
 
     # ----------------------------------------------------------------- checks
     async def retrieve(self, claim: str) -> Retrieved:
-        return await self._run(self.retrieval_limiter, retrieve_claim, self.retriever, claim)
+        return await self._run(self.retrieval_limiter, self.checker.retrieve, claim)
 
-    async def _verdict(self, retrieved: Retrieved) -> dict[str, Any]:
-        synthesizer = self.require_llm(self.synthesizer)
-        response = await self._run(self.llm_limiter, synthesizer.synthesize, retrieved.claim, retrieved.nodes)
-        return verdict_dict(response.metadata["verdict"])
+    async def _verdict(self, retrieved: Retrieved) -> Response:
+        self.require_llm(self.synthesizer)
+        return await self._run(self.llm_limiter, self.checker.verdict, retrieved)
 
     async def check(self, claim: str) -> CheckResult:
         """Retrieval, SOI and (with a synthesizer) the verdict; 504 past the timeout, 502 if the LLM fails."""
@@ -127,10 +127,10 @@ class CheckEngine:
         try:
             with self._timeout():
                 retrieved = await self.retrieve(claim)
-                verdict = None
+                response = None
                 if self.synthesizer is not None:
-                    verdict = await _llm_step(self._verdict(retrieved))
-                return retrieved.result(verdict)
+                    response = await _llm_step(self._verdict(retrieved))
+                return self.checker.result(retrieved, response)
         except TimeoutError:
             raise ApiError(504, "timeout", f"the check took over {self.settings.request_timeout_s:g} s") from None
 
@@ -142,18 +142,19 @@ class CheckEngine:
         deadline = anyio.current_time() + self.settings.request_timeout_s
         try:
             retrieved = await _before(deadline, self.retrieve(claim))
-            yield "evidence", retrieved.result(None).to_json_dict()
-            verdict = None
+            yield "evidence", self.checker.result(retrieved).to_json_dict()
+            response = None
             if self.stream_synthesizer is not None:
                 async with self.llm_limiter:  # held for the whole generation
-                    synthesize = self.stream_synthesizer.synthesize
-                    response = await _before(deadline, _llm_step(self._thread(synthesize, claim, retrieved.nodes)))
+                    stream = self.checker.stream
+                    response = await _before(deadline, _llm_step(self._thread(stream, retrieved)))
                     gen = response.response_gen
                     while (delta := await _before(deadline, _llm_step(self._thread(next, gen, _END)))) is not _END:
                         yield "token", {"text": delta}
-                verdict = verdict_dict(response.metadata["verdict"])
-                yield "verdict", verdict
-            yield "done", retrieved.result(verdict).to_json_dict()
+            result = self.checker.result(retrieved, response)
+            if result.verdict is not None:
+                yield "verdict", result.verdict.model_dump(mode="json")
+            yield "done", result.to_json_dict()
         except TimeoutError:
             yield "error", error_body("timeout", f"the check took over {self.settings.request_timeout_s:g} s")
         except ApiError as exc:
@@ -185,8 +186,10 @@ class CheckEngine:
         return {
             "turn": turn,
             "message": message,
-            "verdict": verdict_dict(answer.verdict),
-            "evidence": evidence_rows(answer.sources),
+            "verdict": answer.verdict.model_dump(mode="json"),
+            "evidence": [
+                EvidenceRow.from_node(rank, hit).model_dump(mode="json") for rank, hit in enumerate(answer.sources, 1)
+            ],
             "text": answer.text,
         }
 

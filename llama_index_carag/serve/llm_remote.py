@@ -4,7 +4,8 @@
   the chat sessions' engines (and their memory) stay in the server and use it, so a session survives
   a restart of the model.
 * :class:`RemoteSynthesizer` — ``synthesize(claim, nodes)`` like a ``FactCheckSynthesizer``: the
-  worker's synthesizer runs, and the verdict comes back in ``response.metadata["verdict"]``.
+  worker's synthesizer runs, and the verdict comes back in ``response.metadata["verdict"]`` (the
+  passages' stances, if scored, in the source nodes' provenance).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 
 from llama_index_carag.serve.llm_pool import LLMPool
+from llama_index_carag.verdicts.scored import with_stances
+from llama_index_carag.verdicts.types import VERDICT_KEY
 
 __all__ = ["RemoteLLM", "RemoteSynthesizer"]
-
-_VERDICT_KEY = "verdict"  # FactCheckSynthesizer's VERDICT_KEY (not imported: the synthesizer stays in the workers)
 
 
 class RemoteLLM(CustomLLM):
@@ -98,8 +99,9 @@ class RemoteSynthesizer:
             response.response_gen = self._deltas(response, claim, nodes)
             return response
         text, verdict = self.pool.call("verdict", claim, nodes)
-        return Response(text, source_nodes=nodes, metadata={_VERDICT_KEY: verdict})
+        sources = with_stances(nodes, verdict.passage_stances)  # as the worker's synthesizer gives them
+        return Response(text, source_nodes=sources, metadata={VERDICT_KEY: verdict})
 
     def _deltas(self, response: StreamingResponse, claim: str, nodes: list[Any]) -> Generator[str, None, None]:
         verdict = yield from self.pool.stream("stream_verdict", claim, nodes)
-        response.metadata = {**(response.metadata or {}), _VERDICT_KEY: verdict}
+        response.metadata = {**(response.metadata or {}), VERDICT_KEY: verdict}

@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llama_index_carag.verdicts.checking import EvidenceRow, VerdictPayload
+from llama_index_carag.verdicts.checking import EvidenceRow
+from llama_index_carag.verdicts.types import Verdict
 
 __all__ = ["ClaimRequest", "MessageRequest", "SessionInfo", "ChatTurnOut", "SessionOut", "GraphOut", "InfoOut"]
 
@@ -40,7 +41,7 @@ class ChatTurnOut(BaseModel):
 
     turn: int = Field(description="1-based turn number")
     message: str
-    verdict: VerdictPayload
+    verdict: Verdict
     evidence: list[EvidenceRow]
     text: str = Field(description="the model's full answer")
 

@@ -1,10 +1,10 @@
-"""A chat-style fact-check bot on LlamaIndex's ``CondensePlusContextChatEngine``.
+"""A chat-style fact-check bot: each message is checked by the one claim check, follow-ups in context.
 
-:func:`fact_check_chat_engine` wires any retriever (typically a
-``ContextAwareRetriever``) and any LLM into a ``CondensePlusContextChatEngine``
-with a fact-checking system prompt, fenced evidence, and passage numbers the
-model can cite.  :class:`FactCheckChatBot` adds the verdict parsing and a
-terminal REPL (used by ``examples/chat_bot.py`` and ``carag chat``).
+:class:`FactCheckChatBot` keeps the conversation; a follow-up message ("and in 2020?") is first
+condensed with the conversation into a standalone claim by the LLM (LlamaIndex's condense prompt),
+then checked by its :class:`~llama_index_carag.verdicts.checker.ClaimChecker` — the same retrieval
+and verdict as ``carag check`` and ``carag serve``.  It also has a terminal REPL (used by
+``examples/chat_bot.py`` and ``carag chat``).
 """
 
 from __future__ import annotations
@@ -15,96 +15,80 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llama_index.core.chat_engine import CondensePlusContextChatEngine
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.verdicts import Verdict, parse_verdict
-from llama_index_carag.verdicts.explanation_checks import checked_verdict
-from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_SYSTEM_PROMPT, FACT_CHECK_CONTEXT_PROMPT, fence
+from llama_index_carag.core.validation import sanitize_text
+from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PassageNumberer", "fact_check_chat_engine", "FactCheckChatBot", "ChatTurn"]
+__all__ = ["FactCheckChatBot", "ChatTurn"]
 
-PASSAGE_KEY = "passage"
-
-
-class PassageNumberer(BaseNodePostprocessor):
-    """Label the i-th node ``[i]`` in the text the LLM sees, and fence its text (on copies), so the
-    model can cite ``[i]`` and a passage cannot close the ``<evidence>`` block."""
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "PassageNumberer"
-
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        out = []
-        for i, n in enumerate(nodes, start=1):
-            node = n.node
-            hidden = [k for k in node.excluded_llm_metadata_keys if k != PASSAGE_KEY]
-            update: dict[str, Any] = {
-                "metadata": {**node.metadata, PASSAGE_KEY: f"[{i}]"},
-                "excluded_llm_metadata_keys": hidden,
-                "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, PASSAGE_KEY])),
-            }
-            if hasattr(node, "text"):
-                update["text"] = fence(node.text)  # evidence tags inside the data cannot close the fence
-            if all(k in hidden for k in node.metadata if k != PASSAGE_KEY) and hasattr(node, "text_template"):
-                # Only the number is visible: render "[i] text" rather than "passage: [i]\n\ntext".
-                update.update(metadata_template="{value}", text_template="{metadata_str} {content}")
-            copy = node.model_copy(update=update)
-            out.append(NodeWithScore(node=copy, score=n.score))
-        return out
-
-
-def fact_check_chat_engine(retriever: Any, llm: Any, **kwargs: Any) -> CondensePlusContextChatEngine:
-    """``CondensePlusContextChatEngine.from_defaults`` with the fact-check prompts and passage numbers."""
-    postprocessors = [*kwargs.pop("node_postprocessors", []), PassageNumberer()]
-    kwargs.setdefault("system_prompt", FACT_CHECK_CHAT_SYSTEM_PROMPT)
-    kwargs.setdefault("context_prompt", FACT_CHECK_CONTEXT_PROMPT)
-    return CondensePlusContextChatEngine.from_defaults(
-        retriever=retriever, llm=llm, node_postprocessors=postprocessors, **kwargs
-    )
+_CONDENSE_PROMPT = PromptTemplate(DEFAULT_CONDENSE_PROMPT_TEMPLATE)
 
 
 @dataclass
 class ChatTurn:
-    """One answer of the bot: the parsed verdict and the evidence shown to the model."""
+    """One answer of the bot: the verdict, the evidence it rests on, the answer's text and the claim checked."""
 
     verdict: Verdict
     sources: list[NodeWithScore]
     text: str
+    claim: str = ""
 
 
 class FactCheckChatBot:
     """Ask claims, get verdicts with cited evidence; keeps the conversation.
 
     Args:
-        retriever: any LlamaIndex retriever (a ``ContextAwareRetriever`` adds SOI provenance).
-        llm: any LlamaIndex LLM.
+        checker: a :class:`ClaimChecker` with a synthesizer (it gives every verdict).
+        llm: condenses a follow-up with the conversation into a standalone claim; ``None``: every
+            message is checked as it is.
+        max_history: at most this many earlier turns are shown to ``llm`` when condensing.
     """
 
-    def __init__(self, retriever: Any, llm: Any, **engine_kwargs: Any) -> None:
-        self.engine = fact_check_chat_engine(retriever, llm, **engine_kwargs)
+    def __init__(self, checker: ClaimChecker, llm: LLM | None = None, *, max_history: int = 4) -> None:
+        if checker.synthesizer is None:
+            raise ValueError("FactCheckChatBot needs a ClaimChecker with a synthesizer (it answers with verdicts).")
+        self.checker, self.llm, self.max_history = checker, llm, max_history
+        self.history: list[tuple[str, str]] = []
+
+    @classmethod
+    def from_retriever(cls, retriever: Any, llm: LLM, **synthesizer_options: Any) -> FactCheckChatBot:
+        """A bot over ``retriever`` whose verdicts come from a ``FactCheckSynthesizer`` on ``llm``."""
+        from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+        synthesizer_options.setdefault("embed_model", retriever.embed_model)
+        return cls(ClaimChecker(retriever, FactCheckSynthesizer(llm, **synthesizer_options)), llm)
+
+    def standalone_claim(self, message: str) -> str:
+        """``message`` as a standalone claim: condensed with the conversation by the LLM (the first message,
+        or without an LLM, as it is)."""
+        if self.llm is None or not self.history:
+            return message
+        turns = self.history[-self.max_history :]
+        history = "\n".join(f"user: {q}\nassistant: {a}" for q, a in turns)
+        condensed = sanitize_text(str(self.llm.predict(_CONDENSE_PROMPT, chat_history=history, question=message)))
+        return condensed.strip() or message
 
     def ask(self, message: str) -> ChatTurn:
-        """Send one message; return the verdict parsed from the reply and the sources."""
+        """Check one message (a claim or a follow-up); the verdict, its evidence and the answer's text."""
         if not isinstance(message, str) or not message.strip():
             raise ValueError("Empty message: type a claim to check.")
-        reply = self.engine.chat(message)
-        sources = list(reply.source_nodes)
-        ids = [n.node.node_id for n in sources]
-        verdict = parse_verdict(str(reply), evidence_ids=ids)
-        if verdict.parsed:  # citations only to the passages shown, no sentence against the label
-            verdict = checked_verdict(verdict.label, verdict.explanation, ids, raw=verdict.raw, method="text")
-        return ChatTurn(verdict, sources, str(reply))
+        claim = self.standalone_claim(message)
+        response = self.checker.verdict(self.checker.retrieve(claim))
+        verdict: Verdict = (response.metadata or {})[VERDICT_KEY]
+        self.history.append((message, f"{verdict.label.value}: {verdict.explanation}"))
+        return ChatTurn(verdict, list(response.source_nodes), verdict.raw or verdict.explanation, claim)
 
     def reset(self) -> None:
-        self.engine.reset()
+        """Forget the conversation."""
+        self.history.clear()
 
     @staticmethod
     def render(turn: ChatTurn, width: int = 100) -> str:

@@ -232,39 +232,28 @@ _SETTING_NAMES = frozenset(VerdictSettings.__dataclass_fields__)
 
 
 def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictSettings:
-    """``settings`` with keyword ``options`` applied (:class:`VerdictSettings` fields; ``label_bias=None`` is none)."""
+    """``settings`` with keyword ``options`` applied (:class:`VerdictSettings` fields)."""
     unknown = sorted(set(options) - _SETTING_NAMES)
     if unknown:
         raise TypeError(
             f"Unknown FactCheckSynthesizer options {unknown}; VerdictSettings has {sorted(_SETTING_NAMES)}."
         )
-    if options.get("label_bias") is None:
-        options.pop("label_bias", None)
-    elif options["label_bias"] and "decision" not in options:
-        options["decision"] = "argmax"  # explicit offsets: the arg-max decision they belong to
     return replace(settings, **options) if options else settings
 
 
-def resolve_decision(
-    settings: VerdictSettings, legacy_rule: Any, llm: Any, embed_model: Any, domain_prior: Any = None
-) -> LabelDecision:
-    """The decision ``settings`` (or the older ``label_rule`` keyword: a rule or ``None``) asks for.
+def resolve_decision(settings: VerdictSettings, llm: Any, embed_model: Any, domain_prior: Any = None) -> LabelDecision:
+    """The decision ``settings.decision`` names, for ``llm``.
 
-    ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max divides out its ``joint_`` lean.
+    ``"rule"``: the LLM's measured ``EvidenceLabelRule`` if it has one and ``embed_model`` is its encoder,
+    else the arg-max.  ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max divides out its
+    ``joint_`` lean.
     """
     joint_prior = None if domain_prior is None or settings.calibration == "none" else domain_prior.joint_
-    from llama_index_carag.verdicts.labels.rules import applicable_rule
-
-    if isinstance(legacy_rule, str) and legacy_rule != "measured":
-        raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {legacy_rule!r}.")
-    if legacy_rule is None:
-        return ArgMaxDecision(settings.label_bias, joint_prior)
-    if not isinstance(legacy_rule, str):  # an EvidenceLabelRule passed by an older caller
-        rule = applicable_rule(legacy_rule, llm, embed_model)
-        return RuleDecision(rule) if rule is not None else ArgMaxDecision(settings.label_bias)
     if settings.decision == "stance":
         return StanceDecision()
     if settings.decision == "rule":
+        from llama_index_carag.verdicts.labels.rules import applicable_rule
+
         rule = applicable_rule("measured", llm, embed_model)
         if rule is not None:
             return RuleDecision(rule)

@@ -38,7 +38,10 @@ from llama_index_carag.verdicts.types import Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ScoredVerdicts", "cite_passages", "with_stances"]
+__all__ = ["ScoredVerdicts", "cite_passages", "with_stances", "provenance_cosines", "STANCE_KEYS"]
+
+#: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them).
+STANCE_KEYS = ("stance", "stance_score")
 
 #: Version of the stance prompt: part of the key of the cached content-free prior.
 STANCE_PROMPT_VERSION = "stance-v1"
@@ -101,20 +104,43 @@ class ScoredVerdicts:
         full = self.settings.calibration == "content-free-full" or self._domain_stance() is not None
         return score_passages(self.scorer, claim, texts, ids, self.prior(), STANCE_ORDER if full else SIDES)
 
-    def evidence(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> ScoredEvidence:
-        """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation)."""
+    def evidence(
+        self,
+        claim: str,
+        texts: Sequence[str],
+        ids: Sequence[str],
+        cosines: Sequence[float] | None = None,
+        claim_embedding: Sequence[float] | None = None,
+    ) -> ScoredEvidence:
+        """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation).
+
+        ``cosines``: the claim-passage cosines when the retriever gave them (:func:`provenance_cosines`);
+        else, if the decision needs them, they are computed with ``embed_model`` (the claim embedded once,
+        or ``claim_embedding`` when given).
+        """
         needs = self.decision.needs
         stances = self.stances(claim, texts, ids) if "stances" in needs else None
-        cosines = None
-        if "cosines" in needs:
+        if "cosines" not in needs:
+            cosines = None
+        elif cosines is None:
             from llama_index_carag.verdicts.labels.rules import evidence_cosines
 
-            cosines = list(map(float, evidence_cosines(self.embed_model, claim, list(texts))))
-        return ScoredEvidence(claim, list(texts), list(ids), stances=stances, cosines=cosines)
+            found = evidence_cosines(self.embed_model, claim, list(texts), claim_embedding=claim_embedding)
+            cosines = list(map(float, found))
+        return ScoredEvidence(
+            claim, list(texts), list(ids), stances=stances, cosines=None if cosines is None else list(cosines)
+        )
 
-    def verdict(self, claim: str, texts: Sequence[str], ids: list[str]) -> Verdict:
-        """Score, decide, explain and check (module docstring)."""
-        evidence = self.evidence(claim, texts, ids)
+    def verdict(
+        self,
+        claim: str,
+        texts: Sequence[str],
+        ids: list[str],
+        cosines: Sequence[float] | None = None,
+        claim_embedding: Sequence[float] | None = None,
+    ) -> Verdict:
+        """Score, decide, explain and check (module docstring); ``cosines``, ``claim_embedding``: see :meth:`evidence`."""
+        evidence = self.evidence(claim, texts, ids, cosines, claim_embedding)
         made: list[Decision] = []
 
         def decide(scores: Any) -> Any:
@@ -175,8 +201,8 @@ def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None)
         metadata = dict(n.node.metadata)
         metadata[CARAG_METADATA_KEY] = {
             **dict(metadata.get(CARAG_METADATA_KEY) or {}),
-            "stance": st["stance"],
-            "stance_score": st["score"],
+            STANCE_KEYS[0]: st["stance"],
+            STANCE_KEYS[1]: st["score"],
         }
         excluded = list(n.node.excluded_llm_metadata_keys)
         excluded += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in excluded else []
@@ -191,3 +217,15 @@ def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None)
         )
         out.append(NodeWithScore(node=node, score=n.score))
     return out
+
+
+def provenance_cosines(nodes: Sequence[NodeWithScore]) -> list[float] | None:
+    """Each node's claim cosine from its ``carag`` provenance (``claim_similarity``, computed by the
+    retriever), or ``None`` unless every node has one."""
+    cosines: list[float] = []
+    for n in nodes:
+        cosine = (n.node.metadata.get(CARAG_METADATA_KEY) or {}).get("claim_similarity")
+        if cosine is None:
+            return None
+        cosines.append(float(cosine))
+    return cosines

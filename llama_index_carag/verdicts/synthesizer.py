@@ -1,34 +1,27 @@
 """A response synthesizer that turns a claim and its evidence into a verdict.
 
-:class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer``: it drops
-into ``RetrieverQueryEngine`` and anything else that takes a
-``response_synthesizer``.  The claim and the numbered evidence (with ids) go
-into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`; how the label is
-obtained depends on the LLM (``label_mode="auto"``):
+:class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer`` (it drops into ``RetrieverQueryEngine``).
+The claim and the numbered evidence go into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`;
+how the label is obtained depends on the LLM (``label_mode="auto"``):
 
 * a local ``HuggingFaceLLM`` or ``LlamaCPP`` (or a server returning log-probabilities) — ``"score"``:
-  label strings are scored by log-likelihood (:func:`~llama_index_carag.verdicts.labels.label_scorer.scorer_for`)
-  and ONE :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
-  (:mod:`~llama_index_carag.verdicts.scored`): by default the arg-max of the whole-evidence label
-  log-likelihoods; with ``decision="stance"`` each passage's stance, scored on its own and calibrated
-  with content-free inputs (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by the
-  strongest support against the strongest refutation; then the explanation is generated for it;
-* an LLM with function calling — ``"structured"``: ``llm.structured_predict``
-  into :class:`VerdictOutput` (label restricted to the three values);
-* any other LLM — ``"text"``: the free-text answer is parsed by
-  :func:`~llama_index_carag.verdicts.parse_verdict`.
+  label strings are scored by log-likelihood
+  (:func:`~llama_index_carag.verdicts.labels.label_scorer.scorer_for`) and ONE
+  :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
+  (:mod:`~llama_index_carag.verdicts.scored`: the arg-max by default, per-passage stances with
+  ``decision="stance"``); then the explanation is generated for it;
+* an LLM with function calling — ``"structured"``: ``llm.structured_predict`` into :class:`VerdictOutput`;
+* any other LLM — ``"text"``: the free-text answer is parsed by :func:`~llama_index_carag.verdicts.parse_verdict`.
 
-In every mode the explanation is checked by
-:func:`~llama_index_carag.verdicts.explanation_checks.check_explanation`: at most
-``max_sentences`` sentences, citations only to the passages shown, no sentence
-contradicting the label.
+In every mode the explanation is checked (:mod:`~llama_index_carag.verdicts.explanation_checks`): at most
+``max_sentences`` sentences, citations only to the passages shown, no sentence contradicting the label.
+The ``"rule"`` decision reads the claim-passage cosines from the nodes' provenance (``claim_similarity``)
+when the retriever wrote them, and embeds the passages only otherwise.
 
-* ``Response.response`` — the explanation (at most two sentences);
-* ``Response.metadata["verdict"]`` — the :class:`~llama_index_carag.verdicts.Verdict`
-  (label, explanation, cited evidence ids, raw text);
-* ``Response.source_nodes`` — the evidence, with its ``carag`` provenance (and, for the stance
-  decision, each passage's ``stance`` and ``stance_score`` there).
-
+:meth:`FactCheckSynthesizer.verdict` gives the :class:`~llama_index_carag.verdicts.Verdict` alone (what
+:class:`~llama_index_carag.verdicts.checker.ClaimChecker` calls); ``synthesize`` wraps it in a ``Response``:
+``response`` is the explanation, ``metadata["verdict"]`` the verdict, ``source_nodes`` the evidence with its
+``carag`` provenance (and, for the stance decision, each passage's ``stance`` and ``stance_score`` there).
 Options live in one frozen :class:`~llama_index_carag.verdicts.decision.VerdictSettings`.
 
 Streaming always uses the ``"text"`` mode: it yields the model's text as it is
@@ -39,26 +32,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
+import llama_index.core.instrumentation as instrument
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.response.schema import (
-    RESPONSE_TYPE,
-    AsyncStreamingResponse,
-    Response,
-    StreamingResponse,
-)
+from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.llms import LLM, MessageRole
 from llama_index.core.prompts import BasePromptTemplate, SelectorPromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer, QueryTextType
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 from llama_index_carag.verdicts.decision import (
     LABEL_MODES,
@@ -71,9 +62,13 @@ from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior
 from llama_index_carag.verdicts.labels.stance import PassageStance
 from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
-from llama_index_carag.verdicts.scored import ScoredVerdicts, with_stances
+from llama_index_carag.verdicts.scored import ScoredVerdicts, provenance_cosines, with_stances
+from llama_index_carag.verdicts.shown import evidence_texts, hide_labels
+from llama_index_carag.verdicts.streaming import fixed_stream, parsing_response
+from llama_index_carag.verdicts.types import VERDICT_KEY
 
 logger = logging.getLogger(__name__)
+dispatcher = instrument.get_dispatcher(__name__)
 
 __all__ = [
     "FactCheckSynthesizer",
@@ -81,13 +76,9 @@ __all__ = [
     "VERDICT_KEY",
     "VerdictOutput",
     "LABEL_MODES",
-    "evidence_texts",
     "VerdictSettings",
-    "with_stances",
 ]
 
-#: Key of the parsed verdict in ``Response.metadata``.
-VERDICT_KEY = "verdict"
 #: Explanation given when the retriever found no evidence (the LLM is not called).
 NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
 
@@ -100,12 +91,6 @@ class VerdictOutput(BaseModel):
         "NOT_ENOUGH_INFO if it does not settle it."
     )
     explanation: str = Field(description="At most two sentences citing passages by number like [2].")
-
-
-class _VerdictText(str):
-    """The canonical answer text, carrying the verdict built from it (internal)."""
-
-    verdict: Verdict
 
 
 class FactCheckSynthesizer(BaseSynthesizer):
@@ -126,8 +111,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
             this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
             of the per-passage stances (``calibration="none"`` turns it off).
         **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
-            over ``settings``; older keywords still work: ``label_bias`` (non-empty: the arg-max with these
-            offsets), ``label_rule`` (``None``: the arg-max; an ``EvidenceLabelRule``: that rule).
+            over ``settings``.
     """
 
     def __init__(
@@ -144,7 +128,6 @@ class FactCheckSynthesizer(BaseSynthesizer):
         **options: Any,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
-        legacy_rule = options.pop("label_rule", "measured")
         if isinstance(decision, str):  # a decision's name: a settings field
             options["decision"], decision = decision, None
         settings = with_options(settings or VerdictSettings(), options)
@@ -166,15 +149,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
                         f"This label prior was measured for {domain_prior.model_!r}, not for {name!r}; "
                         "fit one for this LLM (carag calibrate-verdicts)."
                     )
-            self._decision = decision or resolve_decision(settings, legacy_rule, self._llm, embed_model, domain_prior)
+            self._decision = decision or resolve_decision(settings, self._llm, embed_model, domain_prior)
             self._scored_verdicts = ScoredVerdicts(
-                self._scorer,
-                self._decision,
-                settings,
-                self._numbered_messages,
-                embed_model,
-                name,
-                domain_prior=domain_prior,
+                self._scorer, self._decision, settings, self.messages, embed_model, name, domain_prior=domain_prior
             )
         self._domain_prior = domain_prior
 
@@ -207,12 +184,6 @@ class FactCheckSynthesizer(BaseSynthesizer):
         """The resolved way labels are obtained: ``"score"``, ``"structured"`` or ``"text"``."""
         return self._label_mode
 
-    @property
-    def label_bias(self) -> dict[VerdictLabel, float]:
-        """The per-label offsets of the arg-max decision (empty for the other decisions)."""
-        bias = getattr(self._decision, "bias", None) or {}
-        return {VerdictLabel(k): float(v) for k, v in bias.items()}
-
     # ----------------------------------------------------------------- prompts
     def _get_prompts(self) -> PromptDictType:
         return {"fact_check_template": self._template}
@@ -233,38 +204,13 @@ class FactCheckSynthesizer(BaseSynthesizer):
     def parse(self, text: str, evidence_ids: Sequence[str] | None = None) -> Verdict:
         """Parse an LLM answer into a :class:`Verdict` (citations mapped to ``evidence_ids``, explanation checked)."""
         verdict = parse_verdict(text, evidence_ids=evidence_ids, max_sentences=self._settings.max_sentences)
-        n = len(evidence_ids) if evidence_ids is not None else None
-        if n is None or not verdict.parsed:
+        if evidence_ids is None or not verdict.parsed:
             return verdict
-        return self._checked(verdict.label, verdict.explanation, list(evidence_ids or []), text, "text", None)
+        return self._checked(verdict.label, verdict.explanation, list(evidence_ids), text, "text")
 
-    def _checked(
-        self,
-        label: VerdictLabel,
-        explanation: str,
-        ids: list[str],
-        raw: str,
-        method: str,
-        scores: dict[str, float] | None,
-    ) -> Verdict:
-        return checked_verdict(
-            label,
-            explanation,
-            ids,
-            raw=raw,
-            method=method,
-            label_scores=scores,
-            max_sentences=self._settings.max_sentences,
-        )
-
-    def _numbered_messages(
-        self,
-        query_str: str,
-        text_chunks: Sequence[str],
-        evidence_ids: Sequence[str] | None,
-        numbers: Sequence[int] | None,
-    ) -> list:
-        return self.messages(query_str, text_chunks, evidence_ids, numbers=numbers)
+    def _checked(self, label: VerdictLabel, explanation: str, ids: list[str], raw: str, method: str) -> Verdict:
+        limit = self._settings.max_sentences
+        return checked_verdict(label, explanation, ids, raw=raw, method=method, max_sentences=limit)
 
     def messages(
         self,
@@ -315,27 +261,59 @@ class FactCheckSynthesizer(BaseSynthesizer):
             raise ValueError(f"score_stances needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
         return self._scored_verdicts.stances(query_str, evidence_texts(nodes), [n.node.node_id for n in nodes])
 
-    def _scored(self, query_str: str, text_chunks: Sequence[str], ids: list[str]) -> _VerdictText:
+    # ---------------------------------------------------------------- verdicts
+    def verdict(self, query: QueryTextType, nodes: Sequence[NodeWithScore]) -> Verdict:
+        """The :class:`Verdict` on ``nodes`` (numbered in order), without a ``Response`` (any mode but streaming).
+
+        ``query``: the claim, or a ``QueryBundle`` (its ``embedding``, if set, saves the claim's embedding
+        when a decision needs cosines the provenance lacks).  No evidence: NOT_ENOUGH_INFO, no LLM call.
+        """
+        bundle = QueryBundle(query) if isinstance(query, str) else query
+        if not nodes:
+            return _no_evidence_verdict()
+        texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
+        if self._label_mode == "score":
+            return self._scored(bundle, texts, ids, provenance_cosines(nodes))
+        if self._label_mode == "structured":
+            try:
+                out = self._llm.structured_predict(
+                    VerdictOutput, self._template, **self._prompt_args(bundle, texts, ids)
+                )
+                return self._structured(out, ids)
+            except Exception as exc:  # a model that cannot follow the schema: fall back to free text
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
+        return self.parse(self._llm.predict(self._template, **self._prompt_args(bundle, texts, ids)), ids)
+
+    async def averdict(self, query: QueryTextType, nodes: Sequence[NodeWithScore]) -> Verdict:
+        """:meth:`verdict` with the LLM's async calls (scored labels run on a worker thread)."""
+        bundle = QueryBundle(query) if isinstance(query, str) else query
+        if not nodes:
+            return _no_evidence_verdict()
+        texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
+        if self._label_mode == "score":
+            return await asyncio.to_thread(self._scored, bundle, texts, ids, provenance_cosines(nodes))
+        if self._label_mode == "structured":
+            try:
+                args = self._prompt_args(bundle, texts, ids)
+                return self._structured(await self._llm.astructured_predict(VerdictOutput, self._template, **args), ids)
+            except Exception as exc:
+                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
+        return self.parse(await self._llm.apredict(self._template, **self._prompt_args(bundle, texts, ids)), ids)
+
+    def _prompt_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str] | None) -> dict[str, str]:
+        return {"query_str": fence(bundle.query_str), "context_str": self._context(texts, ids)}
+
+    def _scored(
+        self, bundle: QueryBundle, texts: Sequence[str], ids: list[str], cosines: list[float] | None = None
+    ) -> Verdict:
         assert self._scored_verdicts is not None
-        return self._wrap(self._scored_verdicts.verdict(query_str, text_chunks, ids))
+        verdict = self._scored_verdicts.verdict(bundle.query_str, texts, ids, cosines, bundle.embedding)
+        return _with_answer_text(verdict)
 
-    @property
-    def label_rule(self) -> Any:
-        """The ``EvidenceLabelRule`` deciding scored labels (the ``"rule"`` decision), else ``None``."""
-        return getattr(self._decision, "rule", None)
-
-    def _structured_result(self, out: Any, ids: list[str]) -> _VerdictText:
+    def _structured(self, out: Any, ids: list[str]) -> Verdict:
         label = VerdictLabel(_label_name(out.label))
-        return self._wrap(self._checked(label, out.explanation, ids, out.model_dump_json(), "structured", None))
-
-    @staticmethod
-    def _wrap(verdict: Verdict) -> _VerdictText:
-        if not verdict.raw:
-            label = verdict.label.value.replace("_", " ")
-            verdict = verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
-        text = _VerdictText(verdict.raw)
-        text.verdict = verdict
-        return text
+        verdict = self._checked(label, out.explanation, ids, out.model_dump_json(), "structured")
+        return _with_answer_text(verdict)
 
     # --------------------------------------------------------------- LLM call
     def get_response(
@@ -345,23 +323,14 @@ class FactCheckSynthesizer(BaseSynthesizer):
         evidence_ids: Sequence[str] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TEXT_TYPE:
-        """The LLM's answer: a string (``"Verdict: …\nExplanation: …"`` in the score and
-        structured modes), or a generator of text deltas when streaming."""
-        context = self._context(text_chunks, evidence_ids)
-        ids = self._ids(text_chunks, evidence_ids)
+        """The LLM's answer as text (``"Verdict: …\nExplanation: …"`` in the score and structured modes),
+        or a generator of text deltas when streaming."""
+        bundle, ids = QueryBundle(query_str), self._ids(text_chunks, evidence_ids)
         if self._streaming:
-            return self._llm.stream(self._template, query_str=fence(query_str), context_str=context)
+            return self._llm.stream(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
         if self._label_mode == "score":
-            return self._scored(query_str, text_chunks, ids)
-        if self._label_mode == "structured":
-            try:
-                out = self._llm.structured_predict(
-                    VerdictOutput, self._template, query_str=fence(query_str), context_str=context
-                )
-                return self._structured_result(out, ids)
-            except Exception as exc:  # a model that cannot follow the schema: fall back to free text
-                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
-        return self._llm.predict(self._template, query_str=fence(query_str), context_str=context)
+            return self._scored(bundle, text_chunks, ids).raw
+        return self._llm.predict(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
 
     @staticmethod
     def _ids(text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> list[str]:
@@ -376,23 +345,15 @@ class FactCheckSynthesizer(BaseSynthesizer):
         evidence_ids: Sequence[str] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TEXT_TYPE:
-        context = self._context(text_chunks, evidence_ids)
-        ids = self._ids(text_chunks, evidence_ids)
+        bundle, ids = QueryBundle(query_str), self._ids(text_chunks, evidence_ids)
         if self._streaming:
-            return await self._llm.astream(self._template, query_str=fence(query_str), context_str=context)
+            return await self._llm.astream(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
         if self._label_mode == "score":
-            return await asyncio.to_thread(self._scored, query_str, text_chunks, ids)
-        if self._label_mode == "structured":
-            try:
-                out = await self._llm.astructured_predict(
-                    VerdictOutput, self._template, query_str=fence(query_str), context_str=context
-                )
-                return self._structured_result(out, ids)
-            except Exception as exc:
-                logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
-        return await self._llm.apredict(self._template, query_str=fence(query_str), context_str=context)
+            return (await asyncio.to_thread(self._scored, bundle, text_chunks, ids)).raw
+        return await self._llm.apredict(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
 
     # ------------------------------------------------------------ synthesize
+    @dispatcher.span
     def synthesize(
         self,
         query: QueryTextType,
@@ -400,15 +361,20 @@ class FactCheckSynthesizer(BaseSynthesizer):
         additional_source_nodes: Sequence[NodeWithScore] | None = None,
         **response_kwargs: Any,
     ) -> RESPONSE_TYPE:
-        """Run the LLM on the claim and ``nodes`` (numbered in order) and attach the verdict.
+        """The verdict on the claim and ``nodes`` (numbered in order) as a ``Response`` (module docstring).
 
         With no evidence the LLM is not called: the verdict is NOT_ENOUGH_INFO.
         """
         if not nodes:
             return self._no_evidence(additional_source_nodes)
-        response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-        return super().synthesize(query, _hide_labels(nodes), additional_source_nodes, **response_kwargs)
+        if self._streaming:
+            response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
+            return super().synthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+        bundle = QueryBundle(query) if isinstance(query, str) else query
+        with self._events(bundle) as done:
+            return done(self._response(self.verdict(bundle, nodes), nodes, additional_source_nodes))
 
+    @dispatcher.span
     async def asynthesize(
         self,
         query: QueryTextType,
@@ -418,72 +384,71 @@ class FactCheckSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         if not nodes:
             return self._no_evidence(additional_source_nodes, use_async=True)
-        response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-        nodes = _hide_labels(nodes)
-        return await super().asynthesize(query, nodes, additional_source_nodes, **response_kwargs)
+        if self._streaming:
+            response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
+            return await super().asynthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+        bundle = QueryBundle(query) if isinstance(query, str) else query
+        with self._events(bundle) as done:
+            return done(self._response(await self.averdict(bundle, nodes), nodes, additional_source_nodes))
+
+    @contextmanager
+    def _events(self, bundle: QueryBundle) -> Iterator[Any]:
+        """The synthesis events ``BaseSynthesizer.synthesize`` sends, around one verdict; yields ``done(response)``."""
+        dispatcher.event(SynthesizeStartEvent(query=bundle))
+        sent: list[Response] = []
+
+        def done(response: Response) -> Response:
+            sent.append(response)
+            return response
+
+        with self._callback_manager.event(
+            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str}
+        ) as ev:
+            yield done
+            ev.on_end(payload={EventPayload.RESPONSE: sent[0]})
+        dispatcher.event(SynthesizeEndEvent(query=bundle, response=sent[0]))
+
+    def _response(
+        self, verdict: Verdict, nodes: Sequence[NodeWithScore], additional: Sequence[NodeWithScore] | None
+    ) -> Response:
+        """``Response``: the explanation, the verdict, and the evidence with each passage's stance (if scored)."""
+        sources = with_stances(hide_labels(nodes), verdict.passage_stances) + list(additional or [])
+        metadata = self._get_metadata_for_response([n.node for n in sources]) or {}
+        return Response(verdict.explanation, source_nodes=sources, metadata={**metadata, VERDICT_KEY: verdict})
 
     def _no_evidence(self, additional: Sequence[NodeWithScore] | None, use_async: bool = False) -> RESPONSE_TYPE:
-        verdict = Verdict(
-            label=VerdictLabel.NOT_ENOUGH_INFO,
-            explanation=NO_EVIDENCE_EXPLANATION,
-            evidence_ids=[],
-            raw="",
-            parsed=False,
-            method="none",
-        )
-        sources = list(additional or [])
-        if self._streaming and use_async:
-
-            async def one() -> AsyncGenerator[str, None]:
-                yield verdict.explanation
-
-            return AsyncStreamingResponse(one(), source_nodes=sources, metadata={VERDICT_KEY: verdict})
+        verdict, sources = _no_evidence_verdict(), list(additional or [])
         if self._streaming:
-            return StreamingResponse(
-                (t for t in [verdict.explanation]), source_nodes=sources, metadata={VERDICT_KEY: verdict}
-            )
+            return fixed_stream(verdict, sources, use_async)
         return Response(verdict.explanation, source_nodes=sources, metadata={VERDICT_KEY: verdict})
 
     def _prepare_response_output(
         self, response_str: RESPONSE_TEXT_TYPE | None, source_nodes: list[NodeWithScore]
     ) -> RESPONSE_TYPE:
+        """The streaming response (the only answer still assembled by ``BaseSynthesizer``)."""
         ids = [n.node.node_id for n in source_nodes]
         metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
-        if isinstance(response_str, _VerdictText):
-            metadata[VERDICT_KEY] = response_str.verdict
-            sources = with_stances(source_nodes, response_str.verdict.passage_stances)
-            return Response(response_str.verdict.explanation, source_nodes=sources, metadata=metadata)
-        if isinstance(response_str, str):
-            verdict = self.parse(response_str, ids)
-            metadata[VERDICT_KEY] = verdict
-            return Response(verdict.explanation, source_nodes=source_nodes, metadata=metadata)
-        if isinstance(response_str, Generator):
-            response = StreamingResponse(iter(()), source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]  # replaced below
-            response.response_gen = self._parsing_stream(response_str, response, ids)
-            return response
-        if isinstance(response_str, AsyncGenerator):
-            aresponse = AsyncStreamingResponse(None, source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]
-            aresponse.response_gen = self._aparsing_stream(response_str, aresponse, ids)
-            return aresponse
-        return super()._prepare_response_output(response_str, source_nodes)
+        streamed = parsing_response(response_str, source_nodes, metadata, lambda text: self.parse(text, ids))
+        return streamed if streamed is not None else super()._prepare_response_output(response_str, source_nodes)
 
-    def _parsing_stream(
-        self, deltas: Generator[str, None, None], response: StreamingResponse, ids: list[str]
-    ) -> Generator[str, None, None]:
-        parts: list[str] = []
-        for delta in deltas:
-            parts.append(delta)
-            yield delta
-        response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
 
-    async def _aparsing_stream(
-        self, deltas: AsyncGenerator[str, None], response: AsyncStreamingResponse, ids: list[str]
-    ) -> AsyncGenerator[str, None]:
-        parts: list[str] = []
-        async for delta in deltas:
-            parts.append(delta)
-            yield delta
-        response.metadata = {**(response.metadata or {}), VERDICT_KEY: self.parse("".join(parts), ids)}
+def _no_evidence_verdict() -> Verdict:
+    return Verdict(
+        label=VerdictLabel.NOT_ENOUGH_INFO,
+        explanation=NO_EVIDENCE_EXPLANATION,
+        evidence_ids=[],
+        raw="",
+        parsed=False,
+        method="none",
+    )
+
+
+def _with_answer_text(verdict: Verdict) -> Verdict:
+    """``verdict`` whose ``raw`` is the answer as text when the model wrote none (scored labels)."""
+    if verdict.raw:
+        return verdict
+    label = verdict.label.value.replace("_", " ")
+    return verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
 
 
 def _label_name(value: Any) -> str:
@@ -491,32 +456,6 @@ def _label_name(value: Any) -> str:
     if isinstance(value, VerdictLabel):
         return value.value
     return VerdictLabel.from_fever(str(value)).value
-
-
-def evidence_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
-    """The passage texts the LLM is shown for ``nodes`` (LLM metadata mode, annotation metadata hidden)."""
-    from llama_index.core.schema import MetadataMode
-
-    return [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in _hide_labels(nodes)]
-
-
-def _hide_labels(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-    """Copies of ``nodes`` whose annotation keys (theme, claim id, label, …) never reach the LLM,
-    whatever their own exclusion lists say: a gold label in the prompt would decide the verdict."""
-    from llama_index_carag.datasets import LABEL_METADATA_KEYS
-
-    hidden = [*LABEL_METADATA_KEYS, CARAG_METADATA_KEY]
-    out = []
-    for n in nodes:
-        missing = [k for k in hidden if k in n.node.metadata and k not in n.node.excluded_llm_metadata_keys]
-        if missing:
-            node = n.node.model_copy(
-                update={"excluded_llm_metadata_keys": [*n.node.excluded_llm_metadata_keys, *missing]}
-            )
-            out.append(NodeWithScore(node=node, score=n.score))
-        else:
-            out.append(n)
-    return out
 
 
 def get_fact_check_synthesizer(
@@ -540,8 +479,7 @@ def get_fact_check_synthesizer(
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
         domain_prior: a fitted ``DomainLabelPrior`` of this LLM (see :class:`FactCheckSynthesizer`).
-        **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``) and
-            the older ``label_bias`` / ``label_rule`` keywords (see :class:`FactCheckSynthesizer`).
+        **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``).
     """
     from llama_index_carag.models.resolve import resolve_llm
 

@@ -10,7 +10,10 @@ from enum import Enum
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-__all__ = ["Verdict", "VerdictLabel"]
+__all__ = ["Verdict", "VerdictLabel", "VERDICT_KEY"]
+
+#: Key of the verdict in a synthesizer's ``Response.metadata``.
+VERDICT_KEY = "verdict"
 
 
 class VerdictLabel(str, Enum):
@@ -74,20 +77,32 @@ class Verdict(BaseModel):
             "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its calibrated probability).
     """
 
-    label: VerdictLabel
-    explanation: str
-    evidence_ids: list[str] = Field(default_factory=list)
-    raw: str
-    parsed: bool = True
-    method: str = "text"
-    label_scores: dict[str, float] | None = None
-    cited_passages: list[int] = Field(default_factory=list)
-    invalid_citations: list[int] = Field(default_factory=list)
-    explanation_repaired: bool = False
-    decision: str | None = None
-    decision_passages: list[int] = Field(default_factory=list)
-    decision_reason: str = ""
-    passage_stances: list[dict] | None = None
+    label: VerdictLabel = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
+    explanation: str = Field(description="at most max_sentences (two) sentences")
+    evidence_ids: list[str] = Field(default_factory=list, description="cited passages, in first-mention order")
+    raw: str = Field(description="the model's text, untouched")
+    parsed: bool = Field(default=True, description="False when no label was found and NOT_ENOUGH_INFO is a fallback")
+    method: str = Field(default="text", description="how the label was obtained: scored, structured, text or none")
+    label_scores: dict[str, float] | None = Field(
+        default=None, description="scored labels: the log-likelihood of each label (before any bias)"
+    )
+    cited_passages: list[int] = Field(default_factory=list, description="1-based numbers of the cited passages")
+    invalid_citations: list[int] = Field(
+        default_factory=list, description="citation numbers not among the shown passages (removed)"
+    )
+    explanation_repaired: bool = Field(default=False, description="sentences contradicting the label were dropped")
+    decision: str | None = Field(
+        default=None, description="scored labels: the decision that picked the label (stance, argmax or rule)"
+    )
+    decision_passages: list[int] = Field(
+        default_factory=list, description="1-based ranks of the passages the label rests on (stance decision)"
+    )
+    decision_reason: str = Field(default="", description="the decision's reason in a few words")
+    passage_stances: list[dict] | None = Field(
+        default=None,
+        description="per passage: number (rank), id, stance, score (calibrated probability), "
+        "probabilities and raw logprobs per label; None when the stance decision did not run",
+    )
 
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""

@@ -48,13 +48,21 @@ def rule_features(logprobs: Mapping[VerdictLabel, float], cosines: Sequence[floa
     return np.concatenate([v, [cos.max() if cos.size else 0.0, cos.mean() if cos.size else 0.0]])
 
 
-def evidence_cosines(embed_model: Any, claim: str, passages: Sequence[str]) -> np.ndarray:
-    """Cosine between the claim and each passage, shape ``(n_passages,)``, with a LlamaIndex embed model."""
+def evidence_cosines(
+    embed_model: Any, claim: str, passages: Sequence[str], *, claim_embedding: Sequence[float] | None = None
+) -> np.ndarray:
+    """Cosine between the claim and each passage, shape ``(n_passages,)``, with a LlamaIndex embed model.
+
+    ``claim_embedding``: the claim's vector when it is embedded already (not embedded again).
+    A claim check passes the retriever's own cosines instead (``claim_similarity`` in the provenance).
+    """
     if not passages:
         return np.zeros(0, dtype=np.float32)
     from llama_index_carag.core.vectors import l2_normalize
 
-    q = l2_normalize(np.asarray(embed_model.get_query_embedding(claim), dtype=np.float32))
+    if claim_embedding is None:
+        claim_embedding = embed_model.get_query_embedding(claim)
+    q = l2_normalize(np.asarray(claim_embedding, dtype=np.float32))
     p = l2_normalize(np.asarray(embed_model.get_text_embedding_batch(list(passages)), dtype=np.float32))
     return p @ q
 
@@ -153,7 +161,7 @@ def applicable_rule(
 
     if isinstance(rule, str):
         if rule != "measured":
-            raise ValueError(f"label_rule must be 'measured', None or an EvidenceLabelRule; got {rule!r}.")
+            raise ValueError(f"rule must be 'measured', None or an EvidenceLabelRule; got {rule!r}.")
         rule = measured_rule(llm_name(llm))
     if rule is None:
         return None

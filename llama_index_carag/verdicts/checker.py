@@ -1,0 +1,140 @@
+"""One claim check: the claim checked and embedded once, its SOI and evidence from one pass, then the verdict.
+
+:class:`ClaimChecker` is the one path from a claim to a :class:`~llama_index_carag.verdicts.checking.CheckResult`;
+``carag check``, ``carag serve``, the chat bot and :func:`check_claim` all use it.  It is split in two steps
+so that a server can run them under different limits and stream between them:
+
+1. :meth:`ClaimChecker.retrieve` — validates the claim, embeds it once and asks the retriever for its
+   SOI and evidence from ONE SOI computation (:meth:`ContextAwareRetriever.retrieve_with_soi`);
+2. :meth:`ClaimChecker.verdict` (or :meth:`ClaimChecker.stream`) — the synthesizer's verdict on that
+   evidence.  The claim goes with its vector, and each passage with its provenance, so a decision that
+   needs claim-passage cosines reads the retriever's (``claim_similarity``) instead of embedding again.
+
+:meth:`ClaimChecker.result` turns the two into the JSON result: the :class:`~llama_index_carag.verdicts.Verdict`
+as it is, and one row per evidence node (its stance, if the synthesizer scored one, from its provenance).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_index_carag.core.soi import SubsetOfInterest
+from llama_index_carag.core.validation import check_query_text
+from llama_index_carag.retrieval.query_plan import embedding_strs
+from llama_index_carag.settings import CaragSettings
+from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
+from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClaimChecker", "Retrieved", "VerdictSynthesizer", "check_claim"]
+
+
+class VerdictSynthesizer(Protocol):
+    """What gives verdicts: a :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`, or a
+    stand-in with its ``synthesize`` (the server's ``RemoteSynthesizer``); ``metadata["verdict"]`` holds the
+    :class:`Verdict`, and ``source_nodes`` the evidence (with each passage's stance, when scored)."""
+
+    def synthesize(self, query: QueryBundle, nodes: list[NodeWithScore]) -> RESPONSE_TYPE: ...
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The retrieval half of a check.
+
+    Attributes:
+        claim: the claim as received.
+        bundle: the claim with its embedding (computed once).
+        soi: its Subset of Interest.
+        nodes: the evidence, best first, each with its ``carag`` provenance.
+        settings: the retriever's settings.
+    """
+
+    claim: str
+    bundle: QueryBundle
+    soi: SubsetOfInterest
+    nodes: list[NodeWithScore]
+    settings: CaragSettings
+
+
+@dataclass(frozen=True)
+class ClaimChecker:
+    """Checks claims with one retriever and (optionally) a synthesizer.
+
+    Args:
+        retriever: a fitted :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever`.
+        synthesizer: gives verdicts (``None``: retrieval only, the result's ``verdict`` is null).
+        stream_synthesizer: a streaming one for :meth:`stream` (``carag serve``'s ``/v1/check/stream``).
+    """
+
+    retriever: ContextAwareRetriever
+    synthesizer: VerdictSynthesizer | None = None
+    stream_synthesizer: VerdictSynthesizer | None = None
+
+    def retrieve(self, claim: str) -> Retrieved:
+        """Embed ``claim`` once and retrieve its SOI and evidence (one SOI computation).
+
+        Raises:
+            TypeError, ValueError: ``claim`` is not a non-empty string.
+        """
+        check_query_text(claim, "claim")
+        bundle = QueryBundle(claim)
+        bundle.embedding = self.retriever.embed_model.get_agg_embedding_from_queries(embedding_strs(bundle))
+        soi, nodes = self.retriever.retrieve_with_soi(bundle)
+        return Retrieved(claim, bundle, soi, list(nodes), self.retriever.settings)
+
+    def verdict(self, retrieved: Retrieved) -> Response:
+        """The synthesizer's ``Response`` on the evidence (``metadata["verdict"]``: the :class:`Verdict`)."""
+        if self.synthesizer is None:
+            raise ValueError("This ClaimChecker has no synthesizer: it checks without verdicts.")
+        response = self.synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
+        if not isinstance(response, Response):
+            raise TypeError(f"The synthesizer answered a {type(response).__name__}, not a Response; use stream().")
+        return response
+
+    def stream(self, retrieved: Retrieved) -> StreamingResponse:
+        """The streaming synthesizer's response: ``response_gen`` yields the model's text; when it ends,
+        ``metadata["verdict"]`` holds the verdict (pass the response to :meth:`result`)."""
+        if self.stream_synthesizer is None:
+            raise ValueError("This ClaimChecker has no stream_synthesizer.")
+        response = self.stream_synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
+        if not isinstance(response, StreamingResponse):
+            raise TypeError(f"The stream synthesizer answered a {type(response).__name__}, not a StreamingResponse.")
+        return response
+
+    @staticmethod
+    def result(retrieved: Retrieved, response: Any = None) -> CheckResult:
+        """The :class:`CheckResult` of ``retrieved`` and the synthesizer's ``response`` (``None``: no verdict).
+
+        The evidence rows are the response's ``source_nodes`` (they carry the passages' stances) when it
+        has a verdict, else the retrieved nodes.
+        """
+        verdict: Verdict | None = None if response is None else (response.metadata or {}).get(VERDICT_KEY)
+        nodes = retrieved.nodes if verdict is None else response.source_nodes[: len(retrieved.nodes)]
+        return CheckResult(
+            claim=retrieved.claim,
+            verdict=verdict,
+            settings=retrieved.settings,
+            soi=retrieved.soi.to_dict(),
+            evidence=[EvidenceRow.from_node(rank, hit) for rank, hit in enumerate(nodes, start=1)],
+        )
+
+    def check(self, claim: str) -> CheckResult:
+        """Retrieve the evidence for ``claim`` and, with a synthesizer, add its verdict."""
+        retrieved = self.retrieve(claim)
+        return self.result(retrieved, None if self.synthesizer is None else self.verdict(retrieved))
+
+
+def check_claim(
+    retriever: ContextAwareRetriever, claim: str, synthesizer: VerdictSynthesizer | None = None
+) -> CheckResult:
+    """Retrieve evidence for ``claim`` and, with a ``FactCheckSynthesizer``, add its verdict (one :class:`ClaimChecker`)."""
+    return ClaimChecker(retriever, synthesizer).check(claim)
