@@ -356,7 +356,8 @@ def test_write_soi_html_overwrites_atomically(tmp_path):
 
 @needs_chromium
 def test_html_renders_offline_in_headless_chromium(tmp_path):
-    page = V.write_soi_html(supervised_soi(), tmp_path / "soi.html")
+    evidence = [{"id": "e0a", "text": "-", "stance": "SUPPORTED"}, {"id": "e0b", "text": "-", "stance": "REFUTED"}]
+    page = V.write_soi_html(supervised_soi(), tmp_path / "soi.html", evidence=evidence)
     shot = tmp_path / "shot.png"
     proc = run_chromium(tmp_path, page.as_uri(), f"--screenshot={shot}")
     assert shot.is_file(), proc.stderr[-2000:]
@@ -366,8 +367,8 @@ def test_html_renders_offline_in_headless_chromium(tmp_path):
     colours = np.unique(rgb.reshape(-1, 3), axis=0)
     assert len(colours) > 50  # not a blank page: markers, anti-aliased text and lines
     assert rgb.std() > 5
-    # the kind colours of the legend/markers are on screen
-    for hex_colour in ("#E69F00", "#56B4E9", "#009E73"):
+    # the stance colours of the legend/markers are on screen
+    for hex_colour in [V.STANCE_STYLES[s]["color"] for s in ("SUPPORTED", "REFUTED", None)]:
         target = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(rgb.astype(int) - target).sum(axis=-1) < 12).sum() > 20, hex_colour
 
@@ -652,7 +653,7 @@ def png_parts(fig):
     return ax, labels, [c for c in ax.collections if isinstance(c, PathCollection)]
 
 
-def hex_colour(rgba) -> str:
+def rgb_hex(rgba) -> str:
     from matplotlib.colors import to_hex
 
     return to_hex(rgba).upper()
@@ -661,13 +662,13 @@ def hex_colour(rgba) -> str:
 def test_png_colours_nodes_by_stance_and_draws_outsiders_hollow():
     fig = V.soi_png_figure(unsupervised_soi(4), evidence=stance_evidence())
     _, _, scatters = png_parts(fig)
-    faces = {hex_colour(c) for s in scatters for c in s.get_facecolors()}
+    faces = {rgb_hex(c) for s in scatters for c in s.get_facecolors()}
     assert {V.STANCE_STYLES[s]["color"].upper() for s in (*STANCE_NAMES, None)} <= faces
     hexagons = scatters[-1]  # the last kind drawn: retrieved, not in the SOI
-    assert [hex_colour(c) for c in hexagons.get_facecolors()] == ["#FFFFFF"]
-    assert [hex_colour(c) for c in hexagons.get_edgecolors()] == ["#009E73"]
+    assert [rgb_hex(c) for c in hexagons.get_facecolors()] == ["#FFFFFF"]
+    assert [rgb_hex(c) for c in hexagons.get_edgecolors()] == ["#009E73"]
     members = scatters[1]  # the refined evidence, after the claim
-    assert {hex_colour(c) for c in members.get_edgecolors()} == {V.styles.MEMBER_EDGE.upper()}
+    assert {rgb_hex(c) for c in members.get_edgecolors()} == {V.styles.MEMBER_EDGE.upper()}
     legends = {lg.get_title().get_text(): [t.get_text() for t in lg.get_texts()] for lg in fig.legends}
     assert legends["Stance (colour)"] == [V.STANCE_STYLES[s]["label"] for s in (*STANCE_NAMES, None)]
     assert legends["SOI component (shape)"] == ["claim", "refined cluster evidence", "retrieved, not in the SOI"]
