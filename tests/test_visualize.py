@@ -649,7 +649,7 @@ def png_parts(fig):
     from matplotlib.text import Annotation
 
     ax = fig.axes[0]
-    labels = [t for t in ax.texts if isinstance(t, Annotation) and t.get_text() != V.EMPTY_SOI_MESSAGE]
+    labels = [t for t in ax.texts if isinstance(t, Annotation)]
     return ax, labels, [c for c in ax.collections if isinstance(c, PathCollection)]
 
 
@@ -711,6 +711,11 @@ def test_png_size_follows_the_number_of_nodes_unless_given():
     assert w_large > w_small and h_large > h_small
     fixed = V.soi_png_figure(unsupervised_soi(30), width=700, height=500)
     assert tuple(round(v) for v in fixed.get_size_inches() * fixed.dpi) == (700, 500)
+    # an empty SOI says so under the title, in red, off the graph
+    empty = V.soi_png_figure(SubsetOfInterest(claim_id=None, claim="q"), evidence=stance_evidence())
+    notes = [t for t in empty.texts if t.get_text() == V.EMPTY_SOI_MESSAGE]
+    assert len(notes) == 1 and rgb_hex(notes[0].get_color()) == "#B22222"
+    assert len(png_parts(empty)[1]) == 4  # the four retrieved passages, all outside the (empty) SOI
 
 
 def test_largest_scale_is_exact():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llama_index_carag.visualize.framing import Extent, content_size, fit_axes, largest_scale, text_extent
+from llama_index_carag.visualize.framing import Extent, content_size, fit_axes, largest_scale
 from llama_index_carag.visualize.output import _set_pixel_size
 from llama_index_carag.visualize.soi_drawing import draw_soi, soi_legends
 from llama_index_carag.visualize.soi_nodes import slot_count
@@ -43,12 +43,12 @@ def ring_px(n_slots: int) -> float:
     return min(max(230.0, 150.0 * n_slots / (2 * math.pi)), 900.0)
 
 
-def _titles(heading: str, subtitle: str, width_px: float, dpi: float) -> tuple[str, str, float]:
-    """The heading and subtitle wrapped to ``width_px`` (two lines at most each), and the block's height in pixels."""
-    title = _mpl_title(heading, width_px, dpi, fontsize=_HEADING_PT)
-    sub = _mpl_title(subtitle, width_px, dpi, fontsize=_SUBTITLE_PT)
-    points = (title.count("\n") + 1) * _HEADING_PT + (sub.count("\n") + 1) * _SUBTITLE_PT
-    return title, sub, points * 1.3 * dpi / 72 + 3 * _PAD
+def _titles(heading: str, subtitle: str, note: str | None, width_px: float, dpi: float) -> tuple[list[str], float]:
+    """Heading, subtitle and note (``None``: none) wrapped to ``width_px``, two lines each at most; block height (px)."""
+    parts = [_mpl_title(heading, width_px, dpi, fontsize=_HEADING_PT)]
+    parts += [_mpl_title(text, width_px, dpi, fontsize=_SUBTITLE_PT) for text in (subtitle, note) if text is not None]
+    points = sum((p.count("\n") + 1) * (_HEADING_PT if i == 0 else _SUBTITLE_PT) for i, p in enumerate(parts))
+    return parts, points * 1.3 * dpi / 72 + (len(parts) + 1) * _PAD
 
 
 def _fitting_scale(extents: list[Extent], room: float, axis: str) -> float:
@@ -58,21 +58,13 @@ def _fitting_scale(extents: list[Extent], room: float, axis: str) -> float:
     return largest_scale(coords, lows, highs, room - 2 * _MARGIN)
 
 
-def _draw(
-    ax: matplotlib.axes.Axes, graph: networkx.Graph, pos: Positions, note: str | None, fontsize: float
-) -> list[Extent]:
-    """Draw the graph (and ``note`` under the claim) on a cleared ``ax``; return the extents of what was drawn."""
+def _draw(ax: matplotlib.axes.Axes, graph: networkx.Graph, pos: Positions, fontsize: float) -> list[Extent]:
+    """Draw the graph on a cleared ``ax``; return the extents of what was drawn."""
     ax.clear()
     ax.set_axis_off()
     ax.set_xlim(-1.3, 1.3)
     ax.set_ylim(-1.3, 1.3)
-    extents = draw_soi(ax, graph, pos, fontsize=fontsize)
-    if note is not None:
-        text = ax.annotate(note, (0.0, 0.0), xytext=(0, -22), textcoords="offset points", ha="center", va="top")
-        text.set(fontsize=fontsize + 4, color="#B22222")
-        renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]  # the Agg canvas has one
-        extents.append(text_extent(ax, text, (0.0, 0.0), renderer))
-    return extents
+    return draw_soi(ax, graph, pos, fontsize=fontsize)
 
 
 def _scale(
@@ -99,8 +91,8 @@ def frame_soi_png(
 ) -> None:
     """Draw the SOI graph on ``fig`` and size and lay out the page (``size``: fixed width/height or ``None``).
 
-    ``heading`` and ``subtitle`` are raw text (wrapped and escaped here); ``note`` is written under the
-    claim.  On a fixed page too small for the labels at a readable scale, the labels get smaller.
+    ``heading``, ``subtitle`` and ``note`` are raw text (wrapped and escaped here); ``note`` is a red
+    line under the subtitle.  On a fixed page too small for the labels at a readable scale, the labels get smaller.
     """
     dpi = fig.dpi
     ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
@@ -110,23 +102,24 @@ def frame_soi_png(
     legend_w = max((b.width for b in boxes), default=0.0) + 2 * _PAD
     legend_h = sum(b.height for b in boxes) + _PAD * (len(boxes) + 1)
     width, height = size
-    room = (legend_w, _titles(heading, subtitle, width or _MIN_WIDTH, dpi)[2])
+    room = (legend_w, _titles(heading, subtitle, note, width or _MIN_WIDTH, dpi)[1])
     for fontsize in _LABEL_POINTS:
-        extents = _draw(ax, graph, pos, note, fontsize)
+        extents = _draw(ax, graph, pos, fontsize)
         scale = _scale(extents, graph, size, room)
         if scale >= _MIN_SCALE or (width is None and height is None):
             break
     need_w, need_h = content_size(extents, max(scale, 0.0), _MARGIN)
     page_w = width or max(_MIN_WIDTH, math.ceil(need_w + legend_w))
-    title, sub, title_h = _titles(heading, subtitle, page_w, dpi)
+    parts, title_h = _titles(heading, subtitle, note, page_w, dpi)
     page_h = height or math.ceil(title_h + max(need_h, legend_h))
     _set_pixel_size(fig, page_w, page_h)
 
     ax.set_position((0.0, 0.0, (page_w - legend_w) / page_w, (page_h - title_h) / page_h))
-    top = 1 - _PAD / page_h
-    fig.text(0.5, top, title, ha="center", va="top", fontsize=_HEADING_PT)
-    sub_top = top - ((title.count("\n") + 1) * _HEADING_PT * 1.3 * dpi / 72 + 0.5 * _PAD) / page_h
-    fig.text(0.5, sub_top, sub, ha="center", va="top", fontsize=_SUBTITLE_PT, color="#444444")
+    top = page_h - _PAD
+    for index, (text, colour) in enumerate(zip(parts, ("black", "#444444", "#B22222"))):
+        points = _HEADING_PT if index == 0 else _SUBTITLE_PT
+        fig.text(0.5, top / page_h, text, ha="center", va="top", fontsize=points, color=colour)
+        top -= (text.count("\n") + 1) * points * 1.3 * dpi / 72 + _PAD
     y = page_h - title_h - _PAD
     for legend, box in zip(legends, boxes):
         legend.set_bbox_to_anchor(((page_w - legend_w + _PAD) / page_w, y / page_h))
