@@ -9,11 +9,12 @@ outwards; the claim-edge midpoints carry the cosine similarities.  :func:`draw_s
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.visualize.framing import Extent, marker_extent, text_extent
 from llama_index_carag.visualize.graph_drawing import _draw_mpl_edges
+from llama_index_carag.visualize.soi_nodes import Positions
 from llama_index_carag.visualize.styles import _KIND_ORDER, KIND_STYLES, MEMBER_EDGE, STANCE_STYLES
 from llama_index_carag.visualize.text import _mpl_wrapped
 
@@ -23,7 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import matplotlib.legend
     import networkx
 
-Positions = Mapping[Hashable, tuple[float, float]]
 
 #: Line width (points) of a member's outline and of a non-member's hollow ring.
 _MEMBER_LINE, _HOLLOW_LINE = 1.2, 2.4

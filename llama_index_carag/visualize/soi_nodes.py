@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
 
 logger = logging.getLogger(__name__)
+
+#: Node → ``(x, y)``, as :func:`soi_layout` returns them.
+Positions = Mapping[Hashable, tuple[float, float]]
 
 
 def _unique_node(graph: networkx.Graph, wanted: str, kind: str) -> str:

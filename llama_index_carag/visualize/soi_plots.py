@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.atomic import atomic_write
 from llama_index_carag.visualize.graph_drawing import _edge_width, _hover
 from llama_index_carag.visualize.output import _new_figure, _write_plotly_html
-from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
+from llama_index_carag.visualize.soi_nodes import Positions, soi_graph, soi_layout
 from llama_index_carag.visualize.soi_png import frame_soi_png
 from llama_index_carag.visualize.styles import (
     _EDGE_GREY,
@@ -39,8 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from llama_index_carag.core.soi import SubsetOfInterest
 
 logger = logging.getLogger(__name__)
-
-Positions = Mapping[Hashable, tuple[float, float]]
 
 
 def _soi_title_lines(graph: networkx.Graph) -> tuple[str, str]:

@@ -10,7 +10,6 @@ its part of the page.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +17,7 @@ import numpy as np
 from llama_index_carag.visualize.framing import Extent, content_size, fit_axes, largest_scale
 from llama_index_carag.visualize.output import _set_pixel_size
 from llama_index_carag.visualize.soi_drawing import draw_soi, soi_legends
-from llama_index_carag.visualize.soi_nodes import slot_count
+from llama_index_carag.visualize.soi_nodes import Positions, slot_count
 from llama_index_carag.visualize.text import _mpl_title
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -31,8 +30,6 @@ _MARGIN, _PAD, _MIN_WIDTH = 14.0, 12.0, 900
 _HEADING_PT, _SUBTITLE_PT = 13.0, 10.0
 #: Label sizes (points) tried in turn on a fixed page, and the scale (px per data unit) that is enough.
 _LABEL_POINTS, _MIN_SCALE = (8.0, 7.0, 6.0, 5.0), 60.0
-
-Positions = Mapping[Hashable, tuple[float, float]]
 
 
 def ring_px(n_slots: int) -> float:
