@@ -144,7 +144,7 @@ def test_graph_files(index_dir, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert html.stat().st_size > 100_000 and "plotly" in html.read_text(encoding="utf-8")[:200_000].lower()
-    assert png_size(png) == (1200, 900) and png_size(cluster) == (1200, 900)
+    assert png_size(png)[0] >= 900 and png_size(cluster) == (1200, 900)  # the SOI PNG is sized from its content
     none = carag("graph", CLAIM, "--index", str(index_dir))
     assert none.returncode == 2 and "--html" in none.stderr
 
@@ -181,7 +181,7 @@ def test_demo_without_llm(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "--- RAG (alpha=1)" in proc.stdout and "--- CARAG-u (alpha=0.5)" in proc.stdout
     assert (tmp_path / "demo" / "soi_graph.html").stat().st_size > 0
-    assert png_size(tmp_path / "demo" / "soi_graph.png") == (1200, 900)
+    assert png_size(tmp_path / "demo" / "soi_graph.png")[0] >= 900  # sized from its content
 
 
 def test_eval_limit_5(tmp_path):

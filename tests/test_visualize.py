@@ -78,6 +78,19 @@ def unsupervised_soi(n: int = 6) -> SubsetOfInterest:
     )
 
 
+STANCE_NAMES = ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")
+
+
+def stance_evidence() -> list[dict]:
+    """Four retrieved passages of :func:`unsupervised_soi`: three SOI members and one outsider, each with a stance."""
+    return [
+        {"rank": 1, "id": "r0", "text": "refined passage 0", "stance": "SUPPORTED", "stance_score": 0.91},
+        {"id": "out", "text": "outside the SOI", "carag": {"claim_similarity": 0.5, "stance": "T"}},
+        {"id": "r1", "text": "refined passage 1", "carag": {"stance": "REFUTED", "stance_score": 0.7}},
+        {"id": "r2", "text": "refined passage 2", "stance": "NOT_ENOUGH_INFO"},
+    ]
+
+
 def hostile_soi(payload: str = HOSTILE, claim: str | None = None) -> SubsetOfInterest:
     return SubsetOfInterest(
         claim_id="c0",
@@ -219,21 +232,31 @@ def test_soi_layout_is_deterministic_with_claim_at_centre():
 
 
 def node_traces(fig):
-    return [t for t in fig.data if t.showlegend is not False and t.mode and "markers" in t.mode]
+    """The traces that draw nodes (legend-only shape entries have no point)."""
+    return [t for t in fig.data if t.showlegend is not False and t.mode and "markers" in t.mode and t.x != (None,)]
 
 
-def test_soi_figure_one_legend_trace_per_kind_with_distinct_styles():
+def legend_only(fig):
+    return [t for t in fig.data if t.legendgroup == "shape" and t.x == (None,)]
+
+
+def test_soi_figure_colour_is_stance_shape_is_kind():
     soi = supervised_soi()
     fig = V.soi_figure(soi)
     traces = node_traces(fig)
-    names = [t.name for t in traces]
-    assert names == ["claim", "annotated evidence", "related claim", "thematic cluster evidence"]
-    assert [len(t.x) for t in traces] == [1, 2, 2, 4]
-    for attr in ("color", "symbol", "size"):
-        values = [getattr(t.marker, attr) for t in traces]
-        assert len(set(values)) == len(values), attr
-    # claim at the centre, edge widths grow with similarity, similarity labels at midpoints
-    assert (traces[0].x[0], traces[0].y[0]) == (0.0, 0.0)
+    # no evidence: one stance trace (not scored) holding every item, then the claim
+    assert [t.name for t in traces] == ["stance not scored", "claim"]
+    assert len(traces[0].x) == len(soi) == 8 and traces[0].marker.color == V.STANCE_STYLES[None]["color"]
+    assert traces[0].legendgroup == "stance" and traces[0].legendgrouptitle.text == "Stance (colour)"
+    symbols = dict(zip(traces[0].hovertext, traces[0].marker.symbol))
+    assert {s for h, s in symbols.items() if "annotated evidence" in h} == {"diamond"}
+    assert {s for h, s in symbols.items() if "related claim" in h} == {"square"}
+    # the shapes' legend: the claim (a star at the centre) and one legend-only entry per kind present
+    assert (traces[1].x[0], traces[1].y[0]) == (0.0, 0.0) and traces[1].marker.symbol == "star"
+    shapes = legend_only(fig)
+    assert [t.name for t in shapes] == ["annotated evidence", "related claim", "thematic cluster evidence"]
+    assert len({t.marker.symbol for t in shapes}) == 3
+    # edge widths grow with similarity, similarity labels at midpoints
     edge_widths = {t.line.width for t in fig.data if t.mode == "lines"}
     assert len(edge_widths) > 2
     labels = [t for t in fig.data if t.mode == "text"]
@@ -250,12 +273,30 @@ def test_soi_figure_one_legend_trace_per_kind_with_distinct_styles():
         assert part in title
 
 
+def test_soi_figure_with_stances_colours_members_and_hollow_outsiders():
+    fig = V.soi_figure(unsupervised_soi(4), evidence=stance_evidence())
+    traces = {t.name: t for t in node_traces(fig)}
+    supports, refutes, neither = (traces[V.STANCE_STYLES[s]["label"]] for s in STANCE_NAMES)
+    assert supports.marker.color == "#009E73" and refutes.marker.color == "#D55E00"
+    assert neither.marker.color == V.STANCE_STYLES["NOT_ENOUGH_INFO"]["color"]
+    # r0 (in the SOI) supports; "out" (not in the SOI) supports too, drawn open
+    assert list(supports.marker.symbol) == ["triangle-up", "hexagon-open"]
+    assert list(supports.marker.line.color) == [V.styles.MEMBER_EDGE, "#009E73"]
+    assert "#1 refined passage 0" in supports.text[0] and "#2 outside the SOI" in supports.text[1]
+    assert "in the SOI · retrieved #1 · supports the claim (p = 0.91)" in supports.hovertext[0]
+    assert "not in the SOI · retrieved #2" in supports.hovertext[1]
+    assert list(refutes.marker.symbol) == ["triangle-up"] and list(neither.marker.symbol) == ["triangle-up"]
+    assert len(traces["stance not scored"].x) == 1  # r3: in the SOI, not retrieved
+    assert "retrieved, not in the SOI" in [t.name for t in legend_only(fig)]
+    assert "4 retrieved (3 in the SOI): 2 support, 1 refute, 1 neither" in fig.layout.title.text
+
+
 def test_soi_figure_hover_is_full_wrapped_text():
     long_text = " ".join(f"word{i}" for i in range(60))
     soi = unsupervised_soi(1)
     soi.refined_cluster_evidences = [SOIItem("r0", long_text, 0.9)]
     fig = V.soi_figure(soi)
-    hover = node_traces(fig)[1].hovertext[0]
+    hover = node_traces(fig)[0].hovertext[0]
     body = hover.split("<br><br>", 1)[1]
     lines = body.split("<br>")
     assert len(lines) > 3 and all(len(line) <= 80 for line in lines)
@@ -315,7 +356,8 @@ def test_write_soi_html_overwrites_atomically(tmp_path):
 
 @needs_chromium
 def test_html_renders_offline_in_headless_chromium(tmp_path):
-    page = V.write_soi_html(supervised_soi(), tmp_path / "soi.html")
+    evidence = [{"id": "e0a", "text": "-", "stance": "SUPPORTED"}, {"id": "e0b", "text": "-", "stance": "REFUTED"}]
+    page = V.write_soi_html(supervised_soi(), tmp_path / "soi.html", evidence=evidence)
     shot = tmp_path / "shot.png"
     proc = run_chromium(tmp_path, page.as_uri(), f"--screenshot={shot}")
     assert shot.is_file(), proc.stderr[-2000:]
@@ -325,8 +367,8 @@ def test_html_renders_offline_in_headless_chromium(tmp_path):
     colours = np.unique(rgb.reshape(-1, 3), axis=0)
     assert len(colours) > 50  # not a blank page: markers, anti-aliased text and lines
     assert rgb.std() > 5
-    # the kind colours of the legend/markers are on screen
-    for hex_colour in ("#E69F00", "#56B4E9", "#009E73"):
+    # the stance colours of the legend/markers are on screen
+    for hex_colour in [V.STANCE_STYLES[s]["color"] for s in ("SUPPORTED", "REFUTED", None)]:
         target = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(rgb.astype(int) - target).sum(axis=-1) < 12).sum() > 20, hex_colour
 
@@ -547,3 +589,153 @@ def test_theme_colours_are_stable():
     a = V.theme_colors(["b", "a", "c", "a"])
     assert list(a) == ["a", "b", "c"] and len(set(a.values())) == 3
     assert V.theme_colors(["c", "b", "a"]) == a
+
+
+# --------------------------------------------------------------------------- #
+# the SOI's evidence, stances and the PNG's figure
+# --------------------------------------------------------------------------- #
+
+
+def test_read_passages_takes_nodes_rows_and_dicts(caplog):
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.verdicts.checking import EvidenceRow
+    from llama_index_carag.verdicts.scored import with_stances
+
+    node = NodeWithScore(node=TextNode(id_="n1", text="passage one", metadata={"carag": {"claim_similarity": 0.8}}))
+    scored = with_stances([node], [{"stance": "REFUTED", "score": 0.75}])
+    row = EvidenceRow(rank=4, id="n2", score=None, text="two", carag={"claim_similarity": 0.6}, stance="SUPPORTED")
+    passages = V.read_passages(
+        [*scored, row, {"id": "n3", "text": "three", "stance": "n"}, {"id": "n4", "stance": "?"}]
+    )
+    assert [(p.id, p.rank, p.stance) for p in passages] == [
+        ("n1", 1, "REFUTED"),
+        ("n2", 4, "SUPPORTED"),  # a row's own rank
+        ("n3", 3, "NOT_ENOUGH_INFO"),  # FactVer's letters too
+        ("n4", 4, None),  # an unknown stance is not scored, and said so
+    ]
+    assert passages[0].similarity == 0.8 and passages[0].stance_score == 0.75 and passages[1].similarity == 0.6
+    assert math.isnan(passages[2].similarity) and passages[2].text == "three"
+    assert "Unknown stance '?'" in caplog.text
+    with pytest.raises(TypeError):
+        V.read_passages(["not a passage"])
+
+
+def test_soi_graph_joins_the_retrieved_passages():
+    g = V.soi_graph(unsupervised_soi(4), evidence=stance_evidence())
+    assert g.graph["n_retrieved"] == 4 and g.number_of_nodes() == 1 + 4 + 1
+    assert g.nodes["r0"]["rank"] == 1 and g.nodes["r0"]["stance"] == "SUPPORTED" and g.nodes["r0"]["in_soi"]
+    assert g.nodes["r0"]["stance_score"] == 0.91 and g.nodes["r0"]["similarity"] == 0.95  # the SOI's cosine kept
+    assert g.nodes["r3"]["rank"] is None and g.nodes["r3"]["stance"] is None and g.nodes["r3"]["in_soi"]
+    out = g.nodes["out"]
+    assert (out["kind"], out["in_soi"], out["rank"], out["stance"], out["similarity"]) == (
+        "retrieved_evidence",
+        False,
+        2,
+        "SUPPORTED",
+        0.5,
+    )
+    assert g.edges["query", "out"]["relation"] == "similarity" and g.edges["query", "out"]["label"] == "0.50"
+    pos = V.soi_layout(g)
+    assert math.hypot(*pos["out"]) == pytest.approx(1.0)  # least similar: the outer ring
+    # without evidence nothing changes but the new attributes
+    plain = V.soi_graph(unsupervised_soi(4))
+    assert plain.graph["n_retrieved"] == 0 and all(d["stance"] is None for _, d in plain.nodes(data=True))
+
+
+def png_parts(fig):
+    """The PNG figure's graph axes, its item labels (annotations) and its node scatters."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.text import Annotation
+
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if isinstance(t, Annotation)]
+    return ax, labels, [c for c in ax.collections if isinstance(c, PathCollection)]
+
+
+def rgb_hex(rgba) -> str:
+    from matplotlib.colors import to_hex
+
+    return to_hex(rgba).upper()
+
+
+def test_png_colours_nodes_by_stance_and_draws_outsiders_hollow():
+    fig = V.soi_png_figure(unsupervised_soi(4), evidence=stance_evidence())
+    _, _, scatters = png_parts(fig)
+    faces = {rgb_hex(c) for s in scatters for c in s.get_facecolors()}
+    assert {V.STANCE_STYLES[s]["color"].upper() for s in (*STANCE_NAMES, None)} <= faces
+    hexagons = scatters[-1]  # the last kind drawn: retrieved, not in the SOI
+    assert [rgb_hex(c) for c in hexagons.get_facecolors()] == ["#FFFFFF"]
+    assert [rgb_hex(c) for c in hexagons.get_edgecolors()] == ["#009E73"]
+    members = scatters[1]  # the refined evidence, after the claim
+    assert {rgb_hex(c) for c in members.get_edgecolors()} == {V.styles.MEMBER_EDGE.upper()}
+    legends = {lg.get_title().get_text(): [t.get_text() for t in lg.get_texts()] for lg in fig.legends}
+    assert legends["Stance (colour)"] == [V.STANCE_STYLES[s]["label"] for s in (*STANCE_NAMES, None)]
+    assert legends["SOI component (shape)"] == ["claim", "refined cluster evidence", "retrieved, not in the SOI"]
+
+
+def test_png_labels_are_wrapped_ranked_and_never_cut():
+    from llama_index_carag.visualize.soi_drawing import label_shape
+
+    soi = supervised_soi()
+    fig = V.soi_png_figure(soi, evidence=[{"id": "e0a", "text": "ignored: the SOI's text is drawn"}])
+    ax, labels, _ = png_parts(fig)
+    width, lines = label_shape(len(soi))
+    assert len(labels) == len(soi)
+    for label in labels:
+        text_lines = label.get_text().split("\n")
+        assert len(text_lines) <= lines and all(len(line) <= width for line in text_lines)
+    first = next(t.get_text() for t in labels if t.get_text().startswith("#1 "))
+    assert first.startswith("#1 Large cohort studies found") and first.endswith("…")  # wrapped, then cut
+    renderer = fig.canvas.get_renderer()
+    frame, graph_box = fig.bbox, ax.get_window_extent(renderer)
+    boxes = [t.get_window_extent(renderer) for t in [*ax.texts, *fig.texts]]
+    boxes += [lg.get_window_extent(renderer) for lg in fig.legends]
+    for box in boxes:  # inside the canvas
+        assert frame.x0 - 0.5 <= box.x0 and box.x1 <= frame.x1 + 0.5
+        assert frame.y0 - 0.5 <= box.y0 and box.y1 <= frame.y1 + 0.5
+    drawn = [t.get_window_extent(renderer) for t in ax.texts]
+    left, right = min(b.x0 for b in drawn), max(b.x1 for b in drawn)
+    bottom, top = min(b.y0 for b in drawn), max(b.y1 for b in drawn)
+    assert graph_box.x0 <= left and right <= graph_box.x1 and graph_box.y0 <= bottom and top <= graph_box.y1
+    # the graph fills its part of the page: in one direction it reaches both margins (14 px)
+    slack_x = (left - graph_box.x0, graph_box.x1 - right)
+    slack_y = (bottom - graph_box.y0, graph_box.y1 - top)
+    assert max(slack_x) < 16 or max(slack_y) < 16
+
+
+def test_png_size_follows_the_number_of_nodes_unless_given():
+    small = V.soi_png_figure(unsupervised_soi(3))
+    large = V.soi_png_figure(unsupervised_soi(30))
+    (w_small, h_small), (w_large, h_large) = (fig.get_size_inches() * fig.dpi for fig in (small, large))
+    assert w_large > w_small and h_large > h_small
+    fixed = V.soi_png_figure(unsupervised_soi(30), width=700, height=500)
+    assert tuple(round(v) for v in fixed.get_size_inches() * fixed.dpi) == (700, 500)
+    # an empty SOI says so under the title, in red, off the graph
+    empty = V.soi_png_figure(SubsetOfInterest(claim_id=None, claim="q"), evidence=stance_evidence())
+    notes = [t for t in empty.texts if t.get_text() == V.EMPTY_SOI_MESSAGE]
+    assert len(notes) == 1 and rgb_hex(notes[0].get_color()) == "#B22222"
+    assert len(png_parts(empty)[1]) == 4  # the four retrieved passages, all outside the (empty) SOI
+
+
+def test_largest_scale_is_exact():
+    from llama_index_carag.visualize.framing import largest_scale
+
+    # two anchors one unit apart, each 10 px wide around itself: 10 + s + 10 <= 120 -> s = 100
+    coords, low, high = np.array([0.0, 1.0]), np.array([-10.0, -10.0]), np.array([10.0, 10.0])
+    assert largest_scale(coords, low, high, 120.0) == pytest.approx(100.0)
+    assert largest_scale(coords, low, high, 15.0) == 0.0  # a label wider than the room
+    assert largest_scale(np.array([0.0]), np.array([-5.0]), np.array([5.0]), 20.0) == math.inf
+    # the left anchor's label reaches 200 px right: the anchors must be far enough apart for it
+    assert largest_scale(coords, low, np.array([200.0, 10.0]), 150.0) == 0.0
+
+
+def test_mpl_wrapped_wraps_cuts_between_words_and_escapes_dollars():
+    from llama_index_carag.visualize.text import _mpl_wrapped
+
+    text = "Offshore wind farms have become informal marine reserves where young fish can grow, at $5 a fish"
+    wrapped = _mpl_wrapped(text, 20, 3)
+    lines = wrapped.split("\n")
+    assert len(lines) == 3 and all(len(line) <= 20 for line in lines) and lines[-1].endswith("…")
+    assert " ".join(lines)[:-1].split() == text.split()[: len(" ".join(lines)[:-1].split())]  # whole words
+    assert _mpl_wrapped("costs $5", 20, 3) == r"costs \$5"

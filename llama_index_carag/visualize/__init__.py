@@ -3,11 +3,14 @@
 Three families of figures, after the CARAG and CARAG-u papers:
 
 * **SOI graph** (Figure 6b): the claim at the centre and the items of its
-  Subset of Interest around it, one colour, size and marker per SOI key, edges
-  weighted by cosine similarity.  :func:`soi_graph` builds the
+  Subset of Interest around it, edges weighted by cosine similarity; a node's
+  shape is its SOI key, its colour the passage's stance towards the claim
+  (:data:`STANCE_STYLES`), and with the check's evidence the retrieved passages
+  outside the SOI join the graph, drawn hollow.  :func:`soi_graph` builds the
   :class:`networkx.Graph`, :func:`soi_figure` an interactive Plotly figure,
   :func:`write_soi_html` a self-contained HTML file (plotly.js inlined, opens
-  offline) and :func:`write_soi_png` a static Matplotlib PNG.
+  offline), :func:`soi_png_figure` / :func:`write_soi_png` a static Matplotlib
+  figure / PNG whose labels are wrapped and framed so none is cut.
 * **Cluster graph** (Figure 6a/c/d): every member of one cluster, edges between
   pairs above a similarity threshold (:func:`cluster_graph`,
   :func:`cluster_figure`, :func:`write_cluster_html`, :func:`write_cluster_png`).
@@ -30,13 +33,18 @@ GUI backend is ever selected.  All layouts are deterministic.
 
 Modules (this package re-exports their public names):
 
-* :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph, its layout, HTML and PNG;
+* :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout;
+* :mod:`~llama_index_carag.visualize.passages` — the check's evidence as the SOI graph reads it (rank, stance);
+* :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph's Plotly figure, HTML and PNG;
+* :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels, legends;
+* :mod:`~llama_index_carag.visualize.soi_png` — the SOI PNG's page: sized from its content, title, legend column;
+* :mod:`~llama_index_carag.visualize.framing` — axes limits computed from the drawn extents;
 * :mod:`~llama_index_carag.visualize.cluster_plots` — the cluster graph, HTML and PNG;
 * :mod:`~llama_index_carag.visualize.thematic_2d` — density-contour maps and per-theme panels;
 * :mod:`~llama_index_carag.visualize.thematic_3d` — the 3-D map with convex hulls;
 * :mod:`~llama_index_carag.visualize.thematic_common` — input checks and legends of the thematic maps;
-* :mod:`~llama_index_carag.visualize.graph_drawing` — node traces, hovers and Matplotlib drawing of both graphs;
-* :mod:`~llama_index_carag.visualize.styles` — node-kind styles, theme and method colours;
+* :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind;
+* :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles, theme and method colours;
 * :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text;
 * :mod:`~llama_index_carag.visualize.output` — Agg figures and atomic PNG / HTML writing.
 """
@@ -50,8 +58,16 @@ from llama_index_carag.visualize.cluster_plots import (
     write_cluster_png,
 )
 from llama_index_carag.visualize.output import save_figure
-from llama_index_carag.visualize.soi_plots import soi_figure, soi_graph, soi_layout, write_soi_html, write_soi_png
-from llama_index_carag.visualize.styles import EMPTY_SOI_MESSAGE, KIND_STYLES, SOI_KIND_OF_KEY, theme_colors
+from llama_index_carag.visualize.passages import Passage, read_passages
+from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
+from llama_index_carag.visualize.soi_plots import soi_figure, soi_png_figure, write_soi_html, write_soi_png
+from llama_index_carag.visualize.styles import (
+    EMPTY_SOI_MESSAGE,
+    KIND_STYLES,
+    SOI_KIND_OF_KEY,
+    STANCE_STYLES,
+    theme_colors,
+)
 from llama_index_carag.visualize.thematic_2d import thematic_map, thematic_panels
 from llama_index_carag.visualize.thematic_3d import thematic_map_3d
 from llama_index_carag.visualize.thematic_common import (
@@ -60,11 +76,15 @@ from llama_index_carag.visualize.thematic_common import (
 
 __all__ = [
     "KIND_STYLES",
+    "STANCE_STYLES",
     "SOI_KIND_OF_KEY",
+    "Passage",
+    "read_passages",
     "EMPTY_SOI_MESSAGE",
     "soi_graph",
     "soi_layout",
     "soi_figure",
+    "soi_png_figure",
     "write_soi_html",
     "write_soi_png",
     "cluster_graph",

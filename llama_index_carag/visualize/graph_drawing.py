@@ -1,4 +1,4 @@
-"""Drawing of node-link graphs, shared by the SOI and cluster graphs: Plotly node traces and hovers, Matplotlib drawing."""
+"""Drawing of node-link graphs: hovers and edges (both graphs), Plotly node traces and Matplotlib nodes by kind."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, KIND_STYLES
-from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text, _wrap_html
+from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _wrap_html
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import matplotlib.axes
@@ -84,15 +84,12 @@ def _draw_mpl_graph(
     graph: networkx.Graph,
     pos: Mapping[Hashable, tuple[float, float]],
     *,
-    label_chars: int,
-    edge_labels: bool,
     highlight: Iterable[Hashable] = (),
-    node_labels: bool = True,
     size_scale: float = 1.0,
     edge_scale: float = 3.5,
 ) -> None:
-    """Draw edges (width ∝ weight), nodes (one scatter per kind, labelled for the legend) and labels."""
-    _draw_mpl_edges(ax, graph, pos, edge_labels=edge_labels, edge_scale=edge_scale)
+    """Draw edges (width ∝ weight) and nodes (one scatter per kind, labelled for the legend), coloured by kind."""
+    _draw_mpl_edges(ax, graph, pos, edge_labels=False, edge_scale=edge_scale)
     highlighted = set(highlight)
     for kind in _KIND_ORDER:
         nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
@@ -112,9 +109,6 @@ def _draw_mpl_graph(
             zorder=4,
             label=style["label"],
         )
-        if node_labels:
-            for n in nodes:
-                _draw_mpl_label(ax, pos[n], graph.nodes[n]["text"], claim=kind == "claim", label_chars=label_chars)
 
 
 def _draw_mpl_edges(
@@ -152,26 +146,3 @@ def _draw_mpl_edges(
                 zorder=3,
                 bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
             )
-
-
-def _draw_mpl_label(
-    ax: matplotlib.axes.Axes, xy: tuple[float, float], text: Any, *, claim: bool, label_chars: int
-) -> None:
-    """A node's text: the claim's in bold below it, any other node's above it (``label_chars`` at most)."""
-    x, y = xy
-    if claim:
-        ax.text(
-            x,
-            y - 0.11,
-            _mpl_text(text, 40),
-            ha="center",
-            va="top",
-            fontsize=9,
-            weight="bold",
-            zorder=5,
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
-        )
-    else:
-        ax.text(
-            x, y + 0.055, _mpl_text(text, label_chars), ha="center", va="bottom", fontsize=7, color="#222222", zorder=5
-        )

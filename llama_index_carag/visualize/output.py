@@ -51,8 +51,15 @@ def _pixel_figure(width: int, height: int, dpi: float) -> matplotlib.figure.Figu
     """A figure that saves to exactly ``width`` × ``height`` pixels at ``dpi``."""
     if width <= 0 or height <= 0 or dpi <= 0:
         raise ValueError(f"width, height and dpi must be positive; got {width}, {height}, {dpi}.")
+    fig = _new_figure(width / dpi, height / dpi, dpi)
+    _set_pixel_size(fig, width, height)
+    return fig
+
+
+def _set_pixel_size(fig: matplotlib.figure.Figure, width: int, height: int) -> None:
+    """Resize ``fig`` so that it saves to exactly ``width`` × ``height`` pixels at its dpi."""
     # Agg truncates figsize*dpi to int: nudge up so e.g. 10.01 in * 100 dpi gives 1001, not 1000
-    return _new_figure((width + 1e-3) / dpi, (height + 1e-3) / dpi, dpi)
+    fig.set_size_inches((width + 1e-3) / fig.dpi, (height + 1e-3) / fig.dpi)
 
 
 def save_figure(fig: matplotlib.figure.Figure, path: str | os.PathLike[str], *, dpi: float = 150) -> Path:

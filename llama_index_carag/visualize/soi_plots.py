@@ -1,179 +1,48 @@
-"""The SOI graph (Figure 6b): the claim at the centre, its Subset of Interest around it; graph, layout, HTML and PNG."""
+"""The SOI graph (Figure 6b) as pictures: an interactive Plotly figure, its HTML page and a static PNG.
+
+Both pictures draw the same thing the same way: the claim (a black star) at the centre, each
+node's shape its kind, its colour the passage's stance towards the claim (green supports, red
+refutes, grey neither, pale blue not scored; :data:`~llama_index_carag.visualize.styles.STANCE_STYLES`),
+the SOI's members filled with a dark outline and retrieved passages outside the SOI hollow.  The
+graph and its layout are :mod:`~llama_index_carag.visualize.soi_nodes`' work.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.core.soi import SOI_LIST_KEYS
-from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _edge_width, _plotly_node_trace
-from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
-from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, EMPTY_SOI_MESSAGE, SOI_KIND_OF_KEY
-from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text, _mpl_title, _shorten
+from llama_index_carag.visualize.graph_drawing import _edge_width, _hover
+from llama_index_carag.visualize.output import _new_figure, _write_plotly_html
+from llama_index_carag.visualize.soi_nodes import Positions, soi_graph, soi_layout
+from llama_index_carag.visualize.soi_png import frame_soi_png
+from llama_index_carag.visualize.styles import (
+    _EDGE_GREY,
+    _KIND_ORDER,
+    EMPTY_SOI_MESSAGE,
+    KIND_STYLES,
+    MEMBER_EDGE,
+    STANCE_STYLES,
+)
+from llama_index_carag.visualize.text import _esc, _html, _shorten
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import matplotlib.figure
     import networkx
     import plotly.graph_objects
 
-    from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
+    from llama_index_carag.core.soi import SubsetOfInterest
 
 logger = logging.getLogger(__name__)
 
 
-def _unique_node(graph: networkx.Graph, wanted: str, kind: str) -> str:
-    """``wanted`` if free in ``graph``, else a suffixed variant (logged)."""
-    if wanted not in graph:
-        return wanted
-    candidate, n = f"{wanted} ({kind})", 2
-    while candidate in graph:
-        candidate, n = f"{wanted} ({kind} {n})", n + 1
-    logger.warning("SOI node id %r is used twice; the %s item is named %r in the graph.", wanted, kind, candidate)
-    return candidate
-
-
-def soi_graph(soi: SubsetOfInterest) -> networkx.Graph:
-    """The SOI as a star graph around its claim.
-
-    Nodes (attributes ``kind``, ``text``, ``similarity``, ``item_id``):
-
-    * the claim: id ``soi.claim_id`` or ``"query"``, ``kind="claim"``,
-      ``similarity=1.0``;
-    * one node per SOI item, keyed by its id, ``kind`` from the SOI key holding it
-      (see :data:`SOI_KIND_OF_KEY`), ``claim_id`` as in the item.  An id used twice
-      (or equal to the claim's) gets a suffixed key; ``item_id`` keeps the original.
-
-    Edges:
-
-    * claim – item, ``weight`` = the item's cosine similarity to the claim,
-      ``label`` = ``f"{sim:.2f}"``, ``relation="similarity"``;
-    * related claim – thematic evidence when the evidence's ``claim_id`` is a related
-      claim of the SOI, ``relation="annotated_for"``.  Its ``weight`` is the
-      *evidence's* similarity to the query claim (the SOI holds no
-      claim-to-evidence similarity), so the edge reads "this passage, at this
-      similarity to the query, backs that related claim".
-
-    Graph attributes: ``claim_node``, ``claim``, ``mode``, ``delta``, ``cluster``,
-    ``theme``, ``cluster_size``, ``soi_size``.
-    """
-    import networkx as nx
-
-    graph = nx.Graph()
-    claim_node = str(soi.claim_id) if soi.claim_id is not None else "query"
-    graph.graph.update(
-        claim_node=claim_node,
-        claim=soi.claim,
-        mode=soi.mode,
-        delta=float(soi.delta),
-        cluster=soi.cluster,
-        theme=soi.theme,
-        cluster_size=int(soi.cluster_size),
-        soi_size=len(soi),
-    )
-    graph.add_node(
-        claim_node, kind="claim", text=str(soi.claim), similarity=1.0, item_id=claim_node, claim_id=soi.claim_id
-    )
-
-    related_nodes: dict[str, str] = {}
-    thematic: list[tuple[str, SOIItem]] = []
-    for key in SOI_LIST_KEYS:
-        kind = SOI_KIND_OF_KEY[key]
-        for item in getattr(soi, key):
-            node = _unique_node(graph, str(item.id), kind)
-            sim = float(item.similarity)
-            graph.add_node(
-                node, kind=kind, text=str(item.text), similarity=sim, item_id=str(item.id), claim_id=item.claim_id
-            )
-            graph.add_edge(claim_node, node, weight=sim, label=_fmt_sim(sim), relation="similarity")
-            if kind == "related_claim":
-                related_nodes.setdefault(str(item.id), node)
-            elif kind == "thematic_evidence":
-                thematic.append((node, item))
-    for node, item in thematic:
-        owner = related_nodes.get(str(item.claim_id)) if item.claim_id is not None else None
-        if owner is not None:
-            sim = float(item.similarity)
-            graph.add_edge(owner, node, weight=sim, label=_fmt_sim(sim), relation="annotated_for")
-    return graph
-
-
-def _item_groups(graph: networkx.Graph) -> list[list[Hashable]]:
-    """Item nodes in angular layout order, as groups separated by a gap.
-
-    Groups: the annotated evidence; then each related claim followed by its
-    thematic evidence (consecutive related claims without evidence share one
-    group); then thematic evidence of claims not in the SOI; then refined
-    evidence.  Within a group nodes keep the SOI's order (by similarity).
-    """
-    claim_node = graph.graph["claim_node"]
-    items = [n for n in graph.nodes if n != claim_node]
-    by_kind = {kind: [n for n in items if graph.nodes[n]["kind"] == kind] for kind in _KIND_ORDER}
-    evidence_of: dict[Hashable, list[Hashable]] = {n: [] for n in by_kind["related_claim"]}
-    orphans: list[Hashable] = []
-    for node in by_kind["thematic_evidence"]:
-        owners = [m for m in graph.neighbors(node) if graph.edges[node, m].get("relation") == "annotated_for"]
-        (evidence_of[owners[0]] if owners else orphans).append(node)
-    groups: list[list[Hashable]] = [by_kind["annotated_evidence"]]
-    for related in by_kind["related_claim"]:
-        block = [related, *evidence_of[related]]
-        previous = groups[-1]
-        if len(block) == 1 and previous and all(graph.nodes[n]["kind"] == "related_claim" for n in previous):
-            previous.append(related)
-        else:
-            groups.append(block)
-    groups.extend([orphans, by_kind["refined_evidence"]])
-    return [g for g in groups if g]
-
-
-def soi_layout(graph: networkx.Graph) -> dict[Hashable, tuple[float, float]]:
-    """Deterministic positions for :func:`soi_graph`'s nodes.
-
-    The claim sits at ``(0, 0)``.  Items go round it clockwise from 12 o'clock in
-    the groups of :func:`_item_groups` (annotated evidence; each related claim
-    next to its thematic evidence; refined evidence), one empty slot between
-    groups.  An item's distance to the centre grows as its similarity falls, from
-    0.45 (most similar item of the SOI) to 1.0 (least similar, or unknown).
-
-    Returns:
-        node → ``(x, y)``.
-    """
-    claim_node = graph.graph["claim_node"]
-    pos: dict[Hashable, tuple[float, float]] = {claim_node: (0.0, 0.0)}
-    groups = _item_groups(graph)
-    if not groups:
-        return pos
-    order = [n for g in groups for n in g]
-    slots: list[int] = []
-    slot = 0
-    for index, group in enumerate(groups):
-        slot += 1 if index else 0  # the gap before every group but the first
-        for _ in group:
-            slots.append(slot)
-            slot += 1
-    total = slot + (1 if len(groups) > 1 else 0)  # and the gap closing the circle
-    sims = np.array([graph.nodes[n]["similarity"] for n in order], dtype=float)
-    finite = sims[np.isfinite(sims)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
-    for node, s, sim in zip(order, slots, sims):
-        if not math.isfinite(sim):
-            radius = 1.0
-        elif hi - lo < 1e-9:
-            radius = 0.7
-        else:
-            radius = 0.45 + 0.55 * (hi - sim) / (hi - lo)
-        angle = math.pi / 2 - 2 * math.pi * s / total
-        pos[node] = (radius * math.cos(angle), radius * math.sin(angle))
-    return pos
-
-
 def _soi_title_lines(graph: networkx.Graph) -> tuple[str, str]:
-    """Raw (unescaped) title lines: the claim, and mode · theme · cluster · δ · size."""
+    """Raw (unescaped) title lines: the claim, and mode · theme · cluster · δ · size (· the evidence's stances)."""
     g = graph.graph
     mode = g.get("mode")
     method = {"supervised": "CARAG (supervised)", "unsupervised": "CARAG-u (unsupervised)"}.get(mode, str(mode))
@@ -186,28 +55,178 @@ def _soi_title_lines(graph: networkx.Graph) -> tuple[str, str]:
     if g.get("cluster_size"):
         size += f" of {g['cluster_size']} in cluster"
     parts.append(size)
+    if g.get("n_retrieved"):
+        parts.append(_evidence_summary(graph))
     return f"Claim: “{_shorten(g['claim'], 110)}”", " · ".join(parts)
 
 
-def soi_figure(soi: SubsetOfInterest, *, title: str | None = None) -> plotly.graph_objects.Figure:
+def _evidence_summary(graph: networkx.Graph) -> str:
+    """``"6 retrieved (2 in the SOI): 2 support, 1 refutes"`` — the stance counts only when scored."""
+    retrieved = [d for _, d in graph.nodes(data=True) if d.get("rank") is not None]
+    members = sum(1 for d in retrieved if d["in_soi"])
+    text = f"{len(retrieved)} retrieved ({members} in the SOI)"
+    counts = {s: sum(1 for d in retrieved if d["stance"] == s) for s in ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")}
+    if any(counts.values()):
+        words = {"SUPPORTED": "support", "REFUTED": "refute", "NOT_ENOUGH_INFO": "neither"}
+        text += ": " + ", ".join(f"{n} {words[s]}" for s, n in counts.items() if n)
+    return text
+
+
+def _plotly_label(data: Mapping[str, Any]) -> str:
+    """A node's escaped on-graph label: ``#rank`` and the start of its text, on two short lines."""
+    import textwrap
+
+    prefix = f"#{data['rank']} " if data.get("rank") is not None else ""
+    lines = textwrap.wrap(_shorten(prefix + str(data["text"]), 44), width=24) or [""]
+    return "<br>".join(_html(line) for line in lines[:2])
+
+
+def _text_position(xy: tuple[float, float]) -> str:
+    """Plotly ``textposition`` on the side of a node away from the claim."""
+    angle = math.atan2(xy[1], xy[0])
+    cos, sin = math.cos(angle), math.sin(angle)
+    vertical = "top" if sin > 0.3 else "bottom" if sin < -0.3 else "middle"
+    horizontal = "right" if cos > 0.3 else "left" if cos < -0.3 else "center"
+    return f"{vertical} {horizontal}"
+
+
+def _node_note(data: Mapping[str, Any]) -> str:
+    """The hover's note (our words only): SOI membership, rank and stance."""
+    where = "in the SOI" if data["in_soi"] else "not in the SOI"
+    if data.get("rank") is not None:
+        where += f" · retrieved #{data['rank']}"
+    stance = STANCE_STYLES[data.get("stance")]["label"]
+    if data.get("stance_score") is not None:
+        stance += f" (p = {data['stance_score']:.2f})"
+    return f"{where} · {stance}"
+
+
+def _stance_trace(graph: networkx.Graph, pos: Positions, stance: str | None, first: bool) -> Any:
+    """The items of one stance: colour = stance, symbol = kind (open when not in the SOI)."""
+    import plotly.graph_objects as go
+
+    nodes = [n for k in _KIND_ORDER[1:] for n, d in graph.nodes(data=True) if d["kind"] == k and d["stance"] == stance]
+    data = [graph.nodes[n] for n in nodes]
+    colour = STANCE_STYLES[stance]["color"]
+    return go.Scatter(
+        x=[pos[n][0] for n in nodes],
+        y=[pos[n][1] for n in nodes],
+        mode="markers+text",
+        name=STANCE_STYLES[stance]["label"],
+        legendgroup="stance",
+        legendgrouptitle={"text": "Stance (colour)"} if first else None,
+        text=[_plotly_label(d) for d in data],
+        textposition=[_text_position(pos[n]) for n in nodes],
+        textfont={"size": 9, "color": "#333333"},
+        cliponaxis=False,
+        hovertext=[_hover(d["kind"], d["item_id"], d["similarity"], d["text"], note=_node_note(d)) for d in data],
+        hoverinfo="text",
+        marker={
+            "color": colour,
+            "symbol": [KIND_STYLES[d["kind"]]["symbol"] + ("" if d["in_soi"] else "-open") for d in data],
+            "size": [KIND_STYLES[d["kind"]]["size"] for d in data],
+            "line": {
+                "color": [MEMBER_EDGE if d["in_soi"] else colour for d in data],
+                "width": [1.5 if d["in_soi"] else 2.5 for d in data],
+            },
+        },
+    )
+
+
+def _shape_traces(graph: networkx.Graph, pos: Positions) -> list[Any]:
+    """The claim, and one legend-only entry per item kind present (its shape, no stance colour)."""
+    import plotly.graph_objects as go
+
+    claim = graph.nodes[graph.graph["claim_node"]]
+    present = [k for k in _KIND_ORDER[1:] if any(d["kind"] == k for _, d in graph.nodes(data=True))]
+    traces = [
+        go.Scatter(
+            x=[0.0],
+            y=[0.0],
+            mode="markers",
+            name=KIND_STYLES["claim"]["label"],
+            legendgroup="shape",
+            legendgrouptitle={"text": "SOI component (shape)"},
+            hovertext=[_hover("claim", claim["item_id"], None, claim["text"])],
+            hoverinfo="text",
+            marker={"color": KIND_STYLES["claim"]["color"], "symbol": "star", "size": KIND_STYLES["claim"]["size"]},
+        )
+    ]
+    for kind in present:
+        hollow = kind == "retrieved_evidence"
+        traces.append(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=KIND_STYLES[kind]["label"],
+                legendgroup="shape",
+                marker={
+                    "color": KIND_STYLES[kind]["color"] if hollow else "#D9D9D9",
+                    "symbol": KIND_STYLES[kind]["symbol"] + ("-open" if hollow else ""),
+                    "size": 12,
+                    "line": {"color": MEMBER_EDGE, "width": 2 if hollow else 1},
+                },
+            )
+        )
+    return traces
+
+
+def soi_figure(
+    soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None, title: str | None = None
+) -> plotly.graph_objects.Figure:
     """Interactive Plotly picture of :func:`soi_graph` (the papers' Figure 6b).
 
-    Claim at the centre (see :func:`soi_layout`), one trace and legend entry per
-    node kind (distinct colour, size and symbol), edge widths ∝ similarity,
+    Claim at the centre (see :func:`soi_layout`); one trace and legend entry per
+    stance (its colour), legend entries for the node kinds (their shapes); SOI
+    members filled with a dark outline, retrieved passages outside the SOI (from
+    ``evidence``, see :func:`soi_graph`) hollow.  Edge widths ∝ similarity,
     similarity labels at the claim-edge midpoints, hover with the full passage
-    (escaped, wrapped at ~80 characters).  The title shows the claim, mode, theme,
-    cluster, δ and SOI size; ``title`` (escaped too) replaces its first line.  An
-    empty SOI shows the claim alone with :data:`EMPTY_SOI_MESSAGE`.
+    (escaped, wrapped at ~80 characters), its SOI membership, rank and stance.
+    The title shows the claim, mode, theme, cluster, δ and SOI size (and the
+    evidence's stance counts); ``title`` (escaped too) replaces its first line.
+    An empty SOI is annotated with :data:`EMPTY_SOI_MESSAGE`.
     """
     import plotly.graph_objects as go
 
-    graph = soi_graph(soi)
+    graph = soi_graph(soi, evidence=evidence)
     pos = soi_layout(graph)
-    claim_node = graph.graph["claim_node"]
     fig = go.Figure()
-
     _add_plotly_edges(fig, graph, pos)
-    # similarity labels at the midpoints of the claim edges
+    _add_plotly_similarities(fig, graph, pos)
+    stances = [
+        s for s in STANCE_STYLES if any(d["kind"] != "claim" and d["stance"] == s for _, d in graph.nodes(data=True))
+    ]
+    for index, stance in enumerate(stances):
+        fig.add_trace(_stance_trace(graph, pos, stance, first=index == 0))
+    for trace in _shape_traces(graph, pos):
+        fig.add_trace(trace)
+
+    first, second = _soi_title_lines(graph)
+    heading = _esc(title) if title is not None else _esc(first)
+    fig.update_layout(
+        title={"text": f"{heading}<br><sup>{_esc(second)}</sup>", "x": 0.5, "xanchor": "center"},
+        template="plotly_white",
+        showlegend=True,
+        legend={"itemsizing": "constant", "groupclick": "toggleitem", "tracegroupgap": 16},
+        hovermode="closest",
+        hoverlabel={"align": "left"},
+        margin={"l": 110, "r": 110, "t": 90, "b": 50},
+        xaxis={"visible": False, "range": [-1.25, 1.25]},
+        yaxis={"visible": False, "range": [-1.25, 1.25], "scaleanchor": "x", "scaleratio": 1},
+    )
+    if soi.is_empty:
+        fig.add_annotation(
+            x=0, y=-0.2, text=_html(EMPTY_SOI_MESSAGE), showarrow=False, font={"size": 14, "color": "#B22222"}
+        )
+    logger.debug("SOI figure: %d nodes, %d edges", graph.number_of_nodes(), graph.number_of_edges())
+    return fig
+
+
+def _add_plotly_similarities(fig: plotly.graph_objects.Figure, graph: networkx.Graph, pos: Positions) -> None:
+    """The similarity labels at the midpoints of the claim edges, as one text trace."""
+    import plotly.graph_objects as go
+
     mids = [
         ((pos[u][0] + pos[v][0]) / 2, (pos[u][1] + pos[v][1]) / 2, d["label"])
         for u, v, d in graph.edges(data=True)
@@ -226,35 +245,9 @@ def soi_figure(soi: SubsetOfInterest, *, title: str | None = None) -> plotly.gra
                 name="similarity",
             )
         )
-    for kind in _KIND_ORDER:
-        nodes = [n for n, d in graph.nodes(data=True) if d["kind"] == kind]
-        if nodes:
-            fig.add_trace(_plotly_node_trace(graph, pos, nodes, kind, show_ids=kind != "claim"))
-
-    first, second = _soi_title_lines(graph)
-    heading = _esc(title) if title is not None else _esc(first)
-    fig.update_layout(
-        title={"text": f"{heading}<br><sup>{_esc(second)}</sup>", "x": 0.5, "xanchor": "center"},
-        template="plotly_white",
-        showlegend=True,
-        legend={"title": {"text": "SOI component"}, "itemsizing": "constant"},
-        hovermode="closest",
-        hoverlabel={"align": "left"},
-        margin={"l": 20, "r": 20, "t": 90, "b": 20},
-        xaxis={"visible": False, "range": [-1.3, 1.3]},
-        yaxis={"visible": False, "range": [-1.3, 1.3], "scaleanchor": "x", "scaleratio": 1},
-    )
-    if soi.is_empty:
-        fig.add_annotation(
-            x=0, y=-0.25, text=_html(EMPTY_SOI_MESSAGE), showarrow=False, font={"size": 14, "color": "#B22222"}
-        )
-    logger.debug("SOI figure of %r: %d nodes, %d edges", claim_node, graph.number_of_nodes(), graph.number_of_edges())
-    return fig
 
 
-def _add_plotly_edges(
-    fig: plotly.graph_objects.Figure, graph: networkx.Graph, pos: Mapping[Hashable, tuple[float, float]]
-) -> None:
+def _add_plotly_edges(fig: plotly.graph_objects.Figure, graph: networkx.Graph, pos: Positions) -> None:
     """Edges as line traces, one per (relation, rounded width) so widths can vary ∝ similarity."""
     import plotly.graph_objects as go
 
@@ -284,55 +277,76 @@ def _add_plotly_edges(
         )
 
 
-def write_soi_html(soi: SubsetOfInterest, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+def write_soi_html(
+    soi: SubsetOfInterest,
+    path: str | os.PathLike[str],
+    *,
+    evidence: Iterable[Any] | None = None,
+    title: str | None = None,
+) -> Path:
     """Write :func:`soi_figure` as a self-contained HTML page (plotly.js inlined, works offline).
 
     Returns:
         the resolved path written (atomically).
     """
-    return _write_plotly_html(soi_figure(soi, title=title), path, div_id="carag-soi-graph")
+    return _write_plotly_html(soi_figure(soi, evidence=evidence, title=title), path, div_id="carag-soi-graph")
+
+
+def soi_png_figure(
+    soi: SubsetOfInterest,
+    *,
+    evidence: Iterable[Any] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    dpi: float = 100,
+    title: str | None = None,
+) -> matplotlib.figure.Figure:
+    """The Matplotlib figure of :func:`write_soi_png` (same arguments), on an Agg canvas.
+
+    Raises:
+        ValueError: ``width``, ``height`` or ``dpi`` not positive.
+    """
+    for name, value in (("width", width), ("height", height), ("dpi", dpi)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive; got {value}.")
+    graph = soi_graph(soi, evidence=evidence)
+    fig = _new_figure(12.0, 9.0, dpi)
+    first, second = _soi_title_lines(graph)
+    frame_soi_png(
+        fig,
+        graph,
+        soi_layout(graph),
+        heading=title if title is not None else first,
+        subtitle=second,
+        size=(width, height),
+        note=EMPTY_SOI_MESSAGE if soi.is_empty else None,
+    )
+    return fig
 
 
 def write_soi_png(
     soi: SubsetOfInterest,
     path: str | os.PathLike[str],
     *,
-    width: int = 1200,
-    height: int = 900,
+    evidence: Iterable[Any] | None = None,
+    width: int | None = None,
+    height: int | None = None,
     dpi: float = 100,
     title: str | None = None,
 ) -> Path:
-    """Static Matplotlib PNG of the SOI graph, exactly ``width`` × ``height`` pixels.
+    """Static Matplotlib PNG of the SOI graph: the same nodes, shapes, colours and legends as :func:`soi_figure`.
 
-    Same layout, kinds, colours, markers and legend as :func:`soi_figure`; claim
-    edges labelled with their similarity; node labels are shortened passage texts.
+    Every item is labelled with its text, wrapped (``#rank`` first when retrieved); the claim
+    edges carry their similarity.  The axes are framed from the drawn extents, so no label is
+    cut and the graph fills the frame.  ``width`` / ``height`` (pixels) fix the image's size;
+    each one left ``None`` is computed from the content (the graph grows with its number of
+    nodes).
 
     Returns:
         the resolved path written (atomically).
+
+    Raises:
+        ValueError: ``width``, ``height`` or ``dpi`` not positive.
     """
-    graph = soi_graph(soi)
-    pos = soi_layout(graph)
-    fig = _pixel_figure(width, height, dpi)
-    first, second = _soi_title_lines(graph)
-    heading = _mpl_title(title if title is not None else first, width, dpi, fontsize=13)
-    fig.suptitle(heading, y=0.985, va="top", fontsize=13)
-    heading_px = (heading.count("\n") + 1) * 13 * 1.3 * dpi / 72 + 8
-    fig.text(0.5, 0.985 - heading_px / height, _mpl_text(second), ha="center", va="top", fontsize=10, color="#444444")
-    ax = fig.add_axes((0.0, 0.0, 1.0, 0.86))
-    _draw_mpl_graph(ax, graph, pos, label_chars=28, edge_labels=True)
-    if soi.is_empty:
-        ax.text(0, -0.3, EMPTY_SOI_MESSAGE, ha="center", va="center", fontsize=13, color="#B22222")
-    ax.set_xlim(-1.25, 1.25)
-    ax.set_ylim(-1.2, 1.2)
-    ax.set_aspect("equal", adjustable="box")
-    ax.set_axis_off()
-    fig.legend(
-        *ax.get_legend_handles_labels(),
-        loc="upper left",
-        bbox_to_anchor=(0.01, 0.86),
-        fontsize=9,
-        title="SOI component",
-        framealpha=0.9,
-        markerscale=0.6,
-    )
+    fig = soi_png_figure(soi, evidence=evidence, width=width, height=height, dpi=dpi, title=title)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))

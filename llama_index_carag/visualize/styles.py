@@ -1,7 +1,9 @@
-"""Shared styles of the figures: per-kind node styles of the SOI and cluster graphs, theme and method colours.
+"""Shared styles of the figures: node kinds and stances of the SOI and cluster graphs, theme and method colours.
 
-Colours of node kinds are the Okabe-Ito palette; themes get the Tableau 10
-palette in sorted order; methods keep the markers of the papers' figures.
+Colours of node kinds and of stances are the Okabe-Ito palette; themes get the
+Tableau 10 palette in sorted order; methods keep the markers of the papers'
+figures.  In the SOI graph a node's *shape* is its kind and its *colour* its
+stance (:data:`STANCE_STYLES`); the cluster graph colours by kind.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ KIND_STYLES: dict[str, dict[str, Any]] = {
         "mpl_size": 140,
         "mpl_marker": "^",
     },
+    "retrieved_evidence": {
+        "label": "retrieved, not in the SOI",
+        "color": "#999999",
+        "size": 14,
+        "symbol": "hexagon",
+        "mpl_size": 150,
+        "mpl_marker": "h",
+    },
     "evidence": {
         "label": "evidence",
         "color": "#009E73",
@@ -64,7 +74,27 @@ KIND_STYLES: dict[str, dict[str, Any]] = {
 }
 
 #: Order in which kinds are laid out and listed in legends.
-_KIND_ORDER = ("claim", "annotated_evidence", "related_claim", "thematic_evidence", "refined_evidence", "evidence")
+_KIND_ORDER = (
+    "claim",
+    "annotated_evidence",
+    "related_claim",
+    "thematic_evidence",
+    "refined_evidence",
+    "retrieved_evidence",
+    "evidence",
+)
+
+#: A passage's stance towards the claim → legend label and fill colour (SOI graph).  ``None`` is a
+#: node whose stance was not scored (no verdict, a claim, a passage the verdict did not see).
+STANCE_STYLES: dict[str | None, dict[str, str]] = {
+    "SUPPORTED": {"label": "supports the claim", "color": "#009E73"},
+    "REFUTED": {"label": "refutes the claim", "color": "#D55E00"},
+    "NOT_ENOUGH_INFO": {"label": "neither (not enough info)", "color": "#8C8C8C"},
+    None: {"label": "stance not scored", "color": "#A9C4DE"},
+}
+
+#: Outline of the SOI's members (non-members are drawn hollow, in their stance colour).
+MEMBER_EDGE = "#1A1A1A"
 
 #: Annotation of an SOI figure whose SOI is empty.
 EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"

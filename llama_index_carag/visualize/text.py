@@ -65,6 +65,22 @@ def _mpl_text(text: Any, limit: int | None = None) -> str:
     return raw.replace("$", r"\$")
 
 
+def _mpl_wrapped(text: Any, width: int, max_lines: int) -> str:
+    """``text`` for a Matplotlib label, wrapped to ``width`` characters a line, at most ``max_lines`` lines.
+
+    Text beyond the last line is cut between words, with an ellipsis; ``$`` is escaped as in :func:`_mpl_text`.
+    """
+    raw = " ".join(_safe(text).split())
+    lines = textwrap.wrap(raw, width=width, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        last = lines[-1]
+        if len(last) >= width:  # room for the ellipsis: drop the last word (or cut a word longer than a line)
+            last = last.rsplit(" ", 1)[0] if " " in last else last[: width - 1]
+        lines[-1] = last.rstrip() + "…"
+    return _mpl_text("\n".join(lines))
+
+
 def _mpl_title(text: Any, width_px: float, dpi: float, *, fontsize: float, max_lines: int = 2) -> str:
     """``text`` wrapped to the figure width (about 0.55 em per character), at most ``max_lines`` lines."""
     per_line = max(20, int(0.95 * width_px / (0.55 * fontsize * dpi / 72)))
