@@ -4,7 +4,8 @@
 
 One run, the LLM loaded once for the in-process rows:
 
-* **single**: each claim through one ``ClaimChecker.check`` (the checker of ``carag check``, model loaded once);
+* **single**: each claim through one ``ClaimChecker.check`` and its JSON (what ``carag check --json`` does, the
+  model loaded once);
 * **batch**: the same claims through the loop of ``carag check --claims FILE --out results.jsonl``
   (``check_claims``, one record appended + flushed + fsync-ed per claim, the progress bar), same checker;
 * **batch --no-explanation**: that loop with the triage checker (``VerdictSettings.explain=False``: the labels
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import statistics
 import sys
@@ -61,14 +63,19 @@ def _batch_seconds(checker: object, claims: list[str], out: Path) -> float:
 
 def _single_seconds(checker: object, claims: list[str]) -> float:
     start = time.perf_counter()
-    for claim in claims:
-        checker.check(claim)  # type: ignore[attr-defined]
+    for claim in claims:  # what ``carag check --json`` does with one claim, the model already loaded
+        json.dumps(checker.check(claim).to_json_dict(), ensure_ascii=False)  # type: ignore[attr-defined]
     return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--llm", default="smollm2", help="the --llm of carag check (default: smollm2)")
+    parser.add_argument(
+        "--llm",
+        default="smollm2",
+        help="the --llm of carag check (default: smollm2; none: retrieval only, "
+        "which isolates the batch loop's own cost: the record, its fsync, the bar)",
+    )
     parser.add_argument("--claims", type=int, default=10, help="how many demo claims")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cli", action="store_true", help="also time the whole command once (loads the LLM again)")
@@ -82,9 +89,9 @@ def main() -> None:
 
     retriever = ContextAwareRetriever.from_persist_dir(index)
     load = time.perf_counter()
-    llm = resolve_llm(args.llm)
+    llm = None if args.llm == "none" else resolve_llm(args.llm)
     load = time.perf_counter() - load
-    prior = index_prior(str(index), llm)
+    prior = None if llm is None else index_prior(str(index), llm)
     full, triage = _checker(retriever, llm, prior), _checker(retriever, llm, prior, explain=False)
     full.check(claims[0])  # warm-up: first-call costs (content-free calibration, caches) out of the timings
     times: dict[str, list[float]] = {"single": [], "batch": [], "triage": []}
@@ -97,12 +104,12 @@ def main() -> None:
     if args.cli:
         cli = time.perf_counter()
         argv = ["check", "--claims", str(work / "claims.txt"), "--out", str(work / "cli.jsonl"), "--index", str(index)]
-        assert _quiet([*argv, "--llm", args.llm]) == 0
+        assert _quiet([*argv, *(["--no-llm"] if llm is None else ["--llm", args.llm])]) == 0
         cli = time.perf_counter() - cli
 
     per = {k: statistics.median(v) / len(claims) for k, v in times.items()}
     rows = [
-        ["single: ClaimChecker.check each", f"{per['single']:.2f}", "1.00"],
+        ["single: ClaimChecker.check + JSON each", f"{per['single']:.2f}", "1.00"],
         ["batch: carag check --claims loop", f"{per['batch']:.2f}", f"{per['batch'] / per['single']:.2f}"],
         ["batch --no-explanation", f"{per['triage']:.2f}", f"{per['triage'] / per['single']:.2f}"],
         ["CLI wall, index + LLM loaded once", f"{cli / len(claims):.2f}", f"{cli / len(claims) / per['single']:.2f}"],
