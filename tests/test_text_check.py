@@ -169,6 +169,9 @@ def test_html_report_is_escaped_with_one_highlight_per_claim(checked):
 def test_markdown_report_tags_and_footnotes(checked, tmp_path):
     text = markdown_report(checked)
     assert text.count("`[SUPPORTED]`[^1]") == 1 and "`[REFUTED]`[^2]" in text and "[^3]: **NOT_ENOUGH_INFO**" in text
+    assert "since 2010.** `[REFUTED]`[^2]\\\n**The EU banned" in text  # the text's line break stays one
+    trailing = markdown_report(check_text(KeywordChecker(), TEXT + "\n"))  # type: ignore[arg-type]
+    assert "</script\\>.** `[NOT_ENOUGH_INFO]`[^3]\n\n[^1]:" in trailing  # no break left dangling at the end
     assert "\\<Fisheries\\>" in text and "Evidence: e\\<1\\>." in text
     assert text.startswith("# Fact check\n\n3 claims in 6 sentences: 1 SUPPORTED, 1 REFUTED, 1 NOT_ENOUGH_INFO")
     assert write_text_report(checked, tmp_path / "r.md").read_text(encoding="utf-8") == text

@@ -37,6 +37,7 @@ TOP_EVIDENCE = 3
 
 _SOI_KEYS = ("annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|])")
+_LINE_BREAK = re.compile(r"(?<!\n)\n(?!\n)")
 
 
 def soi_size(claim: TextClaim) -> int:
@@ -61,7 +62,7 @@ def _explanation(claim: TextClaim) -> str:
 
 
 def _md(text: str) -> str:
-    """``text`` with Markdown's special characters escaped (line breaks kept)."""
+    """``text`` with Markdown's special characters escaped."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
@@ -102,7 +103,8 @@ def markdown_report(result: TextCheckResult, *, title: str = "Fact check") -> st
             f"SOI: {soi_size(claim)} items."
         )
     head = f"# {_md(title)}\n\n{_summary_line(result)}\n\n"
-    return head + "".join(body).rstrip() + "\n\n" + "\n".join(notes) + ("\n" if notes else "")
+    text = _LINE_BREAK.sub("\\\\\n", "".join(body).rstrip())  # a line break of the text stays one
+    return head + text + "\n\n" + "\n\n".join(notes) + ("\n" if notes else "")
 
 
 _CSS = """
