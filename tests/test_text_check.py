@@ -47,7 +47,9 @@ class KeywordChecker:
         label = "REFUTED" if "Germany" in claim else "SUPPORTED" if "%" in claim else "NOT_ENOUGH_INFO"
         verdict = Verdict(label=label, explanation=f"Because <b>{label}</b> & [1].", raw=label, evidence_ids=["e<1>"])
         evidence = [
-            EvidenceRow(rank=r, id=f"e<{r}>", score=1.0 / r, text=f"passage {r} <i>x</i>", stance="SUPPORTED")
+            EvidenceRow(
+                rank=r, id=f"e<{r}>", score=1.0 / r, text=f"passage {r} <i>x</i>", stance="SUPPORTED", stance_score=0.9
+            )
             for r in (1, 2)
         ]
         soi = {"refined_cluster_evidences": [{"id": "e<1>"}], "cluster_size": 7}
@@ -158,7 +160,7 @@ def test_html_report_is_escaped_with_one_highlight_per_claim(checked):
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<Fisheries>" not in page and "&lt;Fisheries&gt; &amp; Co." in page
     assert "<b>REFUTED</b>" in page and "&lt;b&gt;REFUTED&lt;/b&gt;" in page  # ours bold, the model's escaped
-    assert "<code>e&lt;1&gt;</code>" in page and "SOI: 1 items" in page
+    assert "<code>e&lt;1&gt;</code> — SUPPORTED 0.90: passage 1 &lt;i&gt;" in page and "SOI: 1 items" in page
     # the text, without the claims' panels and tags and unescaped, is the whole text in order
     body = page.split('<div class="text">', 1)[1].rsplit("</div></body>", 1)[0]
     body = re.sub(r'<div class="why">.*?</div>|<span class="tag">.*?</span>', "", body)

@@ -129,6 +129,7 @@ def _html_details(claim: TextClaim, piece: str) -> str:
     rows = "".join(
         f"<li><code>{html.escape(row.id)}</code>"
         + (f" — {html.escape(row.stance)}" if row.stance else "")
+        + ("" if row.stance_score is None else f" {row.stance_score:.2f}")
         + f": {html.escape(row.text)}</li>"
         for row in claim.check.evidence
     )
