@@ -41,11 +41,11 @@ def collect(args: argparse.Namespace) -> None:
     import torch
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.core.vectors import l2_normalize
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
     from llama_index_carag.models.backend_hf import HuggingFaceBackend
     from llama_index_carag.models.resolve import resolve_llm
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
     from llama_index_carag.verdicts.prompts import fence, format_evidence
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 

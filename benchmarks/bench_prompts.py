@@ -48,10 +48,10 @@ VARIANTS = ("zero-shot", "few-shot")
 def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.core.vectors import l2_normalize
     from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
     from llama_index_carag.models.resolve import llm_name, resolve_llm
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
     from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 

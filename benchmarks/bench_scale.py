@@ -226,9 +226,9 @@ def worker_default(folder: Path, n: int, out: Path, n_queries: int) -> dict:
     from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
 
     from llama_index_carag import ContextAwareRetriever
-    from llama_index_carag.backends.vector_stores import nodes_by_id
     from llama_index_carag.ranking.bm25 import BM25Index, import_bm25s
     from llama_index_carag.settings import DEFAULT
+    from llama_index_carag.stores.vector_stores import nodes_by_id
 
     res: dict = {"imports_mb": _imports()}
     t0 = time.perf_counter()

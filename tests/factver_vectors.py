@@ -50,8 +50,8 @@ def text_digest(nodes: Sequence[Any]) -> str:
 
 def embed_factver(corpus: Any, embed_model: Any) -> tuple[np.ndarray, np.ndarray]:
     """FactVer's evidence (embedded as the index embeds it) and claims: ``(n_evidence, d)``, ``(n_claims, d)``."""
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.retrieval.indexing import build_faiss_index
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
 
     ids = [n.node_id for n in corpus.evidence_nodes]
     _, evidence = get_node_embeddings(build_faiss_index(corpus.evidence_nodes, embed_model, show_progress=True), ids)

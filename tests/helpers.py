@@ -139,7 +139,7 @@ def faiss_index(nodes: Sequence[TextNode], embed_model: BaseEmbedding, *, id_map
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.faiss import FaissVectorStore
 
-    from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
+    from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
     dim = len(nodes[0].embedding)
     flat = faiss.IndexFlatIP(dim)

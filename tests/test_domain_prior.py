@@ -84,7 +84,7 @@ def test_the_arg_max_divides_the_lean_out():
     assert ArgMaxDecision().decide(evidence).label is R
     decided = ArgMaxDecision(prior=prior).decide(evidence)
     assert decided.label is S and "lean" in decided.reason
-    fitted = DomainLabelPrior.from_dict(_refuting_prior("m"))
+    fitted = DomainLabelPrior.from_state(_refuting_prior("m"))
     assert resolve_decision(VerdictSettings(), None, None, fitted).decide(evidence).label is S
     off = resolve_decision(VerdictSettings(calibration="none"), None, None, fitted)
     assert off.decide(evidence).label is R
@@ -93,21 +93,25 @@ def test_the_arg_max_divides_the_lean_out():
 def test_save_and_load_round_trip_and_bad_files(tmp_path, monkeypatch):
     monkeypatch.setattr("llama_index_carag.models.resolve.llm_name", lambda llm: "leaning-llm")
     prior = DomainLabelPrior(n_claims=3).fit(LeaningSynth(), _claims(5))
-    path = prior.save(tmp_path)
+    path = prior.persist(tmp_path)
     assert path == tmp_path / PRIOR_FILE
-    loaded = DomainLabelPrior.load(tmp_path)
+    loaded = DomainLabelPrior.from_persist_dir(tmp_path)
     assert loaded.joint_ == pytest.approx(prior.joint_) and loaded.stance_ == pytest.approx(prior.stance_)
     assert loaded.model_ == "leaning-llm" and loaded.n_claims == 3
     bad = json.loads(path.read_text())
     bad["joint"]["REFUTED"] = 0.0
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / PRIOR_FILE).write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="positive"):
-        DomainLabelPrior.load(tmp_path / "bad.json")
-    (tmp_path / "junk.json").write_text("{")
+        DomainLabelPrior.from_persist_dir(tmp_path / "bad")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / PRIOR_FILE).write_text("{")
     with pytest.raises(ValueError, match="Cannot read"):
-        DomainLabelPrior.load(tmp_path / "junk.json")
+        DomainLabelPrior.from_persist_dir(tmp_path / "junk")
+    with pytest.raises(ValueError, match="Cannot read"):
+        DomainLabelPrior.from_persist_dir(tmp_path / "none")
     with pytest.raises(ValueError, match="format"):
-        DomainLabelPrior.from_dict({"format": "other"})
+        DomainLabelPrior.from_state({"format": "other"})
     assert mean_probabilities([_lp(0, 0, 0)]) == pytest.approx({S: 1 / 3, R: 1 / 3, N: 1 / 3})
     with pytest.raises(ValueError):
         mean_probabilities([])
@@ -121,7 +125,7 @@ def test_a_prior_of_another_llm_is_not_used(caplog):
 
     data = _refuting_prior("some-other-llm")
     with caplog.at_level("WARNING"):
-        assert prior_for(DomainLabelPrior.from_dict(data), MockLLM()) is None
+        assert prior_for(DomainLabelPrior.from_state(data), MockLLM()) is None
     assert "not used" in caplog.text
     synth, stream = serve_synthesizers(MockLLM(), None, data)  # the workers' path: a dict, then the same check
     assert synth._domain_prior is None and stream._domain_prior is None

@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
+from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 from tests.helpers import faiss_index, planted_corpus, unit
 
 

@@ -8,10 +8,10 @@ from llama_index.core.schema import TextNode
 from sklearn.exceptions import NotFittedError
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.backends.vector_stores import nodes_by_id
 from llama_index_carag.ranking.bm25 import TOKEN_PATTERN, BM25Index, import_bm25s
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.settings import PAPER
+from llama_index_carag.stores.vector_stores import nodes_by_id
 
 _COMMON = "the of and is a in to cat cats running runs ran dog dogs house tree blue quick sea level rose warming"
 _TOPICS = "ocean coral reef ice sheet melt carbon emission policy"

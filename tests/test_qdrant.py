@@ -12,8 +12,8 @@ from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
 from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: E402
 
 from llama_index_carag import ContextAwareRetriever  # noqa: E402
-from llama_index_carag.backends.qdrant_clusters import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
 from llama_index_carag.datasets import uuid_node_id  # noqa: E402
+from llama_index_carag.stores.qdrant_clusters import CLUSTER_PAYLOAD_KEY, QdrantClusterStore  # noqa: E402
 from tests.helpers import faiss_index, planted_corpus  # noqa: E402
 
 
@@ -116,7 +116,7 @@ def test_factver_qdrant_equals_faiss(factver_index, factver_claims, minilm, mode
     """FactVer (MiniLM): the same top-k ids from FAISS and from Qdrant, same settings."""
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
 
     ids, vectors = get_node_embeddings(factver_index)
     nodes = [

@@ -345,7 +345,7 @@ def test_factver_default_preset_qdrant_equals_faiss(factver_index, factver_claim
     local mode (BM25 in the collection's sparse vector)."""
     from llama_index.core.schema import QueryBundle
 
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
 
     ids, vectors = get_node_embeddings(factver_index)
     nodes = [

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_carag.backends.vector_stores import index_node_ids
 from llama_index_carag.retrieval import updates
 from llama_index_carag.retrieval.fitting import fit_corpus
 from llama_index_carag.settings import PAPER
+from llama_index_carag.stores.vector_stores import index_node_ids
 from tests.helpers import faiss_index, planted_corpus, simple_index
 
 

@@ -20,7 +20,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
     ("settings", "datasets", "models"),
-    ("ranking", "backends"),
+    ("ranking", "stores"),
     ("retrieval",),
     ("verdicts", "extraction"),
     ("evaluation", "visualize"),

@@ -43,7 +43,7 @@ def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
         (c.get_content(), linked.get(c.node_id) or retriever.retrieve(QueryBundle(c.get_content()))) for c in sample
     ]
     prior.fit(synthesizer, claims)
-    path = prior.save(args.index)
+    path = prior.persist(args.index)
     lean = ", ".join(f"{k} {v:.2f}" for k, v in prior.summary()["joint"].items())
     print(
         f"measured the label lean of {prior.model_} on {prior.n_claims_} claims ({lean}) in "

@@ -151,9 +151,9 @@ def _explain(
     files: list[str],
 ) -> dict[str, Any]:
     """``--explain``: verdicts and explanations, their scores and thematic alignment (appended to results.md)."""
-    from llama_index_carag.backends.vector_stores import get_node_embeddings
     from llama_index_carag.evaluation.alignment import thematic_alignment
     from llama_index_carag.models.resolve import resolve_llm
+    from llama_index_carag.stores.vector_stores import get_node_embeddings
 
     llm = resolve_llm(args.llm)
     explained = generate_explanations(setup, paper_specs()[:3], claims, llm, k=args.k, seed=args.seed)

@@ -1,4 +1,4 @@
-"""The ``carag`` command: index, check, calibrate-verdicts, graph, map, chat, demo, eval, paper-table, serve.
+"""The ``carag`` command: index, check, check-text, calibrate-verdicts, graph, map, chat, demo, eval, paper-table, serve.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -7,6 +7,7 @@ match its index, …) print one line ``carag: error: …`` and exit with status 
 This module builds the parser (one function per sub-command) and runs the
 command; the commands live in :mod:`~llama_index_carag.cli.index` (index,
 demo), :mod:`~llama_index_carag.cli.check` (check, chat),
+:mod:`~llama_index_carag.cli.check_text` (check-text),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
 :mod:`~llama_index_carag.cli.paper` (paper-table),
 :mod:`~llama_index_carag.cli.calibrate_verdicts` (calibrate-verdicts),
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 
 from llama_index_carag.cli.calibrate_verdicts import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
+from llama_index_carag.cli.check_text import cmd_check_text
 from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
 from llama_index_carag.cli.index import cmd_demo, cmd_index
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_index_parser(sub)
     _add_check_parser(sub)
+    _add_check_text_parser(sub)
     _add_calibrate_parser(sub)
     _add_graph_parser(sub)
     _add_map_parser(sub)
@@ -89,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_retrieval_overrides(p: argparse.ArgumentParser) -> None:
+def _add_retrieval_overrides(p: argparse.ArgumentParser, *, index_required: bool = True) -> None:
     """``--index`` and the retrieval settings a command may override."""
-    p.add_argument("--index", required=True, help="folder written by 'carag index'")
+    p.add_argument("--index", required=index_required, help="folder written by 'carag index'")
     p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), help="claim weight in [0, 1] (1 = plain RAG)")
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), help="SOI cosine threshold in [-1, 1]")
     p.add_argument("--k", type=_positive_int("--k"), help="evidence passages to retrieve")
@@ -167,6 +170,23 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
         help="triage: label + evidence only, the LLM's label scoring alone (no explanation generated)",
     )
     p.set_defaults(func=cmd_check)
+
+
+def _add_check_text_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag check-text`` sub-command."""
+    p = sub.add_parser(
+        "check-text", help="find the check-worthy claims of a text, check each one, summarise and report"
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="the text (UTF-8), or - for standard input")
+    _add_retrieval_overrides(p, index_required=False)
+    _add_llm(p)
+    p.add_argument("--no-llm", action="store_true", help="retrieval and SOI only, no verdicts")
+    p.add_argument("--json", action="store_true", help="the TextCheckResult as JSON on stdout")
+    p.add_argument(
+        "--report", metavar="OUT", help="write the text with each claim highlighted by its verdict (.md or .html)"
+    )
+    p.add_argument("--schema", action="store_true", help="print the JSON Schema of --json's output and exit")
+    p.set_defaults(func=cmd_check_text)
 
 
 def _add_calibrate_parser(sub: argparse._SubParsersAction) -> None:

@@ -79,7 +79,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         llm=args.llm,
         llm_factory=args.llm_factory,
         embed_model=embed_model_spec(retriever.embed_model),
-        domain_prior=None if (saved := saved_prior(args.index)) is None else saved.to_dict(),
+        domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:

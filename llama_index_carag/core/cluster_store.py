@@ -213,7 +213,7 @@ class ClusterStore(Protocol):
     """Where a fitted :class:`~llama_index_carag.core.context.ThematicContext` keeps its cluster members.
 
     Two adapters implement it: :class:`MemoryClusterStore` (every member's unit vector
-    in memory) and :class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore` (evidence
+    in memory) and :class:`~llama_index_carag.stores.qdrant_clusters.QdrantClusterStore` (evidence
     clusters in a Qdrant collection's payloads, claims in memory).  The context holds one
     and never looks inside it.  ``texts`` arguments map member ids to their texts (or are
     ``None`` when no texts are wanted).

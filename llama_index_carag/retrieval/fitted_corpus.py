@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.backends.vector_stores import adapter_for, nodes_by_id
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.vectors import l2_normalize
 from llama_index_carag.ranking.assembly import fit_tables, update_tables
 from llama_index_carag.retrieval.calibration_result import Calibration
+from llama_index_carag.stores.vector_stores import adapter_for, nodes_by_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

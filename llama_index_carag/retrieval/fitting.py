@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from llama_index_carag.backends.vector_stores import adapter_for, get_node_embeddings
 from llama_index_carag.core.context import CorpusItems, ThematicContext
 from llama_index_carag.core.persistence import StateError
 from llama_index_carag.core.vectors import as_matrix
@@ -24,6 +23,7 @@ from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.ranking.assembly import active_terms
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.settings import CaragSettings
+from llama_index_carag.stores.vector_stores import adapter_for, get_node_embeddings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

@@ -4,8 +4,8 @@ CARAG scores are cosine similarities, "higher is better": the index uses FAISS
 ``IndexFlatIP`` over L2-normalised embeddings (the Hugging Face embed models
 normalise by default).  ``id_map=True`` wraps it in ``IndexIDMap2`` so nodes can
 be deleted (``FaissMapVectorStore``).  Reloading lives with the vector-store adapters
-(:func:`~llama_index_carag.backends.faiss_adapter.load_faiss_index`,
-:func:`~llama_index_carag.backends.vector_stores.load_persisted_index`; re-exported here).
+(:func:`~llama_index_carag.stores.faiss_adapter.load_faiss_index`,
+:func:`~llama_index_carag.stores.vector_stores.load_persisted_index`; re-exported here).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from llama_index_carag.backends.faiss_adapter import load_faiss_index
-from llama_index_carag.backends.vector_stores import load_persisted_index
+from llama_index_carag.stores.faiss_adapter import load_faiss_index
+from llama_index_carag.stores.vector_stores import load_persisted_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -61,7 +61,7 @@ def build_faiss_index(
     flat = faiss.IndexFlatIP(dim)
     vector_store: BasePydanticVectorStore
     if id_map:
-        from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
+        from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
         vector_store = SafeFaissMapVectorStore(faiss_index=faiss.IndexIDMap2(flat))
     else:

@@ -35,7 +35,6 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from llama_index_carag.backends.vector_stores import adapter_for
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
@@ -48,6 +47,7 @@ from llama_index_carag.retrieval.candidate_search import Found, asearch_candidat
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import fit_corpus
 from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings, SettingsView, package_default
+from llama_index_carag.stores.vector_stores import adapter_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

@@ -18,13 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.backends.vector_stores import (
-    PERSISTED_KINDS,
-    adapter_for,
-    get_node_embeddings,
-    index_node_ids,
-    load_persisted_index,
-)
 from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
@@ -33,6 +26,13 @@ from llama_index_carag.retrieval.calibration_result import Calibration
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import restore_context
 from llama_index_carag.settings import CaragSettings
+from llama_index_carag.stores.vector_stores import (
+    PERSISTED_KINDS,
+    adapter_for,
+    get_node_embeddings,
+    index_node_ids,
+    load_persisted_index,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

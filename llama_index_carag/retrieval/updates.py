@@ -1,7 +1,7 @@
 """Corpus edits without refitting (insert, delete, sync) and refitting a corpus as it is now.
 
 Edits go through the index's vector-store adapter
-(:func:`~llama_index_carag.backends.vector_stores.adapter_for`) and tell the corpus's fitted
+(:func:`~llama_index_carag.stores.vector_stores.adapter_for`) and tell the corpus's fitted
 tables which passages changed (:meth:`~llama_index_carag.retrieval.fitted_corpus.FittedCorpus.update_tables`).
 """
 
@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llama_index.core.schema import BaseNode, TextNode
 
-from llama_index_carag.backends.vector_stores import (
+from llama_index_carag.core.context import CorpusItems
+from llama_index_carag.datasets import LABEL_METADATA_KEYS
+from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
+from llama_index_carag.retrieval.fitting import fit_corpus, warn_on_embedded_labels
+from llama_index_carag.settings import CaragSettings
+from llama_index_carag.stores.vector_stores import (
     adapter_for,
     get_node_embeddings,
     index_node_ids,
     nodes_by_id,
     store_size,
 )
-from llama_index_carag.core.context import CorpusItems
-from llama_index_carag.datasets import LABEL_METADATA_KEYS
-from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
-from llama_index_carag.retrieval.fitting import fit_corpus, warn_on_embedded_labels
-from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

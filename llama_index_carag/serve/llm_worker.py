@@ -61,7 +61,7 @@ class LLMWorkerSpec:
         embed_model: the retriever's encoder for the measured label rule: a model name or path
             (:func:`embed_model_spec`), a picklable embed model, or ``None``.
         log_level: logging level of the worker (its records go to the server's stderr).
-        domain_prior: the index's ``DomainLabelPrior.to_dict()`` (``carag calibrate-verdicts``), or ``None``.
+        domain_prior: the index's ``DomainLabelPrior.get_state()`` (``carag calibrate-verdicts``), or ``None``.
     """
 
     llm: str | None = None
@@ -95,14 +95,14 @@ def serve_synthesizers(llm: Any, embed_model: Any, domain_prior: Any = None) -> 
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
     in the server (``--llm-in-process``) and in a worker alike.
 
-    ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``to_dict()`` form), used if it was measured
+    ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``get_state()`` form), used if it was measured
     for ``llm`` (``carag calibrate-verdicts``).
     """
     from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
     from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
     if isinstance(domain_prior, dict):
-        domain_prior = DomainLabelPrior.from_dict(domain_prior)
+        domain_prior = DomainLabelPrior.from_state(domain_prior)
     prior = prior_for(domain_prior, llm)
     return (
         get_fact_check_synthesizer(llm, embed_model=embed_model, domain_prior=prior),

@@ -143,7 +143,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
             name = llm_name(self._llm)
             if domain_prior is not None:
-                domain_prior._check_fitted()
+                from sklearn.utils.validation import check_is_fitted
+
+                check_is_fitted(domain_prior, "joint_")
                 if domain_prior.model_ != name:
                     raise ValueError(
                         f"This label prior was measured for {domain_prior.model_!r}, not for {name!r}; "

@@ -12,7 +12,7 @@
 Inside, no import cycle: ``index`` imports ``tokens`` and ``segments``; ``qdrant`` imports ``index``,
 ``placement`` and ``tokens``; ``source`` imports ``placement``; ``relevance`` imports ``source``; ``table``
 imports ``index``, ``placement``, ``source`` and ``relevance``.  The Qdrant leg imports the Qdrant collection
-helper of ``backends`` (the same layer as ``ranking``); ``backends`` imports only this door.
+helper of ``stores`` (the same layer as ``ranking``); ``stores`` imports only this door.
 """
 
 from llama_index_carag.ranking.bm25.index import FIT_CHUNK, BM25Index, BM25QueryScores

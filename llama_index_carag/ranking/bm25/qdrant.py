@@ -42,10 +42,10 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.backends.qdrant_clusters import QdrantCollection
 from llama_index_carag.ranking.bm25.index import BM25_PARAMETERS
 from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable
 from llama_index_carag.ranking.bm25.tokens import Tokenizer
+from llama_index_carag.stores.qdrant_clusters import QdrantCollection
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import TableCorpus

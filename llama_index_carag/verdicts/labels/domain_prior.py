@@ -23,10 +23,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, calibrated, label_probabilities
 from llama_index_carag.verdicts.types import VerdictLabel
@@ -48,7 +52,7 @@ def mean_probabilities(logprobs: Sequence[Mapping[VerdictLabel, float]]) -> dict
     return {k: float(np.mean([p[k] for p in probs])) for k in STANCE_ORDER}
 
 
-class DomainLabelPrior:
+class DomainLabelPrior(BaseEstimator):
     """The label lean of an LLM on one archive's evidence (scikit-learn style: parameters, then ``fit``).
 
     Args:
@@ -60,18 +64,20 @@ class DomainLabelPrior:
     without ``stances``), ``n_claims_`` (claims scored), ``n_passages_``, ``model_`` (the LLM's name).
     """
 
+    _parameter_constraints: dict = {
+        "n_claims": [Interval(Integral, 1, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+        "stances": ["boolean"],
+    }
+
     def __init__(self, n_claims: int = 30, random_state: int | None = 0, stances: bool = True) -> None:
         self.n_claims = n_claims
         self.random_state = random_state
         self.stances = stances
 
-    def _validate(self) -> None:
-        if not isinstance(self.n_claims, int) or isinstance(self.n_claims, bool) or self.n_claims < 1:
-            raise ValueError(f"n_claims must be an int >= 1; got {self.n_claims!r}.")
-
     def sample_order(self, n: int) -> np.ndarray:
         """Which of ``n`` claims are scored, in order: ``min(n_claims, n)`` indices (seeded; never by label)."""
-        self._validate()
+        self._validate_params()
         order = np.arange(n) if self.random_state is None else np.random.default_rng(self.random_state).permutation(n)
         return order[: self.n_claims]
 
@@ -85,6 +91,7 @@ class DomainLabelPrior:
 
         from llama_index_carag.models.resolve import llm_name
 
+        self._validate_params()
         usable = [(c, list(nodes)) for c, nodes in claims if nodes]
         if not usable:
             raise ValueError("DomainLabelPrior.fit needs at least one claim with evidence.")
@@ -102,13 +109,9 @@ class DomainLabelPrior:
         logger.info("archive label lean of %s over %d claims: %s", self.model_, self.n_claims_, self.summary())
         return self
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "joint_"):
-            raise ValueError("This DomainLabelPrior is not fitted; call fit(synthesizer, claims) first.")
-
     def summary(self) -> dict[str, Any]:
         """``{"joint": {label: p}, "stance": {label: p} | None, "claims", "passages", "model"}`` (JSON-ready)."""
-        self._check_fitted()
+        check_is_fitted(self, "joint_")
 
         def plain(d: Mapping[VerdictLabel, float] | None) -> dict[str, float] | None:
             return None if d is None else {k.value: float(v) for k, v in d.items()}
@@ -123,18 +126,18 @@ class DomainLabelPrior:
 
     def correct_joint(self, logprobs: Mapping[VerdictLabel, float]) -> dict[VerdictLabel, float]:
         """Whole-evidence label probabilities with the archive's lean divided out (all three labels)."""
-        self._check_fitted()
+        check_is_fitted(self, "joint_")
         return calibrated(logprobs, self.joint_, STANCE_ORDER)
 
     # ------------------------------------------------------------------ persistence
-    def to_dict(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, Any]:
         """The JSON form: parameters and fitted state."""
         params = {"n_claims": self.n_claims, "random_state": self.random_state, "stances": self.stances}
         return {"format": _FORMAT, "params": params, **self.summary()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DomainLabelPrior:
-        """Inverse of :meth:`to_dict` (raises ``ValueError`` on another format or missing labels)."""
+    def from_state(cls, data: Mapping[str, Any]) -> DomainLabelPrior:
+        """Inverse of :meth:`get_state` (raises ``ValueError`` on another format or missing labels)."""
         if data.get("format") != _FORMAT:
             raise ValueError(f"Not a {_FORMAT} file (format {data.get('format')!r}).")
         prior = cls(**data["params"])
@@ -155,27 +158,27 @@ class DomainLabelPrior:
         prior.model_ = str(data["model"])
         return prior
 
-    def save(self, path: str | Path) -> Path:
-        """Write the JSON atomically (a directory: ``<dir>/verdict_prior.json``); returns the file."""
+    def persist(self, persist_dir: str | Path) -> Path:
+        """Write ``<persist_dir>/verdict_prior.json`` atomically (an index's persist dir); returns the file."""
         from llama_index_carag.core.atomic import atomic_write_text
 
-        path = Path(path)
-        if path.is_dir():
-            path = path / PRIOR_FILE
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
+        path = Path(persist_dir) / PRIOR_FILE
+        atomic_write_text(path, json.dumps(self.get_state(), indent=2))
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> DomainLabelPrior:
-        """Read a :meth:`save` file (or ``<dir>/verdict_prior.json``)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / PRIOR_FILE
+    def from_persist_dir(cls, persist_dir: str | Path) -> DomainLabelPrior:
+        """Read the prior :meth:`persist` wrote in ``persist_dir``.
+
+        Raises:
+            ValueError: no readable prior there, another format, or a label without a positive probability.
+        """
+        path = Path(persist_dir) / PRIOR_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"Cannot read a label prior from {path}: {exc}") from exc
-        return cls.from_dict(data)
+        return cls.from_state(data)
 
 
 def prior_for(prior: DomainLabelPrior | None, llm: Any) -> DomainLabelPrior | None:
@@ -198,8 +201,8 @@ def prior_for(prior: DomainLabelPrior | None, llm: Any) -> DomainLabelPrior | No
 
 def saved_prior(persist_dir: str | Path) -> DomainLabelPrior | None:
     """The prior saved in an index's persist directory, whatever its LLM (``None`` if there is none)."""
-    path = Path(persist_dir) / PRIOR_FILE
-    return DomainLabelPrior.load(path) if path.is_file() else None
+    folder = Path(persist_dir)
+    return DomainLabelPrior.from_persist_dir(folder) if (folder / PRIOR_FILE).is_file() else None
 
 
 def index_prior(persist_dir: str | Path, llm: Any) -> DomainLabelPrior | None:

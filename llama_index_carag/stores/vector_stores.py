@@ -3,8 +3,8 @@
 CARAG clusters the embeddings the index already holds, so the corpus is embedded once, by the
 index.  LlamaIndex's docstore does not keep embeddings; they live in the vector store, and each
 store keeps them its own way: :func:`adapter_for` gives the index's
-:class:`~llama_index_carag.backends.adapter_protocol.VectorStoreAdapter` (FAISS, FAISS with an id map,
-the simple store, Qdrant, or :class:`~llama_index_carag.backends.base_adapter.GenericAdapter`).
+:class:`~llama_index_carag.stores.adapter_protocol.VectorStoreAdapter` (FAISS, FAISS with an id map,
+the simple store, Qdrant, or :class:`~llama_index_carag.stores.base_adapter.GenericAdapter`).
 The module functions (:func:`get_node_embeddings`, :func:`index_node_ids`, …) are shorthands
 for the adapter's methods.
 """
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llama_index_carag.backends.adapter_protocol import VectorStoreAdapter
-from llama_index_carag.backends.base_adapter import GenericAdapter
-from llama_index_carag.backends.faiss_adapter import FaissAdapter, FaissMapAdapter
-from llama_index_carag.backends.qdrant_adapter import QdrantAdapter
-from llama_index_carag.backends.simple_adapter import SimpleAdapter
+from llama_index_carag.stores.adapter_protocol import VectorStoreAdapter
+from llama_index_carag.stores.base_adapter import GenericAdapter
+from llama_index_carag.stores.faiss_adapter import FaissAdapter, FaissMapAdapter
+from llama_index_carag.stores.qdrant_adapter import QdrantAdapter
+from llama_index_carag.stores.simple_adapter import SimpleAdapter
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

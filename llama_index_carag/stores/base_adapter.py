@@ -1,7 +1,7 @@
 """What most vector-store adapters share, and the adapter for any store CARAG has no adapter for.
 
 :class:`StoreAdapter` holds the index and gives the
-:class:`~llama_index_carag.backends.adapter_protocol.VectorStoreAdapter` methods that only use LlamaIndex's
+:class:`~llama_index_carag.stores.adapter_protocol.VectorStoreAdapter` methods that only use LlamaIndex's
 public index API (insert, delete, async detection, no clustering in the store); a concrete adapter
 overrides what its store does its own way.  :class:`GenericAdapter` reads ids from the index's
 node list and embeddings from the nodes the store (or the docstore) returns.
@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.backends.adapter_protocol import StoreClustering
     from llama_index_carag.ranking.bm25 import BM25Placement
+    from llama_index_carag.stores.adapter_protocol import StoreClustering
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ __all__ = ["StoreAdapter", "GenericAdapter"]
 
 
 class StoreAdapter:
-    """Shared defaults of the adapters (see :class:`~llama_index_carag.backends.adapter_protocol.VectorStoreAdapter`).
+    """Shared defaults of the adapters (see :class:`~llama_index_carag.stores.adapter_protocol.VectorStoreAdapter`).
 
     Args:
         index: the ``VectorStoreIndex`` whose store is adapted.

@@ -10,9 +10,9 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
 
-from llama_index_carag.backends.adapter_protocol import StoreClustering, VectorStoreAdapter
-from llama_index_carag.backends.base_adapter import GenericAdapter
-from llama_index_carag.backends.vector_stores import (
+from llama_index_carag.stores.adapter_protocol import StoreClustering, VectorStoreAdapter
+from llama_index_carag.stores.base_adapter import GenericAdapter
+from llama_index_carag.stores.vector_stores import (
     PERSISTED_KINDS,
     adapter_for,
     get_node_embeddings,

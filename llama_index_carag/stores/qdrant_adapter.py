@@ -2,8 +2,8 @@
 
 :class:`QdrantAdapter` lists point ids and fetches vectors with the client's public ``scroll`` /
 ``retrieve``; :class:`QdrantClustering` fits the thematic context on the server
-(:func:`~llama_index_carag.backends.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
-and rebuilds a saved one (:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`);
+(:func:`~llama_index_carag.stores.qdrant_fit.fit_qdrant_context`: clusters in the payloads)
+and rebuilds a saved one (:class:`~llama_index_carag.stores.qdrant_clusters.QdrantClusterStore`);
 :class:`~llama_index_carag.ranking.bm25.QdrantBM25Placement` keeps BM25 in a sparse vector.
 The integration is optional: nothing here imports ``qdrant_client`` until a Qdrant store is used.
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.backends.base_adapter import StoreAdapter
-from llama_index_carag.backends.qdrant_clusters import QdrantClusterStore, QdrantCollection, is_qdrant_store
+from llama_index_carag.stores.base_adapter import StoreAdapter
+from llama_index_carag.stores.qdrant_clusters import QdrantClusterStore, QdrantCollection, is_qdrant_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.context import ThematicContext
@@ -30,7 +30,7 @@ __all__ = ["QdrantAdapter", "QdrantClustering"]
 
 
 class QdrantClustering:
-    """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.backends.adapter_protocol.StoreClustering`)."""
+    """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.stores.adapter_protocol.StoreClustering`)."""
 
     name = "qdrant"
 
@@ -40,7 +40,7 @@ class QdrantClustering:
     def fit_context(
         self, claims: CorpusItems, *, mode: str, theme_key: str, claim_key: str, show_progress: bool, **options: Any
     ) -> tuple[ThematicContext, list[str]]:
-        from llama_index_carag.backends.qdrant_fit import fit_qdrant_context
+        from llama_index_carag.stores.qdrant_fit import fit_qdrant_context
 
         context = fit_qdrant_context(
             self.vector_store,

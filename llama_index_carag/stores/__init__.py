@@ -1,6 +1,6 @@
-"""Vector-store backends behind one adapter protocol (:mod:`.adapter_protocol`, picked by
+"""Vector stores behind one adapter protocol (:mod:`.adapter_protocol`, picked by
 :func:`.vector_stores.adapter_for`): FAISS (:mod:`.faiss_adapter`), LlamaIndex's simple store
 (:mod:`.simple_adapter`), Qdrant (:mod:`.qdrant_adapter`; its collection also holds the cluster
 payloads, :mod:`.qdrant_clusters`), and any other store whose nodes carry their embeddings
-(:mod:`.base_adapter`).  A new backend is one adapter class listed in
+(:mod:`.base_adapter`).  A new vector store is one adapter class listed in
 :data:`.vector_stores.ADAPTERS`."""

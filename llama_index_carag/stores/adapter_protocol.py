@@ -3,15 +3,15 @@
 CARAG clusters the embeddings the index already holds, keeps its cluster table in line with
 inserts and deletes, and saves a state that must match the index when it is loaded again.
 Each vector store keeps ids and embeddings its own way; a :class:`VectorStoreAdapter` hides
-that, so nothing outside :mod:`llama_index_carag.backends` names a store kind:
+that, so nothing outside :mod:`llama_index_carag.stores` names a store kind:
 
-* :class:`~llama_index_carag.backends.faiss_adapter.FaissAdapter` /
-  :class:`~llama_index_carag.backends.faiss_adapter.FaissMapAdapter` (``FaissVectorStore``,
-  ``FaissMapVectorStore``), :class:`~llama_index_carag.backends.simple_adapter.SimpleAdapter`
-  (LlamaIndex's ``SimpleVectorStore``), :class:`~llama_index_carag.backends.qdrant_adapter.QdrantAdapter`,
-  and :class:`~llama_index_carag.backends.vector_stores.GenericAdapter` for any other store whose
+* :class:`~llama_index_carag.stores.faiss_adapter.FaissAdapter` /
+  :class:`~llama_index_carag.stores.faiss_adapter.FaissMapAdapter` (``FaissVectorStore``,
+  ``FaissMapVectorStore``), :class:`~llama_index_carag.stores.simple_adapter.SimpleAdapter`
+  (LlamaIndex's ``SimpleVectorStore``), :class:`~llama_index_carag.stores.qdrant_adapter.QdrantAdapter`,
+  and :class:`~llama_index_carag.stores.vector_stores.GenericAdapter` for any other store whose
   nodes carry their embeddings;
-* :func:`~llama_index_carag.backends.vector_stores.adapter_for` picks one for an index.
+* :func:`~llama_index_carag.stores.vector_stores.adapter_for` picks one for an index.
 
 A store that keeps CARAG's clusters itself (Qdrant: in the point payloads) also gives a
 :class:`StoreClustering`; the others are clustered in memory.  A store that keeps the BM25 index
@@ -135,7 +135,7 @@ class VectorStoreAdapter(Protocol):
         ...
 
     def bm25_placement(self, *, show_progress: bool = False) -> BM25Placement | None:
-        """The backend that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
+        """The placement that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
         ...
 
     @classmethod

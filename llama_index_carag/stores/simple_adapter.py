@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.backends.base_adapter import StoreAdapter
+from llama_index_carag.stores.base_adapter import StoreAdapter
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

@@ -4,7 +4,7 @@
 links; no vectors), fits each partition's mixture on a bounded sample fetched in the
 in-memory fit's canonical order, then scrolls the collection once to predict every
 point's cluster and write it into the payload.  The result holds a
-:class:`~llama_index_carag.backends.qdrant_clusters.QdrantClusterStore`.
+:class:`~llama_index_carag.stores.qdrant_clusters.QdrantClusterStore`.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llama_index_carag.backends.qdrant_clusters import (
+from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, MemoryClusters, MemoryClusterStore
+from llama_index_carag.core.context import ThematicContext
+from llama_index_carag.core.corpus_items import CorpusItems
+from llama_index_carag.core.vectors import l2_normalize
+from llama_index_carag.stores.qdrant_clusters import (
     CLUSTER_PAYLOAD_KEY,
     QdrantClusterStore,
     QdrantCollection,
     payload_str,
 )
-from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, MemoryClusters, MemoryClusterStore
-from llama_index_carag.core.context import ThematicContext
-from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 

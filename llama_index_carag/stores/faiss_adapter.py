@@ -3,8 +3,8 @@
 * ``FaissVectorStore``: FAISS row ``i`` is ``index.index_struct.nodes_dict[str(i)]``; vectors are
   read straight from the flat index (a zero-copy view) or with ``reconstruct_n``.  It cannot delete.
 * ``FaissMapVectorStore`` (``IndexIDMap2``): node id → FAISS id through the store's id map;
-  vectors are read by FAISS id.  Our :class:`~llama_index_carag.backends.faiss_store.SafeFaissMapVectorStore`
-  gives that map publicly (:meth:`~llama_index_carag.backends.faiss_store.SafeFaissMapVectorStore.faiss_ids`);
+  vectors are read by FAISS id.  Our :class:`~llama_index_carag.stores.faiss_store.SafeFaissMapVectorStore`
+  gives that map publicly (:meth:`~llama_index_carag.stores.faiss_store.SafeFaissMapVectorStore.faiss_ids`);
   the upstream class (llama-index-vector-stores-faiss 0.7) has no public accessor for it, so for
   a plain ``FaissMapVectorStore`` this module reads its private map — the one place that does.
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.backends.base_adapter import StoreAdapter
-from llama_index_carag.backends.faiss_store import SafeFaissMapVectorStore
+from llama_index_carag.stores.base_adapter import StoreAdapter
+from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

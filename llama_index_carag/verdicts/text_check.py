@@ -1,0 +1,170 @@
+"""A whole text checked: its check-worthy claims, each through the one claim check, and a summary.
+
+:func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
+that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.  Every claim
+goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.checker.ClaimChecker.check>`: a text
+check is the claim checks of its claims, with their spans.
+
+:class:`TextCheckResult` is the JSON of ``carag check-text --json``; its JSON Schema
+(:func:`text_check_result_json_schema`) is published as ``docs/schemas/text-check-result.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.bridge.pydantic import BaseModel, Field
+
+from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
+from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.types import VerdictLabel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_carag.verdicts.checker import ClaimChecker
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LABELS",
+    "TEXT_CHECK_SCHEMA_VERSION",
+    "ClaimsInText",
+    "TextCheckResult",
+    "TextCheckSummary",
+    "TextClaim",
+    "TextCue",
+    "check_text",
+    "find_claims",
+    "iter_text_checks",
+    "text_check_result",
+    "text_check_result_json_schema",
+]
+
+#: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
+TEXT_CHECK_SCHEMA_VERSION = 1
+
+#: The verdict labels a summary counts, in this order.
+LABELS: tuple[str, ...] = tuple(label.value for label in VerdictLabel)
+
+
+class TextCue(BaseModel):
+    """A check-worthiness cue that fired on the claim's sentence."""
+
+    name: str = Field(description="the cue's name (see llama_index_carag.extraction.CUES)")
+    weight: float = Field(description="what it added to the check-worthiness score")
+    matched: list[str] = Field(default_factory=list, description="the words that made it fire")
+
+
+class TextClaim(BaseModel):
+    """One check-worthy claim of the text: where it is, why it was kept, and its check."""
+
+    start: int = Field(description="character offset of the claim in the text (text[start:end] is the claim)")
+    end: int = Field(description="character offset just past the claim")
+    text: str = Field(description="the claim, exactly as it stands in the text")
+    check_worthiness: float = Field(description="the check-worthiness score that kept the sentence")
+    cues: list[TextCue] = Field(description="the cues that fired")
+    check: CheckResult = Field(description="the claim check: verdict (null without an LLM), SOI and evidence")
+
+    @classmethod
+    def of(cls, claim: ExtractedClaim, check: CheckResult) -> TextClaim:
+        """The row of an extracted ``claim`` and its ``check``."""
+        cues = [TextCue(name=h.name, weight=h.weight, matched=list(h.matched)) for h in claim.cues]
+        return cls(
+            start=claim.start, end=claim.end, text=claim.text, check_worthiness=claim.score, cues=cues, check=check
+        )
+
+    @property
+    def label(self) -> str | None:
+        """The verdict's label, or ``None`` when the claim was checked without an LLM."""
+        verdict = self.check.verdict
+        return None if verdict is None else VerdictLabel(verdict.label).value
+
+
+class TextCheckSummary(BaseModel):
+    """How many sentences and claims the text has, and how many claims got each label."""
+
+    sentences: int = Field(description="sentences in the text")
+    claims: int = Field(description="check-worthy claims found (and checked)")
+    labels: dict[str, int] = Field(description="claims per verdict label (every label, 0 when none)")
+    without_verdict: int = Field(description="claims checked without a verdict (no LLM)")
+
+    @classmethod
+    def of(cls, sentences: int, claims: Sequence[TextClaim]) -> TextCheckSummary:
+        """The summary of ``claims`` found among ``sentences`` sentences."""
+        counts = Counter(claim.label for claim in claims)
+        return cls(
+            sentences=sentences,
+            claims=len(claims),
+            labels={label: counts.get(label, 0) for label in LABELS},
+            without_verdict=counts.get(None, 0),
+        )
+
+
+class TextCheckResult(BaseModel):
+    """A text's claims, each with its span and check, and the summary (``carag check-text --json``)."""
+
+    schema_version: int = Field(default=TEXT_CHECK_SCHEMA_VERSION, description="layout version of this object")
+    text: str = Field(description="the text as received; every claim's start/end index into it")
+    claims: list[TextClaim] = Field(description="the check-worthy claims, in the order of the text")
+    summary: TextCheckSummary
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (what ``carag check-text --json`` prints)."""
+        return self.model_dump(mode="json")
+
+
+def text_check_result_json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`TextCheckResult` (``docs/schemas/text-check-result.json``)."""
+    return TextCheckResult.model_json_schema()
+
+
+@dataclass(frozen=True)
+class ClaimsInText:
+    """The first step of a text check: the text, how many sentences it has, and its check-worthy claims."""
+
+    text: str
+    sentences: int
+    claims: list[ExtractedClaim]
+
+
+def find_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) -> ClaimsInText:
+    """The check-worthy claims of ``text`` (:func:`~llama_index_carag.extraction.extract_claims`) and its
+    sentence count.
+
+    Raises:
+        TypeError: ``text`` is not a ``str`` (or the scorer is not one).
+    """
+    claims = extract_claims(text, scorer=scorer)
+    return ClaimsInText(text, len(split_sentences(text)), claims)
+
+
+def iter_text_checks(checker: ClaimChecker, found: ClaimsInText) -> Iterator[TextClaim]:
+    """Check each claim of ``found`` with ``checker``, yielding one :class:`TextClaim` as each is done."""
+    for claim in found.claims:
+        logger.debug("checking claim at %d-%d", claim.start, claim.end)
+        yield TextClaim.of(claim, checker.check(claim.text))
+
+
+def text_check_result(found: ClaimsInText, checked: Sequence[TextClaim]) -> TextCheckResult:
+    """The :class:`TextCheckResult` of ``found`` and its ``checked`` claims."""
+    return TextCheckResult(text=found.text, claims=list(checked), summary=TextCheckSummary.of(found.sentences, checked))
+
+
+def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScorer | None = None) -> TextCheckResult:
+    """Find the check-worthy claims of ``text`` and check each one with ``checker``.
+
+    Args:
+        checker: the :class:`~llama_index_carag.verdicts.checker.ClaimChecker` (without a synthesizer:
+            retrieval only, every claim's verdict is null).
+        text: an article, transcript or post.
+        scorer: decides check-worthiness (default: the offline cue rule, see
+            :func:`~llama_index_carag.extraction.extract_claims`).
+
+    Returns:
+        the text, per claim its span, check-worthiness and :class:`CheckResult`, and a summary.
+    """
+    found = find_claims(text, scorer=scorer)
+    return text_check_result(found, list(iter_text_checks(checker, found)))
