@@ -445,8 +445,7 @@ def _no_evidence_verdict() -> Verdict:
     )
 
 
-#: A verdict's fields when ``explain=False`` (triage): nothing was generated, so nothing is explained or cited.
-_UNEXPLAINED = {"explanation": "", "evidence_ids": [], "cited_passages": [], "explanation_repaired": False}
+_UNEXPLAINED = {"explanation": "", "evidence_ids": [], "cited_passages": [], "explanation_repaired": False}  # triage
 
 
 def _with_answer_text(verdict: Verdict) -> Verdict:
