@@ -1,13 +1,15 @@
-"""``carag check`` and ``carag chat``: one check of a claim against an index, and how it is printed."""
+"""``carag check`` and ``carag chat``: one check of a claim against an index and how it is printed, or a file
+of claims checked into a results JSONL (``--claims FILE --out results.jsonl``: resumable, one model load)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from typing import Any
 
-from llama_index_carag.cli.common import _llm, _load_retriever
+from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
 from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
 
@@ -56,16 +58,19 @@ def _stance(row: dict[str, Any]) -> str:
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
-def _checker(retriever: Any, llm: Any | None, domain_prior: Any = None) -> Any:
+def _checker(retriever: Any, llm: Any | None, domain_prior: Any = None, explain: bool = True) -> Any:
     """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
+    ``explain``: ``False`` for label + evidence only (``--no-explanation``: the LLM's scoring pass alone).
     """
     from llama_index_carag.verdicts.checker import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     synthesizer = (
-        None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model, domain_prior=domain_prior)
+        None
+        if llm is None
+        else FactCheckSynthesizer(llm, embed_model=retriever.embed_model, domain_prior=domain_prior, explain=explain)
     )
     return ClaimChecker(retriever, synthesizer)
 
@@ -111,11 +116,60 @@ def _print_check(result: dict[str, Any]) -> None:
     _print_evidence(result["evidence"])
 
 
+def _check_batch(checker: Any, todo: list[Any], out: Any) -> int:
+    """Check ``todo`` into ``out`` (a :class:`ResultsFile`) under a progress bar; the number of claims rejected."""
+    from tqdm import tqdm
+
+    from llama_index_carag.verdicts.batch import check_claims, is_error
+
+    rejected = 0
+    with tqdm(total=len(todo), desc="checking", unit="claim", file=sys.stderr, dynamic_ncols=True) as bar:
+        for record in check_claims(checker, todo):
+            if is_error(record):
+                rejected += 1
+                bar.write(f"carag: line {record['line']}: skipped ({record['error']})", file=sys.stderr)
+            else:
+                out.append(record)
+            bar.update(1)
+    return rejected
+
+
+def cmd_check_claims(args: argparse.Namespace) -> int:
+    """``carag check --claims FILE --out results.jsonl``: every claim of FILE checked, resumably (module docstring)."""
+    from llama_index_carag.cli.claims_file import ResultsFile, read_claims
+
+    if not args.out:
+        raise CLIError("--claims needs --out results.jsonl (where the results are appended)")
+    claims, problems = read_claims(args.claims, args.claim_col)
+    for line, why in problems:
+        print(f"carag: line {line}: skipped ({why})", file=sys.stderr)
+    with ResultsFile(args.out) as out:
+        todo = [item for item in claims if not out.done(item)]
+        print(f"carag: {len(claims)} claims read, {len(claims) - len(todo)} already in {args.out}", file=sys.stderr)
+        if not todo:
+            return 0
+        retriever = _load_retriever(args)
+        llm = None if args.no_llm else _llm(args)
+        checker = _checker(
+            retriever, llm, None if llm is None else index_prior(args.index, llm), not args.no_explanation
+        )
+        rejected = _check_batch(checker, todo, out)
+    print(
+        f"carag: {len(todo) - rejected} checked into {args.out}, {rejected + len(problems)} lines skipped",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if (args.claim is None) == (args.claims is None):
+        raise CLIError("give either one CLAIM or --claims FILE")
+    if args.claims is not None:
+        return cmd_check_claims(args)
     retriever = _load_retriever(args)
     llm = None if args.no_llm else _llm(args)
     prior = None if llm is None else index_prior(args.index, llm)
-    result = _checker(retriever, llm, prior).check(args.claim).to_json_dict()
+    result = _checker(retriever, llm, prior, not args.no_explanation).check(args.claim).to_json_dict()
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

@@ -150,12 +150,25 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_check_parser(sub: argparse._SubParsersAction) -> None:
     """The ``carag check`` sub-command."""
-    p = sub.add_parser("check", help="retrieve evidence for a claim and give a verdict")
-    p.add_argument("claim")
+    p = sub.add_parser("check", help="retrieve evidence for a claim (or a file of claims) and give a verdict")
+    p.add_argument("claim", nargs="?", help="the claim (or give --claims FILE)")
     _add_retrieval_overrides(p)
     _add_llm(p)
     p.add_argument("--no-llm", action="store_true", help="retrieval and SOI only, no verdict")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--claims",
+        metavar="FILE",
+        help="check every claim of FILE (.txt one per line, .csv, .jsonl with a 'claim' field; - = stdin as .txt) "
+        "into --out, one model load; a rerun skips the claims already there",
+    )
+    p.add_argument("--out", metavar="JSONL", help="with --claims: results appended here, one --json record a line")
+    p.add_argument("--claim-col", help="with a .csv: the claim column (default: the first of claim, Claim_text, text)")
+    p.add_argument(
+        "--no-explanation",
+        action="store_true",
+        help="triage: label + evidence only, the LLM's label scoring alone (no explanation generated)",
+    )
     p.set_defaults(func=cmd_check)
 
 

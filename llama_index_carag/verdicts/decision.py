@@ -76,6 +76,9 @@ class VerdictSettings:
             prompt of the stance decision.
         label_bias: per-label offsets in nats for ``"argmax"`` (default none).
         examples: worked examples shown before the claim (``few_shot.VerdictExample``).
+        explain: generate the explanation (default).  ``False`` (triage, ``carag check --no-explanation``):
+            in ``"score"`` mode the labels are scored and decided and nothing is generated, the verdict's
+            explanation is empty; the ``"structured"`` and ``"text"`` modes write their answer as usual.
     """
 
     decision: str = "argmax"
@@ -87,6 +90,7 @@ class VerdictSettings:
     explain_passages: int = 3
     label_bias: Mapping[str, float] = field(default_factory=dict)
     examples: tuple[Any, ...] = ()
+    explain: bool = True
 
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:

@@ -161,7 +161,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 
         if mode in ("auto", "score"):
-            self._scorer = scorer_for(self._llm, max_new_tokens=max_tokens, max_sentences=self._settings.max_sentences)
+            self._scorer = scorer_for(self._llm, max_tokens, self._settings.max_sentences, self._settings.explain)
             if self._scorer is not None:
                 return "score"
             if mode == "score":
@@ -310,7 +310,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
     ) -> Verdict:
         assert self._scored_verdicts is not None
         verdict = self._scored_verdicts.verdict(bundle.query_str, texts, ids, cosines, bundle.embedding)
-        return _with_answer_text(verdict)
+        return _with_answer_text(verdict if self._settings.explain else verdict.model_copy(update=_UNEXPLAINED))
 
     def _structured(self, out: Any, ids: list[str]) -> Verdict:
         label = VerdictLabel(_label_name(out.label))
@@ -443,6 +443,9 @@ def _no_evidence_verdict() -> Verdict:
         parsed=False,
         method="none",
     )
+
+
+_UNEXPLAINED = {"explanation": "", "evidence_ids": [], "cited_passages": [], "explanation_repaired": False}  # triage
 
 
 def _with_answer_text(verdict: Verdict) -> Verdict:

@@ -55,7 +55,8 @@ class Verdict(BaseModel):
 
     Attributes:
         label: the verdict.
-        explanation: at most ``max_sentences`` sentences, whitespace-normalised, never empty.
+        explanation: at most ``max_sentences`` sentences, whitespace-normalised; empty only when the
+            synthesizer was told not to explain (``VerdictSettings.explain``, triage).
         evidence_ids: passages the model cited, unique, in first-mention order.
         raw: the model's text, untouched.
         parsed: ``False`` when no label was found and NOT_ENOUGH_INFO is a fallback.

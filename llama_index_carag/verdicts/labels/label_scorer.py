@@ -44,18 +44,21 @@ EXPLANATION_CUE = "\nExplanation:"
 EXPLANATION_STOPS = ("\n\n", ANSWER_PREFIX)
 
 
-def scorer_for(llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2) -> LabelScorer | None:
+def scorer_for(
+    llm: Any, max_new_tokens: int | None = None, max_sentences: int = 2, explain: bool = True
+) -> LabelScorer | None:
     """The label scorer of ``llm``: ``None`` where no registered backend runs it or its backend returns text only.
 
     Args:
         llm: a LlamaIndex LLM.
         max_new_tokens: budget of the explanation (default: the LLM's, at most 72).
         max_sentences: the explanation stops once this many sentences are complete.
+        explain: generate the explanation (``False``: the labels are scored only, the explanation is ``""``).
     """
     backend = backend_for(llm, max_new_tokens)
     if backend is None or not backend.supports_logprobs():
         return None
-    return LabelScorer(backend, max_sentences)
+    return LabelScorer(backend, max_sentences, explain)
 
 
 @dataclass
@@ -67,10 +70,13 @@ class LabelScorer:
             log-likelihoods).
         max_sentences: generation stops once this many sentences are complete (or at a blank line / a
             new ``Verdict:``); longer text is cut to them.
+        with_explanation: generate the explanation after the label (``False``: :meth:`verdict` scores and
+            decides only, and its explanation is ``""``).
     """
 
     backend: LLMBackend
     max_sentences: int = 2
+    with_explanation: bool = True
 
     @property
     def llm(self) -> Any:
@@ -133,8 +139,9 @@ class LabelScorer:
         self, messages: Sequence[Any], decide: Callable[[LabelScores], VerdictLabel]
     ) -> tuple[VerdictLabel, LabelScores, str]:
         """``(label, scores, explanation)`` for one prompt: the labels scored, ``decide(scores)`` picks one, then
-        its explanation is generated on the same prompt state (the backend's session held throughout)."""
+        its explanation is generated on the same prompt state (the backend's session held throughout); the
+        explanation is ``""`` when :attr:`with_explanation` is off (nothing generated)."""
         with self.backend.session():
             scores, state, prompt_ids = self.score(messages)
             label = decide(scores)
-            return label, scores, self.explain(label, state, prompt_ids)
+            return label, scores, self.explain(label, state, prompt_ids) if self.with_explanation else ""
