@@ -41,6 +41,9 @@ _EXPORTS: dict[str, str] = {
     # one claim check as JSON (carag check --json, POST /v1/check)
     "check_claim": "llama_index_carag.verdicts.checker",
     "ClaimChecker": "llama_index_carag.verdicts.checker",
+    "check_claims": "llama_index_carag.verdicts.batch",
+    "check_text": "llama_index_carag.verdicts.text_check",
+    "TextCheckResult": "llama_index_carag.verdicts.text_check",
     "CheckResult": "llama_index_carag.verdicts.checking",
     # models by name
     "resolve_embed_model": "llama_index_carag.models.resolve",
@@ -81,12 +84,15 @@ __all__ = [
     "StateError",
     "SubsetOfInterest",
     "TUNED",
+    "TextCheckResult",
     "ThematicClusterer",
     "ThematicContextPostprocessor",
     "Verdict",
     "VerdictLabel",
     "build_faiss_index",
     "check_claim",
+    "check_claims",
+    "check_text",
     "default_llm",
     "demo_corpus_path",
     "extract_claims",
@@ -132,9 +138,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings
+    from llama_index_carag.verdicts.batch import check_claims
     from llama_index_carag.verdicts.chat import FactCheckChatBot
     from llama_index_carag.verdicts.checker import ClaimChecker, check_claim
     from llama_index_carag.verdicts.checking import CheckResult
     from llama_index_carag.verdicts.parsing import parse_verdict
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
+    from llama_index_carag.verdicts.text_check import TextCheckResult, check_text
     from llama_index_carag.verdicts.types import Verdict, VerdictLabel
