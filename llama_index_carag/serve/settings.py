@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 __all__ = ["ServeSettings"]
 
@@ -43,6 +43,17 @@ class ServeSettings(BaseModel):
         3600.0, gt=0, allow_inf_nan=False, description="a chat session unused this long expires"
     )
     max_turns: StrictInt = Field(50, ge=1, description="messages per chat session; one more gets 409")
+
+    def __init__(self, **limits: Any) -> None:
+        try:
+            super().__init__(**limits)
+        except ValidationError as exc:  # one line per bad limit (the CLI prints it as one usage error)
+            raise ValueError(
+                "; ".join(
+                    f"ServeSettings.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                    for e in exc.errors()
+                )
+            ) from None
 
     @field_validator("request_timeout_s", "session_ttl_s", mode="before")
     @classmethod
