@@ -1,26 +1,30 @@
-"""The archive decision: a label decision fitted on the archive's own checked claims, or its label-free prior.
+"""The archive decision: a label decision fitted on the archive's own checked claims, with the LLM's scores.
 
-A fact-check desk's archive has verdicts.  :class:`ArchiveDecision` fits the label decision on the
-archive's labelled claims (features: :mod:`~llama_index_carag.verdicts.labels.archive_features`,
-whose first three columns are the whole-evidence label log-probabilities) and keeps it only when it
-beats, out of fold, the **label-free archive prior** — the arg-max with the archive's label lean
-divided out (:class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior`'s decision).
+A fact-check desk's archive has verdicts.  :class:`ArchiveDecision` fits a model of the label on the
+archive's labelled claims, from features the claim check has without another LLM call
+(:mod:`~llama_index_carag.verdicts.labels.archive_features`: claim–passage cosines, refutation cues,
+the claim's embedding), and at check time combines it with the LLM's whole-evidence label scores, the
+archive's label lean divided out (the **label-free archive prior**,
+:class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior`).  So the LLM is called on
+the archive only to measure that lean (a few dozen claims), not on every labelled claim.
 
 **Declared before any report number** (this docstring and the constants below were written first):
 
 * Model family: class-balanced multinomial logistic regression with L2 on standardised features,
-  one candidate per regularisation strength in ``Cs`` (default :data:`CANDIDATE_CS` = 0.01, 0.1, 1).
+  one candidate per regularisation strength in ``Cs`` (default :data:`CANDIDATE_CS` = 0.001, 0.01, 0.1, 1).
 * Selection: stratified k-fold cross-validation on the labelled archive claims, ``k = min(max_folds,
   smallest label count)`` (``max_folds`` 5), shuffled with ``random_state``; the score is the balanced
-  accuracy (mean per-label recall) of the pooled out-of-fold predictions.  The prior is scored on the same
-  folds, its lean estimated on each training fold without reading labels.
-* Choice: the candidate with the best score (ties: the smaller ``C``) if it beats the prior's score;
-  otherwise the prior ("shrinkage" to the label-free decision: all the way, never half way).
-* Minimum: at least ``min_claims`` (24) labelled claims and ``min_per_label`` (6) of each label, else the
-  prior without cross-validation.
+  accuracy (mean per-label recall) of the pooled out-of-fold predictions.
+* Choice: the candidate with the best score (ties: the smaller ``C``), kept if that score beats chance
+  (1/3) by at least ``min_gain`` (:data:`MIN_GAIN` = 0.05); otherwise no model (``"no_gain"``).
+* Minimum: at least ``min_claims`` (:data:`MIN_CLAIMS` = 24) labelled claims and ``min_per_label``
+  (:data:`MIN_PER_LABEL` = 6) of each label, else no model (``"too_few"``).
+* Combination at check time (a product of experts, no weight fitted): label log-probability = the model's
+  log-probability + the LLM's log-probability with the lean divided out; the arg-max is the label.
+  Without a model it is the prior alone; without LLM scores (``joint=None``) the model alone.
 
 Fitted state, JSON-safe through :meth:`ArchiveDecision.get_state` / :meth:`ArchiveDecision.from_state`:
-the choice, each candidate's and the prior's CV score, the gain, the label counts, the prior and the
+the choice, each candidate's CV score, the gain over chance, the label counts, the lean and the
 logistic's scaler and weights.  :meth:`ArchiveDecision.reason` is the verdict's one-line reason.
 """
 
@@ -42,15 +46,26 @@ from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ArchiveDecision", "CANDIDATE_CS", "MIN_CLAIMS", "MIN_PER_LABEL", "PRIOR", "balanced_accuracy"]
+__all__ = [
+    "ArchiveDecision",
+    "CANDIDATE_CS",
+    "MIN_CLAIMS",
+    "MIN_GAIN",
+    "MIN_PER_LABEL",
+    "NO_MODEL",
+    "balanced_accuracy",
+    "joint_matrix",
+]
 
 #: Regularisation strengths of the declared candidates (inverse L2 weight, scikit-learn's ``C``).
-CANDIDATE_CS = (0.01, 0.1, 1.0)
-#: Fewest labelled archive claims, in all and per label, to fit anything but the prior.
+CANDIDATE_CS = (0.001, 0.01, 0.1, 1.0)
+#: Fewest labelled archive claims, in all and per label, to fit a model.
 MIN_CLAIMS, MIN_PER_LABEL = 24, 6
-#: Name of the label-free fallback among the candidates.
-PRIOR = "prior"
-_FORMAT = "carag-archive-decision/1"
+#: How far above chance (1/3) the best candidate's out-of-fold balanced accuracy must be to be kept.
+MIN_GAIN = 0.05
+#: The choice when no model is kept: the LLM's scores with the lean divided out decide alone.
+NO_MODEL = "prior"
+_FORMAT = "carag-archive-decision/2"
 _CLASSES = tuple(k.value for k in STANCE_ORDER)
 
 
@@ -60,24 +75,18 @@ def balanced_accuracy(gold: Sequence[str] | np.ndarray, pred: Sequence[str] | np
     return float(np.mean([np.mean(pred_a[gold_a == c] == c) for c in np.unique(gold_a)]))
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def joint_matrix(joints: Sequence[Mapping[Any, float]]) -> np.ndarray:
+    """Whole-evidence label log-likelihoods (``{label: value}`` each) as an ``(n, 3)`` array in label order."""
+    rows = []
+    for j in joints:
+        d = {VerdictLabel.from_fever(str(getattr(k, "value", k))): float(v) for k, v in j.items()}
+        rows.append([d[k] for k in STANCE_ORDER])
+    return np.asarray(rows, dtype=float).reshape(len(rows), 3)
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _label_free_prior(x: np.ndarray) -> np.ndarray:
-    """Mean whole-evidence label probabilities over the rows of ``x`` (its first three columns), labels unread."""
-    probs = _softmax(x[:, :3])
-    return probs.mean(axis=0)
-
-
-def _prior_proba(x: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    return _softmax(x[:, :3] - np.log(np.maximum(prior, 1e-300)))
-
-
-def _candidate_name(c: float) -> str:
-    return f"C={c:g}"
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 def _as_labels(y: Sequence[Any]) -> np.ndarray:
@@ -85,33 +94,33 @@ def _as_labels(y: Sequence[Any]) -> np.ndarray:
 
 
 class ArchiveDecision(ClassifierMixin, BaseEstimator):
-    """A label decision fitted on one archive's labelled claims, or that archive's label-free prior.
+    """A label decision fitted on one archive's labelled claims, combined with the LLM's lean-free scores.
 
     Args:
         Cs: the declared candidates' regularisation strengths.
-        min_claims: fewest labelled claims to fit a candidate (else the prior).
-        min_per_label: fewest claims of each label to fit a candidate (else the prior).
+        min_claims: fewest labelled claims to fit a model.
+        min_per_label: fewest claims of each label to fit a model.
+        min_gain: how far above chance the best candidate's CV balanced accuracy must be to be kept.
         max_folds: at most this many CV folds (fewer when a label has fewer claims).
-        prior: the archive's label lean ``{label: probability}`` (e.g. ``DomainLabelPrior.joint_``,
-            measured on more claims than are labelled); ``None``: estimated from ``X`` without labels.
+        prior: the archive's label lean ``{label: probability}`` (``DomainLabelPrior.joint_``), divided out of
+            the LLM's scores; ``None``: nothing divided out.
         random_state: seed of the fold shuffle.
 
-    ``X``: rows of :func:`~llama_index_carag.verdicts.labels.archive_features.archive_features`; its first
-    three columns are the whole-evidence log-probabilities of SUPPORTED, REFUTED, NOT_ENOUGH_INFO.
-    ``y``: labels (``VerdictLabel``, full names or T/F/N).  Predictions are full label names.
+    ``X``: rows of :func:`~llama_index_carag.verdicts.labels.archive_features.archive_features`; ``y``:
+    labels (``VerdictLabel``, full names or T/F/N).  Predictions are full label names.
 
-    Fitted attributes: ``classes_``, ``choice_`` (:data:`PRIOR` or ``"C=…"``), ``cv_scores_`` (candidate ->
-    out-of-fold balanced accuracy; empty below the minimum), ``prior_score_``, ``cv_gain_`` (best candidate's
-    score minus the prior's; ``None`` below the minimum), ``fallback_`` (``None``, ``"too_few"`` or
-    ``"no_gain"``), ``n_splits_``, ``n_labelled_``, ``label_counts_``, ``prior_`` (3 probabilities),
-    ``scaler_mean_``/``scaler_scale_``/``coef_``/``intercept_`` (``None`` under the prior), ``n_features_in_``,
-    ``feature_names_``.
+    Fitted attributes: ``classes_``, ``choice_`` (:data:`NO_MODEL` or ``"C=…"``), ``cv_scores_`` (candidate
+    -> out-of-fold balanced accuracy; empty below the minimum), ``cv_gain_`` (best score minus 1/3; ``None``
+    below the minimum), ``fallback_`` (``None``, ``"too_few"`` or ``"no_gain"``), ``n_splits_``,
+    ``n_labelled_``, ``label_counts_``, ``lean_`` (3 probabilities), ``scaler_mean_``/``scaler_scale_``/
+    ``coef_``/``intercept_`` (``None`` without a model), ``n_features_in_``, ``feature_names_``.
     """
 
     _parameter_constraints: dict = {
         "Cs": ["array-like"],
         "min_claims": [Interval(Integral, 0, None, closed="left")],
         "min_per_label": [Interval(Integral, 2, None, closed="left")],
+        "min_gain": [Interval(Real, 0, 1, closed="both")],
         "max_folds": [Interval(Integral, 2, None, closed="left")],
         "prior": [dict, None],
         "random_state": ["random_state"],
@@ -123,6 +132,7 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         *,
         min_claims: int = MIN_CLAIMS,
         min_per_label: int = MIN_PER_LABEL,
+        min_gain: float = MIN_GAIN,
         max_folds: int = 5,
         prior: Mapping[Any, float] | None = None,
         random_state: int | None = 0,
@@ -130,6 +140,7 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         self.Cs = Cs
         self.min_claims = min_claims
         self.min_per_label = min_per_label
+        self.min_gain = min_gain
         self.max_folds = max_folds
         self.prior = prior
         self.random_state = random_state
@@ -137,8 +148,8 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def _checked(self, X: Any, y: Any | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         x = np.asarray(X, dtype=float)
-        if x.ndim != 2 or x.shape[1] < 3 or not np.all(np.isfinite(x)):
-            raise ValueError(f"X must be a finite 2-D array with at least 3 columns; got shape {x.shape}.")
+        if x.ndim != 2 or x.shape[1] < 1 or not np.all(np.isfinite(x)):
+            raise ValueError(f"X must be a finite 2-D array with at least one column; got shape {x.shape}.")
         labels = None if y is None else _as_labels(y)
         if labels is not None and len(labels) != len(x):
             raise ValueError(f"X has {len(x)} rows but y has {len(labels)} labels.")
@@ -146,9 +157,9 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
             raise ValueError(f"Cs must be positive numbers; got {self.Cs!r}.")
         return x, labels
 
-    def _given_prior(self) -> np.ndarray | None:
+    def _lean(self) -> np.ndarray:
         if self.prior is None:
-            return None
+            return np.full(3, 1 / 3)
         lean = {VerdictLabel.from_fever(str(getattr(k, "value", k))): float(v) for k, v in self.prior.items()}
         if set(lean) != set(STANCE_ORDER) or any(v <= 0 for v in lean.values()):
             raise ValueError(f"prior needs a positive probability for each label; got {self.prior!r}.")
@@ -160,8 +171,8 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         self._validate_params()
         x, labels = self._checked(X, y)
         assert labels is not None
-        given = self._given_prior()
         self.classes_ = np.array(_CLASSES)
+        self.lean_ = self._lean()
         self.n_features_in_ = x.shape[1]
         self.feature_names_ = None if feature_names is None else [str(n) for n in feature_names]
         if self.feature_names_ is not None and len(self.feature_names_) != x.shape[1]:
@@ -169,47 +180,40 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         counts = Counter(labels.tolist())
         self.label_counts_ = {c: int(counts.get(c, 0)) for c in _CLASSES}
         self.n_labelled_ = len(labels)
-        self.prior_ = given if given is not None else _label_free_prior(x)
         self.scaler_mean_: np.ndarray | None = None
         self.scaler_scale_: np.ndarray | None = None
         self.coef_: np.ndarray | None = None
         self.intercept_: np.ndarray | None = None
         self.cv_scores_: dict[str, float] = {}
         self.cv_gain_: float | None = None
-        self.prior_score_: float | None = None
         self.n_splits_ = 0
         if self.n_labelled_ < self.min_claims or min(self.label_counts_.values()) < self.min_per_label:
-            self.choice_, self.fallback_ = PRIOR, "too_few"  # type: str, str | None
-            pred = self.classes_[_prior_proba(x, self.prior_).argmax(axis=1)]
-            self.prior_score_ = balanced_accuracy(labels, pred) if len(labels) else None
-            logger.info("archive decision: the prior (%d labelled claims: %s)", self.n_labelled_, self.label_counts_)
+            self.choice_, self.fallback_ = NO_MODEL, "too_few"  # type: str, str | None
+            logger.info("archive decision: no model (%d labelled claims: %s)", self.n_labelled_, self.label_counts_)
             return self
-        self.prior_score_ = prior_score = self._cross_validate(x, labels, given)
+        self._cross_validate(x, labels)
         best = max(self.cv_scores_, key=lambda n: (self.cv_scores_[n], -float(n[2:])))
-        self.cv_gain_ = self.cv_scores_[best] - prior_score
-        if self.cv_gain_ > 0:
+        self.cv_gain_ = self.cv_scores_[best] - 1 / 3
+        if self.cv_gain_ >= self.min_gain:
             self.choice_, self.fallback_ = best, None
             self._fit_logistic(x, labels, float(best[2:]))
         else:
-            self.choice_, self.fallback_ = PRIOR, "no_gain"
+            self.choice_, self.fallback_ = NO_MODEL, "no_gain"
         logger.info("archive decision: %s", self.reason())
         return self
 
-    def _cross_validate(self, x: np.ndarray, labels: np.ndarray, given: np.ndarray | None) -> float:
-        """Set ``n_splits_`` and ``cv_scores_``; return the prior's out-of-fold score."""
+    def _cross_validate(self, x: np.ndarray, labels: np.ndarray) -> None:
+        """Set ``n_splits_`` and ``cv_scores_`` (pooled out-of-fold balanced accuracy per candidate)."""
         from sklearn.model_selection import StratifiedKFold
 
         self.n_splits_ = int(min(self.max_folds, min(self.label_counts_.values())))
         folds = StratifiedKFold(self.n_splits_, shuffle=True, random_state=self.random_state)
-        names = [_candidate_name(float(c)) for c in self.Cs]
-        oof = {n: np.empty(len(labels), dtype=object) for n in [*names, PRIOR]}
+        names = [f"C={float(c):g}" for c in self.Cs]
+        oof = {n: np.empty(len(labels), dtype=object) for n in names}
         for train, test in folds.split(x, labels):
-            lean = given if given is not None else _label_free_prior(x[train])
-            oof[PRIOR][test] = self.classes_[_prior_proba(x[test], lean).argmax(axis=1)]
             for name, c in zip(names, self.Cs):
                 oof[name][test] = _logistic(float(c)).fit(x[train], labels[train]).predict(x[test])
         self.cv_scores_ = {n: balanced_accuracy(labels, oof[n]) for n in names}
-        return balanced_accuracy(labels, oof[PRIOR])
 
     def _fit_logistic(self, x: np.ndarray, labels: np.ndarray, c: float) -> None:
         model = _logistic(c).fit(x, labels)
@@ -219,21 +223,47 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         self.coef_, self.intercept_ = logistic.coef_[order].copy(), logistic.intercept_[order].copy()
 
     # ------------------------------------------------------------------ predicting
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Label probabilities, shape ``(n, 3)``, columns in ``classes_`` order (SUPPORTED, REFUTED, NEI)."""
+    @property
+    def has_model(self) -> bool:
+        """Whether a fitted model is kept (else the LLM's lean-free scores decide alone)."""
+        check_is_fitted(self, "choice_")
+        return self.coef_ is not None
+
+    def model_log_proba(self, X: Any) -> np.ndarray:
+        """The model's label log-probabilities, shape ``(n, 3)`` (uniform without a model)."""
         check_is_fitted(self, "choice_")
         x, _ = self._checked(X)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {x.shape[1]} features; this decision was fitted on {self.n_features_in_}.")
-        if self.choice_ == PRIOR or self.coef_ is None or self.intercept_ is None:
-            return _prior_proba(x, self.prior_)
+        if self.coef_ is None or self.intercept_ is None:
+            return np.full((len(x), 3), -np.log(3.0))
         z = (x - self.scaler_mean_) / self.scaler_scale_
-        return _softmax(z @ self.coef_.T + self.intercept_)
+        return _log_softmax(z @ self.coef_.T + self.intercept_)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def llm_log_proba(self, joint: Any) -> np.ndarray:
+        """The LLM's label log-probabilities with the archive's lean divided out, shape ``(n, 3)``."""
+        check_is_fitted(self, "choice_")
+        j = np.asarray(joint, dtype=float)
+        if j.ndim != 2 or j.shape[1] != 3 or not np.all(np.isfinite(j)):
+            raise ValueError(f"joint must be finite label log-likelihoods of shape (n, 3); got {j.shape}.")
+        return _log_softmax(j - np.log(self.lean_))
+
+    def predict_proba(self, X: Any, joint: Any | None = None) -> np.ndarray:
+        """Label probabilities, shape ``(n, 3)``, columns in ``classes_`` order (SUPPORTED, REFUTED, NEI).
+
+        ``joint``: the LLM's whole-evidence label log-likelihoods, ``(n, 3)`` (:func:`joint_matrix`), or ``None``.
+        """
+        z = self.model_log_proba(X)
+        if joint is not None:
+            llm = self.llm_log_proba(joint)
+            if len(llm) != len(z):
+                raise ValueError(f"X has {len(z)} rows but joint has {len(llm)}.")
+            z = z + llm
+        return np.exp(_log_softmax(z))
+
+    def predict(self, X: Any, joint: Any | None = None) -> np.ndarray:
         """The most probable label of each row (full label names)."""
-        proba = self.predict_proba(X)
-        return self.classes_[proba.argmax(axis=1)]
+        return self.classes_[self.predict_proba(X, joint).argmax(axis=1)]
 
     def reason(self) -> str:
         """The verdict's one-line reason for this decision."""
@@ -247,12 +277,12 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         best = max(self.cv_scores_.values())
         if self.fallback_ == "no_gain":
             return (
-                f"archive prior (the label lean divided out): a decision fitted on {n} labelled claims did not beat "
-                f"it out of fold (CV balanced accuracy {best:.2f} vs prior {self.prior_score_:.2f})"
+                f"archive prior (the label lean divided out): a model fitted on {n} labelled claims was near chance "
+                f"out of fold (CV balanced accuracy {best:.2f})"
             )
         return (
-            f"archive decision fitted on {n} labelled claims ({self.choice_}), "
-            f"CV balanced accuracy {self.cv_scores_[self.choice_]:.2f} vs prior {self.prior_score_:.2f}"
+            f"archive decision fitted on {n} labelled claims ({self.choice_}, CV balanced accuracy "
+            f"{self.cv_scores_[self.choice_]:.2f}) with the LLM's scores, the label lean divided out"
         )
 
     # ------------------------------------------------------------------ state
@@ -272,12 +302,11 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
             "choice": self.choice_,
             "fallback": self.fallback_,
             "cv_scores": {k: float(v) for k, v in self.cv_scores_.items()},
-            "prior_score": None if self.prior_score_ is None else float(self.prior_score_),
             "cv_gain": None if self.cv_gain_ is None else float(self.cv_gain_),
             "n_splits": self.n_splits_,
             "n_labelled": self.n_labelled_,
             "label_counts": dict(self.label_counts_),
-            "prior": plain(self.prior_),
+            "lean": plain(self.lean_),
             "scaler_mean": plain(self.scaler_mean_),
             "scaler_scale": plain(self.scaler_scale_),
             "coef": plain(self.coef_),
@@ -303,11 +332,10 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         decision.classes_ = np.array(_CLASSES)
         decision.choice_, decision.fallback_ = str(f["choice"]), f["fallback"]
         decision.cv_scores_ = {str(k): float(v) for k, v in f["cv_scores"].items()}
-        decision.prior_score_ = None if f["prior_score"] is None else float(f["prior_score"])
         decision.cv_gain_ = None if f["cv_gain"] is None else float(f["cv_gain"])
         decision.n_splits_, decision.n_labelled_ = int(f["n_splits"]), int(f["n_labelled"])
         decision.label_counts_ = {str(k): int(v) for k, v in f["label_counts"].items()}
-        decision.prior_ = np.asarray(f["prior"], dtype=float)
+        decision.lean_ = np.asarray(f["lean"], dtype=float)
         decision.scaler_mean_, decision.scaler_scale_ = array(f["scaler_mean"]), array(f["scaler_scale"])
         decision.coef_, decision.intercept_ = array(f["coef"]), array(f["intercept"])
         decision.n_features_in_, decision.feature_names_ = int(f["n_features_in"]), f["feature_names"]
@@ -320,4 +348,4 @@ def _logistic(c: float) -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(), LogisticRegression(C=c, class_weight="balanced", max_iter=2000))
+    return make_pipeline(StandardScaler(), LogisticRegression(C=c, class_weight="balanced", max_iter=3000))

@@ -1,51 +1,51 @@
-"""Per-claim features of the archive decision, from what one claim check already computed.
+"""Per-claim features of the archive decision: what the claim check has without another LLM call.
 
-:class:`ClaimSignals` holds what the pipeline has for one claim and its evidence passages; it is
-built either from a live check (:meth:`ClaimSignals.from_nodes`: the scored labels and the nodes the
-retriever returned, whose ``node.metadata["carag"]`` provenance carries the cosines, BM25 scores and
-SOI membership) or from a verdict-cache line (:meth:`ClaimSignals.from_cache_row`,
-:mod:`~llama_index_carag.evaluation.verdict_cache`, which holds no BM25 score and no SOI membership).
+:class:`ClaimSignals` holds what the pipeline has for one claim and its evidence passages: the claim,
+its embedding (the retriever's query embedding), the passages' texts and their claim cosines (the
+retriever's provenance ``claim_similarity``, or computed with the same encoder for evidence given by
+hand).  :meth:`ClaimSignals.from_nodes` reads them off a live check.
 
-:data:`FEATURE_GROUPS` is the one registry of features, a group per signal; a group is *available*
-for a claim only when its signal is there (:func:`available_groups`), and :func:`archive_features`
-refuses a group a claim lacks, so a feature set always says what it was computed from:
+:data:`FEATURE_GROUPS` is the one registry of features, one :class:`FeatureGroup` per signal; a new
+feature is one entry.  The declared groups (:data:`DECLARED_GROUPS`, fixed before any report number):
 
-* ``joint`` (3): the whole-evidence label log-likelihoods normalised to log-probabilities
-  (SUPPORTED, REFUTED, NOT_ENOUGH_INFO) — always first: the archive decision's label-free fallback
-  reads these three columns;
-* ``passages`` (6): each passage's stance-prompt label probabilities, mean and max per label;
-* ``cosines`` (2): claim–passage cosines, max and mean;
-* ``bm25`` (1): the largest BM25 score among the passages (provenance ``lexical_score``);
-* ``soi`` (1): the share of passages in the claim's SOI (provenance ``in_soi``);
-* ``cues`` (2): refutation cues between the claim and each passage's text — the share of passages
-  that state numbers but none of the claim's numbers (:func:`number_mismatch`) and the share whose
-  negation differs from the claim's (:func:`negation_mismatch`).
+* ``cosines`` (2): claim–passage cosines, max and mean — how close the evidence is to the claim
+  (NOT_ENOUGH_INFO evidence tends to be further away);
+* ``cues`` (2): refutation cues between the claim and each passage — the share of passages that state
+  numbers but none of the claim's numbers (:func:`number_mismatch`) and the share whose negation
+  differs from the claim's (:func:`negation_mismatch`);
+* ``claim`` (the encoder's dimension): the claim's own embedding, unit length — what the archive's
+  claims of each label look like.  This reads the claim alone, not the evidence: a decision fitted on it
+  learns the archive's label lean by wording (as claim-only baselines do on FEVER-style data) and is
+  reported beside the others, never as evidence reasoning.
+
+The LLM's whole-evidence label scores are not features here: the archive decision combines them with
+its fitted model (:mod:`~llama_index_carag.verdicts.labels.archive_decision`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, label_probabilities
-from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ClaimSignals",
+    "FeatureGroup",
     "FEATURE_GROUPS",
-    "available_groups",
+    "DECLARED_GROUPS",
     "archive_features",
     "feature_names",
     "number_mismatch",
     "negation_mismatch",
+    "passage_cues",
 ]
 
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
@@ -54,69 +54,48 @@ _NEGATION_RE = re.compile(r"\b(?:not|no|never|none|nor|neither|without|cannot)\b
 
 @dataclass(frozen=True)
 class ClaimSignals:
-    """What one claim check has: the claim, its passages' texts and the scores computed for them.
+    """What one claim check has: the claim, its embedding, its passages' texts and their claim cosines.
 
     Attributes:
         claim: the claim text.
-        joint: whole-evidence label log-likelihoods ``{label: value}`` (needed).
-        passages: each passage's stance-prompt label log-likelihoods, or ``None``.
-        texts: the passages' texts, or ``None`` (the cache holds ids only).
-        cosines: claim–passage cosines, or ``None``.
-        bm25: the passages' BM25 scores, or ``None``.
-        in_soi: whether each passage is in the claim's SOI, or ``None``.
+        embedding: the claim's embedding (the retriever's encoder).
+        texts: the passages' texts, in rank order.
+        cosines: claim–passage cosines, one per passage.
     """
 
     claim: str
-    joint: Mapping[VerdictLabel, float]
-    passages: Sequence[Mapping[VerdictLabel, float]] | None = None
-    texts: Sequence[str] | None = None
-    cosines: Sequence[float] | None = None
-    bm25: Sequence[float] | None = None
-    in_soi: Sequence[bool] | None = None
+    embedding: Sequence[float]
+    texts: Sequence[str]
+    cosines: Sequence[float]
+
+    def __post_init__(self) -> None:
+        if len(self.texts) != len(self.cosines):
+            raise ValueError(f"{len(self.texts)} passages but {len(self.cosines)} cosines.")
+        if len(self.embedding) == 0:
+            raise ValueError("The claim embedding is empty.")
 
     @classmethod
-    def from_cache_row(cls, row: Mapping[str, Any], texts: Sequence[str] | None = None) -> ClaimSignals:
-        """The signals of a verdict-cache claim line (``texts``: its passages' texts, looked up by the caller)."""
+    def from_nodes(cls, claim: str, embedding: Sequence[float], nodes: Sequence[Any]) -> ClaimSignals:
+        """The signals of a live check: ``nodes`` (``NodeWithScore``) as retrieved, cosines from their provenance
+        (``claim_similarity``); a node without one gets its cosine from its own embedding, else ``ValueError``."""
+        claim_vec = _unit(embedding)
+        cosines = []
+        for n in nodes:
+            node = getattr(n, "node", n)
+            info = (node.metadata or {}).get(CARAG_METADATA_KEY) or {}
+            if info.get("claim_similarity") is not None:
+                cosines.append(float(info["claim_similarity"]))
+            elif node.embedding is not None:
+                cosines.append(float(_unit(node.embedding) @ claim_vec))
+            else:
+                raise ValueError(f"Passage {node.node_id!r} has neither a claim cosine nor an embedding.")
+        return cls(claim, list(map(float, embedding)), [getattr(n, "node", n).get_content() for n in nodes], cosines)
 
-        def labels(d: Mapping[str, float]) -> dict[VerdictLabel, float]:
-            return {VerdictLabel(k): float(v) for k, v in d.items()}
 
-        passages = row.get("passages")
-        return cls(
-            claim=str(row["claim"]),
-            joint=labels(row["joint"]),
-            passages=None if passages is None else [labels(p) for p in passages],
-            texts=None if texts is None else list(texts),
-            cosines=row.get("cosines"),
-        )
-
-    @classmethod
-    def from_nodes(
-        cls,
-        claim: str,
-        nodes: Sequence[Any],
-        joint: Mapping[VerdictLabel, float],
-        passages: Sequence[Mapping[VerdictLabel, float]] | None = None,
-    ) -> ClaimSignals:
-        """The signals of a live check: ``nodes`` (``NodeWithScore``) as retrieved, their provenance read.
-
-        A provenance value is used only when every node has it (annotated evidence has no provenance).
-        """
-        infos = [(getattr(n, "node", n).metadata or {}).get(CARAG_METADATA_KEY) or {} for n in nodes]
-
-        def column(key: str) -> list[Any] | None:
-            values = [info.get(key) for info in infos]
-            return values if values and all(v is not None for v in values) else None
-
-        return cls(
-            claim=claim,
-            joint=dict(joint),
-            passages=None if passages is None else list(passages),
-            texts=[getattr(n, "node", n).get_content() for n in nodes],
-            cosines=column("claim_similarity"),
-            bm25=column("lexical_score"),
-            in_soi=column("in_soi"),
-        )
+def _unit(v: Sequence[float]) -> np.ndarray:
+    a = np.asarray(v, dtype=float)
+    norm = float(np.linalg.norm(a))
+    return a / norm if norm > 0 else a
 
 
 def number_mismatch(claim: str, passage: str) -> bool:
@@ -131,16 +110,14 @@ def negation_mismatch(claim: str, passage: str) -> bool:
     return bool(_NEGATION_RE.search(claim)) != bool(_NEGATION_RE.search(passage))
 
 
-def _joint(s: ClaimSignals) -> list[float]:
-    probs = label_probabilities(s.joint)
-    return [float(np.log(max(probs[k], 1e-12))) for k in STANCE_ORDER]
-
-
-def _passages(s: ClaimSignals) -> list[float]:
-    probs = np.array([[label_probabilities(p)[k] for k in STANCE_ORDER] for p in s.passages or []])
-    if probs.size == 0:
-        return [0.0] * 6
-    return [*probs.mean(axis=0).tolist(), *probs.max(axis=0).tolist()]
+def passage_cues(claim: str, passage: str) -> list[str]:
+    """The refutation cues one passage shows against the claim, as words (``"numbers differ"``, ``"negation differs"``)."""
+    found = []
+    if number_mismatch(claim, passage):
+        found.append("numbers differ")
+    if negation_mismatch(claim, passage):
+        found.append("negation differs")
+    return found
 
 
 def _cosines(s: ClaimSignals) -> list[float]:
@@ -148,17 +125,8 @@ def _cosines(s: ClaimSignals) -> list[float]:
     return [float(values.max()), float(values.mean())]
 
 
-def _bm25(s: ClaimSignals) -> list[float]:
-    return [float(max(s.bm25 or [0.0]))]
-
-
-def _soi(s: ClaimSignals) -> list[float]:
-    flags = list(s.in_soi or [])
-    return [float(np.mean(flags)) if flags else 0.0]
-
-
 def _cues(s: ClaimSignals) -> list[float]:
-    texts = list(s.texts or [])
+    texts = list(s.texts)
     if not texts:
         return [0.0, 0.0]
     return [
@@ -167,61 +135,56 @@ def _cues(s: ClaimSignals) -> list[float]:
     ]
 
 
+def _claim(s: ClaimSignals) -> list[float]:
+    return _unit(s.embedding).tolist()
+
+
 @dataclass(frozen=True)
-class _Group:
+class FeatureGroup:
+    """One registered feature group: its column names (``width`` columns for a vector) and how it is computed."""
+
     names: tuple[str, ...]
-    signal: str
     compute: Callable[[ClaimSignals], list[float]]
+    vector: bool = False
+
+    def columns(self, width: int) -> list[str]:
+        """Its column names; a vector group's are ``name_0 … name_{width-1}``."""
+        return [f"{self.names[0]}_{i}" for i in range(width)] if self.vector else list(self.names)
 
 
-_L = ("S", "R", "N")
-#: The feature registry: group name -> its feature names, the signal it needs, and how it is computed.
-FEATURE_GROUPS: dict[str, _Group] = {
-    "joint": _Group(tuple(f"joint_logp_{k}" for k in _L), "joint", _joint),
-    "passages": _Group(tuple(f"passage_{agg}_{k}" for agg in ("mean", "max") for k in _L), "passages", _passages),
-    "cosines": _Group(("cosine_max", "cosine_mean"), "cosines", _cosines),
-    "bm25": _Group(("bm25_max",), "bm25", _bm25),
-    "soi": _Group(("soi_share",), "in_soi", _soi),
-    "cues": _Group(("number_mismatch_share", "negation_mismatch_share"), "texts", _cues),
+#: The feature registry: group name -> its columns and how they are computed.
+FEATURE_GROUPS: dict[str, FeatureGroup] = {
+    "cosines": FeatureGroup(("cosine_max", "cosine_mean"), _cosines),
+    "cues": FeatureGroup(("number_mismatch_share", "negation_mismatch_share"), _cues),
+    "claim": FeatureGroup(("claim_embedding",), _claim, vector=True),
 }
-
-
-def available_groups(signals: Sequence[ClaimSignals]) -> tuple[str, ...]:
-    """The feature groups every one of ``signals`` has the signal for, in registry order."""
-    return tuple(
-        name
-        for name, group in FEATURE_GROUPS.items()
-        if signals and all(getattr(s, group.signal) is not None for s in signals)
-    )
-
-
-def feature_names(groups: Sequence[str]) -> list[str]:
-    """The column names of :func:`archive_features` for ``groups`` (``joint`` must come first)."""
-    _check_groups(groups)
-    return [n for g in groups for n in FEATURE_GROUPS[g].names]
+#: The groups the archive decision uses (declared before any report number).
+DECLARED_GROUPS = ("cosines", "cues", "claim")
 
 
 def _check_groups(groups: Sequence[str]) -> None:
     unknown = sorted(set(groups) - set(FEATURE_GROUPS))
     if unknown:
         raise ValueError(f"Unknown feature groups {unknown}; known: {sorted(FEATURE_GROUPS)}.")
-    if not groups or groups[0] != "joint":
-        raise ValueError("The feature groups must start with 'joint' (the fallback reads its three columns).")
+    if not groups:
+        raise ValueError("At least one feature group is needed.")
 
 
-def archive_features(signals: Sequence[ClaimSignals], groups: Sequence[str]) -> np.ndarray:
-    """The feature matrix of ``signals``, shape ``(n_claims, len(feature_names(groups)))``.
+def feature_names(groups: Sequence[str], embedding_dim: int) -> list[str]:
+    """The column names of :func:`archive_features` for ``groups`` (vector groups ``embedding_dim`` wide)."""
+    _check_groups(groups)
+    return [n for g in groups for n in FEATURE_GROUPS[g].columns(embedding_dim)]
 
-    Raises ``ValueError`` when a claim lacks the signal of a requested group.
+
+def archive_features(signals: Sequence[ClaimSignals], groups: Sequence[str] = DECLARED_GROUPS) -> np.ndarray:
+    """The feature matrix of ``signals``, shape ``(n_claims, n_features)``.
+
+    Raises ``ValueError`` when the claims' embeddings differ in size (two encoders mixed).
     """
     _check_groups(groups)
-    rows = []
-    for i, s in enumerate(signals):
-        row: list[float] = []
-        for g in groups:
-            group = FEATURE_GROUPS[g]
-            if getattr(s, group.signal) is None:
-                raise ValueError(f"Claim {i} has no {group.signal!r}: feature group {g!r} cannot be computed.")
-            row.extend(group.compute(s))
-        rows.append(row)
-    return np.asarray(rows, dtype=float).reshape(len(rows), len(feature_names(groups)))
+    dims = {len(s.embedding) for s in signals}
+    if len(dims) > 1:
+        raise ValueError(f"The claims' embeddings have different sizes {sorted(dims)}: one encoder for all.")
+    rows = [[v for g in groups for v in FEATURE_GROUPS[g].compute(s)] for s in signals]
+    width = len(feature_names(groups, dims.pop())) if dims else 0
+    return np.asarray(rows, dtype=float).reshape(len(rows), width)
