@@ -1,8 +1,10 @@
-"""The archive decision: its features, the estimator's declared rule and state, and the offline replay."""
+"""The archive decision: its features, the estimator's declared rule and state, its combination with the LLM,
+its fit on an index's labelled claims and its use in the synthesizer."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -10,63 +12,46 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import InvalidParameterError
 
-from llama_index_carag.evaluation import archive_replay
-from llama_index_carag.verdicts.labels.archive_decision import PRIOR, ArchiveDecision, balanced_accuracy
+from llama_index_carag.verdicts.decision import (
+    ArchiveLabelDecision,
+    ArgMaxDecision,
+    ScoredEvidence,
+    VerdictSettings,
+    resolve_decision,
+)
+from llama_index_carag.verdicts.labels.archive_decision import (
+    NO_MODEL,
+    ArchiveDecision,
+    balanced_accuracy,
+    joint_matrix,
+    llm_log_proba,
+)
 from llama_index_carag.verdicts.labels.archive_features import (
+    DECLARED_GROUPS,
     ClaimSignals,
     archive_features,
-    available_groups,
     feature_names,
     negation_mismatch,
     number_mismatch,
+    passage_cues,
 )
 from llama_index_carag.verdicts.types import VerdictLabel
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
 
 
-def _row(joint, gold="T", split="report", passages=None, cosines=None, ids=("p1",), claim="c", evidence="annotated"):
-    return {
-        "kind": "claim",
-        "model": "m",
-        "domain": "d",
-        "evidence": evidence,
-        "claim_id": f"{claim}-{split}",
-        "claim": claim,
-        "gold": gold,
-        "split": split,
-        "passage_ids": list(ids),
-        "joint": dict(zip(("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"), joint)),
-        "passages": passages,
-        "cosines": cosines,
-    }
-
-
 # ------------------------------------------------------------------ features
-def test_joint_features_are_normalised_log_probabilities() -> None:
-    s = ClaimSignals.from_cache_row(_row((-1.0, -2.0, -3.0)))
-    x = archive_features([s], ["joint"])
-    assert x.shape == (1, 3)
-    assert np.exp(x[0]).sum() == pytest.approx(1.0)
-    assert x[0, 0] - x[0, 1] == pytest.approx(1.0)  # differences kept
-
-
-def test_passage_cosine_and_cue_features_by_hand() -> None:
-    passages = [
-        {"SUPPORTED": 0.0, "REFUTED": -50.0, "NOT_ENOUGH_INFO": -50.0},
-        {"SUPPORTED": -50.0, "REFUTED": -50.0, "NOT_ENOUGH_INFO": 0.0},
-    ]
-    row = _row((0, 0, 0), passages=passages, cosines=[0.2, 0.6], claim="Sales rose 5% in 2020")
-    texts = ["Sales did not rise in 2019.", "Sales rose 5% in 2020."]
-    s = ClaimSignals.from_cache_row(row, texts)
-    x = archive_features([s], ["joint", "passages", "cosines", "cues"])
-    names = feature_names(["joint", "passages", "cosines", "cues"])
+def test_features_by_hand() -> None:
+    s = ClaimSignals(
+        "Sales rose 5% in 2020", [3.0, 4.0], ["Sales did not rise in 2019.", "Sales rose 5% in 2020."], [0.2, 0.6]
+    )
+    x = archive_features([s])
+    names = feature_names(DECLARED_GROUPS, 2)
     got = dict(zip(names, x[0]))
-    assert got["passage_mean_S"] == pytest.approx(0.5) and got["passage_max_S"] == pytest.approx(1.0)
-    assert got["passage_mean_N"] == pytest.approx(0.5) and got["passage_max_R"] == pytest.approx(0.0, abs=1e-9)
     assert (got["cosine_max"], got["cosine_mean"]) == (pytest.approx(0.6), pytest.approx(0.4))
     assert got["number_mismatch_share"] == pytest.approx(0.5)  # 2019 has none of 5, 2020
     assert got["negation_mismatch_share"] == pytest.approx(0.5)
+    assert (got["claim_embedding_0"], got["claim_embedding_1"]) == (pytest.approx(0.6), pytest.approx(0.8))  # unit
 
 
 def test_cues() -> None:
@@ -76,143 +61,122 @@ def test_cues() -> None:
     assert not number_mismatch("It cost 5", "It was expensive")  # the passage states none
     assert negation_mismatch("Vaccines do not cause autism", "Vaccines cause autism")
     assert not negation_mismatch("It isn't true", "They never did")
+    assert passage_cues("It cost 5 and did not work", "It cost 7 and worked") == ["numbers differ", "negation differs"]
 
 
-def test_groups_say_what_a_claim_lacks() -> None:
-    with_all = ClaimSignals.from_cache_row(
-        _row((0, 0, 0), passages=[{"SUPPORTED": 0, "REFUTED": 0, "NOT_ENOUGH_INFO": 0}], cosines=[0.1]), ["t"]
-    )
-    joint_only = ClaimSignals.from_cache_row(_row((0, 0, 0)))
-    assert available_groups([with_all]) == ("joint", "passages", "cosines", "cues")
-    assert available_groups([with_all, joint_only]) == ("joint",)
-    with pytest.raises(ValueError, match="cosines"):
-        archive_features([joint_only], ["joint", "cosines"])
-    with pytest.raises(ValueError, match="start with 'joint'"):
-        archive_features([with_all], ["cosines"])
-    with pytest.raises(ValueError, match="Unknown"):
-        feature_names(["joint", "nope"])
+def test_bad_signals_are_refused() -> None:
+    with pytest.raises(ValueError, match="2 passages but 1 cosines"):
+        ClaimSignals("c", [1.0], ["a", "b"], [0.1])
+    a, b = ClaimSignals("c", [1.0, 0.0], [], []), ClaimSignals("c", [1.0, 0.0, 0.0], [], [])
+    with pytest.raises(ValueError, match="one encoder"):
+        archive_features([a, b])
+    with pytest.raises(ValueError, match="Unknown feature groups"):
+        archive_features([a], ["nope"])
 
 
-def test_live_signals_read_the_provenance() -> None:
-    def node(i: int, info: dict | None) -> NodeWithScore:
-        meta = {"carag": info} if info is not None else {}
-        return NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}", metadata=meta), score=1.0)
-
-    infos = [
-        {"claim_similarity": 0.5, "lexical_score": 3.0, "in_soi": True},
-        {"claim_similarity": 0.3, "lexical_score": 1.0, "in_soi": False},
-    ]
-    s = ClaimSignals.from_nodes("claim", [node(0, infos[0]), node(1, infos[1])], {S: -1.0, R: -2.0, N: -3.0})
-    assert s.texts == ["passage 0", "passage 1"] and s.cosines == [0.5, 0.3]
-    x = archive_features([s], ["joint", "cosines", "bm25", "soi"])
-    assert x[0, 3:].tolist() == pytest.approx([0.5, 0.4, 3.0, 0.5])
-    annotated = ClaimSignals.from_nodes("claim", [node(0, None)], {S: 0.0, R: 0.0, N: 0.0})
-    assert annotated.cosines is None and annotated.bm25 is None and annotated.in_soi is None
+def test_live_signals_read_the_provenance_or_the_node_embedding() -> None:
+    with_cos = TextNode(id_="a", text="A.", metadata={"carag": {"claim_similarity": 0.7}})
+    with_vec = TextNode(id_="b", text="B.", embedding=[0.0, 1.0])
+    s = ClaimSignals.from_nodes("claim", [1.0, 1.0], [NodeWithScore(node=with_cos), NodeWithScore(node=with_vec)])
+    assert s.cosines == [pytest.approx(0.7), pytest.approx(1 / math.sqrt(2))]
+    with pytest.raises(ValueError, match="neither a claim cosine nor an embedding"):
+        ClaimSignals.from_nodes("claim", [1.0], [NodeWithScore(node=TextNode(id_="c", text="C."))])
 
 
 # ------------------------------------------------------------------ the estimator
-def _data(n_per_label: int, seed: int = 0, informative: bool = True) -> tuple[np.ndarray, list[str]]:
-    """Joint columns lean to REFUTED whatever the label; a 4th feature tells the label when ``informative``."""
+def _separable(n_per_label: int = 12, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     rng = np.random.default_rng(seed)
-    labels = [c for c in ("T", "F", "N") for _ in range(n_per_label)]
-    logits = rng.normal(0, 0.3, (len(labels), 3)) + np.array([0.0, 1.5, 0.0])
-    joint = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-    signal = np.array([{"T": 0.0, "F": 3.0, "N": 6.0}[c] for c in labels]) if informative else np.zeros(len(labels))
-    x = np.column_stack([joint, signal + rng.normal(0, 0.5, len(labels))])
-    return x, labels
+    centres = {"T": (2.0, 0.0), "F": (-2.0, 0.0), "N": (0.0, 2.0)}
+    x = np.vstack([rng.normal(centres[k], 0.5, size=(n_per_label, 2)) for k in "TFN"])
+    return x, [k for k in "TFN" for _ in range(n_per_label)]
 
 
-def test_fits_a_candidate_when_it_beats_the_prior_out_of_fold() -> None:
-    x, y = _data(12)
+def test_keeps_a_model_that_beats_chance_out_of_fold() -> None:
+    x, y = _separable()
     d = ArchiveDecision().fit(x, y)
-    assert d.choice_ in {"C=0.01", "C=0.1", "C=1"} and d.fallback_ is None
-    assert set(d.cv_scores_) == {"C=0.01", "C=0.1", "C=1"} and d.n_splits_ == 5
-    assert d.cv_gain_ == pytest.approx(max(d.cv_scores_.values()) - d.prior_score_) and d.cv_gain_ > 0
-    xt, yt = _data(10, seed=1)
-    expected = [VerdictLabel.from_fever(c).value for c in yt]
-    assert balanced_accuracy(expected, d.predict(xt)) > 0.9
-    proba = d.predict_proba(xt)
-    assert proba.shape == (30, 3) and np.allclose(proba.sum(axis=1), 1.0)
-    assert "archive decision fitted on 36 labelled claims" in d.reason()
+    assert d.has_model and d.choice_.startswith("C=") and d.fallback_ is None
+    assert d.cv_gain_ > 0.5 and set(d.cv_scores_) == {"C=0.001", "C=0.01", "C=0.1", "C=1"}
+    assert list(d.predict(x[[0, 12, 24]])) == ["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"]
+    assert "fitted on 36 labelled claims" in d.reason()
 
 
-def test_falls_back_to_the_prior_without_gain() -> None:
-    x, y = _data(12, informative=False)
-    x[:, 3] = 0.0
+def test_no_model_when_near_chance() -> None:
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(300, 3)), [k for k in "TFN" for _ in range(100)]
     d = ArchiveDecision().fit(x, y)
-    assert d.choice_ == PRIOR and d.fallback_ == "no_gain" and d.cv_gain_ <= 0
-    prior = np.exp(x[:, :3]).mean(axis=0)
-    expected = np.array(["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"])[(x[:, :3] - np.log(prior)).argmax(axis=1)]
-    assert d.predict(x).tolist() == expected.tolist()
-    assert "did not beat it out of fold" in d.reason()
+    assert d.choice_ == NO_MODEL and d.fallback_ == "no_gain" and not d.has_model
+    assert np.allclose(d.model_log_proba(x[:2]), -np.log(3))  # uniform: the LLM decides alone
+    assert "near chance" in d.reason()
 
 
-def test_too_few_labelled_claims_give_the_prior_without_cv() -> None:
-    x, y = _data(5)  # 15 claims, 5 per label: under 24 and under 6 per label
+def test_too_few_labelled_claims_give_no_model_without_cv() -> None:
+    x, y = _separable(n_per_label=5)
     d = ArchiveDecision().fit(x, y)
-    assert d.choice_ == PRIOR and d.fallback_ == "too_few" and d.cv_scores_ == {} and d.cv_gain_ is None
-    assert "15 labelled archive claims" in d.reason()
-    x2, y2 = _data(12)
-    y2 = ["T" if c == "N" else c for c in y2]  # no NOT_ENOUGH_INFO at all
-    assert ArchiveDecision().fit(x2, y2).fallback_ == "too_few"
+    assert d.fallback_ == "too_few" and d.cv_scores_ == {} and d.n_splits_ == 0
+    assert "fewer than 24" in d.reason()
 
 
-def test_a_given_prior_is_divided_out() -> None:
-    x, y = _data(3)
-    d = ArchiveDecision(prior={"T": 0.2, "F": 0.6, "N": 0.2}).fit(x, y)
-    assert d.prior_.tolist() == pytest.approx([0.2, 0.6, 0.2])
+def test_the_llm_scores_with_the_lean_divided_out_join_the_model() -> None:
+    joint = joint_matrix([{S: -0.1, R: -3.0, N: -3.0}])
+    lean = {S: 0.98, R: 0.01, N: 0.01}
+    assert llm_log_proba(joint).argmax() == 0  # plain arg-max: SUPPORTED
+    assert llm_log_proba(joint, lean).argmax() != 0  # an archive that leans SUPPORTED
+    x, y = _separable()
+    d = ArchiveDecision().fit(x, y)
+    refuted_row = x[[12]]
+    assert d.predict(refuted_row)[0] == "REFUTED"
+    strong_s = joint_matrix([{S: 0.0, R: -30.0, N: -30.0}])
+    assert d.predict(refuted_row, strong_s)[0] == "SUPPORTED"  # a product of experts: a sure LLM wins
+    p = d.predict_proba(refuted_row, joint, lean)
+    assert p.shape == (1, 3) and p.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="positive probability"):
-        ArchiveDecision(prior={"T": 1.0}).fit(x, y)
+        llm_log_proba(joint, {S: 1.0})
 
 
 def test_state_round_trips_through_json() -> None:
-    for informative in (True, False):
-        x, y = _data(12, informative=informative)
-        d = ArchiveDecision(Cs=(0.1, 1.0)).fit(x, y, feature_names=["a", "b", "c", "d"])
-        text = json.dumps(d.get_state(), allow_nan=False)
-        back = ArchiveDecision.from_state(json.loads(text))
-        assert back.get_params() == d.get_params() | {"Cs": (0.1, 1.0)}
-        assert back.predict_proba(x) == pytest.approx(d.predict_proba(x))
-        assert back.reason() == d.reason() and back.feature_names_ == ["a", "b", "c", "d"]
-    with pytest.raises(ValueError, match="format"):
+    x, y = _separable()
+    d = ArchiveDecision(Cs=(0.1, 1.0)).fit(x, y, feature_names=["a", "b"])
+    back = ArchiveDecision.from_state(json.loads(json.dumps(d.get_state())))
+    assert np.allclose(back.predict_proba(x), d.predict_proba(x))
+    assert back.reason() == d.reason() and back.feature_names_ == ["a", "b"]
+    with pytest.raises(ValueError, match="Not a carag-archive-decision/2 state"):
         ArchiveDecision.from_state({"format": "other"})
 
 
 def test_estimator_checks() -> None:
     with pytest.raises(NotFittedError):
-        ArchiveDecision().predict(np.zeros((1, 3)))
+        ArchiveDecision().predict(np.zeros((1, 2)))
     with pytest.raises(InvalidParameterError):
-        ArchiveDecision(min_per_label=1).fit(*_data(12))
+        ArchiveDecision(max_folds=1).fit(*_separable())
     with pytest.raises(ValueError, match="positive numbers"):
-        ArchiveDecision(Cs=(0.0,)).fit(*_data(12))
-    x, y = _data(12)
-    with pytest.raises(ValueError, match="rows"):
-        ArchiveDecision().fit(x, y[:-1])
-    d = ArchiveDecision().fit(x, y)
-    with pytest.raises(ValueError, match="features"):
-        d.predict(x[:, :3])
-    with pytest.raises(ValueError, match="Unknown verdict label"):
-        ArchiveDecision().fit(x, ["X"] * len(y))
+        ArchiveDecision(Cs=(0.0,)).fit(*_separable())
+    with pytest.raises(ValueError, match="finite 2-D"):
+        ArchiveDecision().fit(np.array([[np.nan, 1.0]]), ["T"])
+    d = ArchiveDecision().fit(*_separable())
+    with pytest.raises(ValueError, match="fitted on 2"):
+        d.predict(np.zeros((1, 3)))
+    assert balanced_accuracy(["T", "T", "F"], ["T", "F", "F"]) == pytest.approx(0.75)
 
 
-# ------------------------------------------------------------------ the replay
-def test_replay_on_a_small_cache(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    rows = []
-    for split, n in (("archive", 10), ("report", 4)):
-        for i in range(n):
-            for gold, lean in (("T", (1.0, 0, 0)), ("F", (0, 1.0, 0)), ("N", (0, 0, 1.0))):
-                joint = tuple(np.array(lean) * 2 + rng.normal(0, 0.3, 3) - 3)
-                rows.append(_row(joint, gold, split, cosines=[0.5], claim=f"{gold}{i}"))
-    path = tmp_path / "cache.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [{"kind": "prior", "model": "m"}, *rows]) + "\n")
-    loaded = archive_replay.replay_rows([path])
-    assert len(loaded) == len(rows)
-    table = archive_replay.replay(loaded, {})
-    by = {r["decision"]: r for r in table}
-    assert set(by) == {"argmax", "prior", "archive"}
-    assert by["archive"]["features"] == "joint+cosines"  # no passages, no texts in this cache
-    assert by["argmax"]["accuracy"] == pytest.approx(1.0) and by["argmax"]["claims"] == 12
-    assert "| decision |" in archive_replay.markdown(table)
-    curve = archive_replay.learning_curve(loaded, {}, sizes=(30,), repeats=1)
-    assert [c["rule"] for c in curve] == ["declared", "no minimum"] and curve[0]["fits"] == 1
+# ------------------------------------------------------------------ in the synthesizer's decision layer
+def test_archive_label_decision_reads_the_claim_embedding_and_names_the_cues() -> None:
+    claim = "The plant did not close in 2020"
+    texts = ["The plant closed in 2021.", "Unrelated text."]
+    vec = [1.0, 0.0, 0.0]
+    sig = ClaimSignals(claim, vec, texts, [0.8, 0.1])
+    x = np.vstack([archive_features([sig])] * 3)
+    x = x + np.random.default_rng(0).normal(0, 0.01, x.shape)
+    archive = ArchiveDecision().fit(np.repeat(x, 10, axis=0), ["F", "T", "N"] * 10)  # near chance: no model
+    decision = resolve_decision(VerdictSettings(), None, None, archive_decision=archive)
+    assert isinstance(decision, ArchiveLabelDecision) and decision.needs >= {"embedding", "cosines", "joint"}
+    evidence = ScoredEvidence(
+        claim, texts, ["a", "b"], joint={S: -3.0, R: -0.1, N: -3.0}, cosines=[0.8, 0.1], claim_embedding=vec
+    )
+    made = decision.decide(evidence)
+    assert made.label == R and made.passages[0] == 1
+    assert "[1] numbers differ and negation differs" in made.reason
+    with pytest.raises(ValueError, match="'claim_embedding'"):
+        decision.decide(ScoredEvidence(claim, texts, ["a", "b"], joint={S: 0.0, R: -1.0, N: -1.0}, cosines=[0.8, 0.1]))
+    assert isinstance(resolve_decision(VerdictSettings(), None, None), ArgMaxDecision)  # no archive: the arg-max
+    with pytest.raises(ValueError, match="needs the index's archive decision"):
+        resolve_decision(VerdictSettings(decision="archive"), None, None)

@@ -58,10 +58,13 @@ def _stance(row: dict[str, Any]) -> str:
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
-def _checker(retriever: Any, llm: Any | None, domain_prior: Any = None, explain: bool = True) -> Any:
+def _checker(
+    retriever: Any, llm: Any | None, domain_prior: Any = None, explain: bool = True, archive_decision: Any = None
+) -> Any:
     """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
+    ``archive_decision``: the index's ``ArchiveDecision`` (``carag index --calibrate``), or ``None``.
     ``explain``: ``False`` for label + evidence only (``--no-explanation``: the LLM's scoring pass alone).
     """
     from llama_index_carag.verdicts.checker import ClaimChecker
@@ -70,9 +73,26 @@ def _checker(retriever: Any, llm: Any | None, domain_prior: Any = None, explain:
     synthesizer = (
         None
         if llm is None
-        else FactCheckSynthesizer(llm, embed_model=retriever.embed_model, domain_prior=domain_prior, explain=explain)
+        else FactCheckSynthesizer(
+            llm,
+            embed_model=retriever.embed_model,
+            domain_prior=domain_prior,
+            explain=explain,
+            archive_decision=archive_decision,
+        )
     )
     return ClaimChecker(retriever, synthesizer)
+
+
+def _index_checker(index_dir: str, retriever: Any, llm: Any | None, explain: bool = True) -> Any:
+    """:func:`_checker` with the verdict calibration saved in ``index_dir`` (the LLM's label lean, the archive
+    decision); without an LLM, retrieval only."""
+    from llama_index_carag.verdicts.archive_fit import index_archive_decision
+
+    if llm is None:
+        return _checker(retriever, None)
+    decision = index_archive_decision(index_dir, retriever.embed_model)
+    return _checker(retriever, llm, index_prior(index_dir, llm), explain, decision)
 
 
 def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
@@ -150,9 +170,7 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
             return 0
         retriever = _load_retriever(args)
         llm = None if args.no_llm else _llm(args)
-        checker = _checker(
-            retriever, llm, None if llm is None else index_prior(args.index, llm), not args.no_explanation
-        )
+        checker = _index_checker(args.index, retriever, llm, not args.no_explanation)
         rejected = _check_batch(checker, todo, out)
     print(
         f"carag: {len(todo) - rejected} checked into {args.out}, {rejected + len(problems)} lines skipped",
@@ -168,8 +186,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_claims(args)
     retriever = _load_retriever(args)
     llm = None if args.no_llm else _llm(args)
-    prior = None if llm is None else index_prior(args.index, llm)
-    result = _checker(retriever, llm, prior, not args.no_explanation).check(args.claim).to_json_dict()
+    result = _index_checker(args.index, retriever, llm, not args.no_explanation).check(args.claim).to_json_dict()
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -182,5 +199,5 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     retriever = _load_retriever(args)
     llm = _llm(args)
-    FactCheckChatBot(_checker(retriever, llm, index_prior(args.index, llm)), llm).repl()
+    FactCheckChatBot(_index_checker(args.index, retriever, llm), llm).repl()
     return 0

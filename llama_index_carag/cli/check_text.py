@@ -75,14 +75,12 @@ def cmd_check_text(args: argparse.Namespace) -> int:
     found = find_claims(_read_text(args.file))
     print(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences", file=sys.stderr)
 
-    from llama_index_carag.cli.check import _checker
+    from llama_index_carag.cli.check import _index_checker
     from llama_index_carag.cli.common import _llm, _load_retriever
-    from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
     retriever = _load_retriever(args)
     llm = None if args.no_llm else _llm(args)
-    prior = None if llm is None else index_prior(args.index, llm)
-    result = _check_with_bar(_checker(retriever, llm, prior), found)
+    result = _check_with_bar(_index_checker(args.index, retriever, llm), found)
     if args.report:
         from llama_index_carag.visualize.text_report import write_text_report
 

@@ -56,6 +56,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{calibration.cv_gain:+.4f}; {calibration.seconds:.1f} s (fit {fit_s:.1f} s)"
         )
     retriever.persist(out, persist_index=True)
+    if getattr(args, "calibrate", False):
+        from llama_index_carag.cli.index_verdicts import calibrate_verdicts
+
+        calibrate_verdicts(args, corpus, retriever, out)
     print(
         f"indexed {len(corpus.evidence_nodes)} evidence passages and {len(corpus.claim_nodes)} claims "
         f"({args.mode}, {retriever.context.n_items_} items in {len(retriever.context.groups)} clusters) "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
+from llama_index_carag.verdicts.archive_fit import index_archive_decision
 from llama_index_carag.verdicts.labels.domain_prior import saved_prior
 
 
@@ -61,7 +62,9 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
 
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
-    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model, saved_prior(args.index))
+    synthesizer, stream_synthesizer = serve_synthesizers(
+        llm, retriever.embed_model, saved_prior(args.index), index_archive_decision(args.index, retriever.embed_model)
+    )
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
 
@@ -80,6 +83,9 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         llm_factory=args.llm_factory,
         embed_model=embed_model_spec(retriever.embed_model),
         domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
+        archive_decision=None
+        if (fitted := index_archive_decision(args.index, retriever.embed_model)) is None
+        else fitted.get_state(),
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:

@@ -32,7 +32,7 @@ import numpy as np
 
 from llama_index_carag.evaluation.archive_evidence import ArchiveClaim, DomainEvidence
 from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
-from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision, joint_matrix
+from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision, joint_matrix, llm_log_proba
 from llama_index_carag.verdicts.labels.archive_features import archive_features
 from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, label_probabilities
 
@@ -95,10 +95,10 @@ def _scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _fit(claims: Sequence[ArchiveClaim], source: str, lean: Mapping[str, float]) -> tuple[ArchiveDecision, float]:
+def _fit(claims: Sequence[ArchiveClaim], source: str) -> tuple[ArchiveDecision, float]:
     t0 = time.perf_counter()
     x = archive_features([c.signals[source] for c in claims])
-    decision = ArchiveDecision(prior=dict(lean)).fit(x, [c.gold for c in claims])
+    decision = ArchiveDecision().fit(x, [c.gold for c in claims])
     return decision, time.perf_counter() - t0
 
 
@@ -120,14 +120,14 @@ def bench_domain(
     gold = [r["gold"] for r in report]
     joint = joint_matrix([r["joint"] for r in report])
     x = archive_features([domain.report_signals(r) for r in report])
-    decision, seconds = _fit(_sample(domain.archive, n_archive, 0), source, lean)
+    decision, seconds = _fit(_sample(domain.archive, n_archive, 0), source)
     short = np.vectorize(lambda v: _SHORT[v])
-    plain = [_SHORT[k.value] for k in np.asarray(STANCE_ORDER)[joint.argmax(axis=1)]]
+    plain = [_SHORT[STANCE_ORDER[i].value] for i in joint.argmax(axis=1)]
     preds = {
         "argmax": plain,
-        "prior": list(short(decision.classes_[decision.llm_log_proba(joint).argmax(axis=1)])),
+        "prior": list(short(decision.classes_[llm_log_proba(joint, lean).argmax(axis=1)])),
         "model": list(short(decision.predict(x))),
-        "archive": list(short(decision.predict(x, joint))),
+        "archive": list(short(decision.predict(x, joint, lean))),
     }
     base = {"domain": domain.name, "evidence": source, "n_report": len(report), "n_archive": decision.n_labelled_}
     out = []
@@ -158,9 +158,9 @@ def learning_curve(
         acc: dict[str, list[float]] = {"model": [], "archive": []}
         kept = 0
         for seed in range(1 if n is None else repeats):
-            decision, _ = _fit(_sample(domain.archive, n, seed), source, lean)
+            decision, _ = _fit(_sample(domain.archive, n, seed), source)
             kept += int(decision.has_model)
-            for name, pred in (("model", decision.predict(x)), ("archive", decision.predict(x, joint))):
+            for name, pred in (("model", decision.predict(x)), ("archive", decision.predict(x, joint, lean))):
                 acc[name].append(accuracy(gold, [_SHORT[p] for p in pred]))
         size = len(domain.archive) if n is None else n
         row = {"domain": domain.name, "evidence": source, "n_archive": size, "kept": f"{kept}/{len(acc['model'])}"}

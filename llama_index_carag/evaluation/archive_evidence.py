@@ -97,10 +97,19 @@ def _embedder(model: Any) -> tuple[Callable[[Sequence[str]], np.ndarray], Callab
     return texts, claim
 
 
-def _retrieved_signals(claims: Sequence[ArchiveClaim], retriever_without: Callable[[set[str]], Any]) -> None:
+def _retrieved_signals(
+    claims: Sequence[ArchiveClaim], retriever_without: Callable[[set[str]], Any], cached: Path | None
+) -> None:
     """Add each claim's ``retrieved`` signals, fold by fold (``retriever_without(ids)``: the retriever whose
-    corpus claims are the archive without ``ids``)."""
+    corpus claims are the archive without ``ids``); read from / written to ``cached`` (JSON) when given."""
     from llama_index.core.schema import QueryBundle
+
+    if cached is not None and cached.is_file():
+        saved = json.loads(cached.read_text(encoding="utf-8"))
+        if [c.claim_id for c in claims] == saved["ids"]:
+            for c, s in zip(claims, saved["signals"]):
+                c.signals["retrieved"] = ClaimSignals(c.claim, s["embedding"], s["texts"], s["cosines"])
+            return
 
     order = np.random.default_rng(0).permutation(len(claims))
     for fold in range(FOLDS):
@@ -111,6 +120,13 @@ def _retrieved_signals(claims: Sequence[ArchiveClaim], retriever_without: Callab
             hits = retriever.retrieve(QueryBundle(c.claim, embedding=emb))
             c.signals["retrieved"] = ClaimSignals.from_nodes(c.claim, emb, hits)
         logger.info("retrieved fold %d/%d (%d claims)", fold + 1, FOLDS, len(members))
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        signals = [
+            {"embedding": list(s.embedding), "texts": list(s.texts), "cosines": list(s.cosines)}
+            for s in (c.signals["retrieved"] for c in claims)
+        ]
+        cached.write_text(json.dumps({"ids": [c.claim_id for c in claims], "signals": signals}), encoding="utf-8")
 
 
 def factver_evidence(csv_path: str | Path, *, k: int = 6, cache_dir: str | None = None) -> DomainEvidence:
@@ -132,8 +148,12 @@ def factver_evidence(csv_path: str | Path, *, k: int = 6, cache_dir: str | None 
         bench.fit_retriever([by_id[i] for i in ids])
         return bench.retriever
 
-    _retrieved_signals(domain.archive, without)
+    _retrieved_signals(domain.archive, without, _cached(cache_dir, "factver", k))
     return domain
+
+
+def _cached(cache_dir: str | None, name: str, k: int) -> Path | None:
+    return None if cache_dir is None else Path(cache_dir) / f"archive_retrieved_{name}_k{k}.json"
 
 
 def scifact_evidence(folder: str | Path, *, k: int = 6, cache_dir: str | None = None) -> DomainEvidence:
@@ -175,5 +195,5 @@ def scifact_evidence(folder: str | Path, *, k: int = 6, cache_dir: str | None = 
         kept = [c for c in prepared.corpus_claims if c.node_id not in ids]
         return carag_retrievers(dataclasses.replace(prepared, corpus_claims=kept), {"d": "default"}, k=k)["d"]()
 
-    _retrieved_signals(domain.archive, without)
+    _retrieved_signals(domain.archive, without, _cached(cache_dir, "scifact", k))
     return domain

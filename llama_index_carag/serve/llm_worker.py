@@ -62,6 +62,7 @@ class LLMWorkerSpec:
             (:func:`embed_model_spec`), a picklable embed model, or ``None``.
         log_level: logging level of the worker (its records go to the server's stderr).
         domain_prior: the index's ``DomainLabelPrior.get_state()`` (``carag calibrate-verdicts``), or ``None``.
+        archive_decision: the index's ``ArchiveDecision.get_state()`` (``carag index --calibrate``), or ``None``.
     """
 
     llm: str | None = None
@@ -69,6 +70,7 @@ class LLMWorkerSpec:
     embed_model: Any = None
     log_level: int = logging.WARNING
     domain_prior: dict[str, Any] | None = None
+    archive_decision: dict[str, Any] | None = None
 
 
 class _Cancelled(Exception):
@@ -91,22 +93,28 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
     return resolve_llm(None if spec.llm in (None, "default") else spec.llm)
 
 
-def serve_synthesizers(llm: Any, embed_model: Any, domain_prior: Any = None) -> tuple[Any, Any]:
+def serve_synthesizers(
+    llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None
+) -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
     in the server (``--llm-in-process``) and in a worker alike.
 
     ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``get_state()`` form), used if it was measured
-    for ``llm`` (``carag calibrate-verdicts``).
+    for ``llm`` (``carag calibrate-verdicts``); ``archive_decision``: the index's ``ArchiveDecision`` (or its
+    ``get_state()`` form, ``carag index --calibrate``).
     """
+    from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision
     from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
     from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
     if isinstance(domain_prior, dict):
         domain_prior = DomainLabelPrior.from_state(domain_prior)
-    prior = prior_for(domain_prior, llm)
+    if isinstance(archive_decision, dict):
+        archive_decision = ArchiveDecision.from_state(archive_decision)
+    calibration = {"domain_prior": prior_for(domain_prior, llm), "archive_decision": archive_decision}
     return (
-        get_fact_check_synthesizer(llm, embed_model=embed_model, domain_prior=prior),
-        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, domain_prior=prior),
+        get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration),
+        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, **calibration),
     )
 
 
@@ -169,7 +177,7 @@ class _Model:
     @classmethod
     def build(cls, spec: LLMWorkerSpec) -> _Model:
         llm = build_llm(spec)
-        return cls(llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior))
+        return cls(llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior, spec.archive_decision))
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:
         """Answer ``op``; stream pieces go to ``emit``; the return value is the final result."""

@@ -39,6 +39,7 @@ __all__ = [
     "ArgMaxDecision",
     "RuleDecision",
     "StanceDecision",
+    "ArchiveLabelDecision",
     "strongest_stance",
     "DECISIONS",
     "CALIBRATIONS",
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 #: Names of the decisions :class:`VerdictSettings` can ask for.
-DECISIONS = ("stance", "argmax", "rule")
+DECISIONS = ("auto", "archive", "argmax", "stance", "rule")
 #: Calibrations of the per-passage stance with content-free inputs (Zhao et al., 2021): the
 #: SUPPORTED/REFUTED balance only (``"content-free"``), all three labels (``"content-free-full"``), or none.
 CALIBRATIONS = ("content-free", "content-free-full", "none")
@@ -61,8 +62,10 @@ class VerdictSettings:
     """Options of a :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`.
 
     Args:
-        decision: how ``"score"`` mode picks the label: ``"argmax"`` (default: whole-evidence arg-max; chosen
-            by the rule declared in :mod:`~llama_index_carag.evaluation.verdict_decisions`, docs/VERDICTS.md),
+        decision: how ``"score"`` mode picks the label: ``"auto"`` (default: ``"archive"`` where the index has an
+            archive decision — ``carag index --calibrate`` — else ``"argmax"``), ``"archive"``
+            (:class:`ArchiveLabelDecision`), ``"argmax"`` (whole-evidence arg-max, the archive's lean divided
+            out where it was measured),
             ``"stance"`` (per-passage stances, :class:`StanceDecision`) or ``"rule"`` (the
             FactVer-fitted ``EvidenceLabelRule``, where one was measured for the LLM and the
             synthesizer has the encoder it was fitted with; arg-max otherwise).
@@ -81,7 +84,7 @@ class VerdictSettings:
             explanation is empty; the ``"structured"`` and ``"text"`` modes write their answer as usual.
     """
 
-    decision: str = "argmax"
+    decision: str = "auto"
     calibration: str = "content-free"
     label_mode: str = "auto"
     max_sentences: int = 2
@@ -122,6 +125,7 @@ class ScoredEvidence:
         joint: whole-evidence label log-likelihoods (``"joint"``), else ``None``.
         stances: each passage's :class:`PassageStance` (``"stances"``), else ``None``.
         cosines: claim-passage cosines, shape ``(n_passages,)`` (``"cosines"``), else ``None``.
+        claim_embedding: the claim's embedding with the retriever's encoder (``"embedding"``), else ``None``.
     """
 
     claim: str
@@ -130,6 +134,7 @@ class ScoredEvidence:
     joint: Mapping[VerdictLabel, float] | None = None
     stances: Sequence[PassageStance] | None = None
     cosines: Sequence[float] | None = None
+    claim_embedding: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,8 @@ class Decision:
 
 
 class LabelDecision(Protocol):
-    """Scored evidence in, :class:`Decision` out.  ``needs``: a subset of ``{"joint", "stances", "cosines"}``."""
+    """Scored evidence in, :class:`Decision` out.  ``needs``: a subset of
+    ``{"joint", "stances", "cosines", "embedding"}``."""
 
     @property
     def name(self) -> str: ...
@@ -197,6 +203,40 @@ class RuleDecision:
         return Decision(label, reason="label rule fitted on FactVer's tuning half")
 
 
+@dataclass(frozen=True)
+class ArchiveLabelDecision:
+    """The index's archive decision (:class:`~llama_index_carag.verdicts.labels.archive_decision.ArchiveDecision`,
+    fitted by ``carag index --calibrate``) with the LLM's whole-evidence scores, the archive's lean divided out.
+
+    ``lean``: the LLM's label lean on this archive (``DomainLabelPrior.joint_``), or ``None``.  The decision rests
+    on the passages showing a refutation cue when the label is REFUTED, else on the passages closest to the claim.
+    """
+
+    archive: Any
+    lean: Mapping[VerdictLabel, float] | None = None
+    name: str = "archive"
+    needs: frozenset[str] = frozenset({"joint", "cosines", "embedding"})
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        from llama_index_carag.verdicts.labels.archive_decision import joint_matrix
+        from llama_index_carag.verdicts.labels.archive_features import ClaimSignals, archive_features, passage_cues
+
+        signals = ClaimSignals(
+            evidence.claim, _require(evidence, "claim_embedding"), evidence.texts, _require(evidence, "cosines")
+        )
+        x = archive_features([signals])
+        pred = self.archive.predict(x, joint_matrix([_require(evidence, "joint")]), self.lean)[0]
+        label = VerdictLabel(str(pred))
+        cues = [(i + 1, passage_cues(evidence.claim, t)) for i, t in enumerate(evidence.texts)]
+        flagged = tuple(n for n, found in cues if found)
+        closest = tuple(int(i) + 1 for i in sorted(range(len(signals.cosines)), key=lambda i: -signals.cosines[i]))
+        passages = flagged + tuple(n for n in closest if n not in flagged) if label == VerdictLabel.REFUTED else closest
+        why = self.archive.reason()
+        if flagged:
+            why += "; cues: " + ", ".join(f"[{n}] {' and '.join(found)}" for n, found in cues if found)
+        return Decision(label, passages[:3], why)
+
+
 def strongest_stance(stances: Sequence[PassageStance]) -> Decision:
     """The claim's label from its passages' stances (pure, nothing fitted).
 
@@ -245,14 +285,21 @@ def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictS
     return replace(settings, **options) if options else settings
 
 
-def resolve_decision(settings: VerdictSettings, llm: Any, embed_model: Any, domain_prior: Any = None) -> LabelDecision:
+def resolve_decision(
+    settings: VerdictSettings, llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None
+) -> LabelDecision:
     """The decision ``settings.decision`` names, for ``llm``.
 
     ``"rule"``: the LLM's measured ``EvidenceLabelRule`` if it has one and ``embed_model`` is its encoder,
-    else the arg-max.  ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max divides out its
-    ``joint_`` lean.
+    else the arg-max.  ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max and the archive decision
+    divide out its ``joint_`` lean.  ``archive_decision``: the index's fitted ``ArchiveDecision`` (``"auto"``
+    uses it when given; ``"archive"`` requires it).
     """
     joint_prior = None if domain_prior is None or settings.calibration == "none" else domain_prior.joint_
+    if settings.decision == "archive" and archive_decision is None:
+        raise ValueError("decision='archive' needs the index's archive decision (carag index --calibrate).")
+    if settings.decision in ("auto", "archive") and archive_decision is not None:
+        return ArchiveLabelDecision(archive_decision, joint_prior)
     if settings.decision == "stance":
         return StanceDecision()
     if settings.decision == "rule":

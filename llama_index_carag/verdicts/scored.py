@@ -127,8 +127,18 @@ class ScoredVerdicts:
 
             found = evidence_cosines(self.embed_model, claim, list(texts), claim_embedding=claim_embedding)
             cosines = list(map(float, found))
+        embedding = None
+        if "embedding" in needs:
+            if claim_embedding is None and self.embed_model is None:
+                raise ValueError("This decision needs the claim's embedding: pass the retriever's embed_model.")
+            embedding = list(claim_embedding or self.embed_model.get_query_embedding(claim))
         return ScoredEvidence(
-            claim, list(texts), list(ids), stances=stances, cosines=None if cosines is None else list(cosines)
+            claim,
+            list(texts),
+            list(ids),
+            stances=stances,
+            cosines=None if cosines is None else list(cosines),
+            claim_embedding=embedding,
         )
 
     def verdict(

@@ -110,6 +110,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
         domain_prior: a fitted :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior` for
             this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
             of the per-passage stances (``calibration="none"`` turns it off).
+        archive_decision: the index's fitted ``ArchiveDecision`` (``carag index --calibrate``,
+            :func:`~llama_index_carag.verdicts.archive_fit.saved_archive_decision`); the default decision uses it.
         **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
             over ``settings``.
     """
@@ -125,6 +127,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
         domain_prior: DomainLabelPrior | None = None,
+        archive_decision: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
@@ -143,15 +146,10 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
             name = llm_name(self._llm)
             if domain_prior is not None:
-                from sklearn.utils.validation import check_is_fitted
-
-                check_is_fitted(domain_prior, "joint_")
-                if domain_prior.model_ != name:
-                    raise ValueError(
-                        f"This label prior was measured for {domain_prior.model_!r}, not for {name!r}; "
-                        "fit one for this LLM (carag calibrate-verdicts)."
-                    )
-            self._decision = decision or resolve_decision(settings, self._llm, embed_model, domain_prior)
+                domain_prior.check_model(name)
+            self._decision = decision or resolve_decision(
+                settings, self._llm, embed_model, domain_prior, archive_decision
+            )
             self._scored_verdicts = ScoredVerdicts(
                 self._scorer, self._decision, settings, self.messages, embed_model, name, domain_prior=domain_prior
             )
@@ -472,6 +470,7 @@ def get_fact_check_synthesizer(
     callback_manager: CallbackManager | None = None,
     embed_model: BaseEmbedding | None = None,
     domain_prior: DomainLabelPrior | None = None,
+    archive_decision: Any = None,
     **options: Any,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
@@ -483,7 +482,7 @@ def get_fact_check_synthesizer(
         settings: :class:`VerdictSettings` (default: the arg-max decision; ``decision="stance"``: per-passage stances).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
-        domain_prior: a fitted ``DomainLabelPrior`` of this LLM (see :class:`FactCheckSynthesizer`).
+        domain_prior, archive_decision: the index's verdict calibration (see :class:`FactCheckSynthesizer`).
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``).
     """
     from llama_index_carag.models.resolve import resolve_llm
@@ -496,5 +495,6 @@ def get_fact_check_synthesizer(
         callback_manager=callback_manager,
         embed_model=embed_model,
         domain_prior=domain_prior,
+        archive_decision=archive_decision,
         **options,
     )

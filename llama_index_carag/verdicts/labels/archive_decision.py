@@ -55,6 +55,7 @@ __all__ = [
     "NO_MODEL",
     "balanced_accuracy",
     "joint_matrix",
+    "llm_log_proba",
 ]
 
 #: Regularisation strengths of the declared candidates (inverse L2 weight, scikit-learn's ``C``).
@@ -84,6 +85,21 @@ def joint_matrix(joints: Sequence[Mapping[Any, float]]) -> np.ndarray:
     return np.asarray(rows, dtype=float).reshape(len(rows), 3)
 
 
+def llm_log_proba(joint: Any, lean: Mapping[Any, float] | None = None) -> np.ndarray:
+    """The LLM's label log-probabilities, shape ``(n, 3)``, with the archive's label ``lean`` divided out
+    (``None``: nothing divided out — the plain arg-max's ranking)."""
+    j = np.asarray(joint, dtype=float)
+    if j.ndim != 2 or j.shape[1] != 3 or not np.all(np.isfinite(j)):
+        raise ValueError(f"joint must be finite label log-likelihoods of shape (n, 3); got {j.shape}.")
+    if lean is None:
+        return _log_softmax(j)
+    by = {VerdictLabel.from_fever(str(getattr(k, "value", k))): float(v) for k, v in lean.items()}
+    if set(by) != set(STANCE_ORDER) or any(v <= 0 for v in by.values()):
+        raise ValueError(f"lean needs a positive probability for each label; got {dict(lean)!r}.")
+    p = np.array([by[k] for k in STANCE_ORDER])
+    return _log_softmax(j - np.log(p / p.sum()))
+
+
 def _log_softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
@@ -102,8 +118,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         min_per_label: fewest claims of each label to fit a model.
         min_gain: how far above chance the best candidate's CV balanced accuracy must be to be kept.
         max_folds: at most this many CV folds (fewer when a label has fewer claims).
-        prior: the archive's label lean ``{label: probability}`` (``DomainLabelPrior.joint_``), divided out of
-            the LLM's scores; ``None``: nothing divided out.
         random_state: seed of the fold shuffle.
 
     ``X``: rows of :func:`~llama_index_carag.verdicts.labels.archive_features.archive_features`; ``y``:
@@ -112,7 +126,7 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
     Fitted attributes: ``classes_``, ``choice_`` (:data:`NO_MODEL` or ``"C=…"``), ``cv_scores_`` (candidate
     -> out-of-fold balanced accuracy; empty below the minimum), ``cv_gain_`` (best score minus 1/3; ``None``
     below the minimum), ``fallback_`` (``None``, ``"too_few"`` or ``"no_gain"``), ``n_splits_``,
-    ``n_labelled_``, ``label_counts_``, ``lean_`` (3 probabilities), ``scaler_mean_``/``scaler_scale_``/
+    ``n_labelled_``, ``label_counts_``, ``scaler_mean_``/``scaler_scale_``/
     ``coef_``/``intercept_`` (``None`` without a model), ``n_features_in_``, ``feature_names_``.
     """
 
@@ -122,7 +136,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         "min_per_label": [Interval(Integral, 2, None, closed="left")],
         "min_gain": [Interval(Real, 0, 1, closed="both")],
         "max_folds": [Interval(Integral, 2, None, closed="left")],
-        "prior": [dict, None],
         "random_state": ["random_state"],
     }
 
@@ -134,7 +147,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         min_per_label: int = MIN_PER_LABEL,
         min_gain: float = MIN_GAIN,
         max_folds: int = 5,
-        prior: Mapping[Any, float] | None = None,
         random_state: int | None = 0,
     ) -> None:
         self.Cs = Cs
@@ -142,7 +154,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         self.min_per_label = min_per_label
         self.min_gain = min_gain
         self.max_folds = max_folds
-        self.prior = prior
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -157,22 +168,12 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
             raise ValueError(f"Cs must be positive numbers; got {self.Cs!r}.")
         return x, labels
 
-    def _lean(self) -> np.ndarray:
-        if self.prior is None:
-            return np.full(3, 1 / 3)
-        lean = {VerdictLabel.from_fever(str(getattr(k, "value", k))): float(v) for k, v in self.prior.items()}
-        if set(lean) != set(STANCE_ORDER) or any(v <= 0 for v in lean.values()):
-            raise ValueError(f"prior needs a positive probability for each label; got {self.prior!r}.")
-        p = np.array([lean[k] for k in STANCE_ORDER])
-        return p / p.sum()
-
     def fit(self, X: Any, y: Any, feature_names: Sequence[str] | None = None) -> ArchiveDecision:
         """Fit on the labelled archive claims ``X``, ``y`` (see the module docstring for the declared rule)."""
         self._validate_params()
         x, labels = self._checked(X, y)
         assert labels is not None
         self.classes_ = np.array(_CLASSES)
-        self.lean_ = self._lean()
         self.n_features_in_ = x.shape[1]
         self.feature_names_ = None if feature_names is None else [str(n) for n in feature_names]
         if self.feature_names_ is not None and len(self.feature_names_) != x.shape[1]:
@@ -240,30 +241,25 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         z = (x - self.scaler_mean_) / self.scaler_scale_
         return _log_softmax(z @ self.coef_.T + self.intercept_)
 
-    def llm_log_proba(self, joint: Any) -> np.ndarray:
-        """The LLM's label log-probabilities with the archive's lean divided out, shape ``(n, 3)``."""
-        check_is_fitted(self, "choice_")
-        j = np.asarray(joint, dtype=float)
-        if j.ndim != 2 or j.shape[1] != 3 or not np.all(np.isfinite(j)):
-            raise ValueError(f"joint must be finite label log-likelihoods of shape (n, 3); got {j.shape}.")
-        return _log_softmax(j - np.log(self.lean_))
-
-    def predict_proba(self, X: Any, joint: Any | None = None) -> np.ndarray:
+    def predict_proba(self, X: Any, joint: Any | None = None, lean: Mapping[Any, float] | None = None) -> np.ndarray:
         """Label probabilities, shape ``(n, 3)``, columns in ``classes_`` order (SUPPORTED, REFUTED, NEI).
 
-        ``joint``: the LLM's whole-evidence label log-likelihoods, ``(n, 3)`` (:func:`joint_matrix`), or ``None``.
+        ``joint``: the LLM's whole-evidence label log-likelihoods, ``(n, 3)`` (:func:`joint_matrix`), or ``None``
+        (the model alone); ``lean``: the archive's label lean for that LLM (``DomainLabelPrior.joint_``),
+        divided out of ``joint`` (:func:`llm_log_proba`).
         """
         z = self.model_log_proba(X)
         if joint is not None:
-            llm = self.llm_log_proba(joint)
+            llm = llm_log_proba(joint, lean)
             if len(llm) != len(z):
                 raise ValueError(f"X has {len(z)} rows but joint has {len(llm)}.")
             z = z + llm
         return np.exp(_log_softmax(z))
 
-    def predict(self, X: Any, joint: Any | None = None) -> np.ndarray:
-        """The most probable label of each row (full label names)."""
-        return self.classes_[self.predict_proba(X, joint).argmax(axis=1)]
+    def predict(self, X: Any, joint: Any | None = None, lean: Mapping[Any, float] | None = None) -> np.ndarray:
+        """The most probable label of each row (full label names); ``joint``, ``lean``: see :meth:`predict_proba`."""
+        proba = self.predict_proba(X, joint, lean)
+        return self.classes_[proba.argmax(axis=1)]
 
     def reason(self) -> str:
         """The verdict's one-line reason for this decision."""
@@ -295,9 +291,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
 
         params = self.get_params()
         params["Cs"] = [float(c) for c in self.Cs]
-        params["prior"] = (
-            None if self.prior is None else {str(getattr(k, "value", k)): float(v) for k, v in self.prior.items()}
-        )
         fitted = {
             "choice": self.choice_,
             "fallback": self.fallback_,
@@ -306,7 +299,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
             "n_splits": self.n_splits_,
             "n_labelled": self.n_labelled_,
             "label_counts": dict(self.label_counts_),
-            "lean": plain(self.lean_),
             "scaler_mean": plain(self.scaler_mean_),
             "scaler_scale": plain(self.scaler_scale_),
             "coef": plain(self.coef_),
@@ -335,7 +327,6 @@ class ArchiveDecision(ClassifierMixin, BaseEstimator):
         decision.cv_gain_ = None if f["cv_gain"] is None else float(f["cv_gain"])
         decision.n_splits_, decision.n_labelled_ = int(f["n_splits"]), int(f["n_labelled"])
         decision.label_counts_ = {str(k): int(v) for k, v in f["label_counts"].items()}
-        decision.lean_ = np.asarray(f["lean"], dtype=float)
         decision.scaler_mean_, decision.scaler_scale_ = array(f["scaler_mean"]), array(f["scaler_scale"])
         decision.coef_, decision.intercept_ = array(f["coef"]), array(f["intercept"])
         decision.n_features_in_, decision.feature_names_ = int(f["n_features_in"]), f["feature_names"]

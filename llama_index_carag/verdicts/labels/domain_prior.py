@@ -124,6 +124,15 @@ class DomainLabelPrior(BaseEstimator):
             "model": self.model_,
         }
 
+    def check_model(self, name: str) -> None:
+        """Raise ``ValueError`` unless this lean was measured for the LLM called ``name``."""
+        check_is_fitted(self, "joint_")
+        if self.model_ != name:
+            raise ValueError(
+                f"This label prior was measured for {self.model_!r}, not for {name!r}; "
+                "fit one for this LLM (carag index --calibrate or carag calibrate-verdicts)."
+            )
+
     def correct_joint(self, logprobs: Mapping[VerdictLabel, float]) -> dict[VerdictLabel, float]:
         """Whole-evidence label probabilities with the archive's lean divided out (all three labels)."""
         check_is_fitted(self, "joint_")
