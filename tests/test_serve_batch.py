@@ -15,13 +15,13 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient
 
+from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.verdicts.batch import check_claims
 from llama_index_carag.verdicts.checker import ClaimChecker
 from llama_index_carag.verdicts.checking import CheckResult
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from tests.serve_helpers import ServeStubLLM
-from tests.serve_text_helpers import LabelStubLLM
-from tests.test_serve_text import assert_error, make_app, retriever, sse_events  # noqa: F401 - fixture
+from tests.serve_text_helpers import LabelStubLLM, assert_error, make_app, sse_events
 
 pytestmark = pytest.mark.integration
 WIND, SOLAR, OTHER = (
@@ -29,6 +29,13 @@ WIND, SOLAR, OTHER = (
     "The cost of solar panels has fallen sharply.",
     "Heat pumps fail below freezing.",
 )
+
+
+@pytest.fixture(scope="module")
+def retriever(demo_index, demo_corpus):
+    return ContextAwareRetriever.from_index(
+        demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5
+    )
 
 
 def test_one_result_per_claim_in_order_and_bad_items_reported(retriever):

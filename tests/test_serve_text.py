@@ -19,13 +19,13 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
 
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-from llama_index_carag.serve import ServeSettings, create_app
+from llama_index_carag.serve import ServeSettings
 from llama_index_carag.serve.command import add_serve_arguments, settings_from_args
 from llama_index_carag.verdicts.checker import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from llama_index_carag.verdicts.text_check import TextCheckResult, TextClaim, check_text
 from tests.serve_helpers import ServeStubLLM
-from tests.serve_text_helpers import LabelStubLLM
+from tests.serve_text_helpers import LabelStubLLM, assert_error, make_app, sse_events
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,33 +45,6 @@ def retriever(demo_index, demo_corpus):
     return ContextAwareRetriever.from_index(
         demo_index, "paper", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.5
     )
-
-
-def make_app(retriever, llm: ServeStubLLM | None = None, **settings):
-    if llm is None:
-        return create_app(retriever, settings=ServeSettings(**settings))
-    return create_app(
-        retriever,
-        FactCheckSynthesizer(llm),
-        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True),
-        llm=llm,
-        settings=ServeSettings(**settings),
-    )
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.split("\n"))
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"], body
-    return body["error"]
 
 
 def without_index(data: dict) -> dict:
@@ -209,3 +182,13 @@ def test_the_serve_options_set_the_limits():
     assert settings_from_args(parser.parse_args([])) == ServeSettings()
     with pytest.raises(SystemExit):
         parser.parse_args(["--max-batch-claims", "0"])
+
+
+def test_the_text_mode_script_is_served_and_writes_no_html(retriever):
+    with TestClient(make_app(retriever, LabelStubLLM())) as c:
+        page = c.get("/").text
+        assert 'src="/static/text.js"' in page and 'id="tab-text"' in page and 'id="text-input"' in page
+        js = c.get("/static/text.js")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        assert "script-src 'self'" in js.headers["content-security-policy"]
+        assert "innerHTML" not in js.text.replace("never innerHTML", "") and "://" not in js.text
