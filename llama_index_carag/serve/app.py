@@ -12,6 +12,12 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 * ``POST /v1/check/stream`` ``{"claim"}`` — Server-Sent Events: ``evidence`` (the result without the
   verdict), ``token`` ``{"text"}`` per piece of the model's answer, ``verdict``, ``done`` (the full result);
   or ``error`` ``{"error": …}`` as the last event.
+* ``POST /v1/check-text`` ``{"text"}`` — Server-Sent Events: ``claims`` (the check-worthy claims found,
+  with their spans), one ``claim`` (or ``claim_error``) per claim as it is checked, ``summary``
+  (:mod:`.bulk`).
+* ``POST /v1/check-batch`` ``{"claims": [...]}`` — Server-Sent Events: one ``result`` (the
+  ``/v1/check`` result) or ``item_error`` per claim, in order, then ``summary`` (:mod:`.bulk`).
+* ``GET /v1/schema/text-check-result`` — JSON Schema of ``carag check-text --json``.
 * ``POST /v1/graph`` ``{"claim"}`` — the SOI and its Plotly figure.
 * ``POST /v1/sessions`` — a chat session; ``GET``/``DELETE /v1/sessions/{id}``;
   ``POST /v1/sessions/{id}/messages`` ``{"message"}`` — one turn (verdict, evidence, the model's text).
@@ -19,15 +25,15 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
+from llama_index_carag.serve.bulk import bulk_routes
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from llama_index_carag.serve.page import CONTENT_SECURITY_POLICY, page_router
@@ -42,6 +48,7 @@ from llama_index_carag.serve.schemas import (
 )
 from llama_index_carag.serve.sessions import SessionStore
 from llama_index_carag.serve.settings import ServeSettings
+from llama_index_carag.serve.sse import sse_response
 from llama_index_carag.verdicts.checker import ClaimChecker
 from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
 
@@ -168,14 +175,7 @@ def _api_routes(
         if engine.stream_synthesizer is not None:
             engine.check_llm()
 
-        async def events() -> AsyncIterator[str]:
-            async with engine.admitted(check=False):
-                async for event, data in engine.stream(claim):
-                    yield f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        )
+        return sse_response(engine.stream(claim), engine)
 
     @app.post("/v1/graph", response_model=GraphOut)
     async def graph(body: ClaimRequest) -> dict[str, Any]:
@@ -183,6 +183,7 @@ def _api_routes(
         async with engine.admitted():
             return await engine.graph(claim)
 
+    bulk_routes(app, engine, settings)
     _session_routes(app, engine, sessions, settings)
 
 

@@ -71,18 +71,24 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         default=d.request_timeout_s,
         help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})",
     )
-    p.add_argument(
-        "--max-sessions",
-        type=positive_int("--max-sessions"),
-        default=d.max_sessions,
-        help=f"chat sessions open at once (default {d.max_sessions})",
-    )
-    p.add_argument(
-        "--max-claim-chars",
-        type=positive_int("--max-claim-chars"),
-        default=d.max_claim_chars,
-        help=f"longest claim or chat message (default {d.max_claim_chars})",
-    )
+    _add_size_limits(p, positive_int)
+
+
+#: The size limits as options: (flag, the ServeSettings field it sets, what it bounds).
+_SIZE_LIMITS = (
+    ("--max-sessions", "max_sessions", "chat sessions open at once"),
+    ("--max-claim-chars", "max_claim_chars", "longest claim or chat message"),
+    ("--max-text-chars", "max_text_chars", "longest text for POST /v1/check-text"),
+    ("--max-text-claims", "max_text_claims", "check-worthy claims one text may have (POST /v1/check-text)"),
+    ("--max-batch-claims", "max_batch_claims", "claims in one POST /v1/check-batch"),
+)
+
+
+def _add_size_limits(p: argparse.ArgumentParser, positive_int: Callable[[str], Callable[[str], int]]) -> None:
+    d = ServeSettings()
+    for flag, field, what in _SIZE_LIMITS:
+        default = getattr(d, field)
+        p.add_argument(flag, type=positive_int(flag), default=default, help=f"{what} (default {default})")
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
@@ -95,6 +101,9 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         max_sessions=args.max_sessions,
         max_claim_chars=args.max_claim_chars,
         max_message_chars=args.max_claim_chars,
+        max_text_chars=args.max_text_chars,
+        max_text_claims=args.max_text_claims,
+        max_batch_claims=args.max_batch_claims,
     )
 
 

@@ -9,6 +9,7 @@
  413   ``body_too_large``      the body is over ``max_body_bytes``
  415   ``unsupported_media``   a body that is not ``application/json``
  422   ``invalid_request``     a field is missing, of the wrong type, empty or too long
+ 422   ``too_many_claims``     a text with more than ``max_text_claims`` claims, a batch over ``max_batch_claims``
  502   ``llm_error``           the language model failed
  503   ``busy``                ``max_pending`` requests are already admitted (``Retry-After``)
  503   ``too_many_sessions``   ``max_sessions`` sessions are open

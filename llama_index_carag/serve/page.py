@@ -1,4 +1,4 @@
-"""The chat page: static files shipped in this package, and plotly.js from the installed ``plotly`` package."""
+"""The page (check a claim, check a text, chat): static files shipped in this package, and plotly.js from the installed ``plotly`` package."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+_STATIC = {
+    "app.js": "text/javascript; charset=utf-8",
+    "text.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
 
 
 @cache
@@ -36,7 +40,7 @@ def plotly_js_path() -> Path:
 
 
 def page_router() -> APIRouter:
-    """``GET /`` (the page), ``/static/app.js``, ``/static/app.css``, ``/static/plotly.min.js``."""
+    """``GET /`` (the page), ``/static/app.js``, ``/static/text.js``, ``/static/app.css``, ``/static/plotly.min.js``."""
     router = APIRouter()
 
     @router.get("/", include_in_schema=False)

@@ -9,7 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from llama_index_carag.verdicts.checking import EvidenceRow
 from llama_index_carag.verdicts.types import Verdict
 
-__all__ = ["ClaimRequest", "MessageRequest", "SessionInfo", "ChatTurnOut", "SessionOut", "GraphOut", "InfoOut"]
+__all__ = [
+    "ClaimRequest",
+    "TextRequest",
+    "BatchRequest",
+    "MessageRequest",
+    "SessionInfo",
+    "ChatTurnOut",
+    "SessionOut",
+    "GraphOut",
+    "InfoOut",
+]
 
 
 class _Strict(BaseModel):
@@ -20,6 +30,20 @@ class ClaimRequest(_Strict):
     """``POST /v1/check``, ``/v1/check/stream``, ``/v1/graph``."""
 
     claim: str = Field(description="the claim to check (non-empty, at most max_claim_chars)")
+
+
+class TextRequest(_Strict):
+    """``POST /v1/check-text``."""
+
+    text: str = Field(description="an article, transcript or post (non-empty, at most max_text_chars)")
+
+
+class BatchRequest(_Strict):
+    """``POST /v1/check-batch``: the items are checked one by one, so a bad one is reported, not fatal."""
+
+    claims: list[Any] = Field(
+        description="the claims, each a non-empty string of at most max_claim_chars (1 to max_batch_claims items)"
+    )
 
 
 class MessageRequest(_Strict):

@@ -43,6 +43,21 @@ class ServeSettings(BaseModel):
         3600.0, gt=0, allow_inf_nan=False, description="a chat session unused this long expires"
     )
     max_turns: StrictInt = Field(50, ge=1, description="messages per chat session; one more gets 409")
+    max_text_chars: StrictInt = Field(
+        20_000,
+        ge=1,
+        description="longest text for POST /v1/check-text (characters, after trimming; about 3,000 words); "
+        "a longer one gets 422. max_body_bytes bounds the request too",
+    )
+    max_text_claims: StrictInt = Field(
+        50,
+        ge=1,
+        description="check-worthy claims one text may have for POST /v1/check-text; a text with more gets "
+        "422 too_many_claims before any is checked",
+    )
+    max_batch_claims: StrictInt = Field(
+        100, ge=1, description="claims in one POST /v1/check-batch; more gets 422 too_many_claims"
+    )
 
     def __init__(self, **limits: Any) -> None:
         try:

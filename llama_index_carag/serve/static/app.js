@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const limits = { max_claim_chars: 2000, max_message_chars: 2000 };
+const limits = { max_claim_chars: 2000, max_message_chars: 2000, max_text_chars: 20000 };
 let sessionId = null;
 
 function el(tag, text, cls) {
@@ -64,14 +64,19 @@ function showError(message) {
   box.hidden = false;
 }
 
-function renderVerdict(verdict) {
-  const label = $("verdict-label");
+// The elements that show one check: the "Check a claim" tab's (the default), or the text tab's opened claim.
+function checkView() {
+  return { label: $("verdict-label"), explanation: $("explanation"), table: $("evidence"), soi: $("soi-summary") };
+}
+
+function renderVerdict(verdict, view = checkView()) {
+  const label = view.label;
   label.textContent = verdict ? verdict.label : "no verdict (retrieval only)";
   label.className = "badge " + (verdict ? verdict.label : "");
-  $("explanation").textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
+  view.explanation.textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
   const cited = new Set(verdict ? verdict.evidence_ids : []);
   const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
-  for (const row of $("evidence").tBodies[0].rows) {
+  for (const row of view.table.tBodies[0].rows) {
     renderStance(row.cells[6], stances.get(row.dataset.rank));
     const isCited = cited.has(row.dataset.id);
     row.classList.toggle("cited", isCited);
@@ -87,8 +92,8 @@ function renderStance(cell, stance) {
   cell.className = "stance " + (stance ? stance.stance : "");
 }
 
-function renderEvidence(result) {
-  const body = $("evidence").tBodies[0];
+function renderEvidence(result, view = checkView()) {
+  const body = view.table.tBodies[0];
   body.replaceChildren();
   for (const row of result.evidence) {
     const tr = document.createElement("tr");
@@ -112,7 +117,7 @@ function renderEvidence(result) {
   const size = ["annotated_evidences", "related_claims", "thematic_cluster_evidences", "refined_cluster_evidences"]
     .reduce((n, k) => n + ((soi[k] || []).length), 0);
   const s = result.settings;
-  $("soi-summary").textContent =
+  view.soi.textContent =
     `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.similarity_top_k} · claim cluster ${soi.cluster ?? "-"}` +
     (soi.theme ? ` (theme ${soi.theme})` : "") + ` · SOI ${size} of ${soi.cluster_size ?? "?"} cluster items` +
     (size === 0 ? " (empty: searched with the claim vector alone)" : "");
@@ -234,7 +239,7 @@ async function resetChat() {
 }
 
 function showTab(name) {
-  for (const t of ["check", "chat"]) {
+  for (const t of ["check", "text", "chat"]) {
     $(`${t}-panel`).hidden = t !== name;
     $(`tab-${t}`).classList.toggle("active", t === name);
   }
@@ -247,6 +252,7 @@ async function loadInfo() {
     Object.assign(limits, info.limits);
     $("claim").maxLength = limits.max_claim_chars;
     $("chat-input").maxLength = limits.max_message_chars;
+    $("text-input").maxLength = limits.max_text_chars;
     $("info").textContent = `${info.mode} · ${info.n_items} items · k ${info.k} · ` + (info.llm ? `LLM ${info.llm}` : "no LLM (retrieval only)");
     if (!info.llm) $("tab-chat").disabled = true;
   } catch (_) {
@@ -259,6 +265,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("chat-form").addEventListener("submit", sendChat);
   $("chat-reset").addEventListener("click", resetChat);
   $("tab-check").addEventListener("click", () => showTab("check"));
+  $("tab-text").addEventListener("click", () => showTab("text"));
   $("tab-chat").addEventListener("click", () => showTab("chat"));
   loadInfo().then(() => setState("ready", "1"));
 });

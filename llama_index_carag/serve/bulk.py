@@ -1,0 +1,190 @@
+"""Many claims in one request: ``POST /v1/check-text`` and ``POST /v1/check-batch``, streamed as Server-Sent Events.
+
+Both check their claims one at a time, in order, each through :meth:`CheckEngine.check
+<llama_index_carag.serve.engine.CheckEngine.check>` — the path of ``POST /v1/check``: the same
+``ClaimChecker``, worker limits, LLM gate and worker pool, and its own ``request_timeout_s`` per claim.
+A claim that fails (the LLM's error, a timeout, a worker restart, a bad batch item) gets an error event
+of its own and the stream goes on.  The whole stream counts as one request against ``max_pending``.
+
+``/v1/check-text`` events (``index`` numbers the text's claims from 0):
+
+1. ``claims`` — ``{"text", "sentences", "claims": [{"index", "start", "end", "text", "check_worthiness"}]}``:
+   the text as checked (``text[start:end]`` is each claim) and its check-worthy claims, before any is checked;
+2. per claim, in order: ``claim`` — ``{"index", **TextClaim}`` (one claim of ``carag check-text --json``:
+   span, check-worthiness, cues, and its check result) — or ``claim_error`` —
+   ``{"index", "start", "end", "text", "error": {"code", "message"}}``;
+3. ``summary`` — :class:`~llama_index_carag.verdicts.text_check.TextCheckSummary` (``claims``: those
+   checked) plus ``failed`` (those with ``claim_error``).
+
+``/v1/check-batch`` events (``index`` is the item's position in ``claims``, from 0): ``result`` —
+``{"index", **CheckResult}`` (what ``POST /v1/check`` returns) — or ``item_error`` — ``{"index",
+"claim", "error"}`` — per item, in order; then ``summary`` ``{"items", "checked", "failed", "labels",
+"without_verdict"}``.  A failure of the stream itself ends it with ``error``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+
+from llama_index_carag.serve.engine import CheckEngine
+from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.schemas import BatchRequest, TextRequest
+from llama_index_carag.serve.settings import ServeSettings
+from llama_index_carag.serve.sse import Events, sse_response
+from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.text_check import (
+    LABELS,
+    ClaimsInText,
+    TextCheckSummary,
+    TextClaim,
+    find_claims,
+    text_check_result_json_schema,
+)
+from llama_index_carag.verdicts.types import VerdictLabel
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["bulk_routes", "batch_events", "find_text_claims", "text_events"]
+
+_JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object", type(None): "null"}
+
+
+def bulk_routes(app: FastAPI, engine: CheckEngine, settings: ServeSettings) -> None:
+    """Add ``POST /v1/check-text``, ``POST /v1/check-batch`` and ``GET /v1/schema/text-check-result``."""
+
+    @app.get("/v1/schema/text-check-result")
+    def text_schema() -> dict[str, Any]:
+        return text_check_result_json_schema()
+
+    @app.post("/v1/check-text")
+    async def check_text(body: TextRequest) -> StreamingResponse:
+        text = engine.clean_text(body.text, "text", settings.max_text_chars)
+        _admit(engine)
+        found = await find_text_claims(text, settings)
+        return sse_response(_guarded(text_events(engine, found)), engine)
+
+    @app.post("/v1/check-batch")
+    async def check_batch(body: BatchRequest) -> StreamingResponse:
+        n = len(body.claims)
+        if n == 0:
+            raise ApiError(422, "invalid_request", "claims: is empty; send 1 or more claims")
+        if n > settings.max_batch_claims:
+            raise ApiError(
+                422, "too_many_claims", f"claims: {n} items; the limit is {settings.max_batch_claims} per request"
+            )
+        _admit(engine)
+        return sse_response(_guarded(batch_events(engine, body.claims)), engine)
+
+
+def _admit(engine: CheckEngine) -> None:
+    """503 now (``busy``, or ``llm_unavailable`` while no LLM worker is ready), while a status can still be sent."""
+    engine.check_admission()
+    if engine.synthesizer is not None:
+        engine.check_llm()
+
+
+async def find_text_claims(text: str, settings: ServeSettings) -> ClaimsInText:
+    """The check-worthy claims of ``text`` (on a worker thread); 422 ``too_many_claims`` over ``max_text_claims``."""
+    try:
+        with anyio.fail_after(settings.request_timeout_s):
+            found = await anyio.to_thread.run_sync(find_claims, text, abandon_on_cancel=True)
+    except TimeoutError:
+        raise ApiError(504, "timeout", f"finding the claims took over {settings.request_timeout_s:g} s") from None
+    if len(found.claims) > settings.max_text_claims:
+        raise ApiError(
+            422,
+            "too_many_claims",
+            f"text: has {len(found.claims)} check-worthy claims; the limit is {settings.max_text_claims} "
+            "per request: send a shorter text",
+        )
+    return found
+
+
+async def _check(engine: CheckEngine, claim: str) -> CheckResult | dict[str, Any]:
+    """The claim's :class:`CheckResult`, or the error body of its failure (the stream goes on)."""
+    try:
+        return await engine.check(claim)
+    except ApiError as exc:
+        return error_body(exc.code, exc.message)
+    except Exception:
+        logger.exception("a claim check failed")
+        return error_body("internal_error", "internal server error (logged)")
+
+
+async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
+    """The events of ``/v1/check-text`` for the claims ``found`` in a text (see the module docstring)."""
+    yield (
+        "claims",
+        {
+            "text": found.text,
+            "sentences": found.sentences,
+            "claims": [
+                {"index": i, "start": c.start, "end": c.end, "text": c.text, "check_worthiness": c.score}
+                for i, c in enumerate(found.claims)
+            ],
+        },
+    )
+    checked: list[TextClaim] = []
+    for index, claim in enumerate(found.claims):
+        outcome = await _check(engine, claim.text)
+        if isinstance(outcome, CheckResult):
+            checked.append(TextClaim.of(claim, outcome))
+            yield "claim", {"index": index, **checked[-1].model_dump(mode="json")}
+        else:
+            yield "claim_error", {"index": index, "start": claim.start, "end": claim.end, "text": claim.text, **outcome}
+    summary = TextCheckSummary.of(found.sentences, checked)
+    yield "summary", {**summary.model_dump(mode="json"), "failed": len(found.claims) - len(checked)}
+
+
+async def batch_events(engine: CheckEngine, claims: list[Any]) -> Events:
+    """The events of ``/v1/check-batch`` for the request's ``claims`` (see the module docstring)."""
+    labels: Counter[str | None] = Counter()
+    for index, raw in enumerate(claims):
+        try:
+            claim = _batch_claim(engine, raw, index)
+        except ApiError as exc:
+            outcome: CheckResult | dict[str, Any] = error_body(exc.code, exc.message)
+        else:
+            outcome = await _check(engine, claim)
+        if isinstance(outcome, CheckResult):
+            labels[None if outcome.verdict is None else VerdictLabel(outcome.verdict.label).value] += 1
+            yield "result", {"index": index, **outcome.to_json_dict()}
+        else:
+            yield "item_error", {"index": index, "claim": raw, **outcome}
+    checked = sum(labels.values())
+    yield (
+        "summary",
+        {
+            "items": len(claims),
+            "checked": checked,
+            "failed": len(claims) - checked,
+            "labels": {label: labels.get(label, 0) for label in LABELS},
+            "without_verdict": labels.get(None, 0),
+        },
+    )
+
+
+def _batch_claim(engine: CheckEngine, raw: Any, index: int) -> str:
+    """Item ``index`` as a clean claim; 422 ``invalid_request`` if it is not a non-empty string within the limit."""
+    if not isinstance(raw, str):
+        kind = _JSON_TYPES.get(type(raw), type(raw).__name__)
+        raise ApiError(422, "invalid_request", f"claims[{index}]: is a JSON {kind}, not a string")
+    return engine.clean_text(raw, f"claims[{index}]", engine.settings.max_claim_chars)
+
+
+async def _guarded(events: Events) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """``events``, ended by an ``error`` event instead of a broken stream if they raise."""
+    try:
+        async for item in events:
+            yield item
+    except Exception:
+        logger.exception("stream failed")
+        yield "error", error_body("internal_error", "internal server error (logged)")
