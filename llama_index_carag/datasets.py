@@ -238,8 +238,11 @@ def _row_theme(row: Mapping[str, Any], claim_id: str, cols: _Columns) -> str:
 
 
 def _evidence_metadata(claim_id: str, evidence_id: str, theme: str, label: str) -> dict[str, Any]:
-    """Take an evidence row's ids, theme and label; return its node metadata (empty theme/label left out)."""
-    metadata: dict[str, Any] = {KIND_KEY: "evidence", CLAIM_KEY: claim_id, EVIDENCE_KEY: evidence_id}
+    """Take an evidence row's ids, theme and label; return its node metadata (empty claim id/theme/label left out:
+    a library passage has no claim)."""
+    metadata: dict[str, Any] = {KIND_KEY: "evidence", EVIDENCE_KEY: evidence_id}
+    if claim_id:
+        metadata[CLAIM_KEY] = claim_id
     if theme:
         metadata[THEME_KEY] = theme
     if label:
@@ -288,8 +291,11 @@ class _CorpusBuilder:
         """Take a record and its 1-based line; index its evidence or record why it was skipped."""
         self.n_rows += 1
         fields = _read_row(row, self.cols)
-        if not fields.claim_text:
-            self.skipped.append(SkippedRow(line, "empty claim text", fields.evidence_id or None))
+        if not fields.claim_text:  # a passage of the evidence library, checked for no claim
+            if fields.evidence_text:
+                self._add_evidence(line, fields, _cell(row, self.cols.theme))
+            else:
+                self.skipped.append(SkippedRow(line, "empty row", fields.evidence_id or None))
             return
         theme = _row_theme(row, fields.claim_id, self.cols)
         info = self.claims.setdefault(

@@ -62,12 +62,14 @@ def write(path, rows, header=("claim", "evidence")):
 def test_generic_loader_hash_ids_and_skips(tmp_path):
     p = write(
         tmp_path / "x.csv",
-        [("Claim A", "ev 1"), ("Claim A", "ev 1"), ("Claim A", ""), ("Claim B", "ev 2"), ("", "orphan")],
+        [("Claim A", "ev 1"), ("Claim A", "ev 1"), ("Claim A", ""), ("Claim B", "ev 2"), ("", "library"), ("", "")],
     )
     c = load_claim_evidence_csv(p)
-    assert len(c.evidence_nodes) == 2 and len(c.claim_nodes) == 2
-    assert sorted(s.reason for s in c.skipped) == ["duplicate row", "empty claim text", "empty evidence text"]
-    assert c.n_rows == 5
+    assert len(c.evidence_nodes) == 3 and len(c.claim_nodes) == 2  # a row without a claim: a library passage
+    library = c.evidence_nodes[-1]
+    assert library.get_content() == "library" and "claim_id" not in library.metadata
+    assert sorted(s.reason for s in c.skipped) == ["duplicate row", "empty evidence text", "empty row"]
+    assert c.n_rows == 6
     again = load_claim_evidence_csv(p)
     assert [n.node_id for n in c.evidence_nodes] == [n.node_id for n in again.evidence_nodes]
 

@@ -22,7 +22,8 @@ def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
         "--verdicts",
         action="store_true",
         help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
-        "(--scifact): arg-max, the old rule and the stance decision on the same cached LLM outputs",
+        "(--scifact): arg-max, the old rule, the stance decision, the label-free prior and the archive decision "
+        "(with its learning curve) on the same cached LLM outputs",
     )
     p.add_argument("--verdict-llms", default="qwen1.5b", help="the label-scoring LLM for --verdicts (first one)")
     p.add_argument("--per-label", type=int, default=10, help="--verdicts: claims per label (T, F, N) per domain")
@@ -63,6 +64,7 @@ def run_verdict_command(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         collect_first=not args.no_collect,
     )
+    result["markdown"] += "\n\n" + _archive_tables(args, cache)
     (out / "verdict_decisions.md").write_text(result["markdown"], encoding="utf-8")
     (out / "verdict_decisions.json").write_text(json.dumps(result["summary"], indent=1), encoding="utf-8")
     if args.json:
@@ -71,3 +73,20 @@ def run_verdict_command(args: argparse.Namespace) -> int:
         print(result["markdown"])
         print(f"cache {cache}; wrote {out / 'verdict_decisions.md'}, {out / 'verdict_decisions.json'}")
     return 0
+
+
+def _archive_tables(args: argparse.Namespace, cache: str) -> str:
+    """The archive decision's tables (:mod:`~llama_index_carag.evaluation.archive_bench`): the report rows of
+    ``cache``, the label lean from the archive rows of ``cache`` and of the committed archive caches."""
+    from llama_index_carag.evaluation import archive_bench
+
+    caches = [cache, *[c for c in archive_bench.CACHES[1:] if Path(c).is_file()]]
+    table, curve = archive_bench.run(
+        args.data, args.scifact or "../shared/data/scifact", caches=caches, cache_dir=args.cache_dir
+    )
+    return (
+        "## Archive decision (fitted on 100 labelled archive claims)\n\n"
+        + archive_bench.markdown(table, archive_bench.TABLE_COLUMNS)
+        + "\n\n### Learning curve (accuracy, mean ± sd over 5 samples)\n\n"
+        + archive_bench.markdown(curve, archive_bench.CURVE_COLUMNS)
+    )

@@ -23,7 +23,7 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.scored import STANCE_KEYS
+from llama_index_carag.verdicts.scored import CUES_KEY, STANCE_KEYS
 from llama_index_carag.verdicts.types import Verdict
 
 logger = logging.getLogger(__name__)
@@ -52,12 +52,18 @@ class EvidenceRow(BaseModel):
         "NOT_ENOUGH_INFO = neither), from the stance decision; None when it was not scored",
     )
     stance_score: float | None = Field(default=None, description="calibrated probability (0-1) of that stance")
+    cues: list[str] | None = Field(
+        default=None,
+        description="the refutation cues the archive decision read in this passage against the claim "
+        "(numbers differ, negation differs; empty: none); None when that decision did not run",
+    )
 
     @classmethod
     def from_node(cls, rank: int, hit: NodeWithScore) -> EvidenceRow:
         """The row of the ``rank``-th node: its provenance, with the stance (if any) in its own fields."""
         carag = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
         stance, stance_score = (carag.pop(key, None) for key in STANCE_KEYS)
+        cues = carag.pop(CUES_KEY, None)
         return cls(
             rank=rank,
             id=hit.node.node_id,
@@ -66,6 +72,7 @@ class EvidenceRow(BaseModel):
             carag=carag,
             stance=stance,
             stance_score=stance_score,
+            cues=cues,
         )
 
 

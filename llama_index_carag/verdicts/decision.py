@@ -139,11 +139,13 @@ class ScoredEvidence:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision's result: the label, the 1-based passages it rests on, and a short reason."""
+    """A decision's result: the label, the 1-based passages it rests on, a short reason, and per passage the
+    refutation cues it read (``cues[i]`` for passage ``i + 1``; empty when the decision reads none)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()
     reason: str = ""
+    cues: tuple[tuple[str, ...], ...] = ()
 
 
 class LabelDecision(Protocol):
@@ -227,14 +229,14 @@ class ArchiveLabelDecision:
         x = archive_features([signals])
         pred = self.archive.predict(x, joint_matrix([_require(evidence, "joint")]), self.lean)[0]
         label = VerdictLabel(str(pred))
-        cues = [(i + 1, passage_cues(evidence.claim, t)) for i, t in enumerate(evidence.texts)]
+        cues = [(i + 1, tuple(passage_cues(evidence.claim, t))) for i, t in enumerate(evidence.texts)]
         flagged = tuple(n for n, found in cues if found)
         closest = tuple(int(i) + 1 for i in sorted(range(len(signals.cosines)), key=lambda i: -signals.cosines[i]))
         passages = flagged + tuple(n for n in closest if n not in flagged) if label == VerdictLabel.REFUTED else closest
         why = self.archive.reason()
         if flagged:
             why += "; cues: " + ", ".join(f"[{n}] {' and '.join(found)}" for n, found in cues if found)
-        return Decision(label, passages[:3], why)
+        return Decision(label, passages[:3], why, tuple(found for _, found in cues))
 
 
 def strongest_stance(stances: Sequence[PassageStance]) -> Decision:

@@ -38,10 +38,12 @@ from llama_index_carag.verdicts.types import Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ScoredVerdicts", "cite_passages", "with_stances", "provenance_cosines", "STANCE_KEYS"]
+__all__ = ["ScoredVerdicts", "cite_passages", "with_stances", "provenance_cosines", "STANCE_KEYS", "CUES_KEY"]
 
 #: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them).
 STANCE_KEYS = ("stance", "stance_score")
+#: Key of a passage's refutation cues in its ``carag`` provenance (:func:`with_stances` writes it).
+CUES_KEY = "cues"
 
 #: Version of the stance prompt: part of the key of the cached content-free prior.
 STANCE_PROMPT_VERSION = "stance-v1"
@@ -198,22 +200,28 @@ class ScoredVerdicts:
                 "decision_passages": list(decision.passages),
                 "decision_reason": decision.reason,
                 "passage_stances": None if stances is None else [s.as_dict() for s in stances],
+                "passage_cues": None
+                if not decision.cues
+                else [{"number": i + 1, "id": ids[i], "cues": list(c)} for i, c in enumerate(decision.cues)],
             }
         )
 
 
-def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> list[NodeWithScore]:
-    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance`` and ``stance_score``."""
-    if not stances or len(stances) != len(nodes):
+def with_stances(
+    nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None, cues: Sequence[dict] | None = None
+) -> list[NodeWithScore]:
+    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance`` and ``stance_score``
+    (``stances``: the verdict's ``passage_stances``) or its refutation ``cues`` (the verdict's ``passage_cues``)."""
+    if stances and len(stances) == len(nodes):
+        found = [{STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]} for st in stances]
+    elif cues and len(cues) == len(nodes):
+        found = [{CUES_KEY: list(c["cues"])} for c in cues]
+    else:
         return list(nodes)
     out = []
-    for n, st in zip(nodes, stances):
+    for n, extra in zip(nodes, found):
         metadata = dict(n.node.metadata)
-        metadata[CARAG_METADATA_KEY] = {
-            **dict(metadata.get(CARAG_METADATA_KEY) or {}),
-            STANCE_KEYS[0]: st["stance"],
-            STANCE_KEYS[1]: st["score"],
-        }
+        metadata[CARAG_METADATA_KEY] = {**dict(metadata.get(CARAG_METADATA_KEY) or {}), **extra}
         excluded = list(n.node.excluded_llm_metadata_keys)
         excluded += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in excluded else []
         embed_excl = list(n.node.excluded_embed_metadata_keys)

@@ -8,22 +8,20 @@ how the label is obtained depends on the LLM (``label_mode="auto"``):
   label strings are scored by log-likelihood
   (:func:`~llama_index_carag.verdicts.labels.label_scorer.scorer_for`) and ONE
   :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
-  (:mod:`~llama_index_carag.verdicts.scored`: the arg-max by default, per-passage stances with
-  ``decision="stance"``); then the explanation is generated for it;
+  (:mod:`~llama_index_carag.verdicts.scored`: the index's archive decision if it has one, else the arg-max;
+  per-passage stances with ``decision="stance"``); then the explanation is generated for it;
 * an LLM with function calling — ``"structured"``: ``llm.structured_predict`` into :class:`VerdictOutput`;
 * any other LLM — ``"text"``: the free-text answer is parsed by :func:`~llama_index_carag.verdicts.parse_verdict`.
 
 In every mode the explanation is checked (:mod:`~llama_index_carag.verdicts.explanation_checks`): at most
 ``max_sentences`` sentences, citations only to the passages shown, no sentence contradicting the label.
-The ``"rule"`` decision reads the claim-passage cosines from the nodes' provenance (``claim_similarity``)
-when the retriever wrote them, and embeds the passages only otherwise.
+Decisions read the claim-passage cosines from the provenance (``claim_similarity``) where the retriever wrote them.
 
 :meth:`FactCheckSynthesizer.verdict` gives the :class:`~llama_index_carag.verdicts.Verdict` alone (what
 :class:`~llama_index_carag.verdicts.checker.ClaimChecker` calls); ``synthesize`` wraps it in a ``Response``:
 ``response`` is the explanation, ``metadata["verdict"]`` the verdict, ``source_nodes`` the evidence with its
-``carag`` provenance (and, for the stance decision, each passage's ``stance`` and ``stance_score`` there).
-Options live in one frozen :class:`~llama_index_carag.verdicts.decision.VerdictSettings`.
-
+``carag`` provenance (with each passage's ``stance`` and ``stance_score``, or its ``cues``, where a decision
+read them).  Options live in one frozen :class:`~llama_index_carag.verdicts.decision.VerdictSettings`.
 Streaming always uses the ``"text"`` mode: it yields the model's text as it is
 generated; when the stream ends, ``response.metadata["verdict"]`` holds the parsed verdict.
 """
@@ -412,7 +410,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self, verdict: Verdict, nodes: Sequence[NodeWithScore], additional: Sequence[NodeWithScore] | None
     ) -> Response:
         """``Response``: the explanation, the verdict, and the evidence with each passage's stance (if scored)."""
-        sources = with_stances(hide_labels(nodes), verdict.passage_stances) + list(additional or [])
+        sources = with_stances(hide_labels(nodes), verdict.passage_stances, verdict.passage_cues)
+        sources += list(additional or [])
         metadata = self._get_metadata_for_response([n.node for n in sources]) or {}
         return Response(verdict.explanation, source_nodes=sources, metadata={**metadata, VERDICT_KEY: verdict})
 

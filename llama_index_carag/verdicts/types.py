@@ -76,6 +76,8 @@ class Verdict(BaseModel):
         decision_reason: the decision's reason in a few words.
         passage_stances: for the stance decision, each passage's stance: ``{"number", "id", "stance",
             "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its calibrated probability).
+        passage_cues: for the archive decision, each passage's refutation cues against the claim:
+            ``{"number", "id", "cues"}`` (``cues``: e.g. ``["numbers differ"]``, empty when none).
     """
 
     label: VerdictLabel = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
@@ -103,6 +105,11 @@ class Verdict(BaseModel):
         default=None,
         description="per passage: number (rank), id, stance, score (calibrated probability), "
         "probabilities and raw logprobs per label; None when the stance decision did not run",
+    )
+    passage_cues: list[dict] | None = Field(
+        default=None,
+        description="per passage: number (rank), id and the refutation cues the archive decision read "
+        "(numbers differ, negation differs); None when that decision did not run",
     )
 
     def to_fever(self) -> str:
