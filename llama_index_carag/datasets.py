@@ -1,17 +1,12 @@
 """Loaders that turn claim/evidence tables into LlamaIndex ``TextNode``s.
 
-Two entry points:
-
-* :func:`load_factver` reads the FactVer CSV (or, when online, the Hugging Face
-  dataset ``manjuvallayil/factver_master``) and the package's own demo corpus,
-  which uses the same columns.
-* :func:`load_claim_evidence_csv` reads any CSV with one row per
-  (claim, evidence) pair, given the names of its columns.
-
-Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim
-nodes (the context CARAG clusters with them) and the rows that were skipped,
-each with its reason.  Node ids are derived from the data, so re-indexing the
-same file gives the same ids.
+:func:`load_factver` reads the FactVer CSV (or, online, the Hugging Face dataset
+``manjuvallayil/factver_master``) and the package's demo corpus (same columns);
+:func:`load_claim_evidence_csv` reads any CSV with one row per (claim, evidence) pair,
+given its column names; a row with evidence and no claim is a library passage.
+Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim nodes
+(the context CARAG clusters with them) and the skipped rows with their reasons.
+Node ids are derived from the data: re-indexing a file gives the same ids.
 
 The labels (``theme``, ``claim_id``, ``evidence_id``, ``label``, ``kind``) are
 stored in node metadata **and excluded from both the embedding text and the
