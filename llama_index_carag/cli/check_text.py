@@ -48,14 +48,14 @@ def _print_summary(result: Any) -> None:
     print(f"Summary: {s.claims} claims checked in {s.sentences} sentences: {counts}{no_verdict}")
 
 
-def _check_with_bar(checker: Any, found: Any) -> Any:
-    """Every claim of ``found`` checked, with a progress bar on stderr."""
+def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
+    """Every claim of ``found`` checked, with a progress bar on stderr (none when ``quiet``)."""
     from tqdm.auto import tqdm
 
     from llama_index_carag.verdicts.text_check import iter_text_checks, text_check_result
 
     checked = []
-    with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr) as bar:
+    with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr, disable=quiet) as bar:
         for claim in iter_text_checks(checker, found):
             checked.append(claim)
             bar.update(1)
@@ -72,17 +72,18 @@ def cmd_check_text(args: argparse.Namespace) -> int:
         raise CLIError("check-text needs --index (the folder written by 'carag index')")
     if args.report and Path(args.report).suffix.lower() not in (".md", ".html", ".htm"):
         raise CLIError(f"--report {args.report}: the file must end in .md or .html")
-    found = find_claims(_read_text(args.file))
-    print(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences", file=sys.stderr)
-
     from llama_index_carag.cli.check import _checker
-    from llama_index_carag.cli.common import _llm, _load_retriever
+    from llama_index_carag.cli.common import _llm, _load_retriever, _stages
     from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
-    retriever = _load_retriever(args)
-    llm = None if args.no_llm else _llm(args)
+    stages = _stages(args)
+    with stages.stage("finding the check-worthy claims"):
+        found = find_claims(_read_text(args.file))
+    stages.say(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences")
+    retriever = _load_retriever(args, stages)
+    llm = None if args.no_llm else _llm(args, stages)
     prior = None if llm is None else index_prior(args.index, llm)
-    result = _check_with_bar(_checker(retriever, llm, prior), found)
+    result = _check_with_bar(_checker(retriever, llm, prior), found, stages.quiet)
     if args.report:
         from llama_index_carag.visualize.text_report import write_text_report
 
