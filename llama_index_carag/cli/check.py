@@ -189,12 +189,13 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_one(checker: Any, claim: str, stages: Stages) -> dict[str, Any]:
-    """``claim`` checked by ``checker`` with a stage line for retrieval and one for the verdict; the JSON dict,
-    with the reason of an empty SOI (``soi.empty_reason``, :mod:`~llama_index_carag.cli.soi_reason`)."""
+def check_one(checker: Any, claim: str, stages: Stages, *, say_retrieving: bool = True) -> dict[str, Any]:
+    """``claim`` checked by ``checker`` with a stage line for retrieval (unless not ``say_retrieving``) and one
+    for the verdict; the JSON dict, with the reason of an empty SOI (``soi.empty_reason``,
+    :mod:`~llama_index_carag.cli.soi_reason`)."""
     from llama_index_carag.cli.soi_reason import annotate
 
-    with stages.stage("retrieving"):
+    with (stages if say_retrieving else Stages(quiet=True)).stage("retrieving"):
         retrieved = checker.retrieve(claim)
     response = None
     if checker.synthesizer is not None:

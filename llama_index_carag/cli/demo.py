@@ -104,7 +104,8 @@ def _compare(carag_u: Any, claim: Any, llm: Any, args: argparse.Namespace, stage
     result: dict[str, Any] = {}
     for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
         with_llm = llm if (alpha == 0.5 or args.rag_verdicts) else None  # one verdict per claim by default
-        result = check_one(_checker(carag_u.with_settings(alpha=alpha), with_llm), claim.text, stages)
+        checker = _checker(carag_u.with_settings(alpha=alpha), with_llm)
+        result = check_one(checker, claim.text, stages, say_retrieving=False)
         skipped = with_llm is None and llm is not None
         print(f"\n--- {name}" + (" (retrieval only; --rag-verdicts adds its verdict)" if skipped else ""))
         _print_check(result)
@@ -135,8 +136,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     results = [_compare(carag_u, claim, llm, args, stages) for claim in claims]
     if llm is not None:
         checked = [(c.node_id, _label(c), (r["verdict"] or {}).get("label")) for c, r in zip(claims, results)]
-        print("\nCARAG-u verdicts against the demo corpus's labels (per label: a model that always answers one")
-        print("label gets that label's claims right and the others wrong):")
+        print("\nCARAG-u verdicts against the demo corpus's labels, per label (a model that always gives the")
+        print("same label gets the claims of that label right and no other):")
         print("\n".join(label_report(checked)))
     html, png = _draw(out, claims[0], results[0])
     print(f"\nSOI graph of {claims[0].node_id}: {html} and {png}")
