@@ -311,7 +311,9 @@ def test_soi_figure_of_empty_soi_shows_claim_and_why_it_is_empty():
     assert [t.name for t in traces] == ["claim"] and len(traces[0].x) == 1
     (note,) = [a.text for a in fig.layout.annotations]
     assert note.replace("<br>", " ") == html.escape(V.EmptySOIReason.of(soi).text(), quote=False).replace("'", "&#39;")
-    assert "cluster 2 (9 items)" in note and "δ=0.75" in note and "the query is the claim" in note
+    assert "cluster 2 (9 items)" in note and "δ=0.75" in note and "the query is the" in note
+    (caption,) = fig.layout.annotations
+    assert (caption.xref, caption.yref, caption.y, caption.yanchor) == ("paper", "paper", 0.0, "top")  # off the graph
     assert "SOI size: 0" in fig.layout.title.text
     given = V.soi_figure(soi, empty_reason="<b>why</b> it is empty")  # the caller's reason, escaped
     assert [a.text for a in given.layout.annotations] == ["&lt;b&gt;why&lt;/b&gt; it is empty"]

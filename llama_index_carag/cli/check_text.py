@@ -76,9 +76,9 @@ def cmd_check_text(args: argparse.Namespace) -> int:
     from llama_index_carag.cli.common import _llm, _load_retriever, _stages
     from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
-    stages = _stages(args)
+    stages, text = _stages(args), _read_text(args.file)
     with stages.stage("finding the check-worthy claims"):
-        found = find_claims(_read_text(args.file))
+        found = find_claims(text)
     stages.say(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences")
     retriever = _load_retriever(args, stages)
     llm = None if args.no_llm else _llm(args, stages)

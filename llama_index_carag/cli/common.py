@@ -121,7 +121,8 @@ def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
     from llama_index_carag.models.resolve import resolve_llm
 
     spec = None if args.llm in (None, "default") else args.llm
-    stages = stages or Stages(quiet=True)
+    if stages is None or stages.quiet:
+        return resolve_llm(spec)
     message, note = llm_stage(spec)
     with stages.stage(message, note=note, ticking=True):
         return resolve_llm(spec)

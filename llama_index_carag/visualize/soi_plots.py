@@ -233,8 +233,20 @@ def soi_figure(
     if caption is not None:
         import textwrap
 
-        text = "<br>".join(_html(line) for line in textwrap.wrap(caption, 90))
-        fig.add_annotation(x=0, y=-0.2, text=text, showarrow=False, font={"size": 13, "color": "#B22222"})
+        lines = textwrap.wrap(caption, 110)
+        text = "<br>".join(_html(line) for line in lines)
+        fig.add_annotation(  # under the graph, off its nodes and labels
+            x=0.5,
+            y=0.0,
+            xref="paper",
+            yref="paper",
+            yanchor="top",
+            yshift=-8,
+            text=text,
+            showarrow=False,
+            font={"size": 13, "color": "#B22222"},
+        )
+        fig.update_layout(margin={"b": 50 + 20 * len(lines)})
     logger.debug("SOI figure: %d nodes, %d edges", graph.number_of_nodes(), graph.number_of_edges())
     return fig
 
