@@ -166,6 +166,21 @@ def test_check_says_why_the_soi_is_empty(index_dir):
     assert json.loads(full.stdout)["soi"]["empty_reason"] is None  # δ 0.5: the SOI holds items
 
 
+def test_check_text_says_its_stages_and_an_empty_soi(index_dir, tmp_path):
+    text = tmp_path / "article.txt"
+    text.write_text(f"{CLAIM} What do you think? Solar panels cost 80 percent less than in 2010.", encoding="utf-8")
+    proc = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99")
+    assert proc.returncode == 0, proc.stderr
+    assert _stage_lines(proc.stderr)[:3] == [
+        "carag: finding the check-worthy claims …",
+        "carag: 2 check-worthy claims in 3 sentences",
+        "carag: loading the encoder (sentence-transformers/all-MiniLM-L6-v2) …",
+    ]
+    assert proc.stdout.count("(SOI empty: nothing of its cluster above δ=0.99)") == 2
+    quiet = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "-q")
+    assert quiet.returncode == 0 and "carag:" not in quiet.stderr and "checking claims" not in quiet.stderr
+
+
 @pytest.mark.slow
 def test_check_with_offline_llm(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--json", "--llm", "smollm2")

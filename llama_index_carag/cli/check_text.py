@@ -41,7 +41,11 @@ def _print_summary(result: Any) -> None:
         if verdict is not None:
             print(f"    explanation: {verdict.explanation}")
         evidence = ", ".join(top_evidence_ids(claim)) or "none"
-        print(f"    evidence: {evidence}  (SOI {soi_size(claim)} items)")
+        size = soi_size(claim)
+        soi = (
+            f"SOI {size} items" if size else f"SOI empty: nothing of its cluster above δ={claim.check.soi['delta']:.2f}"
+        )
+        print(f"    evidence: {evidence}  ({soi})")
     s = result.summary
     counts = ", ".join(f"{label} {count}" for label, count in s.labels.items())
     no_verdict = f", without a verdict {s.without_verdict}" if s.without_verdict else ""
