@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from llama_index_carag import DEFAULT, CaragSettings
+from llama_index_carag.core.soi import SOI_LIST_KEYS
 from llama_index_carag.datasets import demo_corpus_path
 from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score"}
+EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "cues"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
@@ -100,6 +101,86 @@ def test_check_table_output(index_dir):
     assert "sim(q)" in proc.stdout and proc.stdout.count("Evidence_Claims_") == 6
 
 
+def _stage_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("carag: ")]
+
+
+def test_check_says_its_stages_on_stderr_and_keeps_stdout_clean(index_dir):
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _stage_lines(proc.stderr) == [
+        "carag: loading the encoder (sentence-transformers/all-MiniLM-L6-v2) …",
+        f"carag: loading the index {index_dir} …",
+        "carag: retrieving …",
+    ]
+    data = json.loads(proc.stdout)  # standard output is the JSON alone
+    for quiet in (["--quiet"], ["-q"]):
+        silent = carag("check", CLAIM, "--index", str(index_dir), "--no-llm", "--json", *quiet)
+        assert silent.returncode == 0 and not _stage_lines(silent.stderr) and json.loads(silent.stdout) == data
+    before = carag("-q", "check", CLAIM, "--index", str(index_dir), "--no-llm")  # also before the command
+    assert before.returncode == 0 and not _stage_lines(before.stderr) and "sim(q)" in before.stdout
+
+
+def test_check_with_an_llm_says_loading_it_and_writing_the_verdict(index_dir, monkeypatch, tmp_path):
+    from llama_index_carag.models import resolve as models
+    from tests.helpers import StubLLM
+
+    monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
+    proc = carag("check", CLAIM, "--index", str(index_dir), "--llm", "smollm2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _stage_lines(proc.stderr)[2:] == [
+        "carag: loading the LLM smollm2 …",
+        "carag: retrieving …",
+        "carag: writing the verdict …",
+    ]
+    assert json.loads(proc.stdout)["verdict"]["label"] in {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
+    claims = tmp_path / "claims.txt"
+    claims.write_text(f"{CLAIM}\nSolar panels got cheaper.\n", encoding="utf-8")
+    batch = carag("check", "--claims", str(claims), "--out", str(tmp_path / "r.jsonl"), "--index", str(index_dir))
+    assert batch.returncode == 0, batch.stderr
+    loading = [line for line in _stage_lines(batch.stderr) if "LLM" in line]
+    assert len(loading) == 1 and loading[0].startswith("carag: loading the LLM qwen1.5b (the default) …")
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 2 and all("empty_reason" in r["soi"] for r in records)  # the --json schema
+
+
+def test_check_says_why_the_soi_is_empty(index_dir):
+    """The default preset's δ 0.75 with MiniLM keeps nothing for this claim: the output says why."""
+    claim = "Offshore wind farms drive fish away from the area."
+    proc = carag("check", claim, "--index", str(index_dir), "--no-llm", "--json", "--delta", "0.75")
+    assert proc.returncode == 0, proc.stderr
+    soi = json.loads(proc.stdout)["soi"]
+    assert not any(soi[key] for key in SOI_LIST_KEYS)
+    reason = soi["empty_reason"]
+    assert reason["delta"] == 0.75 and reason["cluster_size"] == soi["cluster_size"] > 0
+    assert reason["closest_id"].startswith("Evidence_Claims_") and reason["closest_similarity"] <= 0.75
+    retrieved = json.loads(proc.stdout)["evidence"]
+    same_cluster = [e["carag"]["claim_similarity"] for e in retrieved if e["carag"]["cluster"] == soi["cluster"]]
+    assert reason["closest_similarity"] >= max(same_cluster) - 1e-6  # nothing retrieved from it is closer
+    closest = f"(the closest: {reason['closest_similarity']:.2f})"
+    assert reason["text"].startswith(f"SOI empty: no item of the claim's cluster {soi['cluster']} ")
+    assert closest in reason["text"] and "the query is the claim alone" in reason["text"]
+    table = carag("check", claim, "--index", str(index_dir), "--no-llm", "--delta", "0.75", "-q")
+    assert reason["text"] in " ".join(table.stdout.split())  # the table says it too
+    full = carag("check", claim, "--index", str(index_dir), "--no-llm", "--json", "-q")
+    assert json.loads(full.stdout)["soi"]["empty_reason"] is None  # δ 0.5: the SOI holds items
+
+
+def test_check_text_says_its_stages_and_an_empty_soi(index_dir, tmp_path):
+    text = tmp_path / "article.txt"
+    text.write_text(f"{CLAIM} What do you think? Solar panels cost 80 percent less than in 2010.", encoding="utf-8")
+    proc = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99")
+    assert proc.returncode == 0, proc.stderr
+    assert _stage_lines(proc.stderr)[:3] == [
+        "carag: finding the check-worthy claims …",
+        "carag: 2 check-worthy claims in 3 sentences",
+        "carag: loading the encoder (sentence-transformers/all-MiniLM-L6-v2) …",
+    ]
+    assert proc.stdout.count("(SOI empty: nothing of its cluster above δ=0.99)") == 2
+    quiet = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "-q")
+    assert quiet.returncode == 0 and "carag:" not in quiet.stderr and "checking claims" not in quiet.stderr
+
+
 @pytest.mark.slow
 def test_check_with_offline_llm(index_dir):
     proc = carag("check", CLAIM, "--index", str(index_dir), "--json", "--llm", "smollm2")
@@ -145,6 +226,13 @@ def test_graph_files(index_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert html.stat().st_size > 100_000 and "plotly" in html.read_text(encoding="utf-8")[:200_000].lower()
     assert png_size(png)[0] >= 900 and png_size(cluster) == (1200, 900)  # the SOI PNG is sized from its content
+    assert "retrieved #1" in html.read_text(encoding="utf-8")  # the retrieved passages are drawn, ranked
+    empty = carag("graph", CLAIM, "--index", str(index_dir), "--delta", "0.99", "--html", str(html), "-q")
+    assert empty.returncode == 0, empty.stderr
+    reason = empty.stdout.splitlines()[-1]
+    assert reason.startswith("SOI empty: no item of the claim's cluster") and "(the closest: " in reason
+    page = html.read_text(encoding="utf-8")
+    assert "SOI empty: no item of the claim&#39;s cluster" in page and "retrieved #6" in page
     none = carag("graph", CLAIM, "--index", str(index_dir))
     assert none.returncode == 2 and "--html" in none.stderr
 
@@ -180,8 +268,36 @@ def test_demo_without_llm(tmp_path):
     proc = carag("demo", "--out", str(tmp_path / "demo"), "--no-llm")
     assert proc.returncode == 0, proc.stderr
     assert "--- RAG (alpha=1)" in proc.stdout and "--- CARAG-u (alpha=0.5)" in proc.stdout
+    claims = [line for line in proc.stdout.splitlines() if line.startswith("CLAIM ")]
+    labels = [line.split("(label ")[1].split(")")[0] for line in claims]
+    assert labels == ["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"]  # one of each, not three of one
+    assert "verdicts against" not in proc.stdout  # no LLM, no verdict report
     assert (tmp_path / "demo" / "soi_graph.html").stat().st_size > 0
     assert png_size(tmp_path / "demo" / "soi_graph.png")[0] >= 900  # sized from its content
+
+
+def test_demo_reports_its_verdicts_per_label(tmp_path, monkeypatch):
+    """With a stand-in LLM that always says SUPPORTED, the per-label report shows the lean (1 of 3, not 3 of 3)."""
+    import re
+
+    from llama_index_carag.models import resolve as models
+    from tests.helpers import StubLLM
+
+    monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
+    proc = carag("demo", "--out", str(tmp_path / "demo"), "--llm", "smollm2")
+    assert proc.returncode == 0, proc.stderr
+    report = proc.stdout.split("verdicts against the demo corpus's labels", 1)[1]
+    rows = re.findall(r"^  (SUPPORTED|REFUTED|NOT_ENOUGH_INFO) +(\d) of 1 right +\((\S+): (\w+)\)$", report, re.M)
+    assert [r[0] for r in rows] == ["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"]
+    said = {r[3] for r in rows}
+    assert [int(r[1]) for r in rows] == [int(r[0] == r[3]) for r in rows] and said <= {
+        "SUPPORTED",
+        "REFUTED",
+        "NOT_ENOUGH_INFO",
+    }
+    assert _stage_lines(proc.stderr).count("carag: writing the verdict …") == 3  # one verdict per claim
+    page = (tmp_path / "demo" / "soi_graph.html").read_text(encoding="utf-8")
+    assert "retrieved #1" in page  # the graph is drawn with the check's evidence
 
 
 def test_eval_limit_5(tmp_path):

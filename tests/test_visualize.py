@@ -304,12 +304,20 @@ def test_soi_figure_hover_is_full_wrapped_text():
     assert "0.90" in hover
 
 
-def test_soi_figure_of_empty_soi_shows_claim_and_note():
-    fig = V.soi_figure(SubsetOfInterest(claim_id="c7", claim="lonely claim", cluster=2))
+def test_soi_figure_of_empty_soi_shows_claim_and_why_it_is_empty():
+    soi = SubsetOfInterest(claim_id="c7", claim="lonely claim", cluster=2, cluster_size=9, delta=0.75)
+    fig = V.soi_figure(soi)
     traces = node_traces(fig)
     assert [t.name for t in traces] == ["claim"] and len(traces[0].x) == 1
-    assert [a.text for a in fig.layout.annotations] == [V.EMPTY_SOI_MESSAGE]
+    (note,) = [a.text for a in fig.layout.annotations]
+    assert note.replace("<br>", " ") == html.escape(V.EmptySOIReason.of(soi).text(), quote=False).replace("'", "&#39;")
+    assert "cluster 2 (9 items)" in note and "δ=0.75" in note and "the query is the" in note
+    (caption,) = fig.layout.annotations
+    assert (caption.xref, caption.yref, caption.y, caption.yanchor) == ("paper", "paper", 0.0, "top")  # off the graph
     assert "SOI size: 0" in fig.layout.title.text
+    given = V.soi_figure(soi, empty_reason="<b>why</b> it is empty")  # the caller's reason, escaped
+    assert [a.text for a in given.layout.annotations] == ["&lt;b&gt;why&lt;/b&gt; it is empty"]
+    assert not V.soi_figure(unsupervised_soi(1)).layout.annotations  # an SOI with items has no such note
 
 
 def test_soi_figure_never_holds_raw_user_markup():
@@ -712,8 +720,11 @@ def test_png_size_follows_the_number_of_nodes_unless_given():
     fixed = V.soi_png_figure(unsupervised_soi(30), width=700, height=500)
     assert tuple(round(v) for v in fixed.get_size_inches() * fixed.dpi) == (700, 500)
     # an empty SOI says so under the title, in red, off the graph
-    empty = V.soi_png_figure(SubsetOfInterest(claim_id=None, claim="q"), evidence=stance_evidence())
-    notes = [t for t in empty.texts if t.get_text() == V.EMPTY_SOI_MESSAGE]
+    reason = "SOI empty: no item of the claim's cluster 3 (24 items) has a cosine to the claim above δ=0.75"
+    empty = V.soi_png_figure(
+        SubsetOfInterest(claim_id=None, claim="q"), evidence=stance_evidence(), empty_reason=reason
+    )
+    notes = [t for t in empty.texts if t.get_text().replace("\n", " ") == reason]
     assert len(notes) == 1 and rgb_hex(notes[0].get_color()) == "#B22222"
     assert len(png_parts(empty)[1]) == 4  # the four retrieved passages, all outside the (empty) SOI
 

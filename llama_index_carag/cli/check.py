@@ -9,7 +9,8 @@ import sys
 import textwrap
 from typing import Any
 
-from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
+from llama_index_carag.cli.common import CLIError, _llm, _load_retriever, _stages
+from llama_index_carag.cli.stages import Stages
 from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
 
@@ -25,35 +26,53 @@ _SOI_SHORT = {
 }
 
 
+#: Below this many characters for the text column, a passage's text goes on its own lines under its row.
+_MIN_TEXT_COLUMN = 60
+
+
 def _print_evidence(rows: list[dict[str, Any]]) -> None:
     import shutil
 
-    width = max(100, shutil.get_terminal_size((120, 24)).columns)
+    width = max(80, shutil.get_terminal_size((120, 24)).columns)
     id_width = min(40, max([len(r["id"]) for r in rows] + [2]))
-    print(
-        f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance':<13} "
-        f"{'id':<{id_width}} evidence"
-    )
+    text_width = width - 52 - id_width
+    below = text_width < _MIN_TEXT_COLUMN
+    header = f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance/cue':<13} id"
+    print(header if below else f"{header:<{len(header) - 2 + id_width}} evidence")
     for row in rows:
         info = row["carag"]
         kind = _SOI_SHORT.get(info.get("soi_kind") or "", "-") if info.get("in_soi") else "-"
-        text = textwrap.shorten(" ".join(row["text"].split()), width=max(30, width - 52 - id_width))
-        print(
+        text = " ".join(row["text"].split())
+        line = (
             f"{row['rank']:>2} {_fmt(row['score']):>6} {info.get('cluster')!s:>3} {_fmt(info.get('claim_similarity')):>6} "
             f"{_fmt(info.get('thematic_similarity')):>6} {kind:<9} {_stance(row):<13} "
-            f"{textwrap.shorten(row['id'], id_width, placeholder='…'):<{id_width}} {text}"
+            f"{textwrap.shorten(row['id'], id_width, placeholder='…'):<{id_width}}"
         )
+        if below:
+            print(line.rstrip())
+            wrapped = textwrap.wrap(textwrap.shorten(text, 2 * (width - 6)), width - 6)
+            print("\n".join("     " + part for part in wrapped[:2]))
+        else:
+            print(f"{line} {textwrap.shorten(text, width=text_width)}")
 
 
 #: How a passage's stance is shown in the table.
 _STANCE_SHORT = {"SUPPORTED": "supports", "REFUTED": "refutes", "NOT_ENOUGH_INFO": "neither"}
 
 
+#: How a passage's refutation cues (the archive decision's) are shown in the stance column.
+_CUE_SHORT = {"numbers differ": "≠num", "negation differs": "≠neg"}
+
+
 def _stance(row: dict[str, Any]) -> str:
-    """``"supports 0.91"`` / ``"refutes 0.64"`` / ``"neither 0.55"``, or ``"-"`` when not scored."""
+    """``"supports 0.91"`` / ``"refutes 0.64"`` / ``"neither 0.55"``; under the archive decision the passage's
+    refutation cues (``"cue ≠num ≠neg"``: numbers / negation differ from the claim's, ``"no cue"``); ``"-"`` when neither was computed."""
     stance = row.get("stance")
     if not stance:
-        return "-"
+        cues = row.get("cues")
+        if cues is None:
+            return "-"
+        return "cue " + " ".join(_CUE_SHORT.get(c, c) for c in cues) if cues else "no cue"
     score = row.get("stance_score")
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
@@ -131,25 +150,41 @@ def _print_check(result: dict[str, Any]) -> None:
         f"claim cluster {soi['cluster']}"
         + (f" (theme {soi['theme']})" if soi.get("theme") else "")
         + f"; SOI {size} of {soi['cluster_size']} cluster items"
-        + (" -> empty, searched with the claim vector alone" if size == 0 else "")
     )
+    if size == 0:
+        import shutil
+
+        print(textwrap.fill(_empty_reason_text(result), max(80, shutil.get_terminal_size((120, 24)).columns)))
     _print_evidence(result["evidence"])
 
 
-def _check_batch(checker: Any, todo: list[Any], out: Any) -> int:
+def _empty_reason_text(result: dict[str, Any]) -> str:
+    """The result's ``soi.empty_reason`` text, or the reason without the closest item when it was not looked up."""
+    from llama_index_carag.visualize.empty_soi import EmptySOIReason
+
+    given = result["soi"].get("empty_reason")
+    if given:
+        return str(given["text"])
+    reason = EmptySOIReason.of(result["soi"], dense_only=result["settings"].get("rerank_candidates") is None)
+    return "" if reason is None else reason.text()
+
+
+def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -> int:
     """Check ``todo`` into ``out`` (a :class:`ResultsFile`) under a progress bar; the number of claims rejected."""
     from tqdm import tqdm
 
+    from llama_index_carag.cli.soi_reason import annotate
     from llama_index_carag.verdicts.batch import check_claims, is_error
 
     rejected = 0
-    with tqdm(total=len(todo), desc="checking", unit="claim", file=sys.stderr, dynamic_ncols=True) as bar:
+    bar = tqdm(total=len(todo), desc="checking", unit="claim", file=sys.stderr, dynamic_ncols=True, disable=quiet)
+    with bar:
         for record in check_claims(checker, todo):
             if is_error(record):
                 rejected += 1
                 bar.write(f"carag: line {record['line']}: skipped ({record['error']})", file=sys.stderr)
             else:
-                out.append(record)
+                out.append(annotate(record, checker.retriever))
             bar.update(1)
     return rejected
 
@@ -163,15 +198,16 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
     claims, problems = read_claims(args.claims, args.claim_col)
     for line, why in problems:
         print(f"carag: line {line}: skipped ({why})", file=sys.stderr)
+    stages = _stages(args)
     with ResultsFile(args.out) as out:
         todo = [item for item in claims if not out.done(item)]
         print(f"carag: {len(claims)} claims read, {len(claims) - len(todo)} already in {args.out}", file=sys.stderr)
         if not todo:
             return 0
-        retriever = _load_retriever(args)
-        llm = None if args.no_llm else _llm(args)
+        retriever = _load_retriever(args, stages)
+        llm = None if args.no_llm else _llm(args, stages)
         checker = _index_checker(args.index, retriever, llm, not args.no_explanation)
-        rejected = _check_batch(checker, todo, out)
+        rejected = _check_batch(checker, todo, out, stages.quiet)
     print(
         f"carag: {len(todo) - rejected} checked into {args.out}, {rejected + len(problems)} lines skipped",
         file=sys.stderr,
@@ -179,14 +215,34 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_one(checker: Any, claim: str, stages: Stages, *, say_retrieving: bool = True) -> dict[str, Any]:
+    """``claim`` checked by ``checker`` with a stage line for retrieval (unless not ``say_retrieving``) and one
+    for the verdict; the JSON dict, with the reason of an empty SOI (``soi.empty_reason``,
+    :mod:`~llama_index_carag.cli.soi_reason`)."""
+    from llama_index_carag.cli.soi_reason import annotate
+
+    with (stages if say_retrieving else Stages(quiet=True)).stage("retrieving"):
+        retrieved = checker.retrieve(claim)
+    response = None
+    if checker.synthesizer is not None:
+        with stages.stage("writing the verdict", ticking=True):
+            response = checker.verdict(retrieved)
+    result = checker.result(retrieved, response).to_json_dict()
+    return annotate(result, checker.retriever, retrieved.bundle.embedding)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    from llama_index_carag.core.validation import check_query_text
+
     if (args.claim is None) == (args.claims is None):
         raise CLIError("give either one CLAIM or --claims FILE")
     if args.claims is not None:
         return cmd_check_claims(args)
-    retriever = _load_retriever(args)
-    llm = None if args.no_llm else _llm(args)
-    result = _index_checker(args.index, retriever, llm, not args.no_explanation).check(args.claim).to_json_dict()
+    check_query_text(args.claim, "claim")  # before the models load: a bad claim fails at once
+    stages = _stages(args)
+    retriever = _load_retriever(args, stages)
+    llm = None if args.no_llm else _llm(args, stages)
+    result = check_one(_index_checker(args.index, retriever, llm, not args.no_explanation), args.claim, stages)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -197,7 +253,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     from llama_index_carag.verdicts.chat import FactCheckChatBot
 
-    retriever = _load_retriever(args)
-    llm = _llm(args)
+    stages = _stages(args)
+    retriever = _load_retriever(args, stages)
+    llm = _llm(args, stages)
     FactCheckChatBot(_index_checker(args.index, retriever, llm), llm).repl()
     return 0

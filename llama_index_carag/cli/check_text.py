@@ -41,21 +41,25 @@ def _print_summary(result: Any) -> None:
         if verdict is not None:
             print(f"    explanation: {verdict.explanation}")
         evidence = ", ".join(top_evidence_ids(claim)) or "none"
-        print(f"    evidence: {evidence}  (SOI {soi_size(claim)} items)")
+        size = soi_size(claim)
+        soi = (
+            f"SOI {size} items" if size else f"SOI empty: nothing of its cluster above δ={claim.check.soi['delta']:.2f}"
+        )
+        print(f"    evidence: {evidence}  ({soi})")
     s = result.summary
     counts = ", ".join(f"{label} {count}" for label, count in s.labels.items())
     no_verdict = f", without a verdict {s.without_verdict}" if s.without_verdict else ""
     print(f"Summary: {s.claims} claims checked in {s.sentences} sentences: {counts}{no_verdict}")
 
 
-def _check_with_bar(checker: Any, found: Any) -> Any:
-    """Every claim of ``found`` checked, with a progress bar on stderr."""
+def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
+    """Every claim of ``found`` checked, with a progress bar on stderr (none when ``quiet``)."""
     from tqdm.auto import tqdm
 
     from llama_index_carag.verdicts.text_check import iter_text_checks, text_check_result
 
     checked = []
-    with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr) as bar:
+    with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr, disable=quiet) as bar:
         for claim in iter_text_checks(checker, found):
             checked.append(claim)
             bar.update(1)
@@ -72,15 +76,16 @@ def cmd_check_text(args: argparse.Namespace) -> int:
         raise CLIError("check-text needs --index (the folder written by 'carag index')")
     if args.report and Path(args.report).suffix.lower() not in (".md", ".html", ".htm"):
         raise CLIError(f"--report {args.report}: the file must end in .md or .html")
-    found = find_claims(_read_text(args.file))
-    print(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences", file=sys.stderr)
-
     from llama_index_carag.cli.check import _index_checker
-    from llama_index_carag.cli.common import _llm, _load_retriever
+    from llama_index_carag.cli.common import _llm, _load_retriever, _stages
 
-    retriever = _load_retriever(args)
-    llm = None if args.no_llm else _llm(args)
-    result = _check_with_bar(_index_checker(args.index, retriever, llm), found)
+    stages, text = _stages(args), _read_text(args.file)
+    with stages.stage("finding the check-worthy claims"):
+        found = find_claims(text)
+    stages.say(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences")
+    retriever = _load_retriever(args, stages)
+    llm = None if args.no_llm else _llm(args, stages)
+    result = _check_with_bar(_index_checker(args.index, retriever, llm), found, stages.quiet)
     if args.report:
         from llama_index_carag.visualize.text_report import write_text_report
 

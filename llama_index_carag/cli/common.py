@@ -7,6 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llama_index_carag.cli.llm_stage import llm_stage
+from llama_index_carag.cli.stages import Stages
+
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
@@ -69,13 +72,41 @@ def _load_corpus(path: str, args: argparse.Namespace) -> Any:
     return load_factver(path)
 
 
-def _load_retriever(args: argparse.Namespace) -> Any:
+def _stages(args: argparse.Namespace) -> Stages:
+    """The stage lines of a command (silent with ``--quiet``)."""
+    return Stages(quiet=bool(getattr(args, "quiet", False)))
+
+
+def _recorded_embed_model(folder: Path) -> str | None:
+    """The encoder an index was built with (its state's manifest), or ``None`` when unreadable (the load says why)."""
+    import json
+
+    from llama_index_carag.core.persistence import MANIFEST_NAME
+    from llama_index_carag.retrieval.retriever import STATE_SUBDIR
+
+    try:
+        name = json.loads((folder / STATE_SUBDIR / MANIFEST_NAME).read_text(encoding="utf-8"))["info"]["embed_model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _load_retriever(args: argparse.Namespace, stages: Stages | None = None) -> Any:
+    """The retriever of ``--index``: its encoder, then the index (a stage line each when ``stages`` is given)."""
+    from llama_index_carag.models.resolve import resolve_embed_model
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 
+    stages = stages or Stages(quiet=True)
     folder = Path(args.index)
     if not folder.is_dir():
         raise CLIError(f"no index at {folder} (build one with: carag index DATA.csv --out {folder})")
-    retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=getattr(args, "embed_model", None))
+    name = getattr(args, "embed_model", None) or _recorded_embed_model(folder)
+    model = None
+    if name is not None:
+        with stages.stage(f"loading the encoder ({name})"):
+            model = resolve_embed_model(name)
+    with stages.stage(f"loading the index {folder}"):
+        retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
     changes = _setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k")
     return retriever.with_settings(**changes) if changes else retriever
 
@@ -85,7 +116,13 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
     return {field: getattr(args, arg) for field, arg in names.items() if getattr(args, arg, None) is not None}
 
 
-def _llm(args: argparse.Namespace) -> Any:
+def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
+    """The LLM of ``--llm`` (a stage line when ``stages`` is given: its name, and a first llama.cpp probe)."""
     from llama_index_carag.models.resolve import resolve_llm
 
-    return resolve_llm(None if args.llm in (None, "default") else args.llm)
+    spec = None if args.llm in (None, "default") else args.llm
+    if stages is None or stages.quiet:
+        return resolve_llm(spec)
+    message, note = llm_stage(spec)
+    with stages.stage(message, note=note, ticking=True):
+        return resolve_llm(spec)

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from llama_index_carag.cli.common import CLIError, _load_retriever
+from llama_index_carag.cli.common import CLIError, _load_retriever, _stages
+
+
+def _soi_and_evidence(retriever: Any, claim: str) -> tuple[Any, list[Any], str | None]:
+    """The claim's SOI, its retrieved evidence (from the same SOI computation) and why the SOI is empty (or ``None``)."""
+    from llama_index_carag.cli.soi_reason import empty_reason
+    from llama_index_carag.verdicts.checker import ClaimChecker
+
+    retrieved = ClaimChecker(retriever).retrieve(claim)
+    reason = empty_reason(retriever, retrieved.soi, claim, retrieved.bundle.embedding)
+    return retrieved.soi, retrieved.nodes, None if reason is None else reason.text()
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -14,13 +25,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if not (args.html or args.png or args.cluster_png):
         raise CLIError("give at least one of --html, --png, --cluster-png")
     check_query_text(args.claim, "claim")
-    retriever = _load_retriever(args)
-    soi = retriever.build_soi(args.claim)
+    stages = _stages(args)
+    retriever = _load_retriever(args, stages)
+    with stages.stage("retrieving"):
+        soi, evidence, reason = _soi_and_evidence(retriever, args.claim)
     written = []
     if args.html:
-        written.append(write_soi_html(soi, args.html))
+        written.append(write_soi_html(soi, args.html, evidence=evidence, empty_reason=reason))
     if args.png:
-        written.append(write_soi_png(soi, args.png))
+        written.append(write_soi_png(soi, args.png, evidence=evidence, empty_reason=reason))
     if args.cluster_png:
         members = retriever.context.members((soi.theme, soi.cluster))
         kinds = ["claim" if c else "evidence" for c in members.is_claim]
@@ -37,6 +50,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
             )
         )
     print(f"SOI of {len(soi)} items (cluster {soi.cluster}); wrote " + ", ".join(str(p) for p in written))
+    if reason is not None:
+        print(reason)
     return 0
 
 

@@ -5,15 +5,17 @@ match its index, …) print one line ``carag: error: …`` and exit with status 
 ``--debug`` (or ``CARAG_DEBUG=1``) shows the traceback instead.
 
 This module builds the parser (one function per sub-command) and runs the
-command; the commands live in :mod:`~llama_index_carag.cli.index` (index,
-demo), :mod:`~llama_index_carag.cli.check` (check, chat),
+command; the commands live in :mod:`~llama_index_carag.cli.index` (index),
+:mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat),
 :mod:`~llama_index_carag.cli.check_text` (check-text),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
 :mod:`~llama_index_carag.cli.paper` (paper-table),
 :mod:`~llama_index_carag.cli.calibrate_verdicts` (calibrate-verdicts),
 :mod:`~llama_index_carag.cli.eval` (eval) and
 :mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
-:mod:`~llama_index_carag.cli.common`.
+:mod:`~llama_index_carag.cli.common`.  While a command loads models and checks, it says what it is doing
+on stderr, one line per stage (:mod:`~llama_index_carag.cli.stages`; ``-q``/``--quiet`` silences them);
+standard output is unchanged.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from llama_index_carag.cli.calibrate_verdicts import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.check_text import cmd_check_text
 from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
+from llama_index_carag.cli.demo import cmd_demo
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
-from llama_index_carag.cli.index import cmd_demo, cmd_index
+from llama_index_carag.cli.index import cmd_index
 from llama_index_carag.cli.paper import cmd_paper_table
 from llama_index_carag.cli.serve import cmd_serve
 
@@ -74,10 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carag",
         description="Context-aware, explainable evidence retrieval for fact checking (CARAG / CARAG-u).",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("-q", "--quiet", action="store_true", help=_QUIET_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_SubParser)
     _add_index_parser(sub)
     _add_check_parser(sub)
     _add_check_text_parser(sub)
@@ -101,15 +107,45 @@ def _add_retrieval_overrides(p: argparse.ArgumentParser, *, index_required: bool
     p.add_argument("--embed-model", help="override the recorded embed model (must be the same model)")
 
 
+#: The ``--llm`` forms, as ``--help`` lists them (tests/test_cli.py checks each accepted spelling is here).
+LLM_HELP = (
+    "the LLM for the verdict: qwen1.5b (the default; also 'qwen'; offline Qwen2.5-Coder-1.5B run by llama.cpp "
+    "if installed, else by transformers), qwen1.5b-hf (transformers, float32), qwen1.5b-int8 (transformers, "
+    "int8 layers), smollm2 (offline SmolLM2-135M: fast, not reliable; smollm2-hf, smollm2-int8 too), "
+    "FILE.gguf (any GGUF, run by llama.cpp), a Hugging Face id or local folder (transformers), or "
+    "openai-compatible:URL (your own vLLM, Ollama, LM Studio or llama.cpp server, e.g. "
+    "openai-compatible:http://127.0.0.1:8080/v1#MODEL; needs the openai extra)"
+)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, without breaking lines inside hyphenated words (``openai-compatible:URL``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+class _SubParser(argparse.ArgumentParser):
+    """The sub-commands' parser: :class:`_HelpFormatter` unless told otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _add_llm(p: argparse.ArgumentParser) -> None:
     """``--llm``."""
-    p.add_argument(
-        "--llm",
-        default=None,
-        help="qwen1.5b (default, offline Qwen2.5-Coder-1.5B: llama.cpp if "
-        "installed, else transformers; qwen1.5b-hf forces transformers), smollm2 (offline SmolLM2-135M: "
-        "fast, not reliable), a .gguf file (llama.cpp) or a Hugging Face id/path",
-    )
+    p.add_argument("--llm", default=None, metavar="LLM", help=LLM_HELP)
+
+
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` on a sub-command (it also works before the command)."""
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=_QUIET_HELP)
+
+
+_QUIET_HELP = "no stage lines or progress bars on stderr (errors are still printed)"
 
 
 def _add_index_parser(sub: argparse._SubParsersAction) -> None:
@@ -179,6 +215,7 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="triage: label + evidence only, the LLM's label scoring alone (no explanation generated)",
     )
+    _add_quiet(p)
     p.set_defaults(func=cmd_check)
 
 
@@ -196,6 +233,7 @@ def _add_check_text_parser(sub: argparse._SubParsersAction) -> None:
         "--report", metavar="OUT", help="write the text with each claim highlighted by its verdict (.md or .html)"
     )
     p.add_argument("--schema", action="store_true", help="print the JSON Schema of --json's output and exit")
+    _add_quiet(p)
     p.set_defaults(func=cmd_check_text)
 
 
@@ -230,6 +268,7 @@ def _add_graph_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--png", help="static PNG")
     p.add_argument("--cluster-png", help="PNG of the claim's whole cluster")
     p.add_argument("--edge-threshold", type=_unit_float("--edge-threshold", -1, 1), default=0.5)
+    _add_quiet(p)
     p.set_defaults(func=cmd_graph)
 
 
@@ -253,6 +292,7 @@ def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="interactive fact-check bot")
     _add_retrieval_overrides(p)
     _add_llm(p)
+    _add_quiet(p)
     p.set_defaults(func=cmd_chat)
 
 
@@ -260,10 +300,16 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
     """The ``carag demo`` sub-command."""
     p = sub.add_parser("demo", help="offline demo: index the demo corpus, compare RAG and CARAG-u, draw an SOI graph")
     p.add_argument("--out", default="carag_demo_output", help="output folder (default: ./carag_demo_output)")
-    p.add_argument("--claims", type=_positive_int("--claims"), default=3)
+    p.add_argument(
+        "--claims",
+        type=_positive_int("--claims"),
+        default=3,
+        help="claims to check (default 3: one SUPPORTED, one REFUTED, one NOT_ENOUGH_INFO; more take turns by label)",
+    )
     p.add_argument("--no-llm", action="store_true", help="skip the verdicts (retrieval only)")
     p.add_argument("--rag-verdicts", action="store_true", help="also give verdicts for the plain-RAG evidence")
     _add_llm(p)
+    _add_quiet(p)
     p.set_defaults(func=cmd_demo)
 
 

@@ -30,7 +30,10 @@ _MEMBER_LINE, _HOLLOW_LINE = 1.2, 2.4
 
 
 def label_shape(n_items: int) -> tuple[int, int]:
-    """Characters per line and lines of an item's label: shorter as the graph fills up."""
+    """Characters per line and lines of an item's label: shorter as the graph fills up (a few items: most of
+    a passage)."""
+    if n_items <= 8:
+        return 34, 6
     if n_items <= 12:
         return 30, 4
     if n_items <= 30:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.atomic import atomic_write
+from llama_index_carag.visualize.empty_soi import EmptySOIReason
 from llama_index_carag.visualize.graph_drawing import _edge_width, _hover
 from llama_index_carag.visualize.output import _new_figure, _write_plotly_html
 from llama_index_carag.visualize.soi_nodes import Positions, soi_graph, soi_layout
@@ -24,7 +25,6 @@ from llama_index_carag.visualize.soi_png import frame_soi_png
 from llama_index_carag.visualize.styles import (
     _EDGE_GREY,
     _KIND_ORDER,
-    EMPTY_SOI_MESSAGE,
     KIND_STYLES,
     MEMBER_EDGE,
     STANCE_STYLES,
@@ -172,8 +172,20 @@ def _shape_traces(graph: networkx.Graph, pos: Positions) -> list[Any]:
     return traces
 
 
+def _empty_caption(soi: SubsetOfInterest, empty_reason: str | None) -> str | None:
+    """The caption of an empty SOI (``empty_reason``, else :class:`EmptySOIReason`'s text); ``None`` when it has items."""
+    reason = EmptySOIReason.of(soi)
+    if reason is None:
+        return None
+    return empty_reason or reason.text()
+
+
 def soi_figure(
-    soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None, title: str | None = None
+    soi: SubsetOfInterest,
+    *,
+    evidence: Iterable[Any] | None = None,
+    title: str | None = None,
+    empty_reason: str | None = None,
 ) -> plotly.graph_objects.Figure:
     """Interactive Plotly picture of :func:`soi_graph` (the papers' Figure 6b).
 
@@ -185,7 +197,9 @@ def soi_figure(
     (escaped, wrapped at ~80 characters), its SOI membership, rank and stance.
     The title shows the claim, mode, theme, cluster, δ and SOI size (and the
     evidence's stance counts); ``title`` (escaped too) replaces its first line.
-    An empty SOI is annotated with :data:`EMPTY_SOI_MESSAGE`.
+    An empty SOI is annotated with why it is empty: ``empty_reason`` (e.g. ``carag check``'s
+    ``soi.empty_reason`` text, which names the closest item), else
+    :class:`~llama_index_carag.visualize.empty_soi.EmptySOIReason`'s text from the SOI alone.
     """
     import plotly.graph_objects as go
 
@@ -215,10 +229,24 @@ def soi_figure(
         xaxis={"visible": False, "range": [-1.25, 1.25]},
         yaxis={"visible": False, "range": [-1.25, 1.25], "scaleanchor": "x", "scaleratio": 1},
     )
-    if soi.is_empty:
-        fig.add_annotation(
-            x=0, y=-0.2, text=_html(EMPTY_SOI_MESSAGE), showarrow=False, font={"size": 14, "color": "#B22222"}
+    caption = _empty_caption(soi, empty_reason)
+    if caption is not None:
+        import textwrap
+
+        lines = textwrap.wrap(caption, 110)
+        text = "<br>".join(_html(line) for line in lines)
+        fig.add_annotation(  # under the graph, off its nodes and labels
+            x=0.5,
+            y=0.0,
+            xref="paper",
+            yref="paper",
+            yanchor="top",
+            yshift=-8,
+            text=text,
+            showarrow=False,
+            font={"size": 13, "color": "#B22222"},
         )
+        fig.update_layout(margin={"b": 50 + 20 * len(lines)})
     logger.debug("SOI figure: %d nodes, %d edges", graph.number_of_nodes(), graph.number_of_edges())
     return fig
 
@@ -283,13 +311,15 @@ def write_soi_html(
     *,
     evidence: Iterable[Any] | None = None,
     title: str | None = None,
+    empty_reason: str | None = None,
 ) -> Path:
-    """Write :func:`soi_figure` as a self-contained HTML page (plotly.js inlined, works offline).
+    """Write :func:`soi_figure` (same arguments) as a self-contained HTML page (plotly.js inlined, works offline).
 
     Returns:
         the resolved path written (atomically).
     """
-    return _write_plotly_html(soi_figure(soi, evidence=evidence, title=title), path, div_id="carag-soi-graph")
+    fig = soi_figure(soi, evidence=evidence, title=title, empty_reason=empty_reason)
+    return _write_plotly_html(fig, path, div_id="carag-soi-graph")
 
 
 def soi_png_figure(
@@ -300,6 +330,7 @@ def soi_png_figure(
     height: int | None = None,
     dpi: float = 100,
     title: str | None = None,
+    empty_reason: str | None = None,
 ) -> matplotlib.figure.Figure:
     """The Matplotlib figure of :func:`write_soi_png` (same arguments), on an Agg canvas.
 
@@ -319,7 +350,7 @@ def soi_png_figure(
         heading=title if title is not None else first,
         subtitle=second,
         size=(width, height),
-        note=EMPTY_SOI_MESSAGE if soi.is_empty else None,
+        note=_empty_caption(soi, empty_reason),
     )
     return fig
 
@@ -333,6 +364,7 @@ def write_soi_png(
     height: int | None = None,
     dpi: float = 100,
     title: str | None = None,
+    empty_reason: str | None = None,
 ) -> Path:
     """Static Matplotlib PNG of the SOI graph: the same nodes, shapes, colours and legends as :func:`soi_figure`.
 
@@ -340,7 +372,8 @@ def write_soi_png(
     edges carry their similarity.  The axes are framed from the drawn extents, so no label is
     cut and the graph fills the frame.  ``width`` / ``height`` (pixels) fix the image's size;
     each one left ``None`` is computed from the content (the graph grows with its number of
-    nodes).
+    nodes).  An empty SOI is captioned, in red under the title, with why it is empty (``empty_reason`` as in
+    :func:`soi_figure`).
 
     Returns:
         the resolved path written (atomically).
@@ -348,5 +381,7 @@ def write_soi_png(
     Raises:
         ValueError: ``width``, ``height`` or ``dpi`` not positive.
     """
-    fig = soi_png_figure(soi, evidence=evidence, width=width, height=height, dpi=dpi, title=title)
+    fig = soi_png_figure(
+        soi, evidence=evidence, width=width, height=height, dpi=dpi, title=title, empty_reason=empty_reason
+    )
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
