@@ -54,10 +54,14 @@ def test_index_writes_index_and_state(index_dir):
 
 def test_index_calibrate_reads_the_csv_links_and_persists(tmp_path):
     out = tmp_path / "calibrated"
-    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate")
+    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate", "--no-llm")
     assert proc.returncode == 0, proc.stderr
     # the demo's 21 claims are linked through their evidence rows: too few to move off the preset
     assert "calibration: too few linked claims (21 < 50)" in proc.stdout
+    # ... and too few labelled claims for a verdict model: the decision says so, and is saved with the index
+    assert "verdict decision: archive prior (the label lean divided out): 21 labelled archive claims" in proc.stdout
+    assert "label lean: not measured (--no-llm)" in proc.stdout
+    assert json.loads((out / "verdict_decision.json").read_text())["decision"]["fitted"]["fallback"] == "too_few"
     from llama_index_carag import ContextAwareRetriever
 
     retriever = ContextAwareRetriever.from_persist_dir(out)
@@ -209,7 +213,7 @@ def test_calibrate_verdicts_saves_the_label_lean_and_check_uses_it(index_dir, tm
     )
     assert proc.returncode == 0, proc.stderr
     saved = json.loads((folder / "verdict_prior.json").read_text())
-    assert saved["claims"] == 2 and saved["passages"] >= 2 and "SmolLM2" in saved["model"]
+    assert saved["claims"] == 2 and saved["passages"] == 0 and "SmolLM2" in saved["model"]  # whole-evidence only
     assert sum(saved["joint"].values()) == pytest.approx(1.0)
     checked = carag("check", CLAIM, "--index", str(folder), "--json", "--llm", "smollm2")
     assert checked.returncode == 0, checked.stderr
