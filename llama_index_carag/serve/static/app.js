@@ -76,20 +76,27 @@ function renderVerdict(verdict, view = checkView()) {
   view.explanation.textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
   const cited = new Set(verdict ? verdict.evidence_ids : []);
   const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
+  const cues = new Map(((verdict && verdict.passage_cues) || []).map((c) => [String(c.number), c.cues]));
   for (const row of view.table.tBodies[0].rows) {
-    renderStance(row.cells[6], stances.get(row.dataset.rank));
+    renderStance(row.cells[6], stances.get(row.dataset.rank), cues.get(row.dataset.rank));
     const isCited = cited.has(row.dataset.id);
     row.classList.toggle("cited", isCited);
     row.cells[0].textContent = (isCited ? "★ " : "") + row.dataset.rank;
   }
 }
 
-// A passage's own stance towards the claim (the stance decision): a word, its probability and a colour.
+// A passage's own stance towards the claim (the stance decision): a word, its probability and a colour;
+// under the archive decision, the refutation cues it read in the passage ("cue: numbers differ", "no cue").
 const STANCE_WORDS = { SUPPORTED: "supports", REFUTED: "refutes", NOT_ENOUGH_INFO: "neither" };
-function renderStance(cell, stance) {
+function renderStance(cell, stance, cues) {
   if (!cell) return;
-  cell.textContent = stance ? `${STANCE_WORDS[stance.stance] || stance.stance} ${fmt(stance.score)}` : "-";
-  cell.className = "stance " + (stance ? stance.stance : "");
+  if (stance) {
+    cell.textContent = `${STANCE_WORDS[stance.stance] || stance.stance} ${fmt(stance.score)}`;
+    cell.className = "stance " + stance.stance;
+    return;
+  }
+  cell.textContent = cues ? (cues.length ? "cue: " + cues.join(", ") : "no cue") : "-";
+  cell.className = "stance" + (cues && cues.length ? " cue" : "");
 }
 
 function renderEvidence(result, view = checkView()) {
@@ -105,7 +112,7 @@ function renderEvidence(result, view = checkView()) {
       tr.append(el("td", v));
     }
     const stance = el("td", "-", "stance");
-    renderStance(stance, row.stance ? { stance: row.stance, score: row.stance_score } : null);
+    renderStance(stance, row.stance ? { stance: row.stance, score: row.stance_score } : null, row.cues);
     tr.append(stance);
     tr.append(el("td", row.id));
     const text = el("td", row.text, "text");
