@@ -126,7 +126,7 @@ def test_decisions_read_what_they_need():
 
 def test_settings_are_checked_and_frozen():
     settings = VerdictSettings(label_bias={"N": 1.0})
-    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "argmax"
+    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "auto"
     with pytest.raises(ValueError, match="decision"):
         VerdictSettings(decision="vote")
     with pytest.raises(ValueError, match="calibration"):

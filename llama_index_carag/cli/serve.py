@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
-from llama_index_carag.verdicts.archive_fit import index_archive_decision
+from llama_index_carag.verdicts.archive_fit import saved_archive_decision
 from llama_index_carag.verdicts.labels.domain_prior import saved_prior
 
 
@@ -42,9 +42,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
+        verdicts = ""
+        if name is not None:
+            has = _archive_decision(args.index, retriever) is not None
+            verdicts = (
+                "; verdicts: the archive decision"
+                if has
+                else "; verdicts: arg-max (carag index --calibrate fits an archive decision)"
+            )
         print(
             f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
-            f"{'no LLM' if name is None else 'LLM ' + name + workers})",
+            f"{'no LLM' if name is None else 'LLM ' + name + workers}{verdicts})",
             flush=True,
         )
         run_server(app, sock, log_level="info" if args.verbose else "warning")
@@ -63,7 +71,7 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
     synthesizer, stream_synthesizer = serve_synthesizers(
-        llm, retriever.embed_model, saved_prior(args.index), index_archive_decision(args.index, retriever.embed_model)
+        llm, retriever.embed_model, saved_prior(args.index), _archive_decision(args.index, retriever)
     )
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
@@ -83,9 +91,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         llm_factory=args.llm_factory,
         embed_model=embed_model_spec(retriever.embed_model),
         domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
-        archive_decision=None
-        if (fitted := index_archive_decision(args.index, retriever.embed_model)) is None
-        else fitted.get_state(),
+        archive_decision=None if (fitted := _archive_decision(args.index, retriever)) is None else fitted.get_state(),
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:
@@ -93,3 +99,10 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     except LLMStartupError as exc:
         raise CLIError(f"the LLM could not be loaded: {exc}") from None
     return retriever, pool
+
+
+def _archive_decision(index_dir: str, retriever: Any) -> Any:
+    """The index's archive decision for its encoder (``carag index --calibrate``), or ``None``; the banner says which."""
+    from llama_index_carag.models.resolve import embed_model_name
+
+    return saved_archive_decision(index_dir, embed_model_name(retriever.embed_model))
