@@ -171,16 +171,10 @@ def learning_curve(
 
 
 def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A Markdown table of ``rows`` with ``columns``."""
+    """A Markdown table of ``rows`` with ``columns`` (three decimals, ``—`` where there is no value)."""
+    from llama_index_carag.evaluation.runner import markdown_table
 
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "—" if np.isnan(v) else f"{v:.3f}"
-        return "—" if v is None else str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown_table(rows, columns, digits=3, missing="—")
 
 
 TABLE_COLUMNS = (

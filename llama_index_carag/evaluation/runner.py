@@ -15,7 +15,7 @@ import csv
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,11 +284,15 @@ def run_specs(
     return out
 
 
-def markdown_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, digits: int = 4, missing: str = ""
+) -> str:
+    """A Markdown table of ``rows`` (dicts) with ``columns``; floats to ``digits`` places, NaN/``None`` as ``missing``."""
+
     def cell(v: Any) -> str:
         if isinstance(v, float):
-            return "" if math.isnan(v) else f"{v:.4f}"
-        return "" if v is None else str(v)
+            return missing if math.isnan(v) else f"{v:.{digits}f}"
+        return missing if v is None else str(v)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
