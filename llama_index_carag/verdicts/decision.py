@@ -234,6 +234,9 @@ class ArchiveLabelDecision:
         closest = tuple(int(i) + 1 for i in sorted(range(len(signals.cosines)), key=lambda i: -signals.cosines[i]))
         passages = flagged + tuple(n for n in closest if n not in flagged) if label == VerdictLabel.REFUTED else closest
         why = self.archive.reason()
+        if not self.archive.has_model:  # the LLM's scores decide alone: say whether a lean was divided out
+            lean = ", the archive's label lean divided out" if self.lean is not None else ", no label lean measured"
+            why = f"arg-max of the whole-evidence label log-likelihoods{lean} (no archive model: {why.split(': ', 1)[-1]})"
         if flagged:
             why += "; cues: " + ", ".join(f"[{n}] {' and '.join(found)}" for n, found in cues if found)
         return Decision(label, passages[:3], why, tuple(found for _, found in cues))
