@@ -126,3 +126,15 @@ def test_the_synthesizer_decides_with_the_archive_and_shows_the_cues(archive, fi
     assert verdict.decision_reason.startswith("archive decision fitted on 36 labelled claims")
     assert verdict.passage_cues is not None and len(verdict.passage_cues) == len(result.evidence)
     assert all(row.cues == [] for row in result.evidence)  # the planted texts state no numbers, no negation
+
+
+def test_serve_builds_its_synthesizers_with_the_decision_from_its_state(archive, fitted, tmp_path) -> None:
+    from llama_index_carag.serve.llm_worker import serve_synthesizers
+    from llama_index_carag.verdicts.decision import ArchiveLabelDecision
+
+    from .tiny_llm import tiny_hf_llm
+
+    retriever, _ = archive
+    synthesizer, _streaming = serve_synthesizers(tiny_hf_llm(tmp_path), retriever.embed_model, None, fitted.get_state())
+    assert isinstance(synthesizer.decision, ArchiveLabelDecision)
+    assert synthesizer.decision.archive.reason() == fitted.reason()
