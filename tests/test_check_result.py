@@ -72,7 +72,7 @@ def test_a_check_embeds_the_claim_once_and_computes_one_soi(demo_index, demo_cor
     monkeypatch.setattr(ThematicContext, "query_soi", counted("soi", soi))
     result = ClaimChecker(retriever).check(CLAIM)
     assert calls == {"embed": 1, "soi": 1, "texts": 0}
-    assert result.soi == expected_soi  # what build_soi gives, from the retrieval's own SOI
+    assert result.soi == {**expected_soi, "empty_reason": None}  # build_soi's SOI (with items: no reason)
     assert [(r.id, r.score, r.carag) for r in result.evidence] == [
         (n.node.node_id, n.score, n.node.metadata["carag"]) for n in expected_nodes
     ]

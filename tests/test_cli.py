@@ -181,6 +181,10 @@ def test_check_text_says_its_stages_and_an_empty_soi(index_dir, tmp_path):
         "carag: loading the encoder (sentence-transformers/all-MiniLM-L6-v2) …",
     ]
     assert proc.stdout.count("(SOI empty: nothing of its cluster above δ=0.99)") == 2
+    as_json = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99", "--json", "-q")
+    assert as_json.returncode == 0, as_json.stderr
+    reasons = [claim["check"]["soi"]["empty_reason"] for claim in json.loads(as_json.stdout)["claims"]]
+    assert len(reasons) == 2 and all(r["text"].startswith("SOI empty") and r["closest_id"] for r in reasons)
     quiet = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "-q")
     assert quiet.returncode == 0 and "carag:" not in quiet.stderr and "checking claims" not in quiet.stderr
 

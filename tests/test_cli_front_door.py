@@ -14,8 +14,8 @@ import pytest
 from llama_index_carag.cli.demo import LABELS, demo_claims, label_report
 from llama_index_carag.cli.llm_stage import PROBE_NOTE, llm_stage, probe_pending
 from llama_index_carag.cli.stages import Stages
+from llama_index_carag.core.empty_soi import EmptySOIReason
 from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
-from llama_index_carag.visualize.empty_soi import EmptySOIReason
 
 
 # ------------------------------------------------------------------ stages
@@ -127,11 +127,12 @@ def test_an_soi_with_items_has_no_empty_reason():
     assert EmptySOIReason.of(soi) is None and EmptySOIReason.of(soi.to_dict()) is None
 
 
-def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus, demo_index):
+def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus, demo_index, monkeypatch):
     import numpy as np
 
     from llama_index_carag import ContextAwareRetriever
-    from llama_index_carag.cli.soi_reason import annotate, closest_item
+    from llama_index_carag.retrieval.soi_reason import closest_item
+    from llama_index_carag.verdicts.checker import ClaimChecker
 
     retriever = ContextAwareRetriever.from_index(
         demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99
@@ -146,10 +147,17 @@ def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus
     best = max(evidence, key=lambda i: sims[i])
     found = closest_item(retriever, claim)
     assert found is not None and found[0] == members.ids[best] and found[1] == pytest.approx(sims[best], abs=1e-5)
-    result = annotate({"claim": claim, "soi": soi.to_dict()}, retriever)
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    embedded = []
+    embed = BaseEmbedding.get_query_embedding
+    monkeypatch.setattr(BaseEmbedding, "get_query_embedding", lambda *a, **k: embedded.append(1) or embed(*a, **k))
+    checker = ClaimChecker(retriever)  # every check result carries the reason, found with the claim's vector
+    result = checker.result(checker.retrieve(claim)).to_json_dict()
+    assert len(embedded) == 1  # the reason's closest item is looked up with the claim's vector, not a new one
     assert result["soi"]["empty_reason"]["closest_id"] == found[0]
     assert "δ=0.99" in result["soi"]["empty_reason"]["text"]
-    full = annotate({"claim": claim, "soi": retriever.with_settings(delta=0.2).build_soi(claim).to_dict()}, retriever)
+    full = ClaimChecker(retriever.with_settings(delta=0.2)).check(claim).to_json_dict()
     assert full["soi"]["empty_reason"] is None
 
 

@@ -107,6 +107,7 @@ def test_check_is_the_cli_schema_with_verdict_and_citations(client, retriever):
     assert data["verdict"]["evidence_ids"] == ids[:2]  # the stub cites [1] and [2]
     assert [row["rank"] for row in data["evidence"]] == list(range(1, 7))
     assert all({"cluster", "claim_similarity", "in_soi"} <= set(row["carag"]) for row in data["evidence"])
+    assert data["soi"]["empty_reason"] is None  # δ 0.5: the SOI holds items
 
 
 def test_without_llm_retrieval_only(retriever):
@@ -118,6 +119,19 @@ def test_without_llm_retrieval_only(retriever):
         assert events[1][1] == data
         assert_error(c.post("/v1/sessions"), 503, "no_llm")
         assert c.get("/v1/info").json()["llm"] is None
+
+
+def test_an_empty_soi_says_why_in_check_and_stream(retriever):
+    strict = retriever.with_settings(delta=0.99)  # nothing of the claim's cluster passes: an empty SOI
+    with TestClient(make_app(strict)) as c:
+        data = c.post("/v1/check", json={"claim": CLAIM}).json()
+        events = sse_events(c.post("/v1/check/stream", json={"claim": CLAIM}).text)
+    reason = data["soi"]["empty_reason"]
+    assert reason["text"].startswith("SOI empty: no item of the claim's cluster") and "δ=0.99" in reason["text"]
+    assert reason["delta"] == 0.99 and reason["cluster_size"] == data["soi"]["cluster_size"] > 0
+    assert reason["closest_id"] and -1.0 <= reason["closest_similarity"] <= 0.99
+    assert events[0][1]["soi"]["empty_reason"] == reason and events[-1][1] == data
+    CheckResult.model_validate(data)
 
 
 # ------------------------------------------------------------------ stream

@@ -159,21 +159,14 @@ def _print_check(result: dict[str, Any]) -> None:
 
 
 def _empty_reason_text(result: dict[str, Any]) -> str:
-    """The result's ``soi.empty_reason`` text, or the reason without the closest item when it was not looked up."""
-    from llama_index_carag.visualize.empty_soi import EmptySOIReason
-
-    given = result["soi"].get("empty_reason")
-    if given:
-        return str(given["text"])
-    reason = EmptySOIReason.of(result["soi"], dense_only=result["settings"].get("rerank_candidates") is None)
-    return "" if reason is None else reason.text()
+    """The result's ``soi.empty_reason`` text (``""`` when the SOI holds items)."""
+    return str((result["soi"].get("empty_reason") or {}).get("text", ""))
 
 
 def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -> int:
     """Check ``todo`` into ``out`` (a :class:`ResultsFile`) under a progress bar; the number of claims rejected."""
     from tqdm import tqdm
 
-    from llama_index_carag.cli.soi_reason import annotate
     from llama_index_carag.verdicts.batch import check_claims, is_error
 
     rejected = 0
@@ -184,7 +177,7 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
                 rejected += 1
                 bar.write(f"carag: line {record['line']}: skipped ({record['error']})", file=sys.stderr)
             else:
-                out.append(annotate(record, checker.retriever))
+                out.append(record)
             bar.update(1)
     return rejected
 
@@ -217,18 +210,14 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
 
 def check_one(checker: Any, claim: str, stages: Stages, *, say_retrieving: bool = True) -> dict[str, Any]:
     """``claim`` checked by ``checker`` with a stage line for retrieval (unless not ``say_retrieving``) and one
-    for the verdict; the JSON dict, with the reason of an empty SOI (``soi.empty_reason``,
-    :mod:`~llama_index_carag.cli.soi_reason`)."""
-    from llama_index_carag.cli.soi_reason import annotate
-
+    for the verdict; the JSON dict (with the reason of an empty SOI, ``soi.empty_reason``)."""
     with (stages if say_retrieving else Stages(quiet=True)).stage("retrieving"):
         retrieved = checker.retrieve(claim)
     response = None
     if checker.synthesizer is not None:
         with stages.stage("writing the verdict", ticking=True):
             response = checker.verdict(retrieved)
-    result = checker.result(retrieved, response).to_json_dict()
-    return annotate(result, checker.retriever, retrieved.bundle.embedding)
+    return checker.result(retrieved, response).to_json_dict()
 
 
 def cmd_check(args: argparse.Namespace) -> int:

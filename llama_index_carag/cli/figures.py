@@ -10,11 +10,10 @@ from llama_index_carag.cli.common import CLIError, _load_retriever, _stages
 
 def _soi_and_evidence(retriever: Any, claim: str) -> tuple[Any, list[Any], str | None]:
     """The claim's SOI, its retrieved evidence (from the same SOI computation) and why the SOI is empty (or ``None``)."""
-    from llama_index_carag.cli.soi_reason import empty_reason
     from llama_index_carag.verdicts.checker import ClaimChecker
 
     retrieved = ClaimChecker(retriever).retrieve(claim)
-    reason = empty_reason(retriever, retrieved.soi, claim, retrieved.bundle.embedding)
+    reason = retrieved.empty_reason
     return retrieved.soi, retrieved.nodes, None if reason is None else reason.text()
 
 

@@ -5,13 +5,15 @@
 so that a server can run them under different limits and stream between them:
 
 1. :meth:`ClaimChecker.retrieve` — validates the claim, embeds it once and asks the retriever for its
-   SOI and evidence from ONE SOI computation (:meth:`ContextAwareRetriever.retrieve_with_soi`);
+   SOI and evidence from ONE SOI computation (:meth:`ContextAwareRetriever.retrieve_with_soi`), and, when
+   that SOI is empty, why (:func:`~llama_index_carag.retrieval.soi_reason.empty_reason`, with the same vector);
 2. :meth:`ClaimChecker.verdict` (or :meth:`ClaimChecker.stream`) — the synthesizer's verdict on that
    evidence.  The claim goes with its vector, and each passage with its provenance, so a decision that
    needs claim-passage cosines reads the retriever's (``claim_similarity``) instead of embedding again.
 
 :meth:`ClaimChecker.result` turns the two into the JSON result: the :class:`~llama_index_carag.verdicts.Verdict`
-as it is, and one row per evidence node (its stance, if the synthesizer scored one, from its provenance).
+as it is, one row per evidence node (its stance, if the synthesizer scored one, from its provenance), and the
+SOI with ``empty_reason`` (``None`` when it holds items).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_carag.core.empty_soi import EmptySOIReason
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.core.validation import check_query_text
 from llama_index_carag.retrieval.query_plan import embedding_strs
+from llama_index_carag.retrieval.soi_reason import REASON_KEY, empty_reason
 from llama_index_carag.settings import CaragSettings
 from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
@@ -56,6 +60,7 @@ class Retrieved:
         soi: its Subset of Interest.
         nodes: the evidence, best first, each with its ``carag`` provenance.
         settings: the retriever's settings.
+        empty_reason: why ``soi`` is empty (``None`` when it holds items).
     """
 
     claim: str
@@ -63,6 +68,7 @@ class Retrieved:
     soi: SubsetOfInterest
     nodes: list[NodeWithScore]
     settings: CaragSettings
+    empty_reason: EmptySOIReason | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class ClaimChecker:
     stream_synthesizer: VerdictSynthesizer | None = None
 
     def retrieve(self, claim: str) -> Retrieved:
-        """Embed ``claim`` once and retrieve its SOI and evidence (one SOI computation).
+        """Embed ``claim`` once and retrieve its SOI and evidence (one SOI computation); an empty SOI with its reason.
 
         Raises:
             TypeError, ValueError: ``claim`` is not a non-empty string.
@@ -89,7 +95,8 @@ class ClaimChecker:
         bundle = QueryBundle(claim)
         bundle.embedding = self.retriever.embed_model.get_agg_embedding_from_queries(embedding_strs(bundle))
         soi, nodes = self.retriever.retrieve_with_soi(bundle)
-        return Retrieved(claim, bundle, soi, list(nodes), self.retriever.settings)
+        reason = empty_reason(self.retriever, soi, claim, bundle.embedding)
+        return Retrieved(claim, bundle, soi, list(nodes), self.retriever.settings, reason)
 
     def verdict(self, retrieved: Retrieved) -> Response:
         """The synthesizer's ``Response`` on the evidence (``metadata["verdict"]``: the :class:`Verdict`)."""
@@ -119,11 +126,12 @@ class ClaimChecker:
         """
         verdict: Verdict | None = None if response is None else (response.metadata or {}).get(VERDICT_KEY)
         nodes = retrieved.nodes if verdict is None else response.source_nodes[: len(retrieved.nodes)]
+        reason = retrieved.empty_reason
         return CheckResult(
             claim=retrieved.claim,
             verdict=verdict,
             settings=retrieved.settings,
-            soi=retrieved.soi.to_dict(),
+            soi={**retrieved.soi.to_dict(), REASON_KEY: None if reason is None else reason.to_dict()},
             evidence=[EvidenceRow.from_node(rank, hit) for rank, hit in enumerate(nodes, start=1)],
         )
 

@@ -86,7 +86,10 @@ class CheckResult(BaseModel):
         description="every retrieval option the check ran with (CaragSettings as JSON; "
         "CaragSettings.model_validate(settings) rebuilds them, similarity_top_k is k)"
     )
-    soi: dict[str, Any] = Field(description="the claim's Subset of Interest (SubsetOfInterest.to_dict())")
+    soi: dict[str, Any] = Field(
+        description="the claim's Subset of Interest (SubsetOfInterest.to_dict()) and empty_reason: why it is "
+        "empty (text, delta, cluster_size, closest_id, closest_similarity), null when it holds items"
+    )
     evidence: list[EvidenceRow]
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -127,7 +127,7 @@ function renderEvidence(result, view = checkView()) {
   view.soi.textContent =
     `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.similarity_top_k} · claim cluster ${soi.cluster ?? "-"}` +
     (soi.theme ? ` (theme ${soi.theme})` : "") + ` · SOI ${size} of ${soi.cluster_size ?? "?"} cluster items` +
-    (size === 0 ? " (empty: searched with the claim vector alone)" : "");
+    (size === 0 ? ` · ${soi.empty_reason ? soi.empty_reason.text : "SOI empty: the query is the claim alone"}` : "");
 }
 
 async function drawGraph(claim) {

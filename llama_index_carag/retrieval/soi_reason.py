@@ -1,9 +1,11 @@
-"""Why a check's SOI is empty, with the closest item looked up: ``soi.empty_reason`` of ``carag check``'s results.
+"""Why a check's SOI is empty, with the closest item looked up: ``soi.empty_reason`` of every check result.
 
 :func:`closest_item` asks the fitted context for the same SOI at δ = -1 with one item (the claim's cluster,
-the same candidate rules), which is the cluster's item nearest the claim; :func:`annotate` puts the
-:class:`~llama_index_carag.visualize.empty_soi.EmptySOIReason` into a result's ``soi`` (``None`` when the
-SOI holds items).  The ranking is not touched: this only explains what the retriever did.
+the same candidate rules), which is the cluster's item nearest the claim; :func:`empty_reason` gives the
+:class:`~llama_index_carag.core.empty_soi.EmptySOIReason` (``None`` when the SOI holds items).  The
+:class:`~llama_index_carag.verdicts.checker.ClaimChecker` asks it once per claim, with the claim's vector, so
+``carag check``, ``check-text``, a batch and ``carag serve`` all carry it.  The ranking is not touched: this
+only explains what the retriever did.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index_carag.visualize.empty_soi import EmptySOIReason
+from llama_index.core.schema import QueryBundle
+
+from llama_index_carag.core.empty_soi import EmptySOIReason
+from llama_index_carag.retrieval.query_plan import checked_vector, query_embedding
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["closest_item", "empty_reason", "annotate", "REASON_KEY"]
+__all__ = ["closest_item", "empty_reason", "REASON_KEY"]
 
 #: The key of the reason in a result's ``soi`` dict.
 REASON_KEY = "empty_reason"
@@ -28,10 +33,6 @@ def closest_item(retriever: Any, claim: str, vector: Sequence[float] | None = No
     ``vector``: the claim's embedding when the caller has it (else the claim is embedded once more).
     ``None`` when the cluster holds no candidate.
     """
-    from llama_index.core.schema import QueryBundle
-
-    from llama_index_carag.retrieval.query_plan import checked_vector, query_embedding
-
     if vector is None:
         vector = query_embedding(retriever.embed_model, QueryBundle(claim))
     context = retriever.context
@@ -46,10 +47,3 @@ def empty_reason(retriever: Any, soi: Any, claim: str, vector: Sequence[float] |
     if EmptySOIReason.of(soi) is None:
         return None
     return EmptySOIReason.of(soi, closest_item(retriever, claim, vector), dense_only=dense_only)
-
-
-def annotate(result: dict[str, Any], retriever: Any, vector: Sequence[float] | None = None) -> dict[str, Any]:
-    """``result`` (a ``CheckResult`` JSON dict) with ``result["soi"]["empty_reason"]`` set; returned for chaining."""
-    reason = empty_reason(retriever, result["soi"], result["claim"], vector)
-    result["soi"][REASON_KEY] = None if reason is None else reason.to_dict()
-    return result
