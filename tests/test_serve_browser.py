@@ -145,6 +145,21 @@ def test_check_a_claim_in_the_browser(server, browser, tmp_path):
     keep_screenshot(browser, tmp_path, "serve_check.png")
 
 
+def test_an_empty_soi_says_why_on_the_page(server, browser):
+    claim = "The violin has four strings."  # nothing of the demo corpus is near it
+    open_page(browser, server)
+    check_claim(browser, claim)
+    summary = browser.evaluate("document.getElementById('soi-summary').textContent")
+    request = urllib.request.Request(
+        server.url + "/v1/check",
+        data=json.dumps({"claim": claim}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    reason = json.loads(urllib.request.urlopen(request, timeout=120).read())["soi"]["empty_reason"]
+    assert reason is not None and "δ=0.50" in reason["text"] and "(the closest: " in reason["text"]
+    assert summary.endswith(" · " + reason["text"]) and "SOI 0 of " in summary
+
+
 def test_conversation_in_the_browser(server, browser, tmp_path):
     open_page(browser, server)
     browser.evaluate("document.getElementById('tab-chat').click()")
