@@ -165,6 +165,57 @@ def test_a_claim_past_the_timeout_is_reported_and_the_next_is_checked(retriever)
     assert app.state.engine.pending == 0
 
 
+@pytest.mark.parametrize("path", ["/v1/check-text", "/v1/check-batch"])
+def test_a_client_leaving_the_stream_stops_the_checking(retriever, path):
+    """The client leaves after the first checked claim: the next claim's retrieval is abandoned, no verdict
+    after the first is asked for, no summary is sent (uvicorn's ASGI spec 2.3: Starlette listens for the
+    disconnect and cancels the stream)."""
+    llm = ServeStubLLM()
+    app = make_app(retriever, llm)
+    body = {"text": TEXT} if path == "/v1/check-text" else {"claims": ["Wind farms drive fish away."] * 3}
+    chunks: list[bytes] = []
+
+    async def scenario() -> None:
+        left = anyio.Event()
+        requested = False
+
+        async def receive() -> dict:
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            chunks.append(message.get("body", b""))
+            if b"event: claim\n" in chunks[-1] or b"event: result\n" in chunks[-1]:
+                left.set()  # the first claim's result arrived: the client goes
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},  # what uvicorn says
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"content-type", b"application/json"), (b"host", b"t")],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+        }
+        with anyio.fail_after(120):
+            await app(scope, receive, send)
+
+    anyio.run(scenario)
+    events = [e for e, _ in sse_events(b"".join(chunks).decode())]
+    assert events[-1] in {"claim", "result"} and events.count(events[-1]) == 1 and "summary" not in events
+    assert llm.calls == 1  # three claims sent: only the first one's verdict was asked for
+    assert app.state.engine.pending == 0
+
+
 def test_the_serve_options_set_the_limits():
     def positive_int(name):
         def parse(value):
