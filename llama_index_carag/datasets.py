@@ -304,7 +304,7 @@ class _CorpusBuilder:
         if fields.label:
             info["labels"].append(fields.label)
         if not fields.evidence_text:
-            self.skipped.append(SkippedRow(line, "empty evidence text", fields.evidence_id or None))
+            self.skipped.append(SkippedRow(line, "empty evidence text, its claim kept", fields.evidence_id or None))
             return
         self._add_evidence(line, fields, theme)
 

@@ -25,7 +25,7 @@ def test_load_factver_counts_and_metadata(factver_corpus):
     c = factver_corpus
     assert c.n_rows == 3096
     assert len(c.evidence_nodes) == 3092 and len(c.claim_nodes) == 589
-    assert [s.reason for s in c.skipped] == ["empty evidence text"] * 4
+    assert [s.reason for s in c.skipped] == ["empty evidence text, its claim kept"] * 4
     assert c.themes == ["Climate", "Covid", "Electric_Vehicles"]
     node = c.evidence_nodes[0]
     assert node.node_id == "Evidence_Claims_Climate_B2.0_1_1"
@@ -68,7 +68,7 @@ def test_generic_loader_hash_ids_and_skips(tmp_path):
     assert len(c.evidence_nodes) == 3 and len(c.claim_nodes) == 2  # a row without a claim: a library passage
     library = c.evidence_nodes[-1]
     assert library.get_content() == "library" and "claim_id" not in library.metadata
-    assert sorted(s.reason for s in c.skipped) == ["duplicate row", "empty evidence text", "empty row"]
+    assert sorted(s.reason for s in c.skipped) == ["duplicate row", "empty evidence text, its claim kept", "empty row"]
     assert c.n_rows == 6
     again = load_claim_evidence_csv(p)
     assert [n.node_id for n in c.evidence_nodes] == [n.node_id for n in again.evidence_nodes]
