@@ -26,9 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluation", "visualize"),
     ("serve", "cli"),
 )
-# The package's own top level re-exports the public names (``__init__``) and keeps the import paths of
-# 0.1 (one-line shims): it sits right of every layer, so no module inside a layer may import it.
-TOP_LEVEL_REEXPORTS = ("__init__", "__main__", "retriever", "postprocessor", "synthesizer", "chat")
+# The package's own ``__init__`` re-exports the public names: it sits right of every layer, so no module
+# inside a layer may import it.
 
 MAX_FUNCTION_LINES = 60  # docstring excluded
 MAX_MODULE_LINES = 500
@@ -46,9 +45,9 @@ def modules() -> dict[str, Path]:
 
 
 def layer_of(name: str) -> int:
-    """The index of the layer ``name`` belongs to; the top level is right of every layer."""
+    """The index of the layer ``name`` belongs to; the package's ``__init__`` is right of every layer."""
     parts = name.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] in TOP_LEVEL_REEXPORTS):
+    if len(parts) == 1:
         return len(LAYERS)
     for index, layer in enumerate(LAYERS):
         if parts[1] in layer:
@@ -181,7 +180,7 @@ def f():
     }
     assert _target(f"{PACKAGE}.settings.CaragSettings") == f"{PACKAGE}.settings"
     assert layer_of(f"{PACKAGE}.ranking.stage") > layer_of(f"{PACKAGE}.core.example")  # would be reported
-    assert layer_of(f"{PACKAGE}.retriever") == len(LAYERS)  # the 0.1 shims re-export: right of every layer
+    assert layer_of(PACKAGE) == len(LAYERS)  # the public re-exports: right of every layer
 
 
 def test_no_import_against_the_layers() -> None:
