@@ -3,7 +3,8 @@
 :func:`load_factver` reads the FactVer CSV (or, online, the Hugging Face dataset
 ``manjuvallayil/factver_master``) and the package's demo corpus (same columns);
 :func:`load_claim_evidence_csv` reads any CSV with one row per (claim, evidence) pair,
-given its column names; a row with evidence and no claim is a library passage.
+given its column names; a row with evidence and no claim is a library passage, and a row that links a
+claim to a passage already read (same id and text) adds the link (``evidence_ids`` of the claim node).
 Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim nodes
 (the context CARAG clusters with them) and the skipped rows with their reasons.
 Node ids are derived from the data: re-indexing a file gives the same ids.
@@ -16,9 +17,7 @@ let an "unsupervised" method and every metric quietly see the answer.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ from typing import Any
 
 from llama_index.core.schema import TextNode
 
+from llama_index_carag.core.csv_rows import read_csv_records, require_columns
 from llama_index_carag.core.validation import sanitize_text
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "THEME_KEY",
     "CLAIM_KEY",
+    "LINKS_KEY",
     "EVIDENCE_KEY",
     "LABEL_KEY",
     "KIND_KEY",
@@ -58,8 +59,10 @@ CLAIM_KEY = "claim_id"
 EVIDENCE_KEY = "evidence_id"
 LABEL_KEY = "label"
 KIND_KEY = "kind"
+#: A claim node's linked evidence node ids (every passage a row links it to, shared passages included).
+LINKS_KEY = "evidence_ids"
 #: Metadata keys that carry annotations; never embedded, never shown to the LLM.
-LABEL_METADATA_KEYS = [THEME_KEY, CLAIM_KEY, EVIDENCE_KEY, LABEL_KEY, KIND_KEY]
+LABEL_METADATA_KEYS = [THEME_KEY, CLAIM_KEY, EVIDENCE_KEY, LABEL_KEY, KIND_KEY, LINKS_KEY]
 
 #: FactVer's column names (v1.3 CSV), also used by the demo corpus.
 FACTVER_COLUMNS = {
@@ -259,6 +262,8 @@ def _claim_node(claim_id: str, info: Mapping[str, Any]) -> TextNode:
         metadata[THEME_KEY] = info["theme"]
     if info["labels"]:
         metadata[LABEL_KEY] = _majority_label(info["labels"])
+    if info["links"]:
+        metadata[LINKS_KEY] = list(info["links"])
     return _make_node(claim_id, info["text"], metadata)
 
 
@@ -294,7 +299,7 @@ class _CorpusBuilder:
             return
         theme = _row_theme(row, fields.claim_id, self.cols)
         info = self.claims.setdefault(
-            fields.claim_id, {"text": fields.claim_text, "theme": theme, "labels": [], "first_line": line}
+            fields.claim_id, {"text": fields.claim_text, "theme": theme, "labels": [], "links": [], "first_line": line}
         )
         if info["text"] != fields.claim_text:
             self.skipped.append(
@@ -309,17 +314,24 @@ class _CorpusBuilder:
         self._add_evidence(line, fields, theme)
 
     def _add_evidence(self, line: int, fields: _RowFields, theme: str) -> None:
-        """Take a row with a claim and an evidence text; add its evidence node unless its id was seen."""
+        """Take a row with an evidence text; add its evidence node unless its id was seen, and link its claim
+        (a passage seen before, same id and text, is linked to this row's claim too: not a duplicate)."""
         evidence_id = fields.evidence_id or _stable_id("evidence", fields.claim_id, fields.evidence_text)
+        node_id = uuid_node_id(evidence_id) if self.uuid_ids else evidence_id
+        links = self.claims[fields.claim_id]["links"] if fields.claim_text else None
         if evidence_id in self.seen_evidence:
             same = self.seen_evidence[evidence_id] == fields.evidence_text
+            if same and links is not None and node_id not in links:
+                links.append(node_id)
+                return
             reason = "duplicate row" if same else "evidence id reused for a different text"
             self.skipped.append(SkippedRow(line, reason, evidence_id))
             return
         self.seen_evidence[evidence_id] = fields.evidence_text
         metadata = _evidence_metadata(fields.claim_id, evidence_id, theme, fields.label)
-        node_id = uuid_node_id(evidence_id) if self.uuid_ids else evidence_id
         self.evidence_nodes.append(_make_node(node_id, fields.evidence_text, metadata))
+        if links is not None:
+            links.append(node_id)
 
     def claim_nodes(self) -> list[TextNode]:
         """Return one node per claim seen, in first-seen order."""
@@ -355,41 +367,6 @@ def _build_corpus(
     return corpus
 
 
-def _read_csv_records(path: Path, encoding: str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a directory, not a CSV file.") from None
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{path} is not valid {encoding} text (byte {exc.start}: {raw[exc.start : exc.start + 4]!r}); "
-            "re-save it as UTF-8 or pass encoding=..."
-        ) from None
-    text = text.replace("\x00", "")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        fieldnames = [f.strip() for f in (reader.fieldnames or [])]
-    except csv.Error as exc:
-        raise ValueError(f"{path} is not a readable CSV file ({exc}).") from None
-    reader.fieldnames = fieldnames
-    records: list[tuple[int, dict[str, str]]] = []
-    try:
-        for row in reader:
-            records.append((reader.line_num, row))
-    except csv.Error as exc:
-        raise ValueError(f"{path}: malformed CSV near line {reader.line_num} ({exc}).") from None
-    return fieldnames, records
-
-
-def _require_columns(fieldnames: list[str], needed: dict[str, str | None], source: str) -> None:
-    missing = [col for col in needed.values() if col and col not in fieldnames]
-    if missing:
-        have = ", ".join(fieldnames) if fieldnames else "no header"
-        raise ValueError(f"{source} lacks column(s) {', '.join(missing)} (it has: {have}).")
-
-
 def load_claim_evidence_csv(
     path: str | os.PathLike[str],
     *,
@@ -419,7 +396,9 @@ def load_claim_evidence_csv(
 
     Returns:
         the corpus; rows with an empty evidence text, duplicated rows and ids
-        reused for different texts are listed in ``skipped`` with their reason.
+        reused for different texts are listed in ``skipped`` with their reason.  Each claim
+        node lists its linked evidence in ``metadata["evidence_ids"]`` (a passage may be linked
+        to several claims; the passage's own ``claim_id`` is the first).
 
     Raises:
         FileNotFoundError: no such file.
@@ -428,7 +407,7 @@ def load_claim_evidence_csv(
     file = Path(path)
     if not file.exists():
         raise FileNotFoundError(f"No such CSV file: {file}")
-    fieldnames, records = _read_csv_records(file, encoding)
+    fieldnames, records = read_csv_records(file, encoding)
     needed: dict[str, Any] = {
         "claim_col": claim_col,
         "evidence_col": evidence_col,
@@ -437,7 +416,7 @@ def load_claim_evidence_csv(
         "label_col": label_col,
         "theme_col": theme_col,
     }
-    _require_columns(fieldnames, needed, str(file))
+    require_columns(fieldnames, needed, str(file))
     return _build_corpus(
         records, **needed, theme_from_claim_id=theme_from_claim_id, source=str(file), uuid_ids=uuid_ids
     )
@@ -486,7 +465,7 @@ def load_factver(path_or_dataset_id: str | os.PathLike[str], *, uuid_ids: bool =
     if Path(source).exists() or not _HF_DATASET_ID.match(source):
         return load_claim_evidence_csv(source, **layout, uuid_ids=uuid_ids)
     fieldnames, records = _load_hf_rows(source)
-    _require_columns(fieldnames, dict(cols), source)
+    require_columns(fieldnames, dict(cols), source)
     return _build_corpus(records, **layout, theme_col=None, source=source, uuid_ids=uuid_ids)
 
 

@@ -5,6 +5,7 @@ from llama_index.core.schema import MetadataMode
 
 from llama_index_carag.datasets import (
     LABEL_METADATA_KEYS,
+    LINKS_KEY,
     factver_theme,
     load_claim_evidence_csv,
     load_demo_corpus,
@@ -57,6 +58,34 @@ def write(path, rows, header=("claim", "evidence")):
         w.writerow(header)
         w.writerows(rows)
     return path
+
+
+def test_a_passage_cited_by_two_claims_links_both(tmp_path):
+    rows = [
+        ("c1", "Claim A", "e1", "shared abstract"),
+        ("c2", "Claim B", "e1", "shared abstract"),  # the same passage cited by a second claim: a link
+        ("c2", "Claim B", "e1", "shared abstract"),  # the same link again: a duplicate row
+        ("c2", "Claim B", "e2", "own abstract"),
+        ("", "", "e3", "library abstract"),
+        ("c3", "Claim C", "e3", "library abstract"),  # a claim linked to a library passage read before
+        ("c3", "Claim C", "e2", "another text"),  # an id reused for a different text: not linked
+    ]
+    c = load_claim_evidence_csv(
+        write(tmp_path / "x.csv", rows, ("claim_id", "claim", "evidence_id", "evidence")),
+        claim_id_col="claim_id",
+        evidence_id_col="evidence_id",
+    )
+    assert [n.node_id for n in c.evidence_nodes] == ["e1", "e2", "e3"]
+    links = {n.node_id: n.metadata.get(LINKS_KEY) for n in c.claim_nodes}
+    assert links == {"c1": ["e1"], "c2": ["e1", "e2"], "c3": ["e3"]}
+    assert [(s.line, s.reason) for s in c.skipped] == [
+        (4, "duplicate row"),
+        (8, "evidence id reused for a different text"),
+    ]
+    assert c.evidence_nodes[0].metadata["claim_id"] == "c1"  # the passage's own claim: the first that cites it
+    claim = c.claim_nodes[1]
+    assert "e1" not in claim.get_content(metadata_mode=MetadataMode.EMBED)  # links are never embedded
+    assert "e1" not in claim.get_content(metadata_mode=MetadataMode.LLM)
 
 
 def test_generic_loader_hash_ids_and_skips(tmp_path):

@@ -142,3 +142,23 @@ def test_calibration_scores_each_claim_with_its_linked_evidence():
     assert {c.node_id for c in corpus.claim_nodes} <= set(linked)
     for claim_id, nodes in linked.items():
         assert 1 <= len(nodes) <= 2 and all(n.node.metadata[CLAIM_KEY] == claim_id for n in nodes)
+
+
+def test_the_lean_reads_a_passage_shared_by_two_claims_for_both(tmp_path):
+    import csv
+
+    from llama_index_carag.cli.calibrate_verdicts import _linked_evidence
+    from llama_index_carag.datasets import load_claim_evidence_csv
+
+    path = tmp_path / "archive.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(
+            [
+                ("claim_id", "claim", "evidence_id", "evidence"),
+                ("a", "Claim A", "e1", "shared"),
+                ("b", "Claim B", "e1", "shared"),
+            ]
+        )
+    corpus = load_claim_evidence_csv(path, claim_id_col="claim_id", evidence_id_col="evidence_id")
+    linked = _linked_evidence(corpus, 6)
+    assert {cid: [n.node.node_id for n in nodes] for cid, nodes in linked.items()} == {"a": ["e1"], "b": ["e1"]}

@@ -19,9 +19,9 @@ from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
+from llama_index_carag.datasets import LINKS_KEY
 from llama_index_carag.ranking import assembly
 from llama_index_carag.ranking.rerank_term import RerankTerm
-from llama_index_carag.retrieval.calibration import LINKS_KEY
 from llama_index_carag.settings import DEFAULT, CaragSettings
 from tests.helpers import TableEmbedding, faiss_index, unit
 

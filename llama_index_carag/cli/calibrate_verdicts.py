@@ -64,14 +64,15 @@ def measure_lean(
 
 
 def _linked_evidence(corpus: Any, k: int) -> dict[str, list[Any]]:
-    """``{claim id: its first k linked evidence passages}`` (the CSV's claim-evidence rows, file order)."""
+    """``{claim id: its first k linked evidence passages}`` (the claim node's ``evidence_ids``, file order)."""
     from llama_index.core.schema import NodeWithScore
 
-    from llama_index_carag.datasets import CLAIM_KEY
+    from llama_index_carag.datasets import LINKS_KEY
 
+    passages = {node.node_id: node for node in corpus.evidence_nodes}
     out: dict[str, list[Any]] = {}
-    for node in corpus.evidence_nodes:
-        group = out.setdefault(str(node.metadata.get(CLAIM_KEY)), [])
-        if len(group) < k:
-            group.append(NodeWithScore(node=node, score=None))
+    for claim in corpus.claim_nodes:
+        linked = [passages[i] for i in claim.metadata.get(LINKS_KEY, []) if i in passages][:k]
+        if linked:
+            out[claim.node_id] = [NodeWithScore(node=node, score=None) for node in linked]
     return out

@@ -84,7 +84,7 @@ def claim_half(claim_id: str) -> int:
 
 
 def _claim_node(node_id: str, text: str, theme: str | None = None, links: Iterable[str] | None = None) -> TextNode:
-    from llama_index_carag.retrieval.calibration import LINKS_KEY
+    from llama_index_carag.datasets import LINKS_KEY
 
     metadata: dict[str, Any] = {} if theme is None else {"theme": theme}
     if links is not None:  # the corpus claim's linked evidence (read only by calibration)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llama_index.core.schema import BaseNode
 
+from llama_index_carag.datasets import LINKS_KEY
 from llama_index_carag.ranking.assembly import active_terms, default_sources, settings_scorers, term_sources
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.source_and_scorer import CandidateSource
@@ -66,7 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "LINKS_KEY",
     "NDCG_K",
     "Calibration",
     "LeaveOneOutTerms",
@@ -75,10 +75,9 @@ __all__ = [
     "calibrate_corpus",
 ]
 
-#: Claim-node metadata key: the ids of the evidence passages linked to the claim (a list of node ids).
-#: Links are also read from the evidence side: an evidence node whose ``claim_key`` metadata names a
-#: corpus claim (what supervised CARAG reads) is linked to it.
-LINKS_KEY = "evidence_ids"
+# LINKS_KEY (:mod:`llama_index_carag.datasets`): the claim-node metadata key of the ids of the evidence passages
+# linked to the claim (a list of node ids; the loaders write it).  Links are also read from the evidence side:
+# an evidence node whose ``claim_key`` metadata names a corpus claim (what supervised CARAG reads) is linked to it.
 
 #: The calibration scores each candidate by nDCG at this depth.
 NDCG_K = 10
