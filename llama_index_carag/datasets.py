@@ -4,7 +4,8 @@
 ``manjuvallayil/factver_master``) and the package's demo corpus (same columns);
 :func:`load_claim_evidence_csv` reads any CSV with one row per (claim, evidence) pair,
 given its column names; a row with evidence and no claim is a library passage, and a row that links a
-claim to a passage already read (same id and text) adds the link (``evidence_ids`` of the claim node).
+claim to a passage already read (same id and text) adds the link (``evidence_ids`` of the claim node; a
+library passage takes the first claim that cites it as its ``claim_id``).
 Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim nodes
 (the context CARAG clusters with them) and the skipped rows with their reasons.
 Node ids are derived from the data: re-indexing a file gives the same ids.
@@ -208,7 +209,7 @@ def _cell(row: Mapping[str, Any], col: str | None) -> str:
 def _read_row(row: Mapping[str, Any], cols: _Columns) -> _RowFields:
     """Take a record and its column layout; return its cleaned fields (pure)."""
     claim_text = _clean(row.get(cols.claim))
-    claim_id = _cell(row, cols.claim_id)
+    claim_id = _cell(row, cols.claim_id) if claim_text else ""  # a library row names no claim
     if not claim_id and claim_text:
         claim_id = _stable_id("claim", claim_text)
     return _RowFields(
@@ -255,6 +256,18 @@ def _majority_label(labels: list[str]) -> str:
     return next(lab for lab in labels if counts[lab] == best)
 
 
+def _adopt(node: TextNode, claim_id: str, theme: str, label: str) -> None:
+    """A library passage (no ``claim_id``) linked by a claim row takes that claim as its own (what supervised
+    CARAG reads as annotated evidence); a passage that has a claim keeps it.  New keys stay out of the texts."""
+    if CLAIM_KEY in node.metadata:
+        return
+    for key, value in _evidence_metadata(claim_id, "", theme, label).items():
+        if value and key not in node.metadata:
+            node.metadata[key] = value
+            node.excluded_embed_metadata_keys.append(key)
+            node.excluded_llm_metadata_keys.append(key)
+
+
 def _claim_node(claim_id: str, info: Mapping[str, Any]) -> TextNode:
     """Take a claim id and its collected ``text``/``theme``/``labels``; return the claim node."""
     metadata: dict[str, Any] = {KIND_KEY: "claim", CLAIM_KEY: claim_id}
@@ -284,6 +297,7 @@ class _CorpusBuilder:
         self.evidence_nodes: list[TextNode] = []
         self.skipped: list[SkippedRow] = []
         self.seen_evidence: dict[str, str] = {}
+        self.evidence_at: dict[str, TextNode] = {}
         self.claims: dict[str, dict[str, Any]] = {}
         self.n_rows = 0
 
@@ -323,13 +337,15 @@ class _CorpusBuilder:
             same = self.seen_evidence[evidence_id] == fields.evidence_text
             if same and links is not None and node_id not in links:
                 links.append(node_id)
+                _adopt(self.evidence_at[evidence_id], fields.claim_id, theme, fields.label)
                 return
             reason = "duplicate row" if same else "evidence id reused for a different text"
             self.skipped.append(SkippedRow(line, reason, evidence_id))
             return
         self.seen_evidence[evidence_id] = fields.evidence_text
         metadata = _evidence_metadata(fields.claim_id, evidence_id, theme, fields.label)
-        self.evidence_nodes.append(_make_node(node_id, fields.evidence_text, metadata))
+        self.evidence_at[evidence_id] = _make_node(node_id, fields.evidence_text, metadata)
+        self.evidence_nodes.append(self.evidence_at[evidence_id])
         if links is not None:
             links.append(node_id)
 

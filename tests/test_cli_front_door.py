@@ -161,6 +161,29 @@ def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus
     assert full["soi"]["empty_reason"] is None
 
 
+def test_a_failed_closest_item_lookup_does_not_fail_the_check(demo_corpus, demo_index, monkeypatch):
+    import dataclasses
+
+    from llama_index_carag import ContextAwareRetriever
+    from llama_index_carag.verdicts import checker as checker_module
+
+    retriever = ContextAwareRetriever.from_index(
+        demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99
+    )
+    claim = "Offshore wind farms drive fish away from the area."
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("store unreachable")
+
+    monkeypatch.setattr(checker_module, "empty_reason", broken)
+    checker = checker_module.ClaimChecker(retriever)
+    retrieved = checker.retrieve(claim)  # the reason only explains: the check goes on without the closest item
+    reason = checker.result(retrieved).to_json_dict()["soi"]["empty_reason"]
+    assert reason["text"].startswith("SOI empty") and reason["closest_id"] is None
+    bare = dataclasses.replace(retrieved, empty_reason=None)  # a Retrieved built without a reason still says why
+    assert checker.result(bare).to_json_dict()["soi"]["empty_reason"] == reason
+
+
 # ------------------------------------------------------------------ the demo's claims
 def _claim(node_id: str, label: str | None, theme: str) -> SimpleNamespace:
     return SimpleNamespace(node_id=node_id, metadata={"label": label, "theme": theme})

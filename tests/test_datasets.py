@@ -66,7 +66,7 @@ def test_a_passage_cited_by_two_claims_links_both(tmp_path):
         ("c2", "Claim B", "e1", "shared abstract"),  # the same passage cited by a second claim: a link
         ("c2", "Claim B", "e1", "shared abstract"),  # the same link again: a duplicate row
         ("c2", "Claim B", "e2", "own abstract"),
-        ("", "", "e3", "library abstract"),
+        ("c9", "", "e3", "library abstract"),  # no claim text: a library passage, whatever its claim id cell
         ("c3", "Claim C", "e3", "library abstract"),  # a claim linked to a library passage read before
         ("c3", "Claim C", "e2", "another text"),  # an id reused for a different text: not linked
     ]
@@ -83,6 +83,9 @@ def test_a_passage_cited_by_two_claims_links_both(tmp_path):
         (8, "evidence id reused for a different text"),
     ]
     assert c.evidence_nodes[0].metadata["claim_id"] == "c1"  # the passage's own claim: the first that cites it
+    library = c.evidence_nodes[2]  # read as a library passage, then cited: it takes its first citing claim
+    assert library.metadata["claim_id"] == "c3" and "c3" not in library.get_content(metadata_mode=MetadataMode.EMBED)
+    assert "c9" not in {n.node_id for n in c.claim_nodes}
     claim = c.claim_nodes[1]
     assert "e1" not in claim.get_content(metadata_mode=MetadataMode.EMBED)  # links are never embedded
     assert "e1" not in claim.get_content(metadata_mode=MetadataMode.LLM)

@@ -6,6 +6,7 @@ assertion depends on how fast the machine is.
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 from pathlib import Path
@@ -126,7 +127,13 @@ def test_an_empty_soi_says_why_in_check_and_stream(retriever):
     with TestClient(make_app(strict)) as c:
         data = c.post("/v1/check", json={"claim": CLAIM}).json()
         events = sse_events(c.post("/v1/check/stream", json={"claim": CLAIM}).text)
+        graph = c.post("/v1/graph", json={"claim": CLAIM}).json()
     reason = data["soi"]["empty_reason"]
+    assert graph["soi"]["empty_reason"] == reason  # the graph's SOI says the same, and its caption shows it
+    captions = [
+        html.unescape(str(a.get("text", "")).replace("<br>", " ")) for a in graph["figure"]["layout"]["annotations"]
+    ]
+    assert reason["text"] in captions
     assert reason["text"].startswith("SOI empty: no item of the claim's cluster") and "δ=0.99" in reason["text"]
     assert reason["delta"] == 0.99 and reason["cluster_size"] == data["soi"]["cluster_size"] > 0
     assert reason["closest_id"] and -1.0 <= reason["closest_similarity"] <= 0.99

@@ -72,7 +72,7 @@ def _linked_evidence(corpus: Any, k: int) -> dict[str, list[Any]]:
     passages = {node.node_id: node for node in corpus.evidence_nodes}
     out: dict[str, list[Any]] = {}
     for claim in corpus.claim_nodes:
-        linked = [passages[i] for i in claim.metadata.get(LINKS_KEY, []) if i in passages][:k]
+        linked = [passages[str(i)] for i in claim.metadata.get(LINKS_KEY) or [] if str(i) in passages][:k]
         if linked:
             out[claim.node_id] = [NodeWithScore(node=node, score=None) for node in linked]
     return out

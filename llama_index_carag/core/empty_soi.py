@@ -5,9 +5,10 @@ An empty SOI is not an error: the threshold ``delta`` kept no item of the claim'
 embedding ``T`` does not exist and the query is the claim vector alone.  With the default preset's δ = 0.75
 and MiniLM this is common (MiniLM's cosines between a claim and its own evidence are often below 0.75).
 :class:`EmptySOIReason` says so with the numbers: the threshold, the cluster's size and, when the caller
-looked it up, the closest item and its cosine (``carag check`` finds it with one more SOI query at
-δ = -1, :mod:`llama_index_carag.retrieval.soi_reason`).  The SOI graph's caption, ``carag check``'s table and its
-``--json`` (``soi.empty_reason``) all use its :meth:`~EmptySOIReason.text`.
+looked it up, the closest item and its cosine (every claim check finds it with one more SOI query at
+δ = -1, :mod:`llama_index_carag.retrieval.soi_reason`).  The SOI graph's caption, ``carag check``'s table and
+every check result (``soi.empty_reason``: the CLI's ``--json``, ``carag serve``'s API and page) use its
+:meth:`~EmptySOIReason.text`.
 """
 
 from __future__ import annotations

@@ -217,9 +217,14 @@ def _unavailable(exc: LLMUnavailable) -> ApiError:
 
 
 def _graph(retriever: Any, claim: str) -> dict[str, Any]:
+    """The claim's SOI (with ``empty_reason``, as in a check result) and its figure, captioned with the reason."""
     import json
 
+    from llama_index_carag.retrieval.soi_reason import REASON_KEY, empty_reason
     from llama_index_carag.visualize import soi_figure
 
     soi = retriever.build_soi(claim)
-    return {"soi": soi.to_dict(), "figure": json.loads(soi_figure(soi).to_json())}
+    reason = empty_reason(retriever, soi, claim)
+    figure = soi_figure(soi, empty_reason=None if reason is None else reason.text())
+    soi_dict = {**soi.to_dict(), REASON_KEY: None if reason is None else reason.to_dict()}
+    return {"soi": soi_dict, "figure": json.loads(figure.to_json())}

@@ -95,8 +95,15 @@ class ClaimChecker:
         bundle = QueryBundle(claim)
         bundle.embedding = self.retriever.embed_model.get_agg_embedding_from_queries(embedding_strs(bundle))
         soi, nodes = self.retriever.retrieve_with_soi(bundle)
-        reason = empty_reason(self.retriever, soi, claim, bundle.embedding)
-        return Retrieved(claim, bundle, soi, list(nodes), self.retriever.settings, reason)
+        return Retrieved(claim, bundle, soi, list(nodes), self.retriever.settings, self._empty_reason(soi, bundle))
+
+    def _empty_reason(self, soi: SubsetOfInterest, bundle: QueryBundle) -> EmptySOIReason | None:
+        """Why ``soi`` is empty, with the closest item; without it if looking it up fails (it only explains)."""
+        try:
+            return empty_reason(self.retriever, soi, bundle.query_str, bundle.embedding)
+        except Exception:
+            logger.warning("could not look up the closest item of an empty SOI", exc_info=True)
+            return EmptySOIReason.of(soi, dense_only=self.retriever.settings.rerank_candidates is None)
 
     def verdict(self, retrieved: Retrieved) -> Response:
         """The synthesizer's ``Response`` on the evidence (``metadata["verdict"]``: the :class:`Verdict`)."""
@@ -126,7 +133,9 @@ class ClaimChecker:
         """
         verdict: Verdict | None = None if response is None else (response.metadata or {}).get(VERDICT_KEY)
         nodes = retrieved.nodes if verdict is None else response.source_nodes[: len(retrieved.nodes)]
-        reason = retrieved.empty_reason
+        reason = retrieved.empty_reason or EmptySOIReason.of(
+            retrieved.soi, dense_only=retrieved.settings.rerank_candidates is None
+        )
         return CheckResult(
             claim=retrieved.claim,
             verdict=verdict,
