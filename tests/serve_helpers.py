@@ -170,6 +170,41 @@ def build_demo_index(out: Path, *, hostile: bool = False, **kwargs: Any) -> Path
     return out
 
 
+# --------------------------------------------------------------------------- the app in process
+def make_app(retriever: Any, llm: ServeStubLLM | None = None, clock: Any = None, **settings: Any) -> Any:
+    """``create_app`` on ``retriever`` with ``llm`` for verdicts, streams and chat (None: retrieval only)."""
+    from llama_index_carag.serve import ServeSettings, create_app
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+
+    if llm is None:
+        return create_app(retriever, settings=ServeSettings(**settings))
+    return create_app(
+        retriever,
+        FactCheckSynthesizer(llm),
+        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True),
+        llm=llm,
+        settings=ServeSettings(**settings),
+        clock=clock,
+    )
+
+
+def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` of a whole ``text/event-stream`` body."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The error object of ``response``, asserting its status, its one-key shape and its code."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"], body
+    return body["error"]
+
+
 # --------------------------------------------------------------------------- live server
 class LiveServer:
     """``carag serve`` in a subprocess on 127.0.0.1 with a free port (``--port 0``; the URL is read from stdout)."""
@@ -291,6 +326,13 @@ class _WebSocket:
             self.sock.close()
         except OSError:
             pass
+
+
+#: Records CSP violations in ``window.__csp`` (added to every page before its own scripts).
+CSP_RECORDER = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+"""
 
 
 class Chromium:

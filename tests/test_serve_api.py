@@ -21,11 +21,11 @@ from fastapi.testclient import TestClient
 
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-from llama_index_carag.serve import ServeSettings, create_app
+from llama_index_carag.serve import ServeSettings
 from llama_index_carag.verdicts.checker import check_claim
 from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
-from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM
+from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM, assert_error, make_app, sse_events
 
 CLAIM = "Offshore wind farms drive fish away."
 pytestmark = pytest.mark.integration
@@ -38,38 +38,10 @@ def retriever(demo_index, demo_corpus):
     )
 
 
-def make_app(retriever, llm: ServeStubLLM | None = None, clock=None, **settings):
-    if llm is None:
-        return create_app(retriever, settings=ServeSettings(**settings))
-    return create_app(
-        retriever,
-        FactCheckSynthesizer(llm),
-        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True),
-        llm=llm,
-        settings=ServeSettings(**settings),
-        clock=clock,
-    )
-
-
 @pytest.fixture()
 def client(retriever):
     with TestClient(make_app(retriever, ServeStubLLM())) as c:
         yield c
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.split("\n"))
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and body["error"]["code"] == code and body["error"]["message"], body
-    return body["error"]
 
 
 # ------------------------------------------------------------------ info

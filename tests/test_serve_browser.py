@@ -21,6 +21,7 @@ pytest.importorskip("fastapi")
 
 from tests.serve_helpers import (
     CHROMIUM,
+    CSP_RECORDER,
     DEFAULT_ANSWER,
     HOSTILE_PASSAGES,
     PROBE,
@@ -39,11 +40,6 @@ pytestmark = [
 CLAIM = "Offshore wind farms drive fish away."
 HOSTILE_CLAIM = f"{PROBE} a glass teapot <img src=x onerror=\"document.body.dataset.pwned='claim'\"> orbits"
 
-# Records CSP violations and marks the page if injected code ever runs (set before any page script).
-INIT_SCRIPT = """
-window.__csp = [];
-document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
-"""
 # The detector, shared by the real page and the control page.
 DETECT = """(() => {
   const sel = '#evidence img, #evidence script, #evidence b, #explanation *, #answer *, #soi-summary *, '
@@ -67,7 +63,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     chrome = Chromium(tmp_path_factory.mktemp("chromium") / "profile")
-    chrome.call("Page.addScriptToEvaluateOnNewDocument", source=INIT_SCRIPT)
+    chrome.call("Page.addScriptToEvaluateOnNewDocument", source=CSP_RECORDER)
     yield chrome
     chrome.close()
 

@@ -24,8 +24,8 @@ from llama_index_carag.serve.command import add_serve_arguments, settings_from_a
 from llama_index_carag.verdicts.checker import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from llama_index_carag.verdicts.text_check import TextCheckResult, TextClaim, check_text
-from tests.serve_helpers import ServeStubLLM
-from tests.serve_text_helpers import LabelStubLLM, assert_error, make_app, sse_events
+from tests.serve_helpers import ServeStubLLM, assert_error, make_app, sse_events
+from tests.serve_text_helpers import LabelStubLLM
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from tests.serve_helpers import CHROMIUM, Chromium, LiveServer, build_demo_index
+from tests.serve_helpers import CHROMIUM, CSP_RECORDER, Chromium, LiveServer, build_demo_index
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,10 +40,6 @@ TEXT = (
     "Heat pumps cannot heat homes when outdoor temperatures fall below freezing. "
     f"{HOSTILE} Thanks for reading!"
 )
-INIT_SCRIPT = """
-window.__csp = [];
-document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
-"""
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +53,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     chrome = Chromium(tmp_path_factory.mktemp("chromium-text") / "profile")
-    chrome.call("Page.addScriptToEvaluateOnNewDocument", source=INIT_SCRIPT)
+    chrome.call("Page.addScriptToEvaluateOnNewDocument", source=CSP_RECORDER)
     yield chrome
     chrome.close()
 

@@ -6,7 +6,6 @@ process when a prompt contains a marker — deterministic, no sleeping to provok
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -45,6 +44,7 @@ from tests.serve_helpers import (
     ROOT,
     SEGFAULT,
     ServeStubLLM,
+    sse_events,
 )
 
 CLAIM = "Offshore wind farms drive fish away."
@@ -113,14 +113,6 @@ def client(ready_pool, retriever):
     app = create_app(retriever, llm_pool=ready_pool, settings=ServeSettings(request_timeout_s=30))
     with TestClient(app) as c:
         yield c
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.split("\n"))
-        out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 def assert_unavailable(response) -> None:

@@ -122,6 +122,13 @@ class ScoredVerdicts:
         """
         needs = self.decision.needs
         stances = self.stances(claim, texts, ids) if "stances" in needs else None
+        embedding = None
+        if "embedding" in needs:  # first, so that cosines computed below reuse it (the claim embedded once)
+            if claim_embedding is None and self.embed_model is None:
+                raise ValueError("This decision needs the claim's embedding: pass the retriever's embed_model.")
+            if claim_embedding is None:
+                claim_embedding = self.embed_model.get_query_embedding(claim)
+            embedding = list(map(float, claim_embedding))
         if "cosines" not in needs:
             cosines = None
         elif cosines is None:
@@ -129,11 +136,6 @@ class ScoredVerdicts:
 
             found = evidence_cosines(self.embed_model, claim, list(texts), claim_embedding=claim_embedding)
             cosines = list(map(float, found))
-        embedding = None
-        if "embedding" in needs:
-            if claim_embedding is None and self.embed_model is None:
-                raise ValueError("This decision needs the claim's embedding: pass the retriever's embed_model.")
-            embedding = list(claim_embedding or self.embed_model.get_query_embedding(claim))
         return ScoredEvidence(
             claim,
             list(texts),

@@ -26,12 +26,27 @@ function errorText(payload, status) {
   return e ? `${e.code}: ${e.message}` : `HTTP ${status}`;
 }
 
+async function post(url, body) {
+  return fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
 async function postJSON(url, body) {
-  const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const r = await post(url, body);
   let payload = null;
   try { payload = await r.json(); } catch (_) { payload = null; }
   if (!r.ok) throw new Error(errorText(payload, r.status));
   return payload;
+}
+
+// A streamed POST: the response, or an Error with the server's error text when it refused the request.
+async function postStream(url, body) {
+  const r = await post(url, body);
+  if (!r.ok) {
+    let payload = null;
+    try { payload = await r.json(); } catch (_) { payload = null; }
+    throw new Error(errorText(payload, r.status));
+  }
+  return r;
 }
 
 // Server-Sent Events over fetch (EventSource cannot POST): yields {event, data}.
@@ -156,14 +171,7 @@ async function check(event) {
   setState("state", "checking");
   const graph = drawGraph(claim);
   try {
-    const r = await fetch("/v1/check/stream", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ claim }),
-    });
-    if (!r.ok) {
-      let payload = null;
-      try { payload = await r.json(); } catch (_) { payload = null; }
-      throw new Error(errorText(payload, r.status));
-    }
+    const r = await postStream("/v1/check/stream", { claim });
     let finished = false;
     for await (const { event, data } of sse(r)) {
       if (event === "evidence") {

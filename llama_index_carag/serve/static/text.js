@@ -137,14 +137,7 @@ async function checkText(event) {
   setState("claim", "");
   openedClaim = null;
   try {
-    const r = await fetch("/v1/check-text", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text }),
-    });
-    if (!r.ok) {
-      let payload = null;
-      try { payload = await r.json(); } catch (_) { payload = null; }
-      throw new Error(errorText(payload, r.status));
-    }
+    const r = await postStream("/v1/check-text", { text });
     await readTextEvents(r);
     setState("text", "done");
   } catch (err) {
