@@ -1,0 +1,210 @@
+"""The claim verifier: a cross-encoder that reads (claim, passage) and gives P(SUPPORTED), P(REFUTED), P(NEI).
+
+:class:`ClaimVerifier` loads a verifier folder (a sentence-transformers ``CrossEncoder`` with three labels and a
+``verifier.json`` holding its decision threshold and its training record); without a path it loads the model
+shipped inside this package (``llama_index_carag/verifier/weights``, trained on public claim-evidence pairs
+only: its ``MODEL_CARD.md``).  Nothing is downloaded.
+
+A passage longer than ``chunk_words`` words is cut into chunks of whole sentences (the project's sentence
+splitter); each chunk is scored with the claim and the passage takes the probabilities of its most decisive
+chunk (the one least likely NOT_ENOUGH_INFO), as MiniCheck does.  The claim's label from its passages is
+:func:`decide_label`: the strongest support against the strongest refutation, NOT_ENOUGH_INFO when neither
+reaches the threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llama_index_carag.verifier.pairs import LABELS
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ClaimVerifier", "VerifierLabel", "decide_label", "chunk_passage", "SHIPPED_DIR", "CONFIG_NAME"]
+
+#: The folder of the verifier shipped with the package.
+SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
+#: The verifier's own settings and training record, beside the cross-encoder's files.
+CONFIG_NAME = "verifier.json"
+_SUPPORTED, _REFUTED, _NEI = range(3)
+
+
+@dataclass(frozen=True)
+class VerifierLabel:
+    """The claim's label from its passages' probabilities.
+
+    ``passages``: the 1-based passages the label rests on (strongest first); ``probabilities``: each passage's
+    P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) (shape ``(n, 3)``); ``reason``: one line that says why.
+    """
+
+    label: str
+    passages: tuple[int, ...]
+    reason: str
+    probabilities: np.ndarray
+
+
+def decide_label(probabilities: np.ndarray, threshold: float) -> VerifierLabel:
+    """The claim's label from its passages' probabilities (rows: passages; columns: :data:`LABELS`).
+
+    ``s``, ``r``: the largest P(SUPPORTED) and P(REFUTED) over the passages.  NOT_ENOUGH_INFO when both are below
+    ``threshold`` (or there is no passage); else SUPPORTED if ``s >= r``, REFUTED otherwise.  The label rests on
+    the passages whose stance is the label's, strongest first (for NOT_ENOUGH_INFO: the closest to a stance).
+    """
+    probs = np.asarray(probabilities, dtype=np.float64).reshape(-1, len(LABELS))
+    if not len(probs):
+        return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs)
+    s, r = float(probs[:, _SUPPORTED].max()), float(probs[:, _REFUTED].max())
+    if max(s, r) < threshold:
+        order = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
+        why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f} < {threshold:.2f})"
+        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in order[:3]), why, probs)
+    column = _SUPPORTED if s >= r else _REFUTED
+    stance = probs.argmax(axis=1)
+    best = int(probs[:, column].argmax())
+    same = [int(i) for i in np.argsort(-probs[:, column], kind="stable") if stance[i] == column and i != best]
+    order = [best, *same]
+    verb = "supports" if column == _SUPPORTED else "refutes"
+    why = f"passage [{best + 1}] {verb} the claim (p={probs[best, column]:.2f})"
+    return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), why, probs)
+
+
+def chunk_passage(passage: str, chunk_words: int) -> list[str]:
+    """``passage`` cut into chunks of whole sentences of at most ``chunk_words`` words each (a longer sentence is
+    a chunk of its own); a passage of at most ``chunk_words`` words is one chunk."""
+    if len(passage.split()) <= chunk_words:
+        return [passage]
+    from llama_index_carag.extraction.sentences import split_sentences
+
+    chunks: list[str] = []
+    current: list[str] = []
+    words = 0
+    for sentence in split_sentences(passage):
+        n = len(sentence.text.split())
+        if current and words + n > chunk_words:
+            chunks.append(" ".join(current))
+            current, words = [], 0
+        current.append(sentence.text)
+        words += n
+    if current:
+        chunks.append(" ".join(current))
+    return chunks or [passage]
+
+
+class ClaimVerifier:
+    """(claim, passage) -> P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO), and the claim's label from its passages.
+
+    Args:
+        path: a verifier folder (``save`` writes one); default: the verifier shipped with the package.
+        threshold: the decision threshold of :func:`decide_label` (default: the folder's ``verifier.json``).
+        batch_size: pairs per forward pass.
+        device: torch device (default CPU).
+
+    Loading reads the weights once; :meth:`probabilities` and :meth:`label` are cheap per call
+    (six short passages: well under a second on two CPU cores).
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        threshold: float | None = None,
+        batch_size: int = 32,
+        device: str = "cpu",
+    ) -> None:
+        folder = Path(path) if path is not None else SHIPPED_DIR
+        config_file = folder / CONFIG_NAME
+        if not config_file.is_file():
+            raise FileNotFoundError(
+                f"{folder} is not a verifier folder (no {CONFIG_NAME}); train one with `carag train-verifier`."
+            )
+        self.path = folder
+        self.config: dict[str, Any] = json.loads(config_file.read_text(encoding="utf-8"))
+        if list(self.config.get("labels", [])) != list(LABELS):
+            raise ValueError(f"{config_file}: labels {self.config.get('labels')} are not {list(LABELS)}.")
+        self.threshold = float(self.config["threshold"] if threshold is None else threshold)
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1]; got {self.threshold}.")
+        self.chunk_words = int(self.config.get("chunk_words", 64))
+        self.batch_size = batch_size
+        self.device = device
+        self._model: Any = None
+
+    @property
+    def name(self) -> str:
+        """The verifier's name (its folder's, or ``shipped``)."""
+        return "shipped" if self.path == SHIPPED_DIR else self.path.name
+
+    @property
+    def cross_encoder(self) -> Any:
+        """The sentence-transformers ``CrossEncoder`` (loaded on first use, in float32)."""
+        if self._model is None:
+            import torch
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(
+                str(self.path),
+                device=self.device,
+                max_length=int(self.config.get("max_length", 256)),
+                model_kwargs={"dtype": torch.float32},
+                local_files_only=True,
+            )
+        return self._model
+
+    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(label) for each (claim, text) pair as given (no chunking), shape ``(n, 3)``."""
+        if not pairs:
+            return np.zeros((0, len(LABELS)))
+        out = self.cross_encoder.predict(
+            [(str(c), str(t)) for c, t in pairs], batch_size=self.batch_size, apply_softmax=True, show_progress_bar=False
+        )
+        return np.asarray(out, dtype=np.float64).reshape(len(pairs), len(LABELS))
+
+    def probabilities(self, claim: str, passages: Sequence[str]) -> np.ndarray:
+        """Each passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO), shape ``(len(passages), 3)``: long passages
+        are chunked and take their most decisive chunk's probabilities."""
+        return self.batch_probabilities([(claim, list(passages))])[0]
+
+    def batch_probabilities(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """:meth:`probabilities` for many claims at once (one batched pass over all their chunks)."""
+        pairs: list[tuple[str, str]] = []
+        owner: list[tuple[int, int]] = []
+        for i, (claim, passages) in enumerate(items):
+            for j, passage in enumerate(passages):
+                for chunk in chunk_passage(str(passage), self.chunk_words):
+                    pairs.append((claim, chunk))
+                    owner.append((i, j))
+        probs = self.pair_probabilities(pairs)
+        out = [np.zeros((len(p), len(LABELS))) for _, p in items]
+        decisive = [np.full(len(p), -1.0) for _, p in items]
+        for (i, j), row in zip(owner, probs):
+            strength = 1.0 - row[_NEI]
+            if strength > decisive[i][j]:
+                decisive[i][j], out[i][j] = strength, row
+        return out
+
+    def label(self, claim: str, passages: Sequence[str]) -> VerifierLabel:
+        """The claim's label from ``passages`` (:func:`decide_label` at this verifier's threshold)."""
+        return decide_label(self.probabilities(claim, passages), self.threshold)
+
+    def save(self, path: str | Path, **record: Any) -> Path:
+        """Write this verifier (weights as float16 safetensors, tokenizer, ``verifier.json`` with ``record``)."""
+        import torch
+
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        model = self.cross_encoder
+        model.model.to(torch.float16)
+        try:
+            model.save_pretrained(str(folder), safe_serialization=True)
+        finally:
+            model.model.to(torch.float32)
+        config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
+        (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return folder

