@@ -73,18 +73,40 @@ def _stance(row: dict[str, Any]) -> str:
         if cues is None:
             return "-"
         return "cue " + " ".join(_CUE_SHORT.get(c, c) for c in cues) if cues else "no cue"
+    probs = row.get("stance_probabilities")
+    if probs:  # the verifier's three probabilities: "S .91 R .03 N .06"
+        return " ".join(f"{k[0]} {float(probs.get(k, 0.0)):.2f}".replace("0.", ".") for k in _STANCE_SHORT)
     score = row.get("stance_score")
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
+def verdict_llm(args: argparse.Namespace, stages: Stages) -> Any | None:
+    """The LLM ``carag check`` needs: none with ``--no-llm`` (retrieval only); a stand-in that is never called
+    with ``--no-explanation`` under the verifier (nothing is loaded); else ``--llm``'s."""
+    if args.no_llm:
+        return None
+    if args.no_explanation and getattr(args, "decision", "verifier") == "verifier":
+        from llama_index.core.llms import MockLLM
+
+        return MockLLM()
+    return _llm(args, stages)
+
+
 def _checker(
-    retriever: Any, llm: Any | None, domain_prior: Any = None, explain: bool = True, archive_decision: Any = None
+    retriever: Any,
+    llm: Any | None,
+    domain_prior: Any = None,
+    explain: bool = True,
+    archive_decision: Any = None,
+    decision: str = "verifier",
+    verifier: Any = None,
 ) -> Any:
     """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
     ``archive_decision``: the index's ``ArchiveDecision`` (``carag index --calibrate``), or ``None``.
-    ``explain``: ``False`` for label + evidence only (``--no-explanation``: the LLM's scoring pass alone).
+    ``explain``: ``False`` for label + evidence only (``--no-explanation``).
+    ``decision``: ``"verifier"`` (the claim verifier decides, ``verifier`` or the shipped one) or ``"llm"``.
     """
     from llama_index_carag.verdicts.checker import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
@@ -98,20 +120,27 @@ def _checker(
             domain_prior=domain_prior,
             explain=explain,
             archive_decision=archive_decision,
+            decision=decision,
+            verifier=verifier,
         )
     )
     return ClaimChecker(retriever, synthesizer)
 
 
-def _index_checker(index_dir: str, retriever: Any, llm: Any | None, explain: bool = True) -> Any:
-    """:func:`_checker` with the verdict calibration saved in ``index_dir`` (the LLM's label lean, the archive
-    decision); without an LLM, retrieval only."""
+def _index_checker(
+    index_dir: str, retriever: Any, llm: Any | None, explain: bool = True, decision: str = "verifier"
+) -> Any:
+    """:func:`_checker` with the verdict calibration saved in ``index_dir`` (the archive's verifier; for
+    ``decision="llm"`` the LLM's label lean and the archive decision); without an LLM, retrieval only."""
     from llama_index_carag.verdicts.archive_fit import index_archive_decision
+    from llama_index_carag.verifier.archive import index_verifier
 
     if llm is None:
         return _checker(retriever, None)
-    decision = index_archive_decision(index_dir, retriever.embed_model)
-    return _checker(retriever, llm, index_prior(index_dir, llm), explain, decision)
+    if decision == "verifier":
+        return _checker(retriever, llm, explain=explain, verifier=index_verifier(index_dir))
+    archive = index_archive_decision(index_dir, retriever.embed_model)
+    return _checker(retriever, llm, index_prior(index_dir, llm), explain, archive, decision="llm")
 
 
 def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:
@@ -198,8 +227,8 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
         if not todo:
             return 0
         retriever = _load_retriever(args, stages)
-        llm = None if args.no_llm else _llm(args, stages)
-        checker = _index_checker(args.index, retriever, llm, not args.no_explanation)
+        llm = verdict_llm(args, stages)
+        checker = _index_checker(args.index, retriever, llm, not args.no_explanation, args.decision)
         rejected = _check_batch(checker, todo, out, stages.quiet)
     print(
         f"carag: {len(todo) - rejected} checked into {args.out}, {rejected + len(problems)} lines skipped",
@@ -230,8 +259,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     check_query_text(args.claim, "claim")  # before the models load: a bad claim fails at once
     stages = _stages(args)
     retriever = _load_retriever(args, stages)
-    llm = None if args.no_llm else _llm(args, stages)
-    result = check_one(_index_checker(args.index, retriever, llm, not args.no_explanation), args.claim, stages)
+    llm = verdict_llm(args, stages)
+    checker = _index_checker(args.index, retriever, llm, not args.no_explanation, args.decision)
+    result = check_one(checker, args.claim, stages)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:

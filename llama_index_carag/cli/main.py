@@ -213,7 +213,14 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-explanation",
         action="store_true",
-        help="triage: label + evidence only, the LLM's label scoring alone (no explanation generated)",
+        help="label + evidence only, at the verifier's speed: no LLM is loaded (with --decision llm: the LLM's "
+        "label scoring alone, no explanation generated)",
+    )
+    p.add_argument(
+        "--decision",
+        choices=("verifier", "llm"),
+        default="verifier",
+        help="who decides the label: the claim verifier (default; the LLM explains it) or the LLM itself",
     )
     _add_quiet(p)
     p.set_defaults(func=cmd_check)

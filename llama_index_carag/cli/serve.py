@@ -14,6 +14,7 @@ from typing import Any
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
 from llama_index_carag.verdicts.archive_fit import saved_archive_decision
 from llama_index_carag.verdicts.labels.domain_prior import saved_prior
+from llama_index_carag.verifier.archive import index_verifier
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -44,11 +45,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
         verdicts = ""
         if name is not None:
-            has = _archive_decision(args.index, retriever) is not None
+            adapted = index_verifier(args.index)
             verdicts = (
-                "; verdicts: the archive decision"
-                if has
-                else "; verdicts: arg-max (carag index --calibrate fits an archive decision)"
+                f"; verdicts: the archive verifier ({adapted.config['archive']['choice']})"
+                if adapted is not None
+                else "; verdicts: the shipped verifier (carag index --calibrate adapts it to the archive)"
             )
         print(
             f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
@@ -71,7 +72,11 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
     synthesizer, stream_synthesizer = serve_synthesizers(
-        llm, retriever.embed_model, saved_prior(args.index), _archive_decision(args.index, retriever)
+        llm,
+        retriever.embed_model,
+        saved_prior(args.index),
+        _archive_decision(args.index, retriever),
+        index_verifier(args.index),
     )
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
@@ -92,6 +97,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         embed_model=embed_model_spec(retriever.embed_model),
         domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
         archive_decision=None if (fitted := _archive_decision(args.index, retriever)) is None else fitted.get_state(),
+        verifier=None if (adapted := index_verifier(args.index)) is None else str(adapted.path),
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:

@@ -63,6 +63,7 @@ class LLMWorkerSpec:
         log_level: logging level of the worker (its records go to the server's stderr).
         domain_prior: the index's ``DomainLabelPrior.get_state()`` (``carag calibrate-verdicts``), or ``None``.
         archive_decision: the index's ``ArchiveDecision.get_state()`` (``carag index --calibrate``), or ``None``.
+        verifier: the folder of the index's archive verifier (``carag index --calibrate``), or ``None`` (shipped).
     """
 
     llm: str | None = None
@@ -71,6 +72,7 @@ class LLMWorkerSpec:
     log_level: int = logging.WARNING
     domain_prior: dict[str, Any] | None = None
     archive_decision: dict[str, Any] | None = None
+    verifier: str | None = None
 
 
 class _Cancelled(Exception):
@@ -94,14 +96,15 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
 
 
 def serve_synthesizers(
-    llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None
+    llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None, verifier: Any = None
 ) -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
     in the server (``--llm-in-process``) and in a worker alike.
 
     ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``get_state()`` form), used if it was measured
     for ``llm`` (``carag calibrate-verdicts``); ``archive_decision``: the index's ``ArchiveDecision`` (or its
-    ``get_state()`` form, ``carag index --calibrate``).
+    ``get_state()`` form, ``carag index --calibrate``); ``verifier``: the index's archive verifier (or its
+    folder), else the shipped one decides.
     """
     from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision
     from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
@@ -111,7 +114,15 @@ def serve_synthesizers(
         domain_prior = DomainLabelPrior.from_state(domain_prior)
     if isinstance(archive_decision, dict):
         archive_decision = ArchiveDecision.from_state(archive_decision)
-    calibration = {"domain_prior": prior_for(domain_prior, llm), "archive_decision": archive_decision}
+    if isinstance(verifier, str):
+        from llama_index_carag.verifier.model import ClaimVerifier
+
+        verifier = ClaimVerifier(verifier)
+    calibration = {
+        "domain_prior": prior_for(domain_prior, llm),
+        "archive_decision": archive_decision,
+        "verifier": verifier,
+    }
     return (
         get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration),
         get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, **calibration),
@@ -177,7 +188,9 @@ class _Model:
     @classmethod
     def build(cls, spec: LLMWorkerSpec) -> _Model:
         llm = build_llm(spec)
-        return cls(llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior, spec.archive_decision))
+        return cls(
+            llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior, spec.archive_decision, spec.verifier)
+        )
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:
         """Answer ``op``; stream pieces go to ``emit``; the return value is the final result."""

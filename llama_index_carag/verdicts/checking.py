@@ -49,9 +49,12 @@ class EvidenceRow(BaseModel):
     stance: str | None = Field(
         default=None,
         description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
-        "NOT_ENOUGH_INFO = neither), from the stance decision; None when it was not scored",
+        "NOT_ENOUGH_INFO = neither), from the verifier (or the LLM's stance decision); None when it was not scored",
     )
-    stance_score: float | None = Field(default=None, description="calibrated probability (0-1) of that stance")
+    stance_score: float | None = Field(default=None, description="probability (0-1) of that stance")
+    stance_probabilities: dict[str, float] | None = Field(
+        default=None, description="the probability of each label (SUPPORTED, REFUTED, NOT_ENOUGH_INFO) for this passage"
+    )
     cues: list[str] | None = Field(
         default=None,
         description="the refutation cues the archive decision read in this passage against the claim "
@@ -62,7 +65,7 @@ class EvidenceRow(BaseModel):
     def from_node(cls, rank: int, hit: NodeWithScore) -> EvidenceRow:
         """The row of the ``rank``-th node: its provenance, with the stance (if any) in its own fields."""
         carag = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
-        stance, stance_score = (carag.pop(key, None) for key in STANCE_KEYS)
+        stance, stance_score, probabilities = (carag.pop(key, None) for key in STANCE_KEYS)
         cues = carag.pop(CUES_KEY, None)
         return cls(
             rank=rank,
@@ -72,6 +75,7 @@ class EvidenceRow(BaseModel):
             carag=carag,
             stance=stance,
             stance_score=stance_score,
+            stance_probabilities=probabilities,
             cues=cues,
         )
 

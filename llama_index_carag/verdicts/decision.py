@@ -1,9 +1,13 @@
 """The one label-decision layer of scored verdicts: scored evidence in, a label and its reasons out.
 
-In ``"score"`` mode :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` computes
-what its :class:`LabelDecision` asks for (:attr:`LabelDecision.needs`) into a :class:`ScoredEvidence`
-and the decision returns a :class:`Decision`.  Three decisions:
+:class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` computes what its :class:`LabelDecision`
+asks for (:attr:`LabelDecision.needs`) into a :class:`ScoredEvidence` and the decision returns a
+:class:`Decision`.  The decisions:
 
+* :class:`VerifierDecision` (the default) — the claim verifier
+  (:class:`~llama_index_carag.verifier.model.ClaimVerifier`, a cross-encoder trained for claim verification)
+  reads each passage and decides; it needs no LLM score, so it runs with any LLM, or none when no explanation
+  is asked for.  The other decisions read the LLM's label scores (``"score"`` mode):
 * :class:`StanceDecision` — each passage's calibrated stance
   (:mod:`~llama_index_carag.verdicts.labels.stance`), aggregated by :func:`strongest_stance`: the
   strongest supporting passage against the strongest refuting one; NOT_ENOUGH_INFO when no
@@ -40,6 +44,8 @@ __all__ = [
     "RuleDecision",
     "StanceDecision",
     "ArchiveLabelDecision",
+    "VerifierDecision",
+    "verifier_stances",
     "strongest_stance",
     "DECISIONS",
     "CALIBRATIONS",
@@ -48,8 +54,9 @@ __all__ = [
     "resolve_decision",
 ]
 
-#: Names of the decisions :class:`VerdictSettings` can ask for.
-DECISIONS = ("auto", "archive", "argmax", "stance", "rule")
+#: Names of the decisions :class:`VerdictSettings` can ask for (``"llm"``: the LLM's own label — the index's
+#: archive decision where it has one, else the arg-max; the free-text or structured answer for other LLMs).
+DECISIONS = ("verifier", "llm", "archive", "argmax", "stance", "rule")
 #: Calibrations of the per-passage stance with content-free inputs (Zhao et al., 2021): the
 #: SUPPORTED/REFUTED balance only (``"content-free"``), all three labels (``"content-free-full"``), or none.
 CALIBRATIONS = ("content-free", "content-free-full", "none")
@@ -62,8 +69,9 @@ class VerdictSettings:
     """Options of a :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`.
 
     Args:
-        decision: how ``"score"`` mode picks the label: ``"auto"`` (default: ``"archive"`` where the index has an
-            archive decision — ``carag index --calibrate`` — else ``"argmax"``), ``"archive"``
+        decision: who picks the label: ``"verifier"`` (default: the claim verifier, :class:`VerifierDecision`; the
+            LLM only explains), ``"llm"`` (the LLM's own label: in ``"score"`` mode ``"archive"`` where the index
+            has an archive decision — ``carag index --calibrate`` — else ``"argmax"``), ``"archive"``
             (:class:`ArchiveLabelDecision`), ``"argmax"`` (whole-evidence arg-max, the archive's lean divided
             out where it was measured),
             ``"stance"`` (per-passage stances, :class:`StanceDecision`) or ``"rule"`` (the
@@ -84,7 +92,7 @@ class VerdictSettings:
             explanation is empty; the ``"structured"`` and ``"text"`` modes write their answer as usual.
     """
 
-    decision: str = "auto"
+    decision: str = "verifier"
     calibration: str = "content-free"
     label_mode: str = "auto"
     max_sentences: int = 2
@@ -139,13 +147,49 @@ class ScoredEvidence:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision's result: the label, the 1-based passages it rests on, a short reason, and per passage the
-    refutation cues it read (``cues[i]`` for passage ``i + 1``; empty when the decision reads none)."""
+    """A decision's result: the label, the 1-based passages it rests on, a short reason, per passage the
+    refutation cues it read (``cues[i]`` for passage ``i + 1``; empty when the decision reads none) and the
+    passages' stances it read (empty when it read none)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()
     reason: str = ""
     cues: tuple[tuple[str, ...], ...] = ()
+    stances: tuple[PassageStance, ...] = ()
+
+
+def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageStance, ...]:
+    """Each passage's :class:`PassageStance` from the verifier's probabilities (rows: passages; columns:
+    SUPPORTED, REFUTED, NOT_ENOUGH_INFO): the stance is the most probable label, its score that probability."""
+    out = []
+    for number, (row, node_id) in enumerate(zip(probabilities, ids), start=1):
+        probs = {label: float(p) for label, p in zip(STANCE_ORDER, row)}
+        stance = max(STANCE_ORDER, key=lambda k: probs[k])
+        logs = {k: math.log(max(v, 1e-12)) for k, v in probs.items()}
+        out.append(PassageStance(number, str(node_id), stance, probs[stance], probs, logs))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class VerifierDecision:
+    """The claim verifier decides (:func:`~llama_index_carag.verifier.model.decide_label`): the strongest support
+    against the strongest refutation among the passages, NOT_ENOUGH_INFO when neither reaches its threshold.
+
+    ``verifier``: a :class:`~llama_index_carag.verifier.model.ClaimVerifier` (the shipped one, or the index's
+    archive-adapted one from ``carag index --calibrate``).  Needs no LLM score; every passage's stance is read.
+    """
+
+    verifier: Any
+    name: str = "verifier"
+    needs: frozenset[str] = frozenset()
+
+    def decide(self, evidence: ScoredEvidence) -> Decision:
+        from llama_index_carag.verifier.model import decide_label
+
+        probs = self.verifier.probabilities(evidence.claim, list(evidence.texts))
+        found = decide_label(probs, self.verifier.threshold)
+        stances = verifier_stances(probs, evidence.ids)
+        return Decision(VerdictLabel(found.label), found.passages, f"verifier: {found.reason}", stances=stances)
 
 
 class LabelDecision(Protocol):
@@ -291,19 +335,30 @@ def with_options(settings: VerdictSettings, options: dict[str, Any]) -> VerdictS
 
 
 def resolve_decision(
-    settings: VerdictSettings, llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None
+    settings: VerdictSettings,
+    llm: Any,
+    embed_model: Any,
+    domain_prior: Any = None,
+    archive_decision: Any = None,
+    verifier: Any = None,
 ) -> LabelDecision:
     """The decision ``settings.decision`` names, for ``llm``.
+
+    ``"verifier"``: :class:`VerifierDecision` with ``verifier`` (default: the verifier shipped with the package).
 
     ``"rule"``: the LLM's measured ``EvidenceLabelRule`` if it has one and ``embed_model`` is its encoder,
     else the arg-max.  ``domain_prior``: a fitted ``DomainLabelPrior``; the arg-max and the archive decision
     divide out its ``joint_`` lean.  ``archive_decision``: the index's fitted ``ArchiveDecision`` (``"auto"``
     uses it when given; ``"archive"`` requires it).
     """
+    if settings.decision == "verifier":
+        from llama_index_carag.verifier.model import shipped_verifier
+
+        return VerifierDecision(verifier if verifier is not None else shipped_verifier())
     joint_prior = None if domain_prior is None or settings.calibration == "none" else domain_prior.joint_
     if settings.decision == "archive" and archive_decision is None:
         raise ValueError("decision='archive' needs the index's archive decision (carag index --calibrate).")
-    if settings.decision in ("auto", "archive") and archive_decision is not None:
+    if settings.decision in ("llm", "archive") and archive_decision is not None:
         return ArchiveLabelDecision(archive_decision, joint_prior)
     if settings.decision == "stance":
         return StanceDecision()

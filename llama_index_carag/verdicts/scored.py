@@ -40,8 +40,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ScoredVerdicts", "cite_passages", "with_stances", "provenance_cosines", "STANCE_KEYS", "CUES_KEY"]
 
-#: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them).
-STANCE_KEYS = ("stance", "stance_score")
+#: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them): the stance, its
+#: probability, and the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``).
+STANCE_KEYS = ("stance", "stance_score", "stance_probabilities")
 #: Key of a passage's refutation cues in its ``carag`` provenance (:func:`with_stances` writes it).
 CUES_KEY = "cues"
 
@@ -170,18 +171,20 @@ class ScoredVerdicts:
             )
             messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             label, scores, explanation = self.scorer.verdict(messages, decide=lambda _: made[0].label)
-        return self._checked(made[-1], explanation, ids, scores, evidence.stances)
+        stances = evidence.stances if evidence.stances is not None else (list(made[-1].stances) or None)
+        return self._checked(made[-1], explanation, ids, scores, stances)
 
     def _checked(
         self, decision: Decision, explanation: str, ids: list[str], scores: Any, stances: Sequence[PassageStance] | None
     ) -> Verdict:
         rests_on = list(decision.passages[: self.settings.explain_passages])
+        method = "verifier" if self.decision.name == "verifier" else "scored"
         verdict = checked_verdict(
             decision.label,
             explanation,
             ids,
             raw="",
-            method="scored",
+            method=method,
             label_scores=scores.as_dict() if "joint" in self.decision.needs else None,
             max_sentences=self.settings.max_sentences,
         )
@@ -192,7 +195,7 @@ class ScoredVerdicts:
                 cited,
                 ids,
                 raw="",
-                method="scored",
+                method=method,
                 label_scores=verdict.label_scores,
                 max_sentences=self.settings.max_sentences,
             )
@@ -212,10 +215,14 @@ class ScoredVerdicts:
 def with_stances(
     nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None, cues: Sequence[dict] | None = None
 ) -> list[NodeWithScore]:
-    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance`` and ``stance_score``
+    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score`` and
+    ``stance_probabilities``
     (``stances``: the verdict's ``passage_stances``) or its refutation ``cues`` (the verdict's ``passage_cues``)."""
     if stances and len(stances) == len(nodes):
-        found = [{STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]} for st in stances]
+        found = [
+            {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"], STANCE_KEYS[2]: dict(st["probabilities"])}
+            for st in stances
+        ]
     elif cues and len(cues) == len(nodes):
         found = [{CUES_KEY: list(c["cues"])} for c in cues]
     else:

@@ -52,15 +52,23 @@ from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 from llama_index_carag.verdicts.decision import (
     LABEL_MODES,
     LabelDecision,
+    ScoredEvidence,
     VerdictSettings,
+    VerifierDecision,
     resolve_decision,
     with_options,
 )
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior
 from llama_index_carag.verdicts.labels.stance import PassageStance
-from llama_index_carag.verdicts.prompts import FACT_CHECK_PROMPT_SEL, chat_variant, fence, format_evidence
-from llama_index_carag.verdicts.scored import ScoredVerdicts, provenance_cosines, with_stances
+from llama_index_carag.verdicts.prompts import (
+    EXPLAIN_CHAT_PROMPT,
+    FACT_CHECK_PROMPT_SEL,
+    chat_variant,
+    fence,
+    format_evidence,
+)
+from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, provenance_cosines, with_stances
 from llama_index_carag.verdicts.shown import evidence_texts, hide_labels
 from llama_index_carag.verdicts.streaming import fixed_stream, parsing_response
 from llama_index_carag.verdicts.types import VERDICT_KEY
@@ -109,7 +117,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
             this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
             of the per-passage stances (``calibration="none"`` turns it off).
         archive_decision: the index's fitted ``ArchiveDecision`` (``carag index --calibrate``,
-            :func:`~llama_index_carag.verdicts.archive_fit.saved_archive_decision`); the default decision uses it.
+            :func:`~llama_index_carag.verdicts.archive_fit.saved_archive_decision`); ``decision="llm"`` uses it.
+        verifier: the :class:`~llama_index_carag.verifier.model.ClaimVerifier` of the default decision (default:
+            the one shipped with the package; ``carag index --calibrate`` may store an archive-adapted one).
         **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
             over ``settings``.
     """
@@ -126,6 +136,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         callback_manager: CallbackManager | None = None,
         domain_prior: DomainLabelPrior | None = None,
         archive_decision: Any = None,
+        verifier: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
@@ -139,15 +150,17 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self._show_ids = self._label_mode != "score" if settings.show_ids is None else bool(settings.show_ids)
         self._decision: LabelDecision | None = None
         self._scored_verdicts: ScoredVerdicts | None = None
+        if self._label_mode == "score" or settings.decision == "verifier" or decision is not None:
+            self._decision = decision or resolve_decision(
+                settings, self._llm, embed_model, domain_prior, archive_decision, verifier
+            )
         if self._label_mode == "score":
             from llama_index_carag.models.resolve import llm_name
 
             name = llm_name(self._llm)
             if domain_prior is not None:
                 domain_prior.check_model(name)
-            self._decision = decision or resolve_decision(
-                settings, self._llm, embed_model, domain_prior, archive_decision
-            )
+            assert self._decision is not None
             self._scored_verdicts = ScoredVerdicts(
                 self._scorer, self._decision, settings, self.messages, embed_model, name, domain_prior=domain_prior
             )
@@ -174,7 +187,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     @property
     def decision(self) -> LabelDecision | None:
-        """The :class:`LabelDecision` of ``"score"`` mode (``None`` in the other modes)."""
+        """The :class:`LabelDecision` (the verifier's in any mode; the others in ``"score"`` mode; else ``None``)."""
         return self._decision
 
     @property
@@ -270,6 +283,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if not nodes:
             return _no_evidence_verdict()
         texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
+        if self._verified_first():
+            return self._verified(bundle, texts, ids, self._llm.predict)
         if self._label_mode == "score":
             return self._scored(bundle, texts, ids, provenance_cosines(nodes))
         if self._label_mode == "structured":
@@ -288,6 +303,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if not nodes:
             return _no_evidence_verdict()
         texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
+        if self._verified_first():
+            decided = await asyncio.to_thread(self._verified, bundle, texts, ids, None)
+            if not self._settings.explain:
+                return decided
+            text = await self._llm.apredict(EXPLAIN_CHAT_PROMPT, **self._explain_args(bundle, texts, ids, decided))
+            return self._explained(decided, text, ids)
         if self._label_mode == "score":
             return await asyncio.to_thread(self._scored, bundle, texts, ids, provenance_cosines(nodes))
         if self._label_mode == "structured":
@@ -297,6 +318,49 @@ class FactCheckSynthesizer(BaseSynthesizer):
             except Exception as exc:
                 logger.warning("structured_predict failed (%s); parsing free text instead.", exc)
         return self.parse(await self._llm.apredict(self._template, **self._prompt_args(bundle, texts, ids)), ids)
+
+    def _verified_first(self) -> bool:
+        """Whether the verifier decides before (and without) the LLM: always, except in ``"score"`` mode with an
+        explanation, where the scored path decides with it and explains on the same prompt state."""
+        return isinstance(self._decision, VerifierDecision) and (
+            self._label_mode != "score" or not self._settings.explain
+        )
+
+    def _verified(self, bundle: QueryBundle, texts: Sequence[str], ids: list[str], predict: Any) -> Verdict:
+        """The verifier's verdict; explained by ``predict`` (the LLM's ``predict``) unless it is ``None`` or the
+        settings ask for no explanation (then the explanation is empty: no LLM call)."""
+        assert self._decision is not None
+        decision = self._decision.decide(ScoredEvidence(bundle.query_str, list(texts), list(ids)))
+        verdict = Verdict(
+            label=decision.label,
+            explanation="",
+            raw="",
+            method="verifier",
+            decision=self._decision.name,
+            decision_passages=list(decision.passages),
+            decision_reason=decision.reason,
+            passage_stances=[st.as_dict() for st in decision.stances],
+        )
+        if predict is None or not self._settings.explain:
+            return _with_answer_text(verdict)
+        return self._explained(
+            verdict, predict(EXPLAIN_CHAT_PROMPT, **self._explain_args(bundle, texts, ids, verdict)), ids
+        )
+
+    def _explain_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str], verdict: Verdict) -> dict:
+        label = verdict.label.value.replace("_", " ")
+        return {"label_str": label, **self._prompt_args(bundle, texts, ids)}
+
+    def _explained(self, verdict: Verdict, text: str, ids: list[str]) -> Verdict:
+        """``verdict`` with the LLM's ``text`` as its checked explanation, citing the passages the label rests on
+        when it cites none of them."""
+        from llama_index_carag.verdicts.parsing import parse_verdict as _parse
+
+        body = _parse(f"Verdict: {verdict.label.value}\n{text}" if "xplanation" in text else text).explanation
+        rests_on = verdict.decision_passages[: self._settings.explain_passages]
+        checked = self._checked(verdict.label, cite_passages(body or text, rests_on), ids, text, "verifier")
+        kept = {k: getattr(verdict, k) for k in ("decision", "decision_passages", "decision_reason", "passage_stances")}
+        return checked.model_copy(update=kept)
 
     def _prompt_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str] | None) -> dict[str, str]:
         return {"query_str": fence(bundle.query_str), "context_str": self._context(texts, ids)}
@@ -470,6 +534,7 @@ def get_fact_check_synthesizer(
     embed_model: BaseEmbedding | None = None,
     domain_prior: DomainLabelPrior | None = None,
     archive_decision: Any = None,
+    verifier: Any = None,
     **options: Any,
 ) -> FactCheckSynthesizer:
     """Build a :class:`FactCheckSynthesizer`.
@@ -481,7 +546,7 @@ def get_fact_check_synthesizer(
         settings: :class:`VerdictSettings` (default: the arg-max decision; ``decision="stance"``: per-passage stances).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
-        domain_prior, archive_decision: the index's verdict calibration (see :class:`FactCheckSynthesizer`).
+        domain_prior, archive_decision, verifier: the index's verdict calibration (see :class:`FactCheckSynthesizer`).
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``).
     """
     from llama_index_carag.models.resolve import resolve_llm
@@ -495,5 +560,6 @@ def get_fact_check_synthesizer(
         embed_model=embed_model,
         domain_prior=domain_prior,
         archive_decision=archive_decision,
+        verifier=verifier,
         **options,
     )

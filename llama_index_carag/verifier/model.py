@@ -14,6 +14,7 @@ reaches the threshold.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -27,7 +28,15 @@ from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimVerifier", "VerifierLabel", "decide_label", "chunk_passage", "SHIPPED_DIR", "CONFIG_NAME"]
+__all__ = [
+    "ClaimVerifier",
+    "shipped_verifier",
+    "VerifierLabel",
+    "decide_label",
+    "chunk_passage",
+    "SHIPPED_DIR",
+    "CONFIG_NAME",
+]
 
 #: The folder of the verifier shipped with the package.
 SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
@@ -97,6 +106,12 @@ def chunk_passage(passage: str, chunk_words: int) -> list[str]:
     return chunks or [passage]
 
 
+@functools.lru_cache(maxsize=1)
+def shipped_verifier() -> ClaimVerifier:
+    """The verifier shipped with the package (loaded once per process; its weights on first use)."""
+    return ClaimVerifier()
+
+
 class ClaimVerifier:
     """(claim, passage) -> P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO), and the claim's label from its passages.
 
@@ -132,6 +147,8 @@ class ClaimVerifier:
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1]; got {self.threshold}.")
         self.chunk_words = int(self.config.get("chunk_words", 64))
+        #: where the cross-encoder's files are: this folder, or the shipped model's (a threshold-only archive fit)
+        self.weights_dir = SHIPPED_DIR if self.config.get("weights") == "shipped" else folder
         self.batch_size = batch_size
         self.device = device
         self._model: Any = None
@@ -149,7 +166,7 @@ class ClaimVerifier:
             from sentence_transformers import CrossEncoder
 
             self._model = CrossEncoder(
-                str(self.path),
+                str(self.weights_dir),
                 device=self.device,
                 max_length=int(self.config.get("max_length", 256)),
                 model_kwargs={"dtype": torch.float32},
@@ -162,7 +179,10 @@ class ClaimVerifier:
         if not pairs:
             return np.zeros((0, len(LABELS)))
         out = self.cross_encoder.predict(
-            [(str(c), str(t)) for c, t in pairs], batch_size=self.batch_size, apply_softmax=True, show_progress_bar=False
+            [(str(c), str(t)) for c, t in pairs],
+            batch_size=self.batch_size,
+            apply_softmax=True,
+            show_progress_bar=False,
         )
         return np.asarray(out, dtype=np.float64).reshape(len(pairs), len(LABELS))
 
@@ -206,5 +226,6 @@ class ClaimVerifier:
         finally:
             model.model.to(torch.float32)
         config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
+        config.pop("weights", None)  # the weights are written here
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return folder

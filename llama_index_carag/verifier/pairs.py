@@ -88,7 +88,28 @@ def _groups(pairs: Sequence[Pair]) -> dict[str, int]:
     return {p.claim_id: roots.setdefault(find(p.claim_id), len(roots)) for p in pairs}
 
 
-_NOT_NAMES = frozenset("The There This That These Those Its His Her Their They She Was Were Has Had And But".split())
+_NOT_NAMES = frozenset(
+    [
+        "The",
+        "There",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "Its",
+        "His",
+        "Her",
+        "Their",
+        "They",
+        "She",
+        "Was",
+        "Were",
+        "Has",
+        "Had",
+        "And",
+        "But",
+    ]
+)
 
 
 def _names(claim: str) -> set[str]:

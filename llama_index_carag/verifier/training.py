@@ -286,7 +286,9 @@ def train_shipped(
     config = config or TrainingConfig()
     started = time.perf_counter()
     pool = read_pairs(pool_csv)
-    pairs = sample_claims(pool, CLAIMS_PER_DATASET, config.seed) + mine_unrelated(pool, MINED_PER_DATASET, seed=config.seed)
+    pairs = sample_claims(pool, CLAIMS_PER_DATASET, config.seed) + mine_unrelated(
+        pool, MINED_PER_DATASET, seed=config.seed
+    )
     train = [p for p in pairs if not is_validation(p.claim_id, validation_share)]
     validation = [p for p in pairs if is_validation(p.claim_id, validation_share)]
     logger.info("%d training pairs %s, %d validation pairs", len(train), label_counts(train), len(validation))
@@ -323,6 +325,7 @@ def train_shipped(
         },
     )
     verifier.save(out, training=record)
+    write_card(out)
     logger.info("saved the verifier to %s (threshold %.2f, validation %s)", out, threshold, figures)
     return record
 
@@ -345,3 +348,94 @@ def _main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+#: Fixed pairs whose outputs the model card records (and a test reproduces from the shipped file).
+REFERENCE_PAIRS: tuple[tuple[str, str], ...] = (
+    (
+        "Rising sea temperatures are a main cause of coral bleaching.",
+        "Mass coral bleaching events are driven primarily by marine heatwaves as ocean temperatures rise.",
+    ),
+    (
+        "The Eiffel Tower is in Berlin.",
+        "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.",
+    ),
+    (
+        "Vitamin C cures the common cold.",
+        "The city council approved a new budget for road repairs on Tuesday.",
+    ),
+    ("Electric cars produce no emissions at all.", ""),
+)
+
+
+def write_card(folder: str | Path) -> Path:
+    """Record the reference outputs in ``verifier.json`` (from the saved weights) and write ``MODEL_CARD.md``."""
+    from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier
+
+    folder = Path(folder)
+    verifier = ClaimVerifier(folder)
+    outputs = verifier.pair_probabilities(list(REFERENCE_PAIRS))
+    config = dict(verifier.config)
+    config["reference_outputs"] = [
+        {"claim": c, "passage": p, "probabilities": [round(float(x), 4) for x in row]}
+        for (c, p), row in zip(REFERENCE_PAIRS, outputs)
+    ]
+    (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    t = config["training"]
+    figures = t["validation_claim_figures"]
+    lines = [
+        "# The shipped claim verifier",
+        "",
+        "A cross-encoder that reads a claim and one passage and gives P(SUPPORTED), P(REFUTED), "
+        "P(NOT_ENOUGH_INFO). `llama_index_carag.verifier.ClaimVerifier` loads it offline; "
+        "`python -m llama_index_carag.verifier.training` reproduces it (the same data, seed and recipe).",
+        "",
+        "## Model",
+        f"- Start: {t['base_model']} (22M parameters) with a new three-label head; weights stored as float16 "
+        "safetensors, run in float32.",
+        f"- Window {config.get('max_length')} tokens at inference (training {t['config']['max_length']}); "
+        f"passages longer than {config['chunk_words']} words are cut into sentence chunks, the most decisive "
+        "chunk speaks for the passage.",
+        f"- Claim label: the strongest support against the strongest refutation; NOT_ENOUGH_INFO when neither "
+        f"reaches **{config['threshold']:.2f}** (chosen on the validation claims, best macro-F1).",
+        "",
+        "## Data",
+        f"- `verifier_pool/pairs.csv` (sha256 `{t['data']['sha256']}`, {t['data']['pairs']} pairs: FEVER dev "
+        "(Thorne et al., 2018), Climate-FEVER (Diggelmann et al., 2020), COVID-Fact (Saakyan et al., 2021)); "
+        f"at most {t['claims_per_dataset']} claims per dataset (a seeded sample).",
+        f"- NOT_ENOUGH_INFO pairs mined per dataset {t['mined_per_dataset']}: each claim with the passage BM25 "
+        "ranks highest among other claims' passages (never its own group's; for FEVER none naming the "
+        "claim's names).",
+        f"- Split by claim id (a hash): {t['train_pairs']} training pairs {t['train_labels']}, "
+        f"{t['validation_pairs']} validation pairs ({t['validation_claims']} validation claims). No FactVer or "
+        "SciFact data was used.",
+        "",
+        "## Recipe and cost",
+        f"- AdamW, learning rate {t['config']['learning_rate']}, batch {t['config']['batch_size']}, warm-up "
+        f"{t['config']['warmup']}, class-balanced cross-entropy, {t['config']['epochs']} epoch, seed "
+        f"{t['config']['seed']}; validation every {t['config']['eval_every']} steps, the best kept "
+        f"(step {t['best_step']} of {t['steps']}).",
+        f"- {t['steps']} steps in {t['seconds'] / 60:.0f} min on 2 CPU cores ({t['wall_seconds'] / 60:.0f} min "
+        f"in all); versions {t['versions']}.",
+        "",
+        "## Validation (pool claims never trained on)",
+        f"- Pair-level macro-F1 (800 watched pairs): {t['best_validation_macro_f1']:.3f}; curve {t['curve']}.",
+        f"- Claim level at the threshold: accuracy {figures['accuracy']:.3f}, macro-F1 {figures['macro_f1']:.3f}, "
+        f"recall S/R/N {figures['recall_SUPPORTED']:.2f} / {figures['recall_REFUTED']:.2f} / "
+        f"{figures['recall_NOT_ENOUGH_INFO']:.2f}.",
+        "- On new domains see docs/VERDICTS.md.",
+        "",
+        "## Reference outputs (S, R, N)",
+        *[
+            f"- `{c}` / `{p or '(empty)'}`: {r['probabilities']}"
+            for (c, p), r in zip(REFERENCE_PAIRS, config["reference_outputs"])
+        ],
+        "",
+        "## Limits",
+        "- English only; short passages (sentences to a paragraph). Trained on Wikipedia, climate and COVID "
+        "claims: adapt it to a desk's archive with `carag index --calibrate`.",
+        "",
+    ]
+    card = folder / "MODEL_CARD.md"
+    card.write_text("\n".join(lines), encoding="utf-8")
+    return card

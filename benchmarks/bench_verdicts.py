@@ -1,0 +1,130 @@
+"""Verdict benchmark of the claim verifier: FactVer's report half and SciFact's test claims, all of them.
+
+Reads the claims and their evidence from ``benchmarks/verdict_evidence.py``'s JSON (annotated evidence and the
+package default retriever's top 6, new-claims protocol) and reports, per domain and evidence source:
+
+* ``verifier`` — the shipped verifier, out of the box (it never saw FactVer or SciFact);
+* ``verifier + archive`` — :func:`~llama_index_carag.verifier.archive.fit_archive_verifier` on the domain's
+  archive (FactVer's tuning half, SciFact's train claims) with their annotated evidence, as
+  ``carag index --calibrate`` does, then the report claims;
+* ``claim only`` — the same two verifiers with every passage replaced by an empty one: what the claim's wording
+  alone gives away.
+
+Accuracy, macro-F1, recall per label, each predicted label's share, seconds per verdict, on all report claims
+and on a balanced subset (as many claims of each label as the rarest label has, the first in file order).
+Writes ``docs/results/verifier_<domain>.json`` and prints Markdown tables.
+
+    python benchmarks/verdict_evidence.py --out /tmp/evidence.json --cache-dir /tmp/emb
+    python benchmarks/bench_verdicts.py --evidence /tmp/evidence.json [--domains factver scifact] [--no-archive]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+LABELS = ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")
+SHORT = {"SUPPORTED": "S", "REFUTED": "R", "NOT_ENOUGH_INFO": "N"}
+
+
+def metrics(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
+    """Accuracy, macro-F1, recall per label and predicted share per label."""
+    out: dict[str, float] = {"claims": len(gold), "accuracy": float(np.mean([g == p for g, p in zip(gold, pred)]))}
+    f1s = []
+    for k in LABELS:
+        tp = sum(g == k and p == k for g, p in zip(gold, pred))
+        fp = sum(g != k and p == k for g, p in zip(gold, pred))
+        fn = sum(g == k and p != k for g, p in zip(gold, pred))
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+        n = sum(g == k for g in gold)
+        out[f"recall_{SHORT[k]}"] = tp / n if n else float("nan")
+        out[f"share_{SHORT[k]}"] = sum(p == k for p in pred) / len(pred)
+    out["macro_f1"] = float(np.mean(f1s))
+    return out
+
+
+def balanced(items: Sequence[dict[str, Any]]) -> list[int]:
+    """Indices of a balanced subset: the first ``m`` claims of each label, ``m`` the rarest label's count."""
+    m = min(sum(it["gold"] == k for it in items) for k in LABELS)
+    out: list[int] = []
+    for k in LABELS:
+        out += [i for i, it in enumerate(items) if it["gold"] == k][:m]
+    return sorted(out)
+
+
+def run(verifier: Any, items: Sequence[dict[str, Any]], source: str, claim_only: bool = False) -> tuple[list, float]:
+    """Labels for ``items`` on ``source`` evidence (``claim_only``: one empty passage), and seconds per verdict."""
+    from llama_index_carag.verifier.model import decide_label
+
+    t0 = time.perf_counter()
+    work = [(it["claim"], [""] if claim_only else (it[source] or [""])) for it in items]
+    probs = verifier.batch_probabilities(work)
+    labels = [decide_label(p, verifier.threshold).label for p in probs]
+    return labels, (time.perf_counter() - t0) / max(len(items), 1)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = ["method", "evidence", "subset", "claims", "accuracy", "macro_f1", "recall_S", "recall_R", "recall_N"]
+    cols += ["share_S", "share_R", "share_N", "s_per_verdict"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bench_domain(name: str, data: dict[str, Any], archive: bool, out_dir: Path) -> dict[str, Any]:
+    from llama_index_carag.verifier.archive import ArchiveClaim, fit_archive_verifier, index_verifier
+    from llama_index_carag.verifier.model import shipped_verifier
+
+    report = data["report"]
+    verifiers = {"verifier": shipped_verifier()}
+    record: dict[str, Any] = {"domain": name, "report_claims": len(report), "rows": []}
+    if archive:
+        claims = [
+            ArchiveClaim(a["claim_id"], a["claim"], a["gold"], tuple(a["annotated"]))
+            for a in data["archive"]
+            if a["annotated"]
+        ]
+        folder = out_dir / f"archive_verifier_{name}"
+        record["archive"] = fit_archive_verifier(claims, folder)
+        verifiers["verifier + archive"] = index_verifier(folder) or shipped_verifier()
+        print(f"{name}: archive verifier {record['archive']['choice']} in {record['archive']['seconds']:.0f} s")
+    gold = [it["gold"] for it in report]
+    subset = balanced(report)
+    for method, verifier in verifiers.items():
+        for source in ("annotated", "retrieved", "claim only"):
+            pred, sec = run(verifier, report, source, claim_only=source == "claim only")
+            for which, idx in (("all", range(len(report))), ("balanced", subset)):
+                row = metrics([gold[i] for i in idx], [pred[i] for i in idx])
+                row.update(method=method, evidence=source, subset=which, s_per_verdict=sec)
+                record["rows"].append(row)
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--evidence", required=True, help="benchmarks/verdict_evidence.py's JSON")
+    parser.add_argument("--domains", nargs="+", default=["factver", "scifact"])
+    parser.add_argument("--no-archive", action="store_true", help="the shipped verifier only")
+    parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
+    parser.add_argument("--work-dir", default="/tmp/carag-bench-verdicts", help="archive verifiers (not committed)")
+    args = parser.parse_args(argv)
+    evidence = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
+    out_dir, work = Path(args.out_dir), Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in args.domains:
+        record = bench_domain(name, evidence[name], not args.no_archive, work)
+        print(f"\n## {name} ({record['report_claims']} report claims)\n\n{table(record['rows'])}")
+        (out_dir / f"verifier_{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

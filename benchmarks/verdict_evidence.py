@@ -1,0 +1,174 @@
+"""Claims with their evidence for a verdict benchmark, two labelled domains, written as one JSON file.
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python benchmarks/verdict_evidence.py \\
+        --out verdict_evidence.json --cache-dir .cache/eval [--k 6] [--domains factver scifact]
+
+Writes ``{"factver": {"report": [...], "archive": [...]}, "scifact": {...}}``; each item is
+``{"claim_id", "claim", "gold", "annotated", "retrieved"}`` (``gold``: SUPPORTED, REFUTED or NOT_ENOUGH_INFO;
+``annotated`` and ``retrieved``: passage texts, at most ``--k`` each).
+
+* **report** — FactVer: every claim of the report half of ``split_claims(..., seed=0)`` with at least one
+  annotated passage (:class:`~llama_index_carag.evaluation.verdict_bench._Bench`); SciFact: all test claims of
+  ``verdicts.jsonl`` (file order; :func:`~llama_index_carag.evaluation.verdict_cache._scifact_claims`).
+  ``annotated``: the claim's linked evidence (FactVer: corpus order; SciFact: the cited abstracts, title and
+  text, in ``evidence_ids`` order), the first ``k``; ``retrieved``: the package default retriever's top ``k``
+  (MiniLM), new-claims protocol: its corpus claims are FactVer's tuning half / SciFact's train claims.
+* **archive** — FactVer: the tuning half; SciFact: the train claims with a cited abstract in the corpus
+  (:mod:`~llama_index_carag.evaluation.archive_evidence`).  ``retrieved``: as a new claim would be, five folds,
+  the claim's fold left out of the retriever's corpus claims.  SciFact archive ids keep the package's
+  ``claim:<id>`` form.
+
+One encoder (MiniLM) throughout; ``--cache-dir`` holds the embeddings and the archive's retrieved passages,
+so a second run skips the corpus embedding and the folds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _common import FACTVER
+
+logger = logging.getLogger("verdict_evidence")
+
+SCIFACT = FACTVER.parents[1] / "scifact"
+DOMAINS = ("factver", "scifact")
+
+
+def _label(fever: str) -> str:
+    from llama_index_carag.verdicts import VerdictLabel
+
+    return VerdictLabel.from_fever(fever).value
+
+
+def _item(claim_id: str, claim: str, gold: str, annotated: Sequence[str], retrieved: Sequence[str]) -> dict[str, Any]:
+    return {
+        "claim_id": claim_id,
+        "claim": claim,
+        "gold": _label(gold),
+        "annotated": list(annotated),
+        "retrieved": list(retrieved),
+    }
+
+
+def _archive(domain: Any) -> list[dict[str, Any]]:
+    """The items of a :class:`~llama_index_carag.evaluation.archive_evidence.DomainEvidence`'s archive claims."""
+    return [
+        _item(c.claim_id, c.claim, c.gold, c.signals["annotated"].texts, c.signals["retrieved"].texts)
+        for c in domain.archive
+    ]
+
+
+def factver(csv_path: Path, k: int, cache_dir: str | None) -> dict[str, list[dict[str, Any]]]:
+    """FactVer's report half (claims with annotated evidence) and its archive (the tuning half)."""
+    from llama_index_carag.evaluation.archive_evidence import factver_evidence
+    from llama_index_carag.evaluation.verdict_bench import _Bench
+
+    logger.info("factver: report half")
+    bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)
+    bench.fit_retriever([])  # corpus claims: the whole tuning half (no report claim is one)
+    report, skipped = [], []
+    for c in bench.report:
+        annotated = [n.node.get_content() for n in bench.evidence(c, "annotated")]
+        if not annotated:
+            skipped.append(c.node_id)
+            continue
+        retrieved = [n.node.get_content() for n in bench.evidence(c, "retrieved")]
+        report.append(_item(c.node_id, c.get_content(), c.metadata["label"], annotated, retrieved))
+    logger.info(
+        "factver: %d report claims (%d of %d without annotated evidence, left out: %s)",
+        len(report),
+        len(skipped),
+        len(bench.report),
+        ", ".join(skipped),
+    )
+    del bench
+    logger.info("factver: archive (tuning half, retrieved in folds)")
+    archive = _archive(factver_evidence(csv_path, k=k, cache_dir=cache_dir))
+    return {"report": report, "archive": archive}
+
+
+def scifact(folder: Path, k: int, cache_dir: str | None) -> dict[str, list[dict[str, Any]]]:
+    """SciFact's test claims (report) and train claims with evidence (archive)."""
+    from llama_index_carag.evaluation.archive_evidence import scifact_evidence
+    from llama_index_carag.evaluation.verdict_cache import _scifact_claims, _scifact_retrieved
+
+    logger.info("scifact: report (test claims)")
+    claims = _scifact_claims(folder, sys.maxsize)  # every test claim (grouped by label)
+    _scifact_retrieved(claims, folder, k, cache_dir)
+    with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:
+        order = {str(json.loads(line)["claim_id"]): i for i, line in enumerate(fh) if line.strip()}
+    report = [
+        _item(c.claim_id, c.claim, c.gold, c.evidence["annotated"][0][:k], c.evidence["retrieved"][0])
+        for c in sorted(claims, key=lambda c: order[c.claim_id])  # back to file order
+    ]
+    logger.info("scifact: %d report claims", len(report))
+    logger.info("scifact: archive (train claims, retrieved in folds)")
+    archive = _archive(scifact_evidence(folder, k=k, cache_dir=cache_dir))
+    return {"report": report, "archive": archive}
+
+
+def _summary(name: str, splits: dict[str, list[dict[str, Any]]], k: int) -> None:
+    for split, items in splits.items():
+        labels = Counter(i["gold"] for i in items)
+        no_ann = sum(not i["annotated"] for i in items)
+        short = sum(len(i["retrieved"]) < k for i in items)
+        ann = Counter(len(i["annotated"]) for i in items)
+        logger.info(
+            "%s %s: %d claims %s; without annotated evidence %d; annotated passages per claim %s; "
+            "fewer than k retrieved %d",
+            name,
+            split,
+            len(items),
+            dict(sorted(labels.items())),
+            no_ann,
+            dict(sorted(ann.items())),
+            short,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--cache-dir", default=None, help="embeddings and the archive's retrieved passages")
+    p.add_argument("--k", type=int, default=6, help="passages per claim and evidence source")
+    p.add_argument("--domains", nargs="+", choices=DOMAINS, default=list(DOMAINS))
+    p.add_argument("--factver", type=Path, default=FACTVER, help="FactVer's CSV")
+    p.add_argument("--scifact", type=Path, default=SCIFACT, help="SciFact's BEIR folder (with verdicts.jsonl)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.k < 1:
+        p.error("--k must be >= 1")
+
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(args.domains):
+        t1 = time.perf_counter()
+        if name == "factver":
+            out[name] = factver(args.factver, args.k, args.cache_dir)
+        else:
+            out[name] = scifact(args.scifact, args.k, args.cache_dir)
+        logger.info("%s done in %.0f s", name, time.perf_counter() - t1)
+        _summary(name, out[name], args.k)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(out, ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    logger.info("wrote %s (%.1f MB) in %.0f s", path, path.stat().st_size / 1e6, time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()

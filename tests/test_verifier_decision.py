@@ -1,0 +1,116 @@
+"""The verifier as the synthesizer's default decision, and its adaptation to an archive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.verdicts import VerdictLabel
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer
+from llama_index_carag.verifier.archive import (
+    MIN_THRESHOLD,
+    VERIFIER_DIR,
+    ArchiveClaim,
+    archive_claims,
+    fit_archive_verifier,
+    index_verifier,
+)
+from llama_index_carag.verifier.model import ClaimVerifier
+from tests.helpers import StubLLM
+
+CLAIM = "The Eiffel Tower is in Berlin."
+PASSAGES = [
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.",
+    "The city council approved a new budget for road repairs on Tuesday.",
+]
+
+
+def _nodes() -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(text=t, id_=f"e{i}"), score=1.0 - i / 10) for i, t in enumerate(PASSAGES)]
+
+
+def test_the_verifier_decides_by_default_and_the_llm_explains():
+    llm = StubLLM(prompts=[])
+    synth = FactCheckSynthesizer(llm)
+    assert synth.settings.decision == "verifier" and synth.decision.name == "verifier"
+    response = synth.synthesize(CLAIM, _nodes())
+    verdict = response.metadata[VERDICT_KEY]
+    assert verdict.label is VerdictLabel.REFUTED  # the stub LLM says SUPPORTED: the verifier decides
+    assert verdict.method == "verifier" and verdict.decision == "verifier" and verdict.decision_passages[0] == 1
+    assert len(llm.prompts) == 1 and "Verdict: REFUTED" in llm.prompts[0]  # the LLM was told the label
+    assert verdict.explanation and "[1]" in verdict.explanation
+    stances = verdict.passage_stances
+    assert [s["number"] for s in stances] == [1, 2] and stances[0]["stance"] == "REFUTED"
+    provenance = response.source_nodes[0].node.metadata[CARAG_METADATA_KEY]
+    probs = provenance["stance_probabilities"]
+    assert set(probs) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and abs(sum(probs.values()) - 1) < 1e-3
+    assert provenance["stance"] == "REFUTED"
+
+
+def test_no_explanation_never_calls_the_llm():
+    llm = StubLLM(prompts=[])
+    verdict = FactCheckSynthesizer(llm, explain=False).verdict(CLAIM, _nodes())
+    assert verdict.label is VerdictLabel.REFUTED and verdict.explanation == "" and llm.prompts == []
+
+
+def test_async_verdict_matches_sync():
+    synth = FactCheckSynthesizer(StubLLM(prompts=[]))
+    sync, asynced = synth.verdict(CLAIM, _nodes()), asyncio.run(synth.averdict(CLAIM, _nodes()))
+    assert asynced.label == sync.label and asynced.passage_stances == sync.passage_stances
+
+
+def test_decision_llm_keeps_the_llms_own_label():
+    synth = FactCheckSynthesizer(StubLLM(prompts=[]), decision="llm")
+    assert synth.verdict(CLAIM, _nodes()).label is VerdictLabel.SUPPORTED
+
+
+def test_an_unknown_decision_is_a_clear_error():
+    with pytest.raises(ValueError, match="decision must be one of"):
+        FactCheckSynthesizer(StubLLM(prompts=[]), decision="oracle")
+
+
+# ------------------------------------------------------------------ archives
+def _claims(n: int) -> list[ArchiveClaim]:
+    base = [
+        ("Paris is the capital of France.", "Paris is the capital and largest city of France.", "SUPPORTED"),
+        ("Paris is the capital of Spain.", "Paris is the capital and largest city of France.", "REFUTED"),
+        ("Paris has a famous bakery.", "The Seine flows through northern France.", "NOT_ENOUGH_INFO"),
+    ]
+    return [ArchiveClaim(f"c{i}", *base[i % 3][:1], base[i % 3][2], (base[i % 3][1],)) for i in range(n)]
+
+
+def test_a_small_archive_keeps_the_shipped_verifier(tmp_path):
+    record = fit_archive_verifier(_claims(MIN_THRESHOLD - 1), tmp_path / VERIFIER_DIR)
+    assert record["choice"] == "shipped" and "fewer than" in record["why"]
+    assert index_verifier(tmp_path) is None
+
+
+def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
+    record = fit_archive_verifier(_claims(30), tmp_path / VERIFIER_DIR)
+    found = record["candidates"]
+    assert {"shipped", "threshold", "fine-tune"} <= set(found) and "macro_f1" in found["fine-tune"]
+    assert record["labels"] == {"SUPPORTED": 10, "REFUTED": 10, "NOT_ENOUGH_INFO": 10}
+    saved = index_verifier(tmp_path)
+    if record["choice"] == "shipped":
+        assert saved is None
+    else:
+        assert isinstance(saved, ClaimVerifier)
+        kept = found[record["choice"]]["threshold"]
+        assert saved.threshold == pytest.approx(kept)
+        config = json.loads((tmp_path / VERIFIER_DIR / "verifier.json").read_text())
+        assert config["archive"]["choice"] == record["choice"]
+
+
+def test_archive_claims_take_labelled_claims_with_their_linked_evidence():
+    evidence = [TextNode(text="passage one", id_="e1"), TextNode(text="passage two", id_="e2")]
+    claims = [
+        TextNode(text="claim a", id_="a", metadata={"label": "T", "evidence_ids": ["e2", "e1"]}),
+        TextNode(text="claim b", id_="b", metadata={"label": "", "evidence_ids": ["e1"]}),
+        TextNode(text="claim c", id_="c", metadata={"label": "F", "evidence_ids": ["missing"]}),
+    ]
+    found = archive_claims(claims, evidence)
+    assert found == [ArchiveClaim("a", "claim a", "SUPPORTED", ("passage two", "passage one"))]
