@@ -125,6 +125,27 @@ def _draw(out: Path, claim: Any, result: dict[str, Any]) -> tuple[Path, Path]:
     return html, png
 
 
+def _verifier_accuracy(retriever: Any, claims: Sequence[Any], stages: Any) -> str:
+    """The verifier's labels for every labelled demo claim (CARAG-u's evidence, no explanation): accuracy and
+    the per-label report."""
+    from llama_index_carag.verifier.model import shipped_verifier
+
+    labelled = [c for c in claims if _label(c) is not None]
+    verifier = shipped_verifier()
+    with stages.stage(f"the verifier on all {len(labelled)} labelled demo claims"):
+        evidence = [[n.node.get_content() for n in retriever.retrieve(c.text)] for c in labelled]
+        said = [verifier.label(c.text, texts).label for c, texts in zip(labelled, evidence)]
+    right = sum(s == _label(c) for c, s in zip(labelled, said))
+    lines = [f"The verifier on all {len(labelled)} labelled demo claims: {right} of {len(labelled)} right"]
+    counts = {k: sum(_label(c) == k for c in labelled) for k in LABELS}
+    lines += [
+        f"  {k:<16} {sum(s == k and _label(c) == k for c, s in zip(labelled, said))} of {counts[k]} right"
+        for k in LABELS
+        if counts[k]
+    ]
+    return "\n".join(lines)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -139,6 +160,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\nCARAG-u verdicts against the demo corpus's labels, per label (a model that always gives the")
         print("same label gets the claims of that label right and no other):")
         print("\n".join(label_report(checked)))
+    if not args.no_llm:
+        print("\n" + _verifier_accuracy(carag_u, corpus.claim_nodes, stages))
     html, png = _draw(out, claims[0], results[0])
     print(f"\nSOI graph of {claims[0].node_id}: {html} and {png}")
     print(f'Index saved in {out / "index"}; try: carag check "<claim>" --index {out / "index"}')

@@ -37,8 +37,11 @@ def calibrate_verdicts(args: argparse.Namespace, corpus: Any, retriever: Any, ou
         print(f"verdict decision: {decision.reason()}; {time.perf_counter() - t0:.0f} s")
     else:
         print("verdict decision: no claim carries a label (T/F/N): the LLM's scores decide alone")
-    if getattr(args, "no_llm", False):
-        print("label lean: not measured (--no-llm); carag calibrate-verdicts measures it later")
+    if getattr(args, "no_llm", False) or getattr(args, "llm", None) is None:
+        print(
+            "label lean: not measured (the verifier decides; for --decision llm give --llm here, or run "
+            "carag calibrate-verdicts later)"
+        )
         return
     from llama_index_carag.cli.calibrate_verdicts import measure_lean
 

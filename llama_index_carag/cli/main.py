@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_paper_table_parser(sub)
     _add_eval_parser(sub)
     _add_serve_parser(sub)
+    _add_train_verifier_parser(sub)
     return parser
 
 
@@ -176,9 +177,10 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
         "--calibrate",
         action="store_true",
         help="fit the index to its archive: the re-ranking weights by leave-one-out over the claims with linked "
-        "evidence (the preset is kept when too few are linked or nothing gains), the verdict decision on the "
-        "claims' labels (each claim retrieved as a new claim), and the LLM's label lean on --lean-claims claims "
-        "(about 10 s each with the offline Qwen on 2 cores; --no-llm skips it)",
+        "evidence (the preset is kept when too few are linked or nothing gains), the claim verifier on the "
+        "claims' labels and linked evidence (a threshold or a fine-tune, kept where it wins out of fold), the "
+        "LLM's archive decision; with --llm also the LLM's label lean on --lean-claims claims (about 10 s each "
+        "with the offline Qwen on 2 cores)",
     )
     _add_llm(p)
     p.add_argument("--no-llm", action="store_true", help="with --calibrate: do not load the LLM (no label lean)")
@@ -335,6 +337,34 @@ def _add_paper_table_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {theme: {method: {"pca": avg, "tsne": avg}}}')
     p.add_argument("--cache-dir", default=None, help="cache the evidence embeddings here (per model)")
     p.set_defaults(func=cmd_paper_table)
+
+
+def _add_train_verifier_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``carag train-verifier`` sub-command (the shipped verifier, reproduced)."""
+    p = sub.add_parser(
+        "train-verifier",
+        help="train the claim verifier from labelled claim-passage pairs (reproduces the shipped model; resumable)",
+    )
+    p.add_argument("pool", help="pairs.csv: dataset, claim_id, claim, evidence_id, evidence, label")
+    p.add_argument("--out", required=True, help="the verifier folder to write (ClaimVerifier(path) loads it)")
+    p.add_argument("--work-dir", required=True, help="checkpoints; a rerun with the same folder resumes")
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--time-budget", type=float, default=2700.0, help="seconds of training at most (default 2700)")
+    p.set_defaults(func=_cmd_train_verifier)
+
+
+def _cmd_train_verifier(args: argparse.Namespace) -> int:
+    from llama_index_carag.verifier.training import TrainingConfig, train_shipped
+
+    record = train_shipped(
+        args.pool, args.out, args.work_dir, TrainingConfig(epochs=args.epochs, time_budget_s=args.time_budget)
+    )
+    figures = record["validation_claim_figures"]
+    print(
+        f"verifier saved to {args.out}: {record['steps']} steps in {record['seconds'] / 60:.1f} min; validation "
+        f"claims accuracy {figures['accuracy']:.3f}, macro-F1 {figures['macro_f1']:.3f}"
+    )
+    return 0
 
 
 def _add_eval_parser(sub: argparse._SubParsersAction) -> None:

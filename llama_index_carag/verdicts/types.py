@@ -60,7 +60,8 @@ class Verdict(BaseModel):
         evidence_ids: passages the model cited, unique, in first-mention order.
         raw: the model's text, untouched.
         parsed: ``False`` when no label was found and NOT_ENOUGH_INFO is a fallback.
-        method: how the label was obtained: ``"scored"`` (label strings scored
+        method: how the label was obtained: ``"verifier"`` (the claim verifier decided; the LLM, if
+            any, wrote the explanation), ``"scored"`` (label strings scored
             by a local model), ``"structured"`` (``llm.structured_predict``),
             ``"text"`` (read from free text by :func:`~llama_index_carag.verdicts.parse_verdict`) or
             ``"none"`` (no evidence, no LLM call).
@@ -70,12 +71,14 @@ class Verdict(BaseModel):
             shown passages; they were removed from the explanation.
         explanation_repaired: sentences contradicting the label were dropped (or,
             if none was left, a neutral sentence stands in).
-        decision: for ``"scored"``, the decision that picked the label (``"stance"``, ``"argmax"``, ``"rule"``).
+        decision: the decision that picked the label (``"verifier"``; for ``"scored"``: ``"stance"``,
+            ``"argmax"``, ``"archive"``, ``"rule"``).
         decision_passages: 1-based numbers of the passages the label rests on (stance decision:
             those whose stance is the label, strongest first; for NOT_ENOUGH_INFO all of them).
         decision_reason: the decision's reason in a few words.
-        passage_stances: for the stance decision, each passage's stance: ``{"number", "id", "stance",
-            "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its calibrated probability).
+        passage_stances: for the verifier and the stance decision, each passage's stance: ``{"number", "id",
+            "stance", "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability;
+            ``probabilities`` all three).
         passage_cues: for the archive decision, each passage's refutation cues against the claim:
             ``{"number", "id", "cues"}`` (``cues``: e.g. ``["numbers differ"]``, empty when none).
     """
@@ -85,7 +88,9 @@ class Verdict(BaseModel):
     evidence_ids: list[str] = Field(default_factory=list, description="cited passages, in first-mention order")
     raw: str = Field(description="the model's text, untouched")
     parsed: bool = Field(default=True, description="False when no label was found and NOT_ENOUGH_INFO is a fallback")
-    method: str = Field(default="text", description="how the label was obtained: scored, structured, text or none")
+    method: str = Field(
+        default="text", description="how the label was obtained: verifier, scored, structured, text or none"
+    )
     label_scores: dict[str, float] | None = Field(
         default=None, description="scored labels: the log-likelihood of each label (before any bias)"
     )
@@ -95,7 +100,7 @@ class Verdict(BaseModel):
     )
     explanation_repaired: bool = Field(default=False, description="sentences contradicting the label were dropped")
     decision: str | None = Field(
-        default=None, description="scored labels: the decision that picked the label (stance, argmax or rule)"
+        default=None, description="the decision that picked the label (verifier, stance, argmax, archive or rule)"
     )
     decision_passages: list[int] = Field(
         default_factory=list, description="1-based ranks of the passages the label rests on (stance decision)"
@@ -103,8 +108,9 @@ class Verdict(BaseModel):
     decision_reason: str = Field(default="", description="the decision's reason in a few words")
     passage_stances: list[dict] | None = Field(
         default=None,
-        description="per passage: number (rank), id, stance, score (calibrated probability), "
-        "probabilities and raw logprobs per label; None when the stance decision did not run",
+        description="per passage: number (rank), id, stance, score (its probability), "
+        "probabilities and logprobs per label; from the verifier (default) or the stance decision; None when "
+        "no passage was scored",
     )
     passage_cues: list[dict] | None = Field(
         default=None,

@@ -330,26 +330,6 @@ def train_shipped(
     return record
 
 
-def _main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Train the claim verifier shipped with llama-index-carag.")
-    parser.add_argument("--pool", required=True, help="the pool's pairs.csv")
-    parser.add_argument("--out", required=True, help="the verifier folder to write")
-    parser.add_argument("--work-dir", required=True, help="checkpoints (a run resumes from here)")
-    parser.add_argument("--epochs", type=float, default=TrainingConfig.epochs)
-    parser.add_argument("--time-budget", type=float, default=None, help="stop training after this many seconds")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    config = TrainingConfig(epochs=args.epochs, time_budget_s=args.time_budget)
-    record = train_shipped(args.pool, args.out, args.work_dir, config)
-    print(json.dumps({k: record[k] for k in ("steps", "seconds", "best_step", "validation_claim_figures")}))
-
-
-if __name__ == "__main__":
-    _main()
-
-
 #: Fixed pairs whose outputs the model card records (and a test reproduces from the shipped file).
 REFERENCE_PAIRS: tuple[tuple[str, str], ...] = (
     (
@@ -388,7 +368,7 @@ def write_card(folder: str | Path) -> Path:
         "",
         "A cross-encoder that reads a claim and one passage and gives P(SUPPORTED), P(REFUTED), "
         "P(NOT_ENOUGH_INFO). `llama_index_carag.verifier.ClaimVerifier` loads it offline; "
-        "`python -m llama_index_carag.verifier.training` reproduces it (the same data, seed and recipe).",
+        "`carag train-verifier pairs.csv --out DIR --work-dir WORK` reproduces it (the same data, seed and recipe).",
         "",
         "## Model",
         f"- Start: {t['base_model']} (22M parameters) with a new three-label head; weights stored as float16 "

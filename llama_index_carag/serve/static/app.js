@@ -100,13 +100,16 @@ function renderVerdict(verdict, view = checkView()) {
   }
 }
 
-// A passage's own stance towards the claim (the stance decision): a word, its probability and a colour;
+// A passage's own stance towards the claim (the verifier's, or the LLM's stance decision): a word, its
+// probability and a colour, and the three probabilities when they are known ("S .91 R .03 N .06");
 // under the archive decision, the refutation cues it read in the passage ("cue: numbers differ", "no cue").
 const STANCE_WORDS = { SUPPORTED: "supports", REFUTED: "refutes", NOT_ENOUGH_INFO: "neither" };
 function renderStance(cell, stance, cues) {
   if (!cell) return;
   if (stance) {
-    cell.textContent = `${STANCE_WORDS[stance.stance] || stance.stance} ${fmt(stance.score)}`;
+    const probs = stance.probabilities;
+    const all = probs ? ` (S ${fmt(probs.SUPPORTED)} R ${fmt(probs.REFUTED)} N ${fmt(probs.NOT_ENOUGH_INFO)})` : "";
+    cell.textContent = `${STANCE_WORDS[stance.stance] || stance.stance} ${fmt(stance.score)}${all}`;
     cell.className = "stance " + stance.stance;
     return;
   }
@@ -127,7 +130,8 @@ function renderEvidence(result, view = checkView()) {
       tr.append(el("td", v));
     }
     const stance = el("td", "-", "stance");
-    renderStance(stance, row.stance ? { stance: row.stance, score: row.stance_score } : null, row.cues);
+    const scored = row.stance ? { stance: row.stance, score: row.stance_score, probabilities: row.stance_probabilities } : null;
+    renderStance(stance, scored, row.cues);
     tr.append(stance);
     tr.append(el("td", row.id));
     const text = el("td", row.text, "text");
