@@ -118,7 +118,7 @@ def test_the_synthesizer_decides_with_the_archive_and_shows_the_cues(archive, fi
     retriever, claims = archive
     decision = fitted
     synthesizer = FactCheckSynthesizer(
-        tiny_hf_llm(tmp_path), embed_model=retriever.embed_model, archive_decision=decision
+        tiny_hf_llm(tmp_path), embed_model=retriever.embed_model, archive_decision=decision, decision="llm"
     )
     result = ClaimChecker(retriever, synthesizer).check(claims[0].get_content())
     verdict = result.verdict
@@ -131,10 +131,13 @@ def test_the_synthesizer_decides_with_the_archive_and_shows_the_cues(archive, fi
 def test_serve_builds_its_synthesizers_with_the_decision_from_its_state(archive, fitted, tmp_path) -> None:
     from llama_index_carag.serve.llm_worker import serve_synthesizers
     from llama_index_carag.verdicts.decision import ArchiveLabelDecision
+    from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
     from .tiny_llm import tiny_hf_llm
 
     retriever, _ = archive
-    synthesizer, _streaming = serve_synthesizers(tiny_hf_llm(tmp_path), retriever.embed_model, None, fitted.get_state())
-    assert isinstance(synthesizer.decision, ArchiveLabelDecision)
-    assert synthesizer.decision.archive.reason() == fitted.reason()
+    llm = tiny_hf_llm(tmp_path)
+    synthesizer, _streaming = serve_synthesizers(llm, retriever.embed_model, None, fitted.get_state())
+    assert synthesizer.decision.name == "verifier"  # serve's default: the verifier decides
+    own = get_fact_check_synthesizer(llm, embed_model=retriever.embed_model, archive_decision=fitted, decision="llm")
+    assert isinstance(own.decision, ArchiveLabelDecision) and own.decision.archive.reason() == fitted.reason()

@@ -113,7 +113,7 @@ def test_the_chat_bot_checks_each_message_and_condenses_follow_ups(demo_index, d
 
     retriever = _default(demo_index, demo_corpus)
     condense = StubLLM(answer="Offshore wind farms attract fish.", prompts=[])
-    bot = FactCheckChatBot(ClaimChecker(retriever, FactCheckSynthesizer(StubLLM(prompts=[]))), condense)
+    bot = FactCheckChatBot(ClaimChecker(retriever, FactCheckSynthesizer(StubLLM(prompts=[]), decision="llm")), condense)
     first = bot.ask(CLAIM)
     assert first.claim == CLAIM and not condense.prompts  # a first message is checked as it is
     assert first.verdict.label.value == "SUPPORTED" and first.text == StubLLM().answer

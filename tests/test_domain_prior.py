@@ -85,8 +85,8 @@ def test_the_arg_max_divides_the_lean_out():
     decided = ArgMaxDecision(prior=prior).decide(evidence)
     assert decided.label is S and "lean" in decided.reason
     fitted = DomainLabelPrior.from_state(_refuting_prior("m"))
-    assert resolve_decision(VerdictSettings(), None, None, fitted).decide(evidence).label is S
-    off = resolve_decision(VerdictSettings(calibration="none"), None, None, fitted)
+    assert resolve_decision(VerdictSettings(decision="llm"), None, None, fitted).decide(evidence).label is S
+    off = resolve_decision(VerdictSettings(decision="llm", calibration="none"), None, None, fitted)
     assert off.decide(evidence).label is R
 
 

@@ -126,7 +126,7 @@ def test_decisions_read_what_they_need():
 
 def test_settings_are_checked_and_frozen():
     settings = VerdictSettings(label_bias={"N": 1.0})
-    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "auto"
+    assert settings.label_bias == {"NOT_ENOUGH_INFO": 1.0} and settings.decision == "verifier"
     with pytest.raises(ValueError, match="decision"):
         VerdictSettings(decision="vote")
     with pytest.raises(ValueError, match="calibration"):
@@ -170,7 +170,13 @@ def test_stances_reach_the_source_nodes_metadata():
 
     nodes = [NodeWithScore(node=TextNode(text="a", id_="E1", metadata={CARAG_METADATA_KEY: {"rank": 1}}), score=1.0)]
     out = with_stances(nodes, [_stance(1, S, 0.8).as_dict()])
-    assert out[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1, "stance": "SUPPORTED", "stance_score": 0.8}
+    found = out[0].node.metadata[CARAG_METADATA_KEY]
+    assert {k: found[k] for k in ("rank", "stance", "stance_score")} == {
+        "rank": 1,
+        "stance": "SUPPORTED",
+        "stance_score": 0.8,
+    }
+    assert set(found["stance_probabilities"]) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
     assert CARAG_METADATA_KEY in out[0].node.excluded_llm_metadata_keys
     assert nodes[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1}  # copies
     assert with_stances(nodes, None) == nodes

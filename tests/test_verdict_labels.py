@@ -178,7 +178,7 @@ class _FunctionCallingStub(CustomLLM):
 
 def test_structured_output_path_and_its_checks():
     out = VerdictOutput(label="NOT_ENOUGH_INFO", explanation="Passage [2] is about another year [5]. Extra. More.")
-    synth = FactCheckSynthesizer(_FunctionCallingStub(output=out))
+    synth = FactCheckSynthesizer(_FunctionCallingStub(output=out), decision="llm")
     assert synth.label_mode == "structured"
     verdict = synth.synthesize("c", _nodes("a", "b")).metadata[VERDICT_KEY]
     assert (verdict.label, verdict.method, verdict.parsed) == (N, "structured", True)
@@ -189,7 +189,7 @@ def test_structured_output_path_and_its_checks():
 
 
 def test_structured_failure_falls_back_to_parsing_text(caplog):
-    synth = FactCheckSynthesizer(_FunctionCallingStub(output=ValueError("bad json")))
+    synth = FactCheckSynthesizer(_FunctionCallingStub(output=ValueError("bad json")), decision="llm")
     verdict = synth.synthesize("c", _nodes("a")).metadata[VERDICT_KEY]
     assert (verdict.label, verdict.method) == (R, "text")
     assert verdict.cited_passages == [1] and "structured_predict failed" in caplog.text
@@ -202,7 +202,7 @@ def test_text_mode_repairs_citations_too():
         def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
             return CompletionResponse(text="Verdict: SUPPORTED\nExplanation: See [1] and [8].")
 
-    verdict = FactCheckSynthesizer(Fixed()).synthesize("c", _nodes("a")).metadata[VERDICT_KEY]
+    verdict = FactCheckSynthesizer(Fixed(), decision="llm").synthesize("c", _nodes("a")).metadata[VERDICT_KEY]
     assert verdict.method == "text" and verdict.invalid_citations == [8] and verdict.evidence_ids == ["E1"]
 
 

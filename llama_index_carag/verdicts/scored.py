@@ -220,7 +220,8 @@ def with_stances(
     (``stances``: the verdict's ``passage_stances``) or its refutation ``cues`` (the verdict's ``passage_cues``)."""
     if stances and len(stances) == len(nodes):
         found = [
-            {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"], STANCE_KEYS[2]: dict(st["probabilities"])}
+            {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]}
+            | ({STANCE_KEYS[2]: dict(st["probabilities"])} if st.get("probabilities") else {})
             for st in stances
         ]
     elif cues and len(cues) == len(nodes):

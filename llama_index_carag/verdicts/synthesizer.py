@@ -111,7 +111,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
         embed_model: a LlamaIndex embed model for decisions that read claim-passage cosines
             (``"rule"``: the retriever's, ``retriever.embed_model``).
         fact_check_template: prompt with ``query_str`` (claim) and ``context_str``
-            (numbered evidence); default picks a chat or completion variant.
+            (numbered evidence); default picks a chat or completion variant.  The verifier's label is explained
+            with ``explain_template`` (``query_str``, ``context_str``, ``label_str``;
+            ``update_prompts({"explain_template": ...})``).
         streaming: return a ``StreamingResponse`` (always the ``"text"`` mode).
         domain_prior: a fitted :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior` for
             this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
@@ -145,6 +147,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         settings = with_options(settings or VerdictSettings(), options)
         self._settings, self._embed_model = settings, embed_model
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
+        self._explain_template: BasePromptTemplate = EXPLAIN_CHAT_PROMPT
         self._scorer: Any = None
         self._label_mode = self._resolve_mode(settings.label_mode, settings.max_explanation_tokens)
         self._show_ids = self._label_mode != "score" if settings.show_ids is None else bool(settings.show_ids)
@@ -197,11 +200,13 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     # ----------------------------------------------------------------- prompts
     def _get_prompts(self) -> PromptDictType:
-        return {"fact_check_template": self._template}
+        return {"fact_check_template": self._template, "explain_template": self._explain_template}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
         if "fact_check_template" in prompts:
             self._template = prompts["fact_check_template"]
+        if "explain_template" in prompts:
+            self._explain_template = prompts["explain_template"]
 
     # ---------------------------------------------------------------- helpers
     def _context(
@@ -307,7 +312,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
             decided = await asyncio.to_thread(self._verified, bundle, texts, ids, None)
             if not self._settings.explain:
                 return decided
-            text = await self._llm.apredict(EXPLAIN_CHAT_PROMPT, **self._explain_args(bundle, texts, ids, decided))
+            text = await self._llm.apredict(self._explain_template, **self._explain_args(bundle, texts, ids, decided))
             return self._explained(decided, text, ids)
         if self._label_mode == "score":
             return await asyncio.to_thread(self._scored, bundle, texts, ids, provenance_cosines(nodes))
@@ -344,7 +349,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if predict is None or not self._settings.explain:
             return _with_answer_text(verdict)
         return self._explained(
-            verdict, predict(EXPLAIN_CHAT_PROMPT, **self._explain_args(bundle, texts, ids, verdict)), ids
+            verdict, predict(self._explain_template, **self._explain_args(bundle, texts, ids, verdict)), ids
         )
 
     def _explain_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str], verdict: Verdict) -> dict:

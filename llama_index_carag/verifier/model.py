@@ -112,6 +112,11 @@ def shipped_verifier() -> ClaimVerifier:
     return ClaimVerifier()
 
 
+def _clean(text: Any) -> str:
+    """``text`` as a string the tokenizer takes: lone surrogates (invalid Unicode) become ``?``."""
+    return str(text).encode("utf-8", "replace").decode("utf-8")
+
+
 class ClaimVerifier:
     """(claim, passage) -> P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO), and the claim's label from its passages.
 
@@ -179,7 +184,7 @@ class ClaimVerifier:
         if not pairs:
             return np.zeros((0, len(LABELS)))
         out = self.cross_encoder.predict(
-            [(str(c), str(t)) for c, t in pairs],
+            [(_clean(c), _clean(t)) for c, t in pairs],
             batch_size=self.batch_size,
             apply_softmax=True,
             show_progress_bar=False,
