@@ -80,14 +80,20 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def bench_domain(name: str, data: dict[str, Any], archive: bool, out_dir: Path) -> dict[str, Any]:
+def bench_domain(
+    name: str, data: dict[str, Any], archive: bool, out_dir: Path, fitted: str | None = None
+) -> dict[str, Any]:
     from llama_index_carag.verifier.archive import ArchiveClaim, fit_archive_verifier, index_verifier
     from llama_index_carag.verifier.model import shipped_verifier
 
     report = data["report"]
     verifiers = {"verifier": shipped_verifier()}
     record: dict[str, Any] = {"domain": name, "report_claims": len(report), "rows": []}
-    if archive:
+    if fitted is not None:  # an index's verifier, fitted by carag index --calibrate on this domain's archive
+        found = index_verifier(fitted)
+        record["archive"] = found.config["archive"] if found is not None else {"choice": "shipped"}
+        verifiers["verifier + archive"] = found or shipped_verifier()
+    elif archive:
         claims = [
             ArchiveClaim(a["claim_id"], a["claim"], a["gold"], tuple(a["annotated"]))
             for a in data["archive"]
@@ -116,12 +122,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-archive", action="store_true", help="the shipped verifier only")
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
     parser.add_argument("--work-dir", default="/tmp/carag-bench-verdicts", help="archive verifiers (not committed)")
+    parser.add_argument(
+        "--index",
+        action="append",
+        default=[],
+        metavar="DOMAIN=DIR",
+        help="use the archive verifier of an index built by carag index --calibrate on DOMAIN's archive",
+    )
     args = parser.parse_args(argv)
     evidence = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
     out_dir, work = Path(args.out_dir), Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
+    indexes = dict(item.split("=", 1) for item in args.index)
     for name in args.domains:
-        record = bench_domain(name, evidence[name], not args.no_archive, work)
+        record = bench_domain(name, evidence[name], not args.no_archive, work, indexes.get(name))
         print(f"\n## {name} ({record['report_claims']} report claims)\n\n{table(record['rows'])}")
         (out_dir / f"verifier_{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 

@@ -133,8 +133,15 @@ def fine_tune_pairs(verifier: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> 
 def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: TrainingConfig) -> ClaimVerifier:
     from sentence_transformers import CrossEncoder
 
-    model = CrossEncoder(str(base.weights_dir), device="cpu", max_length=config.max_length, local_files_only=True)
-    model.model.float()
+    import torch
+
+    model = CrossEncoder(
+        str(base.weights_dir),
+        device="cpu",
+        max_length=config.max_length,
+        local_files_only=True,
+        model_kwargs={"dtype": torch.float32},
+    )
     train_pairs(model, pairs, [], work, config, show_progress=True)
     tuned = ClaimVerifier(base.path, threshold=base.threshold)
     tuned._model = model
