@@ -167,7 +167,7 @@ def test_archive_label_decision_reads_the_claim_embedding_and_names_the_cues() -
     x = np.vstack([archive_features([sig])] * 3)
     x = x + np.random.default_rng(0).normal(0, 0.01, x.shape)
     archive = ArchiveDecision().fit(np.repeat(x, 10, axis=0), ["F", "T", "N"] * 10)  # near chance: no model
-    decision = resolve_decision(VerdictSettings(), None, None, archive_decision=archive)
+    decision = resolve_decision(VerdictSettings(decision="llm"), None, None, archive_decision=archive)
     assert isinstance(decision, ArchiveLabelDecision) and decision.needs >= {"embedding", "cosines", "joint"}
     evidence = ScoredEvidence(
         claim, texts, ["a", "b"], joint={S: -3.0, R: -0.1, N: -3.0}, cosines=[0.8, 0.1], claim_embedding=vec
@@ -177,6 +177,6 @@ def test_archive_label_decision_reads_the_claim_embedding_and_names_the_cues() -
     assert "[1] numbers differ and negation differs" in made.reason
     with pytest.raises(ValueError, match="'claim_embedding'"):
         decision.decide(ScoredEvidence(claim, texts, ["a", "b"], joint={S: 0.0, R: -1.0, N: -1.0}, cosines=[0.8, 0.1]))
-    assert isinstance(resolve_decision(VerdictSettings(), None, None), ArgMaxDecision)  # no archive: the arg-max
+    assert isinstance(resolve_decision(VerdictSettings(decision="llm"), None, None), ArgMaxDecision)  # no archive
     with pytest.raises(ValueError, match="needs the index's archive decision"):
         resolve_decision(VerdictSettings(decision="archive"), None, None)

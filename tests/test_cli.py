@@ -23,7 +23,7 @@ from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "cues"}
+EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "stance_probabilities", "cues"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
@@ -60,7 +60,7 @@ def test_index_calibrate_reads_the_csv_links_and_persists(tmp_path):
     assert "calibration: too few linked claims (21 < 50)" in proc.stdout
     # ... and too few labelled claims for a verdict model: the decision says so, and is saved with the index
     assert "verdict decision: archive prior (the label lean divided out): 21 labelled archive claims" in proc.stdout
-    assert "label lean: not measured (--no-llm)" in proc.stdout
+    assert "label lean: not measured" in proc.stdout and "verifier: " in proc.stdout
     assert json.loads((out / "verdict_decision.json").read_text())["decision"]["fitted"]["fallback"] == "too_few"
     from llama_index_carag import ContextAwareRetriever
 
@@ -219,7 +219,7 @@ def test_calibrate_verdicts_saves_the_label_lean_and_check_uses_it(index_dir, tm
     saved = json.loads((folder / "verdict_prior.json").read_text())
     assert saved["claims"] == 2 and saved["passages"] == 0 and "SmolLM2" in saved["model"]  # whole-evidence only
     assert sum(saved["joint"].values()) == pytest.approx(1.0)
-    checked = carag("check", CLAIM, "--index", str(folder), "--json", "--llm", "smollm2")
+    checked = carag("check", CLAIM, "--index", str(folder), "--json", "--llm", "smollm2", "--decision", "llm")
     assert checked.returncode == 0, checked.stderr
     assert "lean divided out" in json.loads(checked.stdout)["verdict"]["decision_reason"]
     bad = carag("calibrate-verdicts", str(demo_corpus_path()), "--index", str(folder), "--claims", "0")

@@ -61,12 +61,12 @@ def test_default_llm_gives_one_checked_verdict():
     t0 = time.perf_counter()
     llm = default_llm(max_new_tokens=48)
     print(f"Qwen load: {time.perf_counter() - t0:.1f} s ({llm_name(llm)})")
-    synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"))
+    synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"), decision="llm")
     assert synth.label_mode == "score"
     # llama.cpp where it is installed; the default decision is the arg-max (chosen by the declared rule of
     # evaluation/verdict_decisions.py on FactVer + SciFact); the FactVer-fitted rule is opt-in (decision="rule")
     assert ("llama.cpp" in llm_name(llm)) == llamacpp_available()
-    assert synth.settings.decision == "auto" and synth.decision.name == "argmax"  # no archive decision given
+    assert synth.settings.decision == "llm" and synth.decision.name == "argmax"  # no archive decision given
     nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]
     t0 = time.perf_counter()
     verdict = synth.synthesize("New Zealand has no carbon trading system.", nodes).metadata[VERDICT_KEY]

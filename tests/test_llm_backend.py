@@ -123,7 +123,11 @@ def test_a_backend_defined_here_resolves_scores_and_explains(registry):
 
 
 def test_a_name_given_to_the_synthesizer_resolves_through_the_registry(registry):
-    verdict = get_fact_check_synthesizer("scripted:NOT_ENOUGH_INFO").synthesize(CLAIM, _nodes("Paris.")).metadata
+    verdict = (
+        get_fact_check_synthesizer("scripted:NOT_ENOUGH_INFO", decision="llm")
+        .synthesize(CLAIM, _nodes("Paris."))
+        .metadata
+    )
     assert verdict[VERDICT_KEY].label is VerdictLabel.NOT_ENOUGH_INFO and verdict[VERDICT_KEY].method == "scored"
     assert resolve_llm("scripted:SUPPORTED", backend="scripted").stance == "SUPPORTED"
     with pytest.raises(ValueError, match="not a scripted LLM"):
@@ -138,7 +142,7 @@ def test_a_text_only_backend_reads_the_label_from_the_answer(registry):
     register_backend(TextOnly)
     llm = resolve_llm("scripted:SUPPORTED")
     assert scorer_for(llm) is None and not backend_for(llm).supports_logprobs()
-    synth = get_fact_check_synthesizer(llm)
+    synth = get_fact_check_synthesizer(llm, decision="llm")
     verdict = synth.synthesize(CLAIM, _nodes("The Eiffel Tower is in Paris.")).metadata[VERDICT_KEY]
     assert synth.label_mode == "text" and verdict.method == "text" and verdict.label is VerdictLabel.SUPPORTED
     assert len(split_sentences(verdict.explanation)) <= 2

@@ -309,7 +309,7 @@ def test_scored_labels_sum_the_label_tokens_and_probe_once():
 def test_the_synthesizer_scores_labels_on_a_server_with_logprobs():
     routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": _echo_completions()}
     with FakeServer(routes) as server:
-        synth = get_fact_check_synthesizer(f"openai-compatible:{server.url}")
+        synth = get_fact_check_synthesizer(f"openai-compatible:{server.url}", decision="llm")
         assert synth.label_mode == "score"
         verdict = synth.synthesize(CLAIM, _nodes()).metadata["verdict"]
     calls = server.calls("POST /v1/completions")
@@ -337,7 +337,7 @@ def test_servers_without_usable_logprobs_fall_back_to_text(completions, caplog):
     }
     with FakeServer(routes) as server, caplog.at_level(logging.WARNING):
         llm = resolve_llm(f"openai-compatible:{server.url}")
-        synth = get_fact_check_synthesizer(llm)
+        synth = get_fact_check_synthesizer(llm, decision="llm")
         assert synth.label_mode == "text" and get_fact_check_synthesizer(llm).label_mode == "text"
         verdict = synth.synthesize(CLAIM, _nodes()).metadata["verdict"]
     assert len(server.calls("POST /v1/completions")) == 1  # detected once
@@ -450,7 +450,7 @@ def test_real_server_resolves_and_falls_back_to_text(smol_server, caplog):
     with caplog.at_level(logging.INFO):
         llm = resolve_llm(f"openai-compatible:{url}", max_new_tokens=48)
         assert llm.model == str(gguf)  # the server's first (only) model
-        synth = get_fact_check_synthesizer(llm)
+        synth = get_fact_check_synthesizer(llm, decision="llm")
     assert synth.label_mode == "text" and "look misaligned" in caplog.text
     verdict = synth.synthesize(CLAIM, _nodes()).metadata["verdict"]
     assert verdict.method in ("text", "none") and verdict.raw.strip()  # SmolLM2 may not follow the format

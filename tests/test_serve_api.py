@@ -72,7 +72,7 @@ def test_check_is_the_cli_schema_with_verdict_and_citations(client, retriever):
     data = got.json()
     CheckResult.model_validate(data)
     # the same function `carag check --json` prints
-    expected = check_claim(retriever, CLAIM, FactCheckSynthesizer(ServeStubLLM())).to_json_dict()
+    expected = check_claim(retriever, CLAIM, FactCheckSynthesizer(ServeStubLLM(), decision="llm")).to_json_dict()
     assert data == expected
     assert data["schema_version"] == CHECK_SCHEMA_VERSION and data["claim"] == CLAIM
     assert data["verdict"]["label"] == "REFUTED"
@@ -392,7 +392,10 @@ def test_one_message_at_a_time_per_session(retriever):
 def test_many_concurrent_checks_equal_sequential(retriever, demo_corpus):
     app = make_app(retriever, ServeStubLLM())
     claims = [c.text for c in demo_corpus.claim_nodes]
-    expected = {c: check_claim(retriever, c, FactCheckSynthesizer(ServeStubLLM())).to_json_dict() for c in claims}
+    expected = {
+        c: check_claim(retriever, c, FactCheckSynthesizer(ServeStubLLM(), decision="llm")).to_json_dict()
+        for c in claims
+    }
 
     async def scenario() -> list[httpx.Response]:
         out: list[httpx.Response] = []

@@ -63,7 +63,7 @@ def test_one_result_per_claim_in_order_and_bad_items_reported(retriever):
             CheckResult.model_validate(body)
             assert body == c.post("/v1/check", json={"claim": d["claim"]}).json()
         # and what check_claims (carag check --claims) gives for the good ones, in order
-        checker = ClaimChecker(retriever, FactCheckSynthesizer(LabelStubLLM()))
+        checker = ClaimChecker(retriever, FactCheckSynthesizer(LabelStubLLM(), decision="llm"))
         expected = list(check_claims(checker, [WIND, SOLAR, OTHER]))
         assert [{k: v for k, v in d.items() if k != "index"} for d in results] == [
             {k: v for k, v in r.items() if k not in ("line", "id")} for r in expected

@@ -56,7 +56,7 @@ def test_each_claim_streams_as_check_text_gives_it(retriever):
         response = c.post("/v1/check-text", json={"text": TEXT})
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         events = sse_events(response.text)
-        expected = check_text(ClaimChecker(retriever, FactCheckSynthesizer(LabelStubLLM())), TEXT)
+        expected = check_text(ClaimChecker(retriever, FactCheckSynthesizer(LabelStubLLM(), decision="llm")), TEXT)
         assert [e for e, _ in events] == ["claims"] + ["claim"] * 3 + ["summary"]
         found = events[0][1]
         assert found["text"] == TEXT and found["sentences"] == 5

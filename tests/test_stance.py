@@ -216,7 +216,7 @@ def test_stance_verdict_with_a_real_gguf_model(smol_cpp):
     claim = "The Eiffel Tower is in Berlin."
     texts = ["The Eiffel Tower is a landmark in Paris, France.", "Berlin is the capital of Germany."]
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"E{i}"), score=None) for i, t in enumerate(texts, 1)]
-    assert FactCheckSynthesizer(smol_cpp).decision.name == "argmax"  # the measured default
+    assert FactCheckSynthesizer(smol_cpp, decision="llm").decision.name == "argmax"  # the LLM's own label
     synth = FactCheckSynthesizer(smol_cpp, decision="stance")
     assert synth.decision.name == "stance" and synth.label_mode == "score"
     response = synth.synthesize(claim, nodes)

@@ -123,10 +123,11 @@ def serve_synthesizers(
         "archive_decision": archive_decision,
         "verifier": verifier,
     }
-    return (
-        get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration),
-        get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, **calibration),
-    )
+    synthesizer = get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration)
+    verifier = getattr(synthesizer.decision, "verifier", None)
+    if verifier is not None:  # its weights load now, before the server (or the worker) says it is ready
+        verifier.cross_encoder  # noqa: B018
+    return synthesizer, get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, **calibration)
 
 
 def embed_model_spec(embed_model: Any) -> Any:

@@ -1,34 +1,24 @@
 """A response synthesizer that turns a claim and its evidence into a verdict.
 
-:class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer`` (it drops into ``RetrieverQueryEngine``).
-The claim and the numbered evidence go into :data:`~llama_index_carag.verdicts.prompts.FACT_CHECK_PROMPT_SEL`;
-how the label is obtained depends on the LLM (``label_mode="auto"``):
+:class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer`` (it drops into ``RetrieverQueryEngine``).  One
+:class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label.  The default, the claim verifier
+(:mod:`~llama_index_carag.verdicts.verified`), decides before the LLM is called, with any LLM; the LLM then
+explains that label (``explain_template``).  With ``decision="llm"`` the LLM's own label counts, obtained by
+``label_mode``: ``"score"`` for a local ``LlamaCPP``/``HuggingFaceLLM`` or a server with log-probabilities (label
+strings scored, :mod:`~llama_index_carag.verdicts.scored`), ``"structured"`` for function calling
+(:class:`VerdictOutput`), ``"text"`` for the rest (:func:`~llama_index_carag.verdicts.parse_verdict`).
 
-* a local ``HuggingFaceLLM`` or ``LlamaCPP`` (or a server returning log-probabilities) — ``"score"``:
-  label strings are scored by log-likelihood
-  (:func:`~llama_index_carag.verdicts.labels.label_scorer.scorer_for`) and ONE
-  :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label
-  (:mod:`~llama_index_carag.verdicts.scored`: the index's archive decision if it has one, else the arg-max;
-  per-passage stances with ``decision="stance"``); then the explanation is generated for it;
-* an LLM with function calling — ``"structured"``: ``llm.structured_predict`` into :class:`VerdictOutput`;
-* any other LLM — ``"text"``: the free-text answer is parsed by :func:`~llama_index_carag.verdicts.parse_verdict`.
-
-In every mode the explanation is checked (:mod:`~llama_index_carag.verdicts.explanation_checks`): at most
-``max_sentences`` sentences, citations only to the passages shown, no sentence contradicting the label.
-Decisions read the claim-passage cosines from the provenance (``claim_similarity``) where the retriever wrote them.
-
-:meth:`FactCheckSynthesizer.verdict` gives the :class:`~llama_index_carag.verdicts.Verdict` alone (what
-:class:`~llama_index_carag.verdicts.checker.ClaimChecker` calls); ``synthesize`` wraps it in a ``Response``:
-``response`` is the explanation, ``metadata["verdict"]`` the verdict, ``source_nodes`` the evidence with its
-``carag`` provenance (with each passage's ``stance`` and ``stance_score``, or its ``cues``, where a decision
-read them).  Options live in one frozen :class:`~llama_index_carag.verdicts.decision.VerdictSettings`.
-Streaming always uses the ``"text"`` mode: it yields the model's text as it is
-generated; when the stream ends, ``response.metadata["verdict"]`` holds the parsed verdict.
+Every explanation is checked (:mod:`~llama_index_carag.verdicts.explanation_checks`).  :meth:`verdict` gives the
+:class:`~llama_index_carag.verdicts.Verdict` alone (what ``ClaimChecker`` calls); ``synthesize`` wraps it in a
+``Response`` whose ``source_nodes`` carry each passage's stance in their ``carag`` provenance.  Streaming yields
+the model's text (under the verifier: the explanation of the label decided before the stream); the verdict is in
+``response.metadata["verdict"]`` when the stream ends.  Options: one frozen ``VerdictSettings``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,7 +42,6 @@ from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 from llama_index_carag.verdicts.decision import (
     LABEL_MODES,
     LabelDecision,
-    ScoredEvidence,
     VerdictSettings,
     VerifierDecision,
     resolve_decision,
@@ -68,13 +57,22 @@ from llama_index_carag.verdicts.prompts import (
     fence,
     format_evidence,
 )
-from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, provenance_cosines, with_stances
+from llama_index_carag.verdicts.scored import ScoredVerdicts, provenance_cosines, with_stances
 from llama_index_carag.verdicts.shown import evidence_texts, hide_labels
 from llama_index_carag.verdicts.streaming import fixed_stream, parsing_response
-from llama_index_carag.verdicts.types import VERDICT_KEY
+from llama_index_carag.verdicts.types import (
+    UNEXPLAINED,
+    VERDICT_KEY,
+    label_value,
+    no_evidence_verdict,
+    with_answer_text,
+)
+from llama_index_carag.verdicts.verified import decided, explained, label_words
 
 logger = logging.getLogger(__name__)
 dispatcher = instrument.get_dispatcher(__name__)
+#: The verifier's verdict of the stream being set up (read by ``get_response`` and the stream's parser).
+_STREAM_VERDICT: contextvars.ContextVar[Verdict | None] = contextvars.ContextVar("carag_stream_verdict", default=None)
 
 __all__ = [
     "FactCheckSynthesizer",
@@ -84,9 +82,6 @@ __all__ = [
     "LABEL_MODES",
     "VerdictSettings",
 ]
-
-#: Explanation given when the retriever found no evidence (the LLM is not called).
-NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
 
 
 class VerdictOutput(BaseModel):
@@ -286,7 +281,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         """
         bundle = QueryBundle(query) if isinstance(query, str) else query
         if not nodes:
-            return _no_evidence_verdict()
+            return no_evidence_verdict()
         texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
         if self._verified_first():
             return self._verified(bundle, texts, ids, self._llm.predict)
@@ -306,7 +301,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         """:meth:`verdict` with the LLM's async calls (scored labels run on a worker thread)."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
         if not nodes:
-            return _no_evidence_verdict()
+            return no_evidence_verdict()
         texts, ids = evidence_texts(nodes), [n.node.node_id for n in nodes]
         if self._verified_first():
             decided = await asyncio.to_thread(self._verified, bundle, texts, ids, None)
@@ -332,40 +327,22 @@ class FactCheckSynthesizer(BaseSynthesizer):
         )
 
     def _verified(self, bundle: QueryBundle, texts: Sequence[str], ids: list[str], predict: Any) -> Verdict:
-        """The verifier's verdict; explained by ``predict`` (the LLM's ``predict``) unless it is ``None`` or the
-        settings ask for no explanation (then the explanation is empty: no LLM call)."""
+        """The verifier's verdict (:mod:`~llama_index_carag.verdicts.verified`), explained by ``predict`` (the
+        LLM's ``predict``) unless it is ``None`` or no explanation is asked for (then no LLM call)."""
         assert self._decision is not None
-        decision = self._decision.decide(ScoredEvidence(bundle.query_str, list(texts), list(ids)))
-        verdict = Verdict(
-            label=decision.label,
-            explanation="",
-            raw="",
-            method="verifier",
-            decision=self._decision.name,
-            decision_passages=list(decision.passages),
-            decision_reason=decision.reason,
-            passage_stances=[st.as_dict() for st in decision.stances],
-        )
+        verdict = decided(self._decision, bundle.query_str, texts, ids)
         if predict is None or not self._settings.explain:
-            return _with_answer_text(verdict)
+            return verdict
         return self._explained(
             verdict, predict(self._explain_template, **self._explain_args(bundle, texts, ids, verdict)), ids
         )
 
     def _explain_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str], verdict: Verdict) -> dict:
-        label = verdict.label.value.replace("_", " ")
-        return {"label_str": label, **self._prompt_args(bundle, texts, ids)}
+        return {"label_str": label_words(verdict), **self._prompt_args(bundle, texts, ids)}
 
     def _explained(self, verdict: Verdict, text: str, ids: list[str]) -> Verdict:
-        """``verdict`` with the LLM's ``text`` as its checked explanation, citing the passages the label rests on
-        when it cites none of them."""
-        from llama_index_carag.verdicts.parsing import parse_verdict as _parse
-
-        body = _parse(f"Verdict: {verdict.label.value}\n{text}" if "xplanation" in text else text).explanation
-        rests_on = verdict.decision_passages[: self._settings.explain_passages]
-        checked = self._checked(verdict.label, cite_passages(body or text, rests_on), ids, text, "verifier")
-        kept = {k: getattr(verdict, k) for k in ("decision", "decision_passages", "decision_reason", "passage_stances")}
-        return checked.model_copy(update=kept)
+        limits = {"max_sentences": self._settings.max_sentences, "explain_passages": self._settings.explain_passages}
+        return explained(verdict, text, ids, **limits)
 
     def _prompt_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str] | None) -> dict[str, str]:
         return {"query_str": fence(bundle.query_str), "context_str": self._context(texts, ids)}
@@ -375,12 +352,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
     ) -> Verdict:
         assert self._scored_verdicts is not None
         verdict = self._scored_verdicts.verdict(bundle.query_str, texts, ids, cosines, bundle.embedding)
-        return _with_answer_text(verdict if self._settings.explain else verdict.model_copy(update=_UNEXPLAINED))
+        return with_answer_text(verdict if self._settings.explain else verdict.model_copy(update=UNEXPLAINED))
 
     def _structured(self, out: Any, ids: list[str]) -> Verdict:
-        label = VerdictLabel(_label_name(out.label))
+        label = VerdictLabel(label_value(out.label))
         verdict = self._checked(label, out.explanation, ids, out.model_dump_json(), "structured")
-        return _with_answer_text(verdict)
+        return with_answer_text(verdict)
 
     # --------------------------------------------------------------- LLM call
     def get_response(
@@ -394,10 +371,24 @@ class FactCheckSynthesizer(BaseSynthesizer):
         or a generator of text deltas when streaming."""
         bundle, ids = QueryBundle(query_str), self._ids(text_chunks, evidence_ids)
         if self._streaming:
-            return self._llm.stream(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
+            template, args = self._stream_prompt(bundle, text_chunks, evidence_ids)
+            return self._llm.stream(template, **args)
         if self._label_mode == "score":
             return self._scored(bundle, text_chunks, ids).raw
         return self._llm.predict(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
+
+    def _stream_verdict(self, query: QueryTextType, nodes: Sequence[NodeWithScore]) -> Verdict | None:
+        """The verifier's unexplained verdict before a stream (its text is then the explanation), else ``None``."""
+        if not isinstance(self._decision, VerifierDecision):
+            return None
+        claim = query if isinstance(query, str) else query.query_str
+        return decided(self._decision, claim, evidence_texts(nodes), [n.node.node_id for n in nodes])
+
+    def _stream_prompt(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str] | None) -> tuple[Any, dict]:
+        verdict = _STREAM_VERDICT.get()
+        if verdict is None:
+            return self._template, self._prompt_args(bundle, texts, ids)
+        return self._explain_template, self._explain_args(bundle, texts, list(ids or []), verdict)
 
     @staticmethod
     def _ids(text_chunks: Sequence[str], evidence_ids: Sequence[str] | None) -> list[str]:
@@ -414,7 +405,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TEXT_TYPE:
         bundle, ids = QueryBundle(query_str), self._ids(text_chunks, evidence_ids)
         if self._streaming:
-            return await self._llm.astream(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
+            template, args = self._stream_prompt(bundle, text_chunks, evidence_ids)
+            return await self._llm.astream(template, **args)
         if self._label_mode == "score":
             return (await asyncio.to_thread(self._scored, bundle, text_chunks, ids)).raw
         return await self._llm.apredict(self._template, **self._prompt_args(bundle, text_chunks, evidence_ids))
@@ -436,7 +428,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return self._no_evidence(additional_source_nodes)
         if self._streaming:
             response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-            return super().synthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+            token = _STREAM_VERDICT.set(self._stream_verdict(query, nodes))
+            try:
+                return super().synthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+            finally:
+                _STREAM_VERDICT.reset(token)
         bundle = QueryBundle(query) if isinstance(query, str) else query
         with self._events(bundle) as done:
             return done(self._response(self.verdict(bundle, nodes), nodes, additional_source_nodes))
@@ -453,7 +449,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return self._no_evidence(additional_source_nodes, use_async=True)
         if self._streaming:
             response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-            return await super().asynthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+            token = _STREAM_VERDICT.set(await asyncio.to_thread(self._stream_verdict, query, nodes))
+            try:
+                return await super().asynthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+            finally:
+                _STREAM_VERDICT.reset(token)
         bundle = QueryBundle(query) if isinstance(query, str) else query
         with self._events(bundle) as done:
             return done(self._response(await self.averdict(bundle, nodes), nodes, additional_source_nodes))
@@ -485,7 +485,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         return Response(verdict.explanation, source_nodes=sources, metadata={**metadata, VERDICT_KEY: verdict})
 
     def _no_evidence(self, additional: Sequence[NodeWithScore] | None, use_async: bool = False) -> RESPONSE_TYPE:
-        verdict, sources = _no_evidence_verdict(), list(additional or [])
+        verdict, sources = no_evidence_verdict(), list(additional or [])
         if self._streaming:
             return fixed_stream(verdict, sources, use_async)
         return Response(verdict.explanation, source_nodes=sources, metadata={VERDICT_KEY: verdict})
@@ -496,37 +496,12 @@ class FactCheckSynthesizer(BaseSynthesizer):
         """The streaming response (the only answer still assembled by ``BaseSynthesizer``)."""
         ids = [n.node.node_id for n in source_nodes]
         metadata = self._get_metadata_for_response([n.node for n in source_nodes]) or {}
-        streamed = parsing_response(response_str, source_nodes, metadata, lambda text: self.parse(text, ids))
+        verdict = _STREAM_VERDICT.get()
+        parse = (
+            (lambda text: self.parse(text, ids)) if verdict is None else (lambda t: self._explained(verdict, t, ids))
+        )
+        streamed = parsing_response(response_str, source_nodes, metadata, parse)
         return streamed if streamed is not None else super()._prepare_response_output(response_str, source_nodes)
-
-
-def _no_evidence_verdict() -> Verdict:
-    return Verdict(
-        label=VerdictLabel.NOT_ENOUGH_INFO,
-        explanation=NO_EVIDENCE_EXPLANATION,
-        evidence_ids=[],
-        raw="",
-        parsed=False,
-        method="none",
-    )
-
-
-_UNEXPLAINED = {"explanation": "", "evidence_ids": [], "cited_passages": [], "explanation_repaired": False}  # triage
-
-
-def _with_answer_text(verdict: Verdict) -> Verdict:
-    """``verdict`` whose ``raw`` is the answer as text when the model wrote none (scored labels)."""
-    if verdict.raw:
-        return verdict
-    label = verdict.label.value.replace("_", " ")
-    return verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
-
-
-def _label_name(value: Any) -> str:
-    """``VerdictLabel``/``"SUPPORTED"``/``"NOT ENOUGH INFO"``/``"T"`` … → the label's value."""
-    if isinstance(value, VerdictLabel):
-        return value.value
-    return VerdictLabel.from_fever(str(value)).value
 
 
 def get_fact_check_synthesizer(

@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-__all__ = ["Verdict", "VerdictLabel", "VERDICT_KEY"]
+__all__ = [
+    "Verdict",
+    "VerdictLabel",
+    "VERDICT_KEY",
+    "NO_EVIDENCE_EXPLANATION",
+    "UNEXPLAINED",
+    "no_evidence_verdict",
+    "with_answer_text",
+    "label_value",
+]
 
 #: Key of the verdict in a synthesizer's ``Response.metadata``.
 VERDICT_KEY = "verdict"
@@ -121,3 +131,38 @@ class Verdict(BaseModel):
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""
         return self.label.to_fever()
+
+
+#: Explanation given when the retriever found no evidence (the LLM is not called).
+NO_EVIDENCE_EXPLANATION = "No evidence was retrieved for this claim, so it cannot be verified."
+
+
+def no_evidence_verdict() -> Verdict:
+    """The verdict when the retriever found no evidence: NOT_ENOUGH_INFO, no model called."""
+    return Verdict(
+        label=VerdictLabel.NOT_ENOUGH_INFO,
+        explanation=NO_EVIDENCE_EXPLANATION,
+        evidence_ids=[],
+        raw="",
+        parsed=False,
+        method="none",
+    )
+
+
+#: The fields of a verdict given without its explanation (triage: ``explain=False``).
+UNEXPLAINED = {"explanation": "", "evidence_ids": [], "cited_passages": [], "explanation_repaired": False}
+
+
+def with_answer_text(verdict: Verdict) -> Verdict:
+    """``verdict`` whose ``raw`` is the answer as text when the model wrote none (scored labels)."""
+    if verdict.raw:
+        return verdict
+    label = verdict.label.value.replace("_", " ")
+    return verdict.model_copy(update={"raw": f"Verdict: {label}\nExplanation: {verdict.explanation}"})
+
+
+def label_value(value: Any) -> str:
+    """``VerdictLabel``/``"SUPPORTED"``/``"NOT ENOUGH INFO"``/``"T"`` … → the label's value."""
+    if isinstance(value, VerdictLabel):
+        return value.value
+    return VerdictLabel.from_fever(str(value)).value

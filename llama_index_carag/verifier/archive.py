@@ -131,9 +131,8 @@ def fine_tune_pairs(verifier: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> 
 
 
 def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: TrainingConfig) -> ClaimVerifier:
-    from sentence_transformers import CrossEncoder
-
     import torch
+    from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(
         str(base.weights_dir),

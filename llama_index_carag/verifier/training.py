@@ -101,100 +101,133 @@ def train_pairs(
     from it.  The best validation model is saved to ``work_dir/best`` and loaded back into ``cross_encoder`` at
     the end.  Returns the run's record (steps, seconds, validation curve, best step).
     """
-    import torch
     from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
 
     if not train:
         raise ValueError("No training pairs.")
-    work = Path(work_dir)
-    ckpt, best_dir = work / "checkpoint", work / "best"
-    hf, tokenizer = cross_encoder.model, cross_encoder.tokenizer
-    torch.manual_seed(config.seed)
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    total = max(1, int(round(steps_per_epoch * config.epochs)))
-    optimizer = torch.optim.AdamW(hf.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(config.warmup * total), total)
-    counts = label_counts(train)
-    weights = torch.tensor([len(train) / (len(LABELS) * max(counts[k], 1)) for k in LABELS], dtype=torch.float32)
-    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
-    record: dict[str, Any] = {"config": asdict(config), "train_pairs": len(train), "train_labels": counts}
-    state = {"step": 0, "best_f1": -1.0, "best_step": 0, "stale": 0, "curve": [], "seconds": 0.0}
-    if (ckpt / "state.json").is_file():
-        state = json.loads((ckpt / "state.json").read_text())
-        hf.load_state_dict(torch.load(ckpt / "model.pt", weights_only=True))
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-        schedule.load_state_dict(torch.load(ckpt / "schedule.pt", weights_only=True))
-        logger.info("resuming from step %d of %d", state["step"], total)
-
-    def order_for(epoch: int) -> list[int]:
-        idx = list(range(len(train)))
-        random.Random(config.seed * 1000 + epoch).shuffle(idx)
-        return idx
-
-    def checkpoint() -> None:
-        tmp = work / "checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(hf.state_dict(), tmp / "model.pt")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(schedule.state_dict(), tmp / "schedule.pt")
-        (tmp / "state.json").write_text(json.dumps(state))
-        shutil.rmtree(ckpt, ignore_errors=True)
-        tmp.rename(ckpt)
-
-    def validate() -> bool:
-        f1 = _evaluate(hf, tokenizer, validation, config.max_length) if validation else float(state["step"])
-        state["curve"].append([state["step"], round(f1, 4)])
-        improved = f1 > state["best_f1"]
-        if improved:
-            state.update(best_f1=f1, best_step=state["step"], stale=0)
-            cross_encoder.save_pretrained(str(best_dir))
-        else:
-            state["stale"] += 1
-        logger.info("step %d: validation macro-F1 %.4f (best %.4f)", state["step"], f1, state["best_f1"])
-        checkpoint()
-        return state["stale"] >= config.patience
-
-    hf.train()
-    bar = tqdm(total=total, initial=state["step"], desc="training the verifier", disable=not show_progress)
+    run = _Run(cross_encoder, train, validation, Path(work_dir), config)
+    record: dict[str, Any] = {"config": asdict(config), "train_pairs": len(train), "train_labels": label_counts(train)}
+    state = run.state
+    bar = tqdm(total=run.total, initial=state["step"], desc="training the verifier", disable=not show_progress)
     started = time.perf_counter() - state["seconds"]
     stop = False
-    while state["step"] < total and not stop:
-        epoch, offset = divmod(state["step"] * config.batch_size, len(train))
-        idx = order_for(epoch)[offset : offset + config.batch_size]
-        batch = [train[i] for i in idx]
-        enc = _encode(tokenizer, batch, config.max_length)
-        target = torch.tensor([LABELS.index(p.label) for p in batch])
-        loss = loss_fn(hf(**enc).logits, target)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        state["step"] += 1
+    while state["step"] < run.total and not stop:
+        loss = run.step()
         state["seconds"] = time.perf_counter() - started
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.set_postfix(loss=f"{loss:.3f}")
         over_time = config.time_budget_s is not None and state["seconds"] > config.time_budget_s
-        if state["step"] % config.eval_every == 0 or state["step"] == total or over_time:
-            stop = validate() or over_time
+        if state["step"] % config.eval_every == 0 or state["step"] == run.total or over_time:
+            stop = run.validate() or over_time
     bar.close()
-    if state["best_step"] != state["step"] and best_dir.is_dir():
-        from sentence_transformers import CrossEncoder
-
-        best = CrossEncoder(str(best_dir), device="cpu")
-        hf.load_state_dict(best.model.state_dict())
+    run.keep_best()
     record.update(
         steps=state["step"],
-        total_steps=total,
+        total_steps=run.total,
         seconds=round(state["seconds"], 1),
         best_step=state["best_step"],
         best_validation_macro_f1=round(state["best_f1"], 4),
         curve=state["curve"],
-        stopped_early=state["step"] < total,
+        stopped_early=state["step"] < run.total,
     )
     return record
+
+
+class _Run:
+    """One training run's model, optimizer, schedule and state (``step``, best macro-F1, curve, seconds), with its
+    checkpoint in ``work/checkpoint`` (written whole, then renamed: a kill leaves the previous one) and its best
+    model in ``work/best``."""
+
+    def __init__(
+        self, cross_encoder: Any, train: Sequence[Pair], validation: Sequence[Pair], work: Path, config: TrainingConfig
+    ) -> None:
+        import torch
+        from transformers import get_linear_schedule_with_warmup
+
+        self.model, self.train, self.validation, self.work, self.config = cross_encoder, train, validation, work, config
+        self.hf, self.tokenizer = cross_encoder.model, cross_encoder.tokenizer
+        torch.manual_seed(config.seed)
+        self.total = max(1, int(round(math.ceil(len(train) / config.batch_size) * config.epochs)))
+        self.optimizer = torch.optim.AdamW(
+            self.hf.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+        )
+        self.schedule = get_linear_schedule_with_warmup(self.optimizer, int(config.warmup * self.total), self.total)
+        counts = label_counts(train)
+        weights = [len(train) / (len(LABELS) * max(counts[k], 1)) for k in LABELS]
+        self.loss_fn = torch.nn.CrossEntropyLoss(weight=torch.tensor(weights, dtype=torch.float32))
+        self.state: dict[str, Any] = {
+            "step": 0,
+            "best_f1": -1.0,
+            "best_step": 0,
+            "stale": 0,
+            "curve": [],
+            "seconds": 0.0,
+        }
+        ckpt = work / "checkpoint"
+        if (ckpt / "state.json").is_file():
+            self.state = json.loads((ckpt / "state.json").read_text())
+            self.hf.load_state_dict(torch.load(ckpt / "model.pt", weights_only=True))
+            self.optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+            self.schedule.load_state_dict(torch.load(ckpt / "schedule.pt", weights_only=True))
+            logger.info("resuming from step %d of %d", self.state["step"], self.total)
+        self.hf.train()
+
+    def step(self) -> float:
+        """One optimizer step on the next batch (a seeded shuffle per epoch); its loss."""
+        import torch
+
+        epoch, offset = divmod(self.state["step"] * self.config.batch_size, len(self.train))
+        order = list(range(len(self.train)))
+        random.Random(self.config.seed * 1000 + epoch).shuffle(order)
+        batch = [self.train[i] for i in order[offset : offset + self.config.batch_size]]
+        target = torch.tensor([LABELS.index(p.label) for p in batch])
+        loss = self.loss_fn(self.hf(**_encode(self.tokenizer, batch, self.config.max_length)).logits, target)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.hf.parameters(), 1.0)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad()
+        self.state["step"] += 1
+        return float(loss.item())
+
+    def validate(self) -> bool:
+        """Measure, keep the best, checkpoint; whether to stop early (``patience`` validations without gain)."""
+        state = self.state
+        f1 = (
+            _evaluate(self.hf, self.tokenizer, self.validation, self.config.max_length)
+            if self.validation
+            else float(state["step"])
+        )
+        state["curve"].append([state["step"], round(f1, 4)])
+        if f1 > state["best_f1"]:
+            state.update(best_f1=f1, best_step=state["step"], stale=0)
+            self.model.save_pretrained(str(self.work / "best"))
+        else:
+            state["stale"] += 1
+        logger.info("step %d: validation macro-F1 %.4f (best %.4f)", state["step"], f1, state["best_f1"])
+        self.checkpoint()
+        return state["stale"] >= self.config.patience
+
+    def checkpoint(self) -> None:
+        import torch
+
+        tmp, ckpt = self.work / "checkpoint.tmp", self.work / "checkpoint"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(self.hf.state_dict(), tmp / "model.pt")
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(self.schedule.state_dict(), tmp / "schedule.pt")
+        (tmp / "state.json").write_text(json.dumps(self.state))
+        shutil.rmtree(ckpt, ignore_errors=True)
+        tmp.rename(ckpt)
+
+    def keep_best(self) -> None:
+        """Load the best validation model back when the last step was not the best."""
+        best = self.work / "best"
+        if self.state["best_step"] != self.state["step"] and best.is_dir():
+            from sentence_transformers import CrossEncoder
+
+            self.hf.load_state_dict(CrossEncoder(str(best), device="cpu").model.state_dict())
 
 
 def claim_groups(pairs: Sequence[Pair]) -> list[tuple[str, list[str], str]]:
@@ -262,6 +295,21 @@ def sample_claims(pairs: Sequence[Pair], per_dataset: dict[str, int], seed: int)
     return [p for p in pairs if p.claim_id in kept]
 
 
+def _versions() -> dict[str, str]:
+    import platform
+
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+    }
+
+
 def train_shipped(
     pool_csv: str | Path,
     out_dir: str | Path,
@@ -272,11 +320,6 @@ def train_shipped(
 ) -> dict[str, Any]:
     """Train the shipped verifier from the pool: MiniLM-L6 with a new three-label head, the pool's pairs plus mined
     NOT_ENOUGH_INFO pairs, split by claim; the threshold chosen on the validation claims; saved to ``out_dir``."""
-    import platform
-
-    import sentence_transformers
-    import torch
-    import transformers
     from sentence_transformers import CrossEncoder
 
     from llama_index_carag.models.files import minilm_path
@@ -317,12 +360,7 @@ def train_shipped(
         validation_claims=len(groups),
         validation_claim_figures=figures,
         wall_seconds=round(time.perf_counter() - started, 1),
-        versions={
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
+        versions=_versions(),
     )
     verifier.save(out, training=record)
     write_card(out)
@@ -361,6 +399,13 @@ def write_card(folder: str | Path) -> Path:
         for (c, p), row in zip(REFERENCE_PAIRS, outputs)
     ]
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    card = folder / "MODEL_CARD.md"
+    card.write_text(_card_text(config), encoding="utf-8")
+    return card
+
+
+def _card_text(config: dict[str, Any]) -> str:
+    """The model card of a verifier folder's ``verifier.json`` (with its training record and reference outputs)."""
     t = config["training"]
     figures = t["validation_claim_figures"]
     lines = [
@@ -416,6 +461,4 @@ def write_card(folder: str | Path) -> Path:
         "claims: adapt it to a desk's archive with `carag index --calibrate`.",
         "",
     ]
-    card = folder / "MODEL_CARD.md"
-    card.write_text("\n".join(lines), encoding="utf-8")
-    return card
+    return "\n".join(lines)
