@@ -71,9 +71,9 @@ def decide_label(probabilities: np.ndarray, threshold: float) -> VerifierLabel:
         return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs)
     s, r = float(probs[:, _SUPPORTED].max()), float(probs[:, _REFUTED].max())
     if max(s, r) < threshold:
-        order = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
+        closest = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
         why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f} < {threshold:.2f})"
-        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in order[:3]), why, probs)
+        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), why, probs)
     column = _SUPPORTED if s >= r else _REFUTED
     stance = probs.argmax(axis=1)
     best = int(probs[:, column].argmax())
