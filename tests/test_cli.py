@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,6 +281,8 @@ def test_demo_without_llm(tmp_path):
     labels = [line.split("(label ")[1].split(")")[0] for line in claims]
     assert labels == ["SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"]  # one of each, not three of one
     assert "verdicts against" not in proc.stdout  # no LLM, no verdict report
+    found = re.search(r"The verifier on all (\d+) labelled demo claims: (\d+) of (\d+) right", proc.stdout)
+    assert found and found[1] == found[3] == "21" and 0 <= int(found[2]) <= 21  # the verifier needs no LLM
     assert (tmp_path / "demo" / "soi_graph.html").stat().st_size > 0
     assert png_size(tmp_path / "demo" / "soi_graph.png")[0] >= 900  # sized from its content
 

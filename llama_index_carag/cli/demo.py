@@ -160,8 +160,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\nCARAG-u verdicts against the demo corpus's labels, per label (a model that always gives the")
         print("same label gets the claims of that label right and no other):")
         print("\n".join(label_report(checked)))
-    if not args.no_llm:
-        print("\n" + _verifier_accuracy(carag_u, corpus.claim_nodes, stages))
+    print("\n" + _verifier_accuracy(carag_u, corpus.claim_nodes, stages))  # no LLM needed: also with --no-llm
     html, png = _draw(out, claims[0], results[0])
     print(f"\nSOI graph of {claims[0].node_id}: {html} and {png}")
     print(f'Index saved in {out / "index"}; try: carag check "<claim>" --index {out / "index"}')
