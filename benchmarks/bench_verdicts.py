@@ -84,7 +84,7 @@ def bench_domain(
     name: str, data: dict[str, Any], archive: bool, out_dir: Path, fitted: str | None = None
 ) -> dict[str, Any]:
     from llama_index_carag.verifier.archive import ArchiveClaim, fit_archive_verifier, index_verifier
-    from llama_index_carag.verifier.model import shipped_verifier
+    from llama_index_carag.verifier.model import ClaimVerifier, shipped_verifier
 
     report = data["report"]
     verifiers = {"verifier": shipped_verifier()}
@@ -101,7 +101,8 @@ def bench_domain(
         ]
         folder = out_dir / f"archive_verifier_{name}"
         record["archive"] = fit_archive_verifier(claims, folder)
-        verifiers["verifier + archive"] = index_verifier(folder) or shipped_verifier()
+        kept = record["archive"]["choice"] != "shipped"
+        verifiers["verifier + archive"] = ClaimVerifier(folder) if kept else shipped_verifier()
         print(f"{name}: archive verifier {record['archive']['choice']} in {record['archive']['seconds']:.0f} s")
     gold = [it["gold"] for it in report]
     subset = balanced(report)
