@@ -25,17 +25,17 @@ _KEPT = ("decision", "decision_passages", "decision_reason", "passage_stances")
 def decided(decision: LabelDecision, claim: str, texts: Sequence[str], ids: Sequence[str]) -> Verdict:
     """The unexplained verdict of ``decision`` on the passages (``explanation`` empty, ``method="verifier"``)."""
     made = decision.decide(ScoredEvidence(claim, list(texts), list(ids)))
-    label = made.label.value.replace("_", " ")
-    return Verdict(
+    verdict = Verdict(
         label=made.label,
         explanation="",
-        raw=f"Verdict: {label}\nExplanation: ",
+        raw="",
         method="verifier",
         decision=decision.name,
         decision_passages=list(made.passages),
         decision_reason=made.reason,
         passage_stances=[st.as_dict() for st in made.stances],
     )
+    return verdict.model_copy(update={"raw": f"Verdict: {label_words(verdict)}\nExplanation: "})
 
 
 def label_words(verdict: Verdict) -> str:

@@ -142,9 +142,7 @@ def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: 
         model_kwargs={"dtype": torch.float32},
     )
     train_pairs(model, pairs, [], work, config, show_progress=True)
-    tuned = ClaimVerifier(base.path, threshold=base.threshold)
-    tuned._model = model
-    return tuned
+    return ClaimVerifier(base.path, threshold=base.threshold, cross_encoder=model)
 
 
 def _macro_f1(probs: Sequence[np.ndarray], gold: Sequence[str], threshold: float) -> float:

@@ -125,6 +125,8 @@ class ClaimVerifier:
         threshold: the decision threshold of :func:`decide_label` (default: the folder's ``verifier.json``).
         batch_size: pairs per forward pass.
         device: torch device (default CPU).
+        cross_encoder: an already loaded ``CrossEncoder`` for this folder (a model just trained), else loaded
+            from the folder on first use.
 
     Loading reads the weights once; :meth:`probabilities` and :meth:`label` are cheap per call
     (six short passages: well under a second on two CPU cores).
@@ -137,6 +139,7 @@ class ClaimVerifier:
         threshold: float | None = None,
         batch_size: int = 32,
         device: str = "cpu",
+        cross_encoder: Any = None,
     ) -> None:
         folder = Path(path) if path is not None else SHIPPED_DIR
         config_file = folder / CONFIG_NAME
@@ -156,12 +159,7 @@ class ClaimVerifier:
         self.weights_dir = SHIPPED_DIR if self.config.get("weights") == "shipped" else folder
         self.batch_size = batch_size
         self.device = device
-        self._model: Any = None
-
-    @property
-    def name(self) -> str:
-        """The verifier's name (its folder's, or ``shipped``)."""
-        return "shipped" if self.path == SHIPPED_DIR else self.path.name
+        self._model: Any = cross_encoder
 
     @property
     def cross_encoder(self) -> Any:

@@ -345,8 +345,7 @@ def train_shipped(
     out.mkdir(parents=True, exist_ok=True)
     base = {"labels": list(LABELS), "threshold": 0.5, "chunk_words": 64, "max_length": 256}
     (out / CONFIG_NAME).write_text(json.dumps(base), encoding="utf-8")
-    verifier = ClaimVerifier(out)
-    verifier._model = model
+    verifier = ClaimVerifier(out, cross_encoder=model)
     probs = verifier.batch_probabilities([(c, texts) for c, texts, _ in groups])
     threshold, figures = choose_threshold(probs, [g for _, _, g in groups])
     verifier.threshold = threshold
