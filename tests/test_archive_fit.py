@@ -141,3 +141,6 @@ def test_serve_builds_its_synthesizers_with_the_decision_from_its_state(archive,
     assert synthesizer.decision.name == "verifier"  # serve's default: the verifier decides
     own = get_fact_check_synthesizer(llm, embed_model=retriever.embed_model, archive_decision=fitted, decision="llm")
     assert isinstance(own.decision, ArchiveLabelDecision) and own.decision.archive.reason() == fitted.reason()
+    served, streaming = serve_synthesizers(llm, retriever.embed_model, None, fitted.get_state(), decision="llm")
+    assert isinstance(served.decision, ArchiveLabelDecision) and served.decision.archive.reason() == fitted.reason()
+    assert isinstance(streaming.decision, ArchiveLabelDecision)  # carag serve --decision llm: both paths

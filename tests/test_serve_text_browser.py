@@ -1,6 +1,6 @@
 """The page's "Check a text" mode in a real browser: headless Chromium (DevTools protocol) against a live
 ``carag serve`` on 127.0.0.1 with a free port and a stub LLM whose verdict follows the claim's words
-(``tests.serve_text_helpers:make_label_stub_llm``): paste a text, see its claims highlighted by verdict
+(``tests.serve_text_helpers:make_label_stub_llm``, ``--decision llm``): paste a text, see its claims highlighted by verdict
 (plain sentences stay plain), open one, see its evidence — the same as ``POST /v1/check`` of that claim.
 
 Waits are on DOM conditions, never on sleeps.  ``CARAG_SERVE_SCREENSHOTS=docs/screenshots`` keeps the
@@ -45,7 +45,7 @@ TEXT = (
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     index = build_demo_index(tmp_path_factory.mktemp("serve-text") / "index")
-    live = LiveServer(index, "--llm-factory", "tests.serve_text_helpers:make_label_stub_llm")
+    live = LiveServer(index, "--llm-factory", "tests.serve_text_helpers:make_label_stub_llm", "--decision", "llm")
     yield live
     live.stop()
 

@@ -218,12 +218,7 @@ def _add_check_parser(sub: argparse._SubParsersAction) -> None:
         help="label + evidence only, at the verifier's speed: no LLM is loaded (with --decision llm: the LLM's "
         "label scoring alone, no explanation generated)",
     )
-    p.add_argument(
-        "--decision",
-        choices=("verifier", "llm"),
-        default="verifier",
-        help="who decides the label: the claim verifier (default; the LLM explains it) or the LLM itself",
-    )
+    _add_decision(p)
     _add_quiet(p)
     p.set_defaults(func=cmd_check)
 
@@ -387,7 +382,17 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     from llama_index_carag.serve.command import add_serve_arguments
 
     add_serve_arguments(p, _positive_int)
+    _add_decision(p)
     p.set_defaults(func=cmd_serve)
+
+
+def _add_decision(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--decision",
+        choices=("verifier", "llm"),
+        default="verifier",
+        help="who decides the label: the claim verifier (default; the LLM explains it) or the LLM itself",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

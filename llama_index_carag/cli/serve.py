@@ -44,7 +44,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shown = f"[{host}]" if ":" in host else host
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
         verdicts = ""
-        if name is not None:
+        if name is not None and args.decision == "llm":
+            verdicts = "; verdicts: the LLM decides the label (--decision llm)"
+        elif name is not None:
             adapted = index_verifier(args.index)
             verdicts = (
                 f"; verdicts: the archive verifier ({adapted.config['archive']['choice']})"
@@ -77,6 +79,7 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
         saved_prior(args.index),
         _archive_decision(args.index, retriever),
         index_verifier(args.index),
+        decision=args.decision,
     )
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
@@ -98,6 +101,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
         archive_decision=None if (fitted := _archive_decision(args.index, retriever)) is None else fitted.get_state(),
         verifier=None if (adapted := index_verifier(args.index)) is None else str(adapted.path),
+        decision=args.decision,
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
     try:

@@ -64,6 +64,7 @@ class LLMWorkerSpec:
         domain_prior: the index's ``DomainLabelPrior.get_state()`` (``carag calibrate-verdicts``), or ``None``.
         archive_decision: the index's ``ArchiveDecision.get_state()`` (``carag index --calibrate``), or ``None``.
         verifier: the folder of the index's archive verifier (``carag index --calibrate``), or ``None`` (shipped).
+        decision: who decides the label, ``"verifier"`` (default) or ``"llm"`` (``carag serve --decision``).
     """
 
     llm: str | None = None
@@ -73,6 +74,7 @@ class LLMWorkerSpec:
     domain_prior: dict[str, Any] | None = None
     archive_decision: dict[str, Any] | None = None
     verifier: str | None = None
+    decision: str = "verifier"
 
 
 class _Cancelled(Exception):
@@ -96,7 +98,12 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
 
 
 def serve_synthesizers(
-    llm: Any, embed_model: Any, domain_prior: Any = None, archive_decision: Any = None, verifier: Any = None
+    llm: Any,
+    embed_model: Any,
+    domain_prior: Any = None,
+    archive_decision: Any = None,
+    verifier: Any = None,
+    decision: str = "verifier",
 ) -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
     in the server (``--llm-in-process``) and in a worker alike.
@@ -104,7 +111,7 @@ def serve_synthesizers(
     ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``get_state()`` form), used if it was measured
     for ``llm`` (``carag calibrate-verdicts``); ``archive_decision``: the index's ``ArchiveDecision`` (or its
     ``get_state()`` form, ``carag index --calibrate``); ``verifier``: the index's archive verifier (or its
-    folder), else the shipped one decides.
+    folder), else the shipped one decides; ``decision``: ``"verifier"`` or ``"llm"`` (the LLM's own label).
     """
     from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision
     from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
@@ -122,6 +129,7 @@ def serve_synthesizers(
         "domain_prior": prior_for(domain_prior, llm),
         "archive_decision": archive_decision,
         "verifier": verifier,
+        "decision": decision,
     }
     synthesizer = get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration)
     verifier = getattr(synthesizer.decision, "verifier", None)
@@ -190,7 +198,10 @@ class _Model:
     def build(cls, spec: LLMWorkerSpec) -> _Model:
         llm = build_llm(spec)
         return cls(
-            llm, *serve_synthesizers(llm, _embed_model(spec), spec.domain_prior, spec.archive_decision, spec.verifier)
+            llm,
+            *serve_synthesizers(
+                llm, _embed_model(spec), spec.domain_prior, spec.archive_decision, spec.verifier, spec.decision
+            ),
         )
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:

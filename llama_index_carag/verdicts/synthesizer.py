@@ -99,8 +99,8 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     Args:
         llm: any LlamaIndex LLM (default: ``Settings.llm``).
-        settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: the arg-max
-            decision, two-sentence explanations; ``decision="stance"`` for per-passage stances).
+        settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: the claim
+            verifier decides, the LLM explains in at most two sentences; ``decision="llm"``: the LLM's own label).
         decision: a :class:`~llama_index_carag.verdicts.decision.LabelDecision` for ``"score"`` mode, or a
             decision's name (``"stance"``, ``"argmax"``, ``"rule"``; default: the one ``settings.decision`` names).
         embed_model: a LlamaIndex embed model for decisions that read claim-passage cosines
@@ -523,7 +523,7 @@ def get_fact_check_synthesizer(
         llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
             or ``None`` for the offline default (Qwen2.5-Coder-1.5B-Instruct).
         streaming: stream the model's text (free-text labels).
-        settings: :class:`VerdictSettings` (default: the arg-max decision; ``decision="stance"``: per-passage stances).
+        settings: :class:`VerdictSettings` (default: the claim verifier decides; ``decision="llm"``: the LLM's own label).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
         domain_prior, archive_decision, verifier: the index's verdict calibration (see :class:`FactCheckSynthesizer`).
