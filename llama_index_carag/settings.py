@@ -33,6 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from pydantic.json_schema import JsonDict
 
 from llama_index_carag.core.validation import (
+    check_count,
     check_delta,
     check_interval,
     check_n_clusters,
@@ -80,14 +81,7 @@ def _cosine(name: str) -> Any:
 
 
 def _count(name: str) -> Any:
-    def check(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, Integral):
-            raise TypeError(f"{name} must be a non-negative integer; got {type(v).__name__} {v!r}.")
-        if v < 0:
-            raise ValueError(f"{name} must be a non-negative integer; got {v!r}.")
-        return int(v)
-
-    return BeforeValidator(check)
+    return BeforeValidator(lambda v: check_count(v, name))
 
 
 def _mode(v: Any) -> str:
@@ -185,6 +179,11 @@ class CaragSettings(BaseModel):
     )
     similarity_top_k: Annotated[int, _positive("similarity_top_k")] = Field(
         6, description="Evidence passages returned."
+    )
+    soi_min_size: Annotated[int, _count("soi_min_size")] = Field(
+        0,
+        description="Keep at least this many SOI items, the cluster's most similar to the claim, when fewer pass "
+        "delta (0: delta alone, as in the papers).",
     )
     soi_top_m: Annotated[int | None, _optional_positive("soi_top_m")] = Field(
         None,

@@ -179,12 +179,22 @@ def _print_check(result: dict[str, Any]) -> None:
         f"claim cluster {soi['cluster']}"
         + (f" (theme {soi['theme']})" if soi.get("theme") else "")
         + f"; SOI {size} of {soi['cluster_size']} cluster items"
+        + _widened(soi)
     )
     if size == 0:
         import shutil
 
         print(textwrap.fill(_empty_reason_text(result), max(80, shutil.get_terminal_size((120, 24)).columns)))
     _print_evidence(result["evidence"])
+
+
+def _widened(soi: dict[str, Any]) -> str:
+    """``" (fewer than 3 above delta: the 3 most similar kept, down to cosine 0.58)"`` when ``min_size``
+    widened the SOI, else ``""``."""
+    low, least = soi.get("threshold"), soi.get("min_size", 0)
+    if low is None or low > soi["delta"]:
+        return ""
+    return f" (fewer than {least} above delta: the {least} most similar kept, down to cosine {low:.2f})"
 
 
 def _empty_reason_text(result: dict[str, Any]) -> str:

@@ -37,17 +37,22 @@ def _unit_float(name: str, low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
-def _positive_int(name: str) -> Callable[[str], int]:
+def _positive_int(name: str, least: int = 1) -> Callable[[str], int]:
     def parse(value: str) -> int:
         try:
             out = int(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be an integer, not {value!r}") from None
-        if out < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, not {value}")
+        if out < least:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {least}, not {value}")
         return out
 
     return parse
+
+
+def _count_arg(name: str) -> Callable[[str], int]:
+    """An integer ``>= 0`` (a count that may be zero)."""
+    return _positive_int(name, least=0)
 
 
 def _presets() -> dict[str, Any]:
@@ -107,7 +112,7 @@ def _load_retriever(args: argparse.Namespace, stages: Stages | None = None) -> A
             model = resolve_embed_model(name)
     with stages.stage(f"loading the index {folder}"):
         retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
-    changes = _setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k")
+    changes = _setting_args(args, alpha="alpha", delta="delta", soi_min_size="soi_min_size", similarity_top_k="k")
     return retriever.with_settings(**changes) if changes else retriever
 
 

@@ -35,7 +35,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         args.preset,
         mode=args.mode,
         random_state=args.seed,
-        **_setting_args(args, alpha="alpha", delta="delta", similarity_top_k="k", n_clusters="clusters"),
+        **_setting_args(
+            args, alpha="alpha", delta="delta", soi_min_size="soi_min_size", similarity_top_k="k", n_clusters="clusters"
+        ),
     )
     fitted_at = time.perf_counter()
     retriever = ContextAwareRetriever.from_index(

@@ -30,7 +30,7 @@ from typing import Any
 from llama_index_carag.cli.calibrate_verdicts import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.check_text import cmd_check_text
-from llama_index_carag.cli.common import CLIError, _clusters, _positive_int, _presets, _unit_float
+from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.demo import cmd_demo
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
 from llama_index_carag.cli.index import cmd_index
@@ -104,6 +104,9 @@ def _add_retrieval_overrides(p: argparse.ArgumentParser, *, index_required: bool
     p.add_argument("--index", required=index_required, help="folder written by 'carag index'")
     p.add_argument("--alpha", type=_unit_float("--alpha", 0, 1), help="claim weight in [0, 1] (1 = plain RAG)")
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), help="SOI cosine threshold in [-1, 1]")
+    p.add_argument(
+        "--soi-min-size", type=_count_arg("--soi-min-size"), help="keep at least this many SOI items (0: delta alone)"
+    )
     p.add_argument("--k", type=_positive_int("--k"), help="evidence passages to retrieve")
     p.add_argument("--embed-model", help="override the recorded embed model (must be the same model)")
 
@@ -170,6 +173,12 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
         "--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default/tuned 0.8)"
     )
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
+    p.add_argument(
+        "--soi-min-size",
+        type=_count_arg("--soi-min-size"),
+        default=None,
+        help="keep at least this many SOI items, the most similar, when fewer pass delta (the preset's; paper 0)",
+    )
     p.add_argument("--k", type=_positive_int("--k"), default=None, help="default 6")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="write into a non-empty folder")

@@ -239,9 +239,17 @@ class ClusterStore(Protocol):
         """Every member of one cluster."""
 
     def query_members(
-        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+        self,
+        key: GroupKey,
+        query_unit: np.ndarray,
+        delta: float,
+        top_m: int | None,
+        texts: TextsOf | None,
+        *,
+        min_size: int = 0,
     ) -> ClusterMembers:
-        """The members an SOI of a unit query vector (shape ``(d,)``) is built from (at least those above ``delta``)."""
+        """The members an SOI of a unit query vector (shape ``(d,)``) is built from (at least those above
+        ``delta``, and the ``min_size`` most similar)."""
 
     def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
         """The cluster size an SOI reports."""
@@ -303,7 +311,14 @@ class MemoryClusterStore:
         return self.clusters.members(key, texts)
 
     def query_members(
-        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+        self,
+        key: GroupKey,
+        query_unit: np.ndarray,
+        delta: float,
+        top_m: int | None,
+        texts: TextsOf | None,
+        *,
+        min_size: int = 0,
     ) -> ClusterMembers:
         return self.clusters.members(key, texts)  # the whole cluster: the SOI builder filters it
 

@@ -306,10 +306,12 @@ class ThematicContext(BaseEstimator):
         claim: str = "",
         claim_id: str | None = None,
         top_m: int | None = None,
+        min_size: int = 0,
         n_related_claims: int = 0,
         include_texts: bool = True,
     ) -> SubsetOfInterest:
-        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items).
+        """The SOI of a query vector (shape ``(d,)``) at threshold ``delta`` (at most ``top_m`` items, at least
+        ``min_size`` when the cluster has them).
 
         ``claim_id`` marks the query as a corpus claim (found from ``claim`` by
         :meth:`match_claim` when not given).
@@ -320,6 +322,7 @@ class ThematicContext(BaseEstimator):
             claim=claim,
             claim_id=claim_id,
             top_m=top_m,
+            min_size=min_size,
             n_related_claims=n_related_claims,
             include_texts=include_texts,
         )
@@ -332,6 +335,7 @@ class ThematicContext(BaseEstimator):
             delta=delta,
             cluster=q.key[1],
             theme=q.key[0],
+            min_size=min_size,
         )
 
     def query_soi(
@@ -342,6 +346,7 @@ class ThematicContext(BaseEstimator):
         claim: str = "",
         claim_id: str | None = None,
         top_m: int | None = None,
+        min_size: int = 0,
         n_related_claims: int = 0,
         include_texts: bool = False,
         unit: bool = False,
@@ -350,19 +355,27 @@ class ThematicContext(BaseEstimator):
 
         The query vector is checked and normalised once, here; ``unit=True`` says the caller
         did it already (a finite unit vector of the context's dimension; ``delta`` and
-        ``top_m`` validated).
+        ``top_m``, ``min_size`` validated).
         """
         check_is_fitted(self, "cluster_store_")
-        q = query_vector if unit else l2_normalize(check_soi_query(query_vector, self.dim_, delta, top_m))
+        q = query_vector if unit else l2_normalize(check_soi_query(query_vector, self.dim_, delta, top_m, min_size))
         if claim_id is None and claim:
             claim_id = self.match_claim(claim)
         key = self.locate(q, claim_id, unit=True)
-        members = self.cluster_store_.query_members(key, q, delta, top_m, self._texts() if include_texts else None)
+        texts = self._texts() if include_texts else None
+        members = self.cluster_store_.query_members(key, q, delta, top_m, texts, min_size=min_size)
         if self.mode == "supervised":
-            core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, unit=True)
+            core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, min_size=min_size, unit=True)
         else:
             core = unsupervised_core(
-                q, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims, unit=True
+                q,
+                members,
+                delta,
+                claim_id=claim_id,
+                top_m=top_m,
+                min_size=min_size,
+                n_related_claims=n_related_claims,
+                unit=True,
             )
         size = self.cluster_store_.cluster_size(key, claim_id, core)
         if size != core.cluster_size:

@@ -4,6 +4,12 @@ The SOI is the part of a claim's thematic cluster that is close to the claim
 (cosine similarity above ``delta``).  Its items' mean embedding is the
 thematic embedding ``T`` that CARAG blends into the retrieval query.
 
+``min_size`` keeps the SOI from being empty when nothing passes ``delta``: the
+``min_size`` items of the cluster most similar to the claim are kept instead
+(``0``: the papers' rule, ``delta`` alone).  A count does not depend on the
+encoder's cosine scale, which a fixed ``delta`` does: a new claim's cosines to its
+cluster are often all below the papers' 0.75 (MiniLM's more than mpnet's).
+
 * :func:`build_supervised_soi` (CARAG): from the claim's cluster *within its
   theme*, the claim's annotated evidence, the other claims ("related claims")
   and the annotated evidence of those related claims.
@@ -85,6 +91,8 @@ class SubsetOfInterest:
         similarities: item id → cosine similarity to the claim.
         mode: ``"supervised"`` (CARAG) or ``"unsupervised"`` (CARAG-u).
         delta: the similarity threshold used (items kept have similarity ``> delta``).
+        min_size: the fewest items kept when the cluster has them (the most similar, below ``delta`` if need be;
+            ``0``: ``delta`` alone, as in the papers).
         cluster: the claim's cluster (within ``theme`` for CARAG).
         theme: the claim's theme (CARAG), else ``None``.
         cluster_size: number of items in the cluster before the ``delta`` filter.
@@ -104,6 +112,7 @@ class SubsetOfInterest:
     cluster: int | None = None
     theme: str | None = None
     cluster_size: int = 0
+    min_size: int = 0
     thematic_embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def items(self) -> Iterator[SOIItem]:
@@ -120,6 +129,11 @@ class SubsetOfInterest:
         return sum(len(getattr(self, key)) for key in SOI_LIST_KEYS)
 
     @property
+    def threshold(self) -> float | None:
+        """The lowest cosine kept (below ``delta`` when ``min_size`` widened the SOI); ``None`` when empty."""
+        return min(self.similarities.values(), default=None) if self.similarities else None
+
+    @property
     def is_empty(self) -> bool:
         """True when no item passed the threshold (retrieval then falls back to the claim vector)."""
         return len(self) == 0
@@ -133,7 +147,8 @@ class SubsetOfInterest:
         return {item.id: key for key in SOI_LIST_KEYS for item in getattr(self, key)}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict with the papers' keys plus ``mode``, ``delta``, ``cluster``, ``theme``, ``cluster_size``."""
+        """JSON-safe dict with the papers' keys plus ``mode``, ``delta``, ``min_size``, ``threshold`` (the lowest
+        cosine kept), ``cluster``, ``theme``, ``cluster_size``."""
         out: dict[str, Any] = {"claim_id": self.claim_id, "claim": self.claim}
         for key in SOI_LIST_KEYS:
             out[key] = [item.to_dict() for item in getattr(self, key)]
@@ -141,6 +156,8 @@ class SubsetOfInterest:
         out.update(
             mode=self.mode,
             delta=float(self.delta),
+            min_size=int(self.min_size),
+            threshold=None if (low := self.threshold) is None else float(low),
             cluster=None if self.cluster is None else int(self.cluster),
             theme=self.theme,
             cluster_size=int(self.cluster_size),
@@ -177,6 +194,7 @@ class SubsetOfInterest:
             similarities=sims,
             mode=mode,
             delta=float(data.get("delta", 0.75)),
+            min_size=int(data.get("min_size", 0)),
             cluster=None if data.get("cluster") is None else int(data["cluster"]),
             theme=data.get("theme"),
             cluster_size=int(data.get("cluster_size", 0)),
@@ -246,22 +264,40 @@ class SOICore:
         return {str(members.ids[r]): key for key, rows in self.rows.items() for r in rows.tolist()}
 
 
-def check_soi_query(claim_vector: Any, dim: int | None, delta: Any, top_m: Any) -> np.ndarray:
+def check_soi_query(claim_vector: Any, dim: int | None, delta: Any, top_m: Any, min_size: Any = 0) -> np.ndarray:
     """The claim vector of an SOI query as a finite, non-zero float32 vector of dimension ``dim`` (any, if
-    ``None``), once ``delta`` (a cosine) and ``top_m`` (``None`` or a positive integer) are checked."""
-    from llama_index_carag.core.validation import check_delta, check_top_k
+    ``None``), once ``delta`` (a cosine), ``top_m`` (``None`` or a positive integer) and ``min_size`` (an
+    integer ``>= 0``) are checked."""
+    from llama_index_carag.core.validation import check_count, check_delta, check_top_k
 
     check_delta(delta)
     if top_m is not None:
         check_top_k(top_m, "top_m")
+    check_count(min_size, "min_size")
     q = as_vector(claim_vector, dim=dim, name="claim vector")
     if not np.any(q):
         raise ValueError("The claim vector is all zeros; cosine similarity is undefined.")
     return q
 
 
-def _check_inputs(claim_vector: np.ndarray, members: ClusterMembers, delta: float, top_m: int | None) -> np.ndarray:
-    return check_soi_query(claim_vector, members.unit.shape[1] if members.unit.shape[0] else None, delta, top_m)
+def _check_inputs(
+    claim_vector: np.ndarray, members: ClusterMembers, delta: float, top_m: int | None, min_size: int
+) -> np.ndarray:
+    dim = members.unit.shape[1] if members.unit.shape[0] else None
+    return check_soi_query(claim_vector, dim, delta, top_m, min_size)
+
+
+def _passing(sims: np.ndarray, eligible: np.ndarray, delta: float, min_size: int) -> np.ndarray:
+    """Which rows stay: eligible rows above ``delta``, or the ``min_size`` most similar eligible rows when fewer
+    pass (ties broken by row order)."""
+    passes = eligible & (sims > delta)
+    if min_size <= 0 or int(passes.sum()) >= min_size:
+        return passes
+    rows = np.flatnonzero(eligible)
+    best = rows[np.argsort(-sims[rows], kind="stable")[:min_size]]
+    out = np.zeros(len(sims), dtype=bool)
+    out[best] = True
+    return out
 
 
 def _core(rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int) -> SOICore:
@@ -276,18 +312,19 @@ def unsupervised_core(
     *,
     claim_id: str | None = None,
     top_m: int | None = None,
+    min_size: int = 0,
     n_related_claims: int = 0,
     unit: bool = False,
 ) -> SOICore:
     """The rows of CARAG-u's SOI (see :func:`build_unsupervised_soi` for the rules).
 
-    ``unit=True``: ``claim_vector`` is a checked unit vector and ``delta``/``top_m`` are valid.
+    ``unit=True``: ``claim_vector`` is a checked unit vector and ``delta``/``top_m``/``min_size`` are valid.
     """
     if not unit:
-        claim_vector = _check_inputs(claim_vector, members, delta, top_m)
+        claim_vector = _check_inputs(claim_vector, members, delta, top_m, min_size)
     sims = cosine_similarities(claim_vector, members.unit, normalized=unit)
     evidence = ~np.asarray(members.is_claim, dtype=bool)
-    keep = np.flatnonzero(evidence & (sims > delta))
+    keep = np.flatnonzero(_passing(sims, evidence, delta, min_size))
     keep = keep[np.argsort(-sims[keep], kind="stable")]
     if top_m is not None:
         keep = keep[:top_m]
@@ -308,16 +345,16 @@ def supervised_core(
     *,
     claim_id: str | None = None,
     top_m: int | None = None,
+    min_size: int = 0,
     unit: bool = False,
 ) -> SOICore:
     """The rows of CARAG's SOI (see :func:`build_supervised_soi` for the rules; ``unit`` as in
     :func:`unsupervised_core`)."""
     if not unit:
-        claim_vector = _check_inputs(claim_vector, members, delta, top_m)
+        claim_vector = _check_inputs(claim_vector, members, delta, top_m, min_size)
     sims = cosine_similarities(claim_vector, members.unit, normalized=unit)
     is_claim = np.asarray(members.is_claim, dtype=bool)
     claim_of = np.asarray(members.claim_of, dtype=object)
-    passes = sims > delta
     is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
     related_mask = is_claim & ~is_self
     related_ids = list(set(claim_of[related_mask].tolist()))
@@ -325,6 +362,7 @@ def supervised_core(
         (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
     )
     thematic_mask = ~is_claim & np.isin(claim_of, np.asarray(related_ids, dtype=object))
+    passes = _passing(sims, annotated_mask | related_mask | thematic_mask, delta, min_size)
 
     def pick(mask: np.ndarray) -> np.ndarray:
         keep = np.flatnonzero(mask & passes)
@@ -349,6 +387,7 @@ def materialize_soi(
     delta: float,
     cluster: int | None,
     theme: str | None = None,
+    min_size: int = 0,
 ) -> SubsetOfInterest:
     """Turn an :class:`SOICore` into a :class:`SubsetOfInterest` (item objects, texts, similarities)."""
     lists: dict[str, Any] = {key: _items(members, rows, core.sims) for key, rows in core.rows.items()}
@@ -360,6 +399,7 @@ def materialize_soi(
         cluster=cluster,
         theme=theme,
         cluster_size=core.cluster_size,
+        min_size=int(min_size),
         **lists,
     )
     soi.thematic_embedding = core.thematic_embedding
@@ -376,6 +416,7 @@ def build_unsupervised_soi(
     claim_id: str | None = None,
     cluster: int | None = None,
     top_m: int | None = None,
+    min_size: int = 0,
     n_related_claims: int = 0,
 ) -> SubsetOfInterest:
     """CARAG-u's SOI: the evidence of the claim's cluster with cosine similarity ``> delta``.
@@ -389,6 +430,8 @@ def build_unsupervised_soi(
         top_m: keep at most the ``top_m`` most similar of those items (``None``:
             all above ``delta``, as in the paper).  A count, unlike ``delta``,
             does not depend on the encoder's similarity scale.
+        min_size: when fewer than ``min_size`` items pass ``delta``, keep the ``min_size`` most similar
+            evidence items of the cluster instead (``0``: ``delta`` alone, as in the paper).
         n_related_claims: also put the ``n`` claims of the cluster most similar to
             the claim (itself excluded, no ``delta`` filter) into ``related_claims``
             (an extension; the paper's CARAG-u uses evidence only, ``0``).  Uses no
@@ -400,10 +443,23 @@ def build_unsupervised_soi(
         unit embedding of all its items.
     """
     core = unsupervised_core(
-        claim_vector, members, delta, claim_id=claim_id, top_m=top_m, n_related_claims=n_related_claims
+        claim_vector,
+        members,
+        delta,
+        claim_id=claim_id,
+        top_m=top_m,
+        min_size=min_size,
+        n_related_claims=n_related_claims,
     )
     return materialize_soi(
-        core, members, mode="unsupervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster
+        core,
+        members,
+        mode="unsupervised",
+        claim=claim,
+        claim_id=claim_id,
+        delta=delta,
+        cluster=cluster,
+        min_size=min_size,
     )
 
 
@@ -417,6 +473,7 @@ def build_supervised_soi(
     cluster: int | None = None,
     theme: str | None = None,
     top_m: int | None = None,
+    min_size: int = 0,
 ) -> SubsetOfInterest:
     """CARAG's SOI from the claim's cluster within its theme.
 
@@ -431,13 +488,22 @@ def build_supervised_soi(
     evidence may stay when the claim itself does not).  The claim itself is
     never an item.  A claim that is not in the corpus (``claim_id=None``) has no
     annotated evidence.  ``top_m`` keeps only the ``top_m`` most similar items
-    over all three lists (``None``: all above ``delta``).
+    over all three lists (``None``: all above ``delta``); when fewer than ``min_size`` items of the three
+    lists pass ``delta``, the ``min_size`` most similar of them are kept instead.
 
     Returns:
         the SOI; each list sorted by decreasing similarity; ``thematic_embedding`` =
         mean unit embedding of all kept items (Equation 1 of the CARAG paper).
     """
-    core = supervised_core(claim_vector, members, delta, claim_id=claim_id, top_m=top_m)
+    core = supervised_core(claim_vector, members, delta, claim_id=claim_id, top_m=top_m, min_size=min_size)
     return materialize_soi(
-        core, members, mode="supervised", claim=claim, claim_id=claim_id, delta=delta, cluster=cluster, theme=theme
+        core,
+        members,
+        mode="supervised",
+        claim=claim,
+        claim_id=claim_id,
+        delta=delta,
+        cluster=cluster,
+        theme=theme,
+        min_size=min_size,
     )

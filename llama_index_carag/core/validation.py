@@ -15,6 +15,7 @@ __all__ = [
     "sanitize_text",
     "check_delta",
     "check_top_k",
+    "check_count",
     "check_n_clusters",
     "check_query_text",
     "check_unit_interval",
@@ -50,6 +51,15 @@ def check_delta(value: Any, name: str = "delta") -> float:
     if not -1.0 <= out <= 1.0:
         raise ValueError(f"{name} must be in [-1, 1] (a cosine similarity); got {value!r}.")
     return out
+
+
+def check_count(value: Any, name: str) -> int:
+    """A non-negative integer (a count that may be zero)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be a non-negative integer; got {type(value).__name__} {value!r}.")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {value!r}.")
+    return int(value)
 
 
 def check_top_k(value: Any, name: str = "similarity_top_k") -> int:

@@ -114,6 +114,7 @@ class RerankStage:
             "mode": query.mode,
             "alpha": self.settings.alpha,
             "delta": self.settings.delta,
+            "soi_min_size": self.settings.soi_min_size,
             "cluster": pool.clusters[r],
             "query_cluster": query.query_cluster,
             "query_theme": query.query_theme,

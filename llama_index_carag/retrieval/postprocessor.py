@@ -198,6 +198,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
                 claim=query_str,
                 include_texts=False,
                 top_m=self.settings.soi_top_m,
+                min_size=self.settings.soi_min_size,
                 n_related_claims=self.settings.soi_claims,
             )
         assert self._clusterer is not None
@@ -211,7 +212,9 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
             np.zeros(len(rows), dtype=bool),
             [None] * len(rows),
         )
-        return build_unsupervised_soi(q, members, self.delta, claim=query_str, cluster=query_cluster)
+        return build_unsupervised_soi(
+            q, members, self.delta, claim=query_str, cluster=query_cluster, min_size=self.settings.soi_min_size
+        )
 
     # ------------------------------------------------------------- postprocess
     async def apostprocess_nodes(

@@ -78,6 +78,7 @@ def plan_query(
         s.delta,
         claim=query_str,
         top_m=s.soi_top_m,
+        min_size=s.soi_min_size,
         n_related_claims=s.soi_claims,
         include_texts=include_texts,
         unit=True,
@@ -148,4 +149,5 @@ def plan_soi(plan: QueryPlan, context: ThematicContext, settings: CaragSettings,
         delta=settings.delta,
         cluster=q.key[1],
         theme=q.key[0],
+        min_size=settings.soi_min_size,
     )

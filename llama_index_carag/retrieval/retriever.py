@@ -340,6 +340,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             claim=bundle.query_str,
             claim_id=claim_id,
             top_m=s.soi_top_m,
+            min_size=s.soi_min_size,
             n_related_claims=s.soi_claims,
             include_texts=True,
         )

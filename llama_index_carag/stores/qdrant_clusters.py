@@ -192,15 +192,35 @@ class QdrantClusterStore:
         return vectors, clusters
 
     def query_members(
-        self, key: GroupKey, query_unit: np.ndarray, delta: float, top_m: int | None, texts: TextsOf | None
+        self,
+        key: GroupKey,
+        query_unit: np.ndarray,
+        delta: float,
+        top_m: int | None,
+        texts: TextsOf | None,
+        *,
+        min_size: int = 0,
     ) -> ClusterMembers:
-        """The cluster's points above ``delta`` (one filtered query, paged), then its claims."""
+        """The cluster's points above ``delta`` (one filtered query, paged), then its claims; when fewer than
+        ``min_size`` pass, the ``min_size`` nearest points instead (supervised: the whole cluster, as the
+        claim-link filter comes after)."""
+        if self.supervised:
+            top_m = None  # the cap applies after the claim-link filter, in supervised_core
+        points = self._points(key, query_unit, float(delta), top_m, texts)
+        if len(points) < min_size:
+            if self.supervised:
+                return self.members(key, texts)
+            points = self._points(key, query_unit, None, min_size, texts)
+        return self._with_claims(key, points, texts)
+
+    def _points(
+        self, key: GroupKey, query_unit: np.ndarray, threshold: float | None, top_m: int | None, texts: TextsOf | None
+    ) -> list[Any]:
+        """The cluster's points nearest ``query_unit`` (above ``threshold``, at most ``top_m``), paged."""
         c = self.collection
         payload = [c.claim_key, "_node_content", "text"] if texts is not None else [c.claim_key]
         points: list[Any] = []
         offset = 0
-        if self.supervised:
-            top_m = None  # the cap applies after the claim-link filter, in supervised_core
         while True:
             limit = _PAGE if top_m is None else min(_PAGE, top_m - len(points))
             page = c.client.query_points(
@@ -208,7 +228,7 @@ class QdrantClusterStore:
                 query=query_unit.tolist(),
                 using=c.using,
                 query_filter=c.cluster_filter(key, self.exclude),
-                score_threshold=float(delta),
+                score_threshold=threshold,
                 limit=limit,
                 offset=offset,
                 with_vectors=True,
@@ -218,7 +238,7 @@ class QdrantClusterStore:
             offset += len(page)
             if len(page) < limit or (top_m is not None and len(points) >= top_m):
                 break
-        return self._with_claims(key, points, texts)
+        return points
 
     def members(self, key: GroupKey, texts: TextsOf | None) -> ClusterMembers:
         """All members of a cluster (scrolls it; for drawing, not for queries)."""
