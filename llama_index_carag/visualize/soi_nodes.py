@@ -71,8 +71,9 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
       claim-to-evidence similarity), so the edge reads "this passage, at this
       similarity to the query, backs that related claim".
 
-    Graph attributes: ``claim_node``, ``claim``, ``mode``, ``delta``, ``cluster``,
-    ``theme``, ``cluster_size``, ``soi_size``, ``n_retrieved`` (0 without evidence).
+    Graph attributes: ``claim_node``, ``claim``, ``mode``, ``delta``, ``min_size``, ``threshold`` (the lowest
+    cosine kept, ``None`` when empty), ``cluster``, ``theme``, ``cluster_size``, ``soi_size``, ``n_retrieved``
+    (0 without evidence).
     """
     import networkx as nx
 
@@ -84,6 +85,8 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
         claim=soi.claim,
         mode=soi.mode,
         delta=float(soi.delta),
+        min_size=int(soi.min_size),
+        threshold=soi.threshold,
         cluster=soi.cluster,
         theme=soi.theme,
         cluster_size=int(soi.cluster_size),

@@ -50,7 +50,11 @@ def _soi_title_lines(graph: networkx.Graph) -> tuple[str, str]:
     if g.get("theme") is not None:
         parts.append(f"theme: {_shorten(g['theme'], 40)}")
     parts.append(f"cluster: {g['cluster'] if g.get('cluster') is not None else 'n/a'}")
-    parts.append(f"δ = {g['delta']:.2f}")
+    low = g.get("threshold")
+    widened = low is not None and low <= g["delta"]
+    parts.append(
+        f"δ = {g['delta']:.2f}" + (f" (the {g['min_size']} nearest kept, down to {low:.2f})" if widened else "")
+    )
     size = f"SOI size: {g['soi_size']}"
     if g.get("cluster_size"):
         size += f" of {g['cluster_size']} in cluster"

@@ -146,6 +146,9 @@ function renderEvidence(result, view = checkView()) {
   view.soi.textContent =
     `${s.mode} · alpha ${s.alpha} · delta ${s.delta} · k ${s.similarity_top_k} · claim cluster ${soi.cluster ?? "-"}` +
     (soi.theme ? ` (theme ${soi.theme})` : "") + ` · SOI ${size} of ${soi.cluster_size ?? "?"} cluster items` +
+    (size > 0 && soi.threshold != null && soi.threshold <= soi.delta
+      ? ` (fewer than ${soi.min_size} above delta: the ${soi.min_size} most similar, down to cosine ${soi.threshold.toFixed(2)})`
+      : "") +
     (size === 0 ? ` · ${soi.empty_reason ? soi.empty_reason.text : "SOI empty: the query is the claim alone"}` : "");
 }
 
