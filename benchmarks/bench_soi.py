@@ -48,7 +48,8 @@ def tasks(name: str, split: str) -> list[Any]:
 def methods(grid: bool, min_size: int | None) -> dict[str, Any]:
     from llama_index_carag.settings import DEFAULT, PAPER
 
-    out: dict[str, Any] = {"paper": PAPER, "default, min size 0": DEFAULT.replace(soi_min_size=0)}
+    before = DEFAULT.replace(soi_min_size=0, alpha=0.8)  # the default before issue 36
+    out: dict[str, Any] = {"paper": PAPER, "default before (min size 0, alpha 0.8)": before}
     if min_size is not None:
         out[f"default, min size {min_size}"] = DEFAULT.replace(soi_min_size=min_size)
     if grid:
