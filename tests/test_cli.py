@@ -150,9 +150,11 @@ def test_check_with_an_llm_says_loading_it_and_writing_the_verdict(index_dir, mo
 
 
 def test_check_says_why_the_soi_is_empty(index_dir):
-    """The default preset's δ 0.75 with MiniLM keeps nothing for this claim: the output says why."""
+    """δ 0.75 alone (``--soi-min-size 0``, the papers' rule) keeps nothing for this claim with MiniLM: the output
+    says why; the default's minimum size keeps the cluster's nearest items instead."""
     claim = "Offshore wind farms drive fish away from the area."
-    proc = carag("check", claim, "--index", str(index_dir), "--no-llm", "--json", "--delta", "0.75")
+    alone = ("--delta", "0.75", "--soi-min-size", "0")
+    proc = carag("check", claim, "--index", str(index_dir), "--no-llm", "--json", *alone)
     assert proc.returncode == 0, proc.stderr
     soi = json.loads(proc.stdout)["soi"]
     assert not any(soi[key] for key in SOI_LIST_KEYS)
@@ -165,8 +167,10 @@ def test_check_says_why_the_soi_is_empty(index_dir):
     closest = f"(the closest: {reason['closest_similarity']:.2f})"
     assert reason["text"].startswith(f"SOI empty: no item of the claim's cluster {soi['cluster']} ")
     assert closest in reason["text"] and "the query is the claim alone" in reason["text"]
-    table = carag("check", claim, "--index", str(index_dir), "--no-llm", "--delta", "0.75", "-q")
+    table = carag("check", claim, "--index", str(index_dir), "--no-llm", *alone, "-q")
     assert reason["text"] in " ".join(table.stdout.split())  # the table says it too
+    widened = carag("check", claim, "--index", str(index_dir), "--no-llm", "--delta", "0.75", "-q")
+    assert "(fewer than 3 above delta: the 3 most similar kept, down to cosine" in " ".join(widened.stdout.split())
     full = carag("check", claim, "--index", str(index_dir), "--no-llm", "--json", "-q")
     assert json.loads(full.stdout)["soi"]["empty_reason"] is None  # δ 0.5: the SOI holds items
 

@@ -135,7 +135,7 @@ def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus
     from llama_index_carag.verdicts.checker import ClaimChecker
 
     retriever = ContextAwareRetriever.from_index(
-        demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99
+        demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99, soi_min_size=0
     )
     claim = "Offshore wind farms drive fish away from the area."
     soi = retriever.build_soi(claim)
@@ -168,7 +168,7 @@ def test_a_failed_closest_item_lookup_does_not_fail_the_check(demo_corpus, demo_
     from llama_index_carag.verdicts import checker as checker_module
 
     retriever = ContextAwareRetriever.from_index(
-        demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99
+        demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99, soi_min_size=0
     )
     claim = "Offshore wind farms drive fish away from the area."
 

@@ -23,6 +23,7 @@ PAPER_VALUES = {
     "delta": 0.75,
     "similarity_top_k": 6,
     "soi_top_m": None,
+    "soi_min_size": 0,
     "rerank_candidates": None,
     "dedupe": False,
     "soi_claims": 0,
@@ -47,18 +48,10 @@ def test_no_arguments_is_the_package_default_and_paper_is_named():
     assert CaragSettings() == DEFAULT and CaragSettings.from_options() == DEFAULT
     assert CaragSettings.from_options("default") == DEFAULT and CaragSettings.from_options("paper") == PAPER
     assert {k: getattr(PAPER, k) for k in PAPER_VALUES} == PAPER_VALUES
-    assert (DEFAULT.alpha, DEFAULT.rerank_candidates, DEFAULT.lexical_weight, DEFAULT.claim_contrast) == (
-        0.8,
-        50,
-        0.6,
-        0.45,
-    )
-    assert (
-        DEFAULT.replace(
-            **{k: PAPER_VALUES[k] for k in ("alpha", "rerank_candidates", "lexical_weight", "claim_contrast")}
-        )
-        == PAPER
-    )
+    default = (DEFAULT.alpha, DEFAULT.soi_min_size, DEFAULT.rerank_candidates, DEFAULT.lexical_weight)
+    assert default + (DEFAULT.claim_contrast,) == (0.9, 3, 50, 0.6, 0.45)
+    differ = ("alpha", "soi_min_size", "rerank_candidates", "lexical_weight", "claim_contrast")
+    assert DEFAULT.replace(**{k: PAPER_VALUES[k] for k in differ}) == PAPER
     assert CaragSettings(alpha=0.7) == DEFAULT.replace(alpha=0.7)  # keywords change the default
     with pytest.raises(ValueError, match="claim_contrast needs rerank_candidates.*PAPER"):
         CaragSettings(rerank_candidates=None)  # the default's re-ranking terms need their pool

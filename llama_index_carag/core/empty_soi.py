@@ -2,8 +2,9 @@
 query becomes.
 
 An empty SOI is not an error: the threshold ``delta`` kept no item of the claim's cluster, so the thematic
-embedding ``T`` does not exist and the query is the claim vector alone.  With the default preset's δ = 0.75
-and MiniLM this is common (MiniLM's cosines between a claim and its own evidence are often below 0.75).
+embedding ``T`` does not exist and the query is the claim vector alone.  Under the papers' rule (δ = 0.75
+alone, ``soi_min_size=0``, the ``paper`` preset) this is common for new claims; the default preset keeps the
+claim's nearest cluster items (``soi_min_size=3``), so its SOI is empty only when the cluster holds no candidate.
 :class:`EmptySOIReason` says so with the numbers: the threshold, the cluster's size and, when the caller
 looked it up, the closest item and its cosine (every claim check finds it with one more SOI query at
 δ = -1, :mod:`llama_index_carag.retrieval.soi_reason`).  The SOI graph's caption, ``carag check``'s table and

@@ -259,6 +259,10 @@ class SOICore:
     def __len__(self) -> int:
         return sum(len(r) for r in self.rows.values())
 
+    def above(self, delta: float) -> int:
+        """How many kept rows have a cosine above ``delta`` (fewer than :func:`len` when ``min_size`` widened it)."""
+        return sum(int((self.sims[rows] > delta).sum()) for rows in self.rows.values())
+
     def kinds(self, members: ClusterMembers) -> dict[str, str]:
         """``{item id: SOI key}`` for the kept rows."""
         return {str(members.ids[r]): key for key, rows in self.rows.items() for r in rows.tolist()}

@@ -1,7 +1,9 @@
 """The stage's own terms, claim similarity and thematic similarity, and the hubness table.
 
-``alpha * dense + (1 - alpha) * thematic`` (``dense`` alone when the SOI is empty), then the registered
-terms (:mod:`llama_index_carag.ranking.assembly`).  :class:`Hubness` is the fitted per-passage table
+``(1 - w) * dense + w * thematic`` with ``w = (1 - alpha) * s``, ``s`` the share of the SOI's items above
+``delta`` (so ``alpha * dense + (1 - alpha) * thematic`` under the papers' rule; ``dense`` alone when the SOI is
+empty or when ``soi_min_size`` alone filled it: items below ``delta`` explain, they do not re-rank), then the
+registered terms (:mod:`llama_index_carag.ranking.assembly`).  :class:`Hubness` is the fitted per-passage table
 (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`: ``from_corpus`` / ``scores`` /
 ``get_state`` / ``from_state``) of the hubness term (``- hub_penalty * r(n)``).
 """
@@ -23,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DenseSimilarity", "ThematicSimilarity", "Hubness"]
+__all__ = ["DenseSimilarity", "ThematicSimilarity", "Hubness", "thematic_weight"]
 
 
 class DenseSimilarity:
@@ -35,11 +37,11 @@ class DenseSimilarity:
         return pool.columns["dense"]
 
     def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return 1.0 if query.theme_unit is None else settings.alpha
+        return 1.0 - thematic_weight(settings, query)
 
 
 class ThematicSimilarity:
-    """``sim(T, n)``: cosine to the thematic embedding (0 weight when the SOI is empty)."""
+    """``sim(T, n)``: cosine to the thematic embedding (weight :func:`thematic_weight`)."""
 
     name = "thematic"
 
@@ -51,7 +53,12 @@ class ThematicSimilarity:
         return pool.columns["thematic"]
 
     def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return 0.0 if query.theme_unit is None else 1.0 - settings.alpha
+        return thematic_weight(settings, query)
+
+
+def thematic_weight(settings: CaragSettings, query: RankQuery) -> float:
+    """``(1 - alpha)`` times the share of the SOI's items above ``delta`` (0 for an empty SOI)."""
+    return (1.0 - settings.alpha) * query.theme_support
 
 
 class Hubness:

@@ -21,6 +21,7 @@ from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import RankQuery
+from llama_index_carag.ranking.scorers import thematic_weight
 from llama_index_carag.ranking.source_and_scorer import SearchRequest
 from llama_index_carag.settings import CaragSettings
 
@@ -94,6 +95,7 @@ def plan_query(
         soi.key[0],
         soi.claim_id,
         context.mode,
+        soi.core.above(s.delta),
     )
     factor = DEDUPE_OVERFETCH if s.dedupe else 1
     if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector
@@ -101,7 +103,8 @@ def plan_query(
     if s.rerank_candidates is not None and (theme is not None or s.penalties):
         n = max(s.rerank_candidates, s.similarity_top_k) * factor
         return QueryPlan(SearchRequest(query_str, list(embedding)), query, n, rerank=True, soi=soi)
-    search = list(embedding) if theme is None else blend_query(q, theme, s.alpha).tolist()
+    blend = 1.0 - thematic_weight(s, query)  # the claim's weight: alpha, or more when min_size widened the SOI
+    search = list(embedding) if theme is None or blend >= 1.0 else blend_query(q, theme, blend).tolist()
     return QueryPlan(SearchRequest(query_str, search), query, s.similarity_top_k * factor, soi=soi)
 
 
