@@ -142,6 +142,28 @@ def test_empty_soi_falls_back_to_claim_vector(corpus):
     assert info["fallback"] is True and info["soi_size"] == 0 and info["thematic_similarity"] is None
 
 
+def test_min_size_fills_the_soi_without_reranking_by_items_below_delta(corpus):
+    """Items ``soi_min_size`` adds below delta are the claim's nearest cluster items: shown, not re-ranking."""
+    evidence, claims, emb = corpus
+    index = faiss_index(evidence, emb)
+    alone = ContextAwareRetriever.from_index(index, claim_nodes=claims, n_clusters=3, delta=0.9999, soi_min_size=0)
+    filled = alone.with_settings(soi_min_size=3)
+    a, b = alone.retrieve(claims[0].text), filled.retrieve(claims[0].text)
+    assert [n.node.node_id for n in a] == [n.node.node_id for n in b]
+    assert [n.score for n in a] == pytest.approx([n.score for n in b], abs=1e-9)  # the same ranking
+    before, after = a[0].node.metadata[CARAG_METADATA_KEY], b[0].node.metadata[CARAG_METADATA_KEY]
+    assert before["soi_size"] == 0 and before["fallback"] is True
+    assert after["soi_size"] == 3 and after["soi_above_delta"] == 0 and after["fallback"] is False
+    assert after["thematic_similarity"] is not None and "thematic" not in after["terms"]  # weight 0: not a term
+    soi = filled.build_soi(claims[0].text)
+    assert len(soi) == 3 and soi.min_size == 3 and soi.threshold <= 0.9999
+    members = filled.context.members((soi.theme, soi.cluster))
+    q = np.asarray(emb.get_query_embedding(claims[0].text), dtype=np.float64)
+    sims = members.unit @ (q / np.linalg.norm(q))
+    nearest = sorted((i for i, c in enumerate(members.is_claim) if not c), key=lambda i: -sims[i])[:3]
+    assert soi.item_ids == [members.ids[i] for i in nearest]  # the cluster's 3 nearest evidence items
+
+
 def test_metadata_attached_hidden_and_docstore_untouched(corpus):
     evidence, claims, emb = corpus
     index = faiss_index(evidence, emb)
