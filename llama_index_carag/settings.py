@@ -172,7 +172,7 @@ class CaragSettings(BaseModel):
     covariance_type: Literal["full", "tied", "diag", "spherical"] = Field("diag", description="GMM covariance.")
     # ---- query
     alpha: Annotated[float, _unit("alpha")] = Field(
-        0.9, description="Weight of the claim in the query, [0, 1] (1 = plain RAG; papers: 0.5)."
+        0.8, description="Weight of the claim in the query, [0, 1] (1 = plain RAG; papers: 0.5)."
     )
     delta: Annotated[float, _cosine("delta")] = Field(
         0.75, description="SOI threshold: items with cosine > delta to the claim are kept, [-1, 1]."

@@ -111,12 +111,12 @@ def test_a_scorer_named_like_a_base_term_replaces_it():
     assert [n.node.node_id for n in stage.rank(pool, query)] == ["d", "c", "b", "a"]
 
 
-@pytest.mark.parametrize(("above", "size", "weight"), [(None, 4, 0.2), (4, 4, 0.2), (1, 4, 0.05), (0, 3, 0.0)])
-def test_the_thematic_weight_is_the_share_of_the_soi_above_delta(above, size, weight):
+@pytest.mark.parametrize(("filled", "size", "weight"), [(0, 4, 0.2), (3, 4, 0.05), (3, 3, 0.0)])
+def test_the_thematic_weight_is_the_share_of_the_soi_not_filled_below_delta(filled, size, weight):
     from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
 
     settings = PAPER.replace(alpha=0.8)
-    query = RankQuery("q", unit([1, 0, 0]), unit([0, 1, 0]), {}, size, 0, None, None, "unsupervised", above)
+    query = RankQuery("q", unit([1, 0, 0]), unit([0, 1, 0]), {}, size, 0, None, None, "unsupervised", filled)
     assert ThematicSimilarity().weight(settings, query) == pytest.approx(weight)
     assert DenseSimilarity().weight(settings, query) == pytest.approx(1 - weight)  # the two still sum to 1
     empty = RankQuery("q", unit([1, 0, 0]), None, {}, 0, 0, None, None, "unsupervised", 0)

@@ -153,7 +153,7 @@ def test_min_size_fills_the_soi_without_reranking_by_items_below_delta(corpus):
     assert [n.score for n in a] == pytest.approx([n.score for n in b], abs=1e-9)  # the same ranking
     before, after = a[0].node.metadata[CARAG_METADATA_KEY], b[0].node.metadata[CARAG_METADATA_KEY]
     assert before["soi_size"] == 0 and before["fallback"] is True
-    assert after["soi_size"] == 3 and after["soi_above_delta"] == 0 and after["fallback"] is False
+    assert after["soi_size"] == 3 and after["soi_filled"] == 3 and after["fallback"] is False
     assert after["thematic_similarity"] is not None and "thematic" not in after["terms"]  # weight 0: not a term
     soi = filled.build_soi(claims[0].text)
     assert len(soi) == 3 and soi.min_size == 3 and soi.threshold <= 0.9999

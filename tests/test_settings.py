@@ -49,7 +49,7 @@ def test_no_arguments_is_the_package_default_and_paper_is_named():
     assert CaragSettings.from_options("default") == DEFAULT and CaragSettings.from_options("paper") == PAPER
     assert {k: getattr(PAPER, k) for k in PAPER_VALUES} == PAPER_VALUES
     default = (DEFAULT.alpha, DEFAULT.soi_min_size, DEFAULT.rerank_candidates, DEFAULT.lexical_weight)
-    assert default + (DEFAULT.claim_contrast,) == (0.9, 3, 50, 0.6, 0.45)
+    assert default + (DEFAULT.claim_contrast,) == (0.8, 3, 50, 0.6, 0.45)
     differ = ("alpha", "soi_min_size", "rerank_candidates", "lexical_weight", "claim_contrast")
     assert DEFAULT.replace(**{k: PAPER_VALUES[k] for k in differ}) == PAPER
     assert CaragSettings(alpha=0.7) == DEFAULT.replace(alpha=0.7)  # keywords change the default

@@ -95,7 +95,7 @@ def test_min_size_keeps_the_most_similar_when_too_few_pass_delta(cluster):
     # at delta .999 nothing of the cluster passes (the nearest evidence, eX at 5°, has cosine 0.996)
     soi = build_unsupervised_soi(angle_vec(0), cluster, 0.999, min_size=3)
     assert [i.id for i in soi.refined_cluster_evidences] == ["eX", "e1a", "e0a"]  # the 3 nearest evidence items
-    assert soi.min_size == 3 and soi.threshold == pytest.approx(np.cos(np.deg2rad(30)), rel=1e-6)
+    assert soi.min_size == 3 and soi.filled == 3 and soi.threshold == pytest.approx(np.cos(np.deg2rad(30)), rel=1e-6)
     assert soi.threshold < soi.delta  # widened below delta, and it says so
     expected_t = np.mean([angle_vec(a) for a in (5, 20, 30)], axis=0)
     np.testing.assert_allclose(soi.thematic_embedding, expected_t, rtol=1e-6)
@@ -106,12 +106,12 @@ def test_min_size_changes_nothing_when_enough_pass_delta(cluster):
     plain = build_unsupervised_soi(angle_vec(0), cluster, 0.75)
     widened = build_unsupervised_soi(angle_vec(0), cluster, 0.75, min_size=3)
     assert widened.item_ids == plain.item_ids == ["eX", "e1a", "e0a", "e2a"]
-    assert widened.threshold > widened.delta
+    assert widened.threshold > widened.delta and widened.filled == 0
 
 
 def test_min_size_in_supervised_mode_draws_from_the_three_lists_only(cluster):
     soi = build_supervised_soi(angle_vec(0), cluster, 0.999, claim_id="c0", min_size=2)
-    assert soi.item_ids == ["c2", "e1a"]  # 10° and 20°: the two nearest (related claims, then thematic)
+    assert soi.item_ids == ["c2", "e1a"] and soi.filled == 2  # 10° and 20°: the two nearest (related, thematic)
     assert "eX" not in soi.item_ids  # the nearest item (5°) is linked to no claim: never CARAG context
     assert len(build_supervised_soi(angle_vec(0), cluster, 0.999, claim_id="c0", min_size=100)) == 7
 
@@ -126,5 +126,6 @@ def test_min_size_is_a_count(cluster):
 def test_min_size_round_trips_in_the_dict(cluster):
     soi = build_unsupervised_soi(angle_vec(0), cluster, 0.999, min_size=2)
     data = soi.to_dict()
-    assert data["min_size"] == 2 and data["threshold"] == pytest.approx(soi.threshold)
-    assert SubsetOfInterest.from_dict(data).min_size == 2
+    assert data["min_size"] == 2 and data["filled"] == 2 and data["threshold"] == pytest.approx(soi.threshold)
+    back = SubsetOfInterest.from_dict(data)
+    assert (back.min_size, back.filled) == (2, 2)

@@ -93,6 +93,8 @@ class SubsetOfInterest:
         delta: the similarity threshold used (items kept have similarity ``> delta``).
         min_size: the fewest items kept when the cluster has them (the most similar, below ``delta`` if need be;
             ``0``: ``delta`` alone, as in the papers).
+        filled: how many items ``min_size`` added below ``delta`` (they explain; the thematic term's weight in
+            ranking is ``(1 - alpha)`` times the share of the other items).
         cluster: the claim's cluster (within ``theme`` for CARAG).
         theme: the claim's theme (CARAG), else ``None``.
         cluster_size: number of items in the cluster before the ``delta`` filter.
@@ -113,6 +115,7 @@ class SubsetOfInterest:
     theme: str | None = None
     cluster_size: int = 0
     min_size: int = 0
+    filled: int = 0
     thematic_embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def items(self) -> Iterator[SOIItem]:
@@ -157,6 +160,7 @@ class SubsetOfInterest:
             mode=self.mode,
             delta=float(self.delta),
             min_size=int(self.min_size),
+            filled=int(self.filled),
             threshold=None if (low := self.threshold) is None else float(low),
             cluster=None if self.cluster is None else int(self.cluster),
             theme=self.theme,
@@ -195,6 +199,7 @@ class SubsetOfInterest:
             mode=mode,
             delta=float(data.get("delta", 0.75)),
             min_size=int(data.get("min_size", 0)),
+            filled=int(data.get("filled", 0)),
             cluster=None if data.get("cluster") is None else int(data["cluster"]),
             theme=data.get("theme"),
             cluster_size=int(data.get("cluster_size", 0)),
@@ -249,19 +254,17 @@ class SOICore:
         sims: cosine similarity of every member to the claim, shape ``(m,)``.
         thematic_embedding: ``T`` (mean unit embedding of all kept rows) or ``None``.
         cluster_size: items of the cluster before the ``delta`` filter (claim excluded).
+        filled: rows kept only because of ``min_size`` (their cosine is not above ``delta``).
     """
 
     rows: dict[str, np.ndarray]
     sims: np.ndarray
     thematic_embedding: np.ndarray | None
     cluster_size: int
+    filled: int = 0
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.rows.values())
-
-    def above(self, delta: float) -> int:
-        """How many kept rows have a cosine above ``delta`` (fewer than :func:`len` when ``min_size`` widened it)."""
-        return sum(int((self.sims[rows] > delta).sum()) for rows in self.rows.values())
 
     def kinds(self, members: ClusterMembers) -> dict[str, str]:
         """``{item id: SOI key}`` for the kept rows."""
@@ -304,9 +307,16 @@ def _passing(sims: np.ndarray, eligible: np.ndarray, delta: float, min_size: int
     return out
 
 
-def _core(rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int) -> SOICore:
+def _core(
+    rows: dict[str, np.ndarray], sims: np.ndarray, members: ClusterMembers, cluster_size: int, filled: int = 0
+) -> SOICore:
     kept = np.concatenate([r for r in rows.values()]) if rows else np.zeros(0, dtype=np.int64)
-    return SOICore(rows, sims, thematic_embedding(members.unit[kept]), cluster_size)
+    return SOICore(rows, sims, thematic_embedding(members.unit[kept]), cluster_size, filled)
+
+
+def _filled(sims: np.ndarray, rows: Sequence[np.ndarray], delta: float, min_size: int) -> int:
+    """How many of ``rows`` are kept only because of ``min_size`` (cosine not above ``delta``)."""
+    return sum(int((sims[r] <= delta).sum()) for r in rows) if min_size > 0 else 0
 
 
 def unsupervised_core(
@@ -339,7 +349,7 @@ def unsupervised_core(
         related = np.flatnonzero(others)
         related = related[np.argsort(-sims[related], kind="stable")][:n_related_claims]
     rows = {"refined_cluster_evidences": keep, "related_claims": related}
-    return _core(rows, sims, members, int(evidence.sum()))
+    return _core(rows, sims, members, int(evidence.sum()), _filled(sims, [keep], delta, min_size))
 
 
 def supervised_core(
@@ -378,7 +388,8 @@ def supervised_core(
         best = pooled[np.argsort(-sims[pooled], kind="stable")[:top_m]]
         annotated, related, thematic = (r[np.isin(r, best)] for r in (annotated, related, thematic))
     rows = {"annotated_evidences": annotated, "related_claims": related, "thematic_cluster_evidences": thematic}
-    return _core(rows, sims, members, int(len(is_claim) - int(is_self.sum())))
+    filled = _filled(sims, list(rows.values()), delta, min_size)
+    return _core(rows, sims, members, int(len(is_claim) - int(is_self.sum())), filled)
 
 
 def materialize_soi(
@@ -404,6 +415,7 @@ def materialize_soi(
         theme=theme,
         cluster_size=core.cluster_size,
         min_size=int(min_size),
+        filled=core.filled,
         **lists,
     )
     soi.thematic_embedding = core.thematic_embedding

@@ -24,8 +24,8 @@ class RankQuery:
         theme_unit: the thematic embedding ``T`` as a unit vector, or ``None`` (empty SOI).
         kinds: ``{node id: SOI key}`` of the SOI items.
         soi_size: number of SOI items.
-        soi_above_delta: how many of them have a cosine above ``delta`` (all of them unless ``soi_min_size``
-            widened the SOI); the thematic term weighs ``(1 - alpha) * soi_above_delta / soi_size``.
+        soi_filled: how many of them ``soi_min_size`` added below ``delta``; the thematic term weighs
+            ``(1 - alpha) * (soi_size - soi_filled) / soi_size``.
         query_cluster, query_theme: where the query was located.
         claim_id: the corpus claim the query is, if any.
         mode: ``"unsupervised"`` or ``"supervised"``.
@@ -40,7 +40,7 @@ class RankQuery:
     query_theme: str | None
     claim_id: str | None
     mode: str
-    soi_above_delta: int | None = None
+    soi_filled: int = 0
 
     @property
     def fallback(self) -> bool:
@@ -49,10 +49,10 @@ class RankQuery:
 
     @property
     def theme_support(self) -> float:
-        """The share of the SOI's items above ``delta`` (1 when ``delta`` alone built it; 0 when empty)."""
+        """The share of the SOI's items not added by ``soi_min_size`` (1 under the papers' rule; 0 when empty)."""
         if self.theme_unit is None or self.soi_size == 0:
             return 0.0
-        return 1.0 if self.soi_above_delta is None else self.soi_above_delta / self.soi_size
+        return 1.0 - self.soi_filled / self.soi_size
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The stage's own terms, claim similarity and thematic similarity, and the hubness table.
 
-``(1 - w) * dense + w * thematic`` with ``w = (1 - alpha) * s``, ``s`` the share of the SOI's items above
-``delta`` (so ``alpha * dense + (1 - alpha) * thematic`` under the papers' rule; ``dense`` alone when the SOI is
+``(1 - w) * dense + w * thematic`` with ``w = (1 - alpha) * s``, ``s`` the share of the SOI's items that
+``soi_min_size`` did not add below ``delta`` (so ``alpha * dense + (1 - alpha) * thematic`` under the papers' rule; ``dense`` alone when the SOI is
 empty or when ``soi_min_size`` alone filled it: items below ``delta`` explain, they do not re-rank), then the
 registered terms (:mod:`llama_index_carag.ranking.assembly`).  :class:`Hubness` is the fitted per-passage table
 (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`: ``from_corpus`` / ``scores`` /
@@ -57,7 +57,8 @@ class ThematicSimilarity:
 
 
 def thematic_weight(settings: CaragSettings, query: RankQuery) -> float:
-    """``(1 - alpha)`` times the share of the SOI's items above ``delta`` (0 for an empty SOI)."""
+    """``(1 - alpha)`` times the share of the SOI's items not added below ``delta`` by ``soi_min_size`` (0 for an
+    empty SOI)."""
     return (1.0 - settings.alpha) * query.theme_support
 
 

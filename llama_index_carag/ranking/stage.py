@@ -124,6 +124,6 @@ class RerankStage:
             "in_soi": node_id in query.kinds,
             "soi_kind": query.kinds.get(node_id),
             "soi_size": query.soi_size,
-            "soi_above_delta": query.soi_above_delta,
+            "soi_filled": query.soi_filled,
             "fallback": query.fallback,
         }

@@ -252,7 +252,7 @@ class ThematicContextPostprocessor(BaseNodePostprocessor):
             soi.theme,
             soi.claim_id,
             self._ctx.mode if self._ctx is not None else "unsupervised",
-            sum(1 for v in soi.similarities.values() if v > soi.delta),
+            soi.filled,
         )
         pool = CandidatePool(
             [n.node.node_id for n in nodes], unit, np.ones(len(nodes), dtype=bool), list(labels), list(nodes)

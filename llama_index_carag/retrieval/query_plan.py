@@ -95,7 +95,7 @@ def plan_query(
         soi.key[0],
         soi.claim_id,
         context.mode,
-        soi.core.above(s.delta),
+        soi.core.filled,
     )
     factor = DEDUPE_OVERFETCH if s.dedupe else 1
     if s.alpha >= 1.0 and not s.penalties:  # exactly plain RAG's vector
