@@ -206,44 +206,6 @@ def test_text_mode_repairs_citations_too():
     assert verdict.method == "text" and verdict.invalid_citations == [8] and verdict.evidence_ids == ["E1"]
 
 
-# ------------------------------------------------------------ benchmark metrics
-def test_benchmark_metrics_and_subset():
-    from llama_index_carag.evaluation.verdict_bench import balanced_subset, summarize_rows
-
-    claims = [
-        TextNode(text=str(i), id_=f"c{i}", metadata={"label": "TFN"[i % 3], "theme": "ab"[i % 2]}) for i in range(30)
-    ]
-    subset = balanced_subset(claims, 4)
-    assert [c.metadata["label"] for c in subset] == ["T"] * 4 + ["F"] * 4 + ["N"] * 4
-    assert {c.metadata["theme"] for c in subset[:4]} == {"a", "b"}
-    rows = [
-        {
-            "gold": "T",
-            "pred": "T",
-            "parsed": "True",
-            "seconds": "2",
-            "n_passages": "2",
-            "cited": "[1]",
-            "invalid_citations": "[]",
-            "repaired": "False",
-        },
-        {
-            "gold": "N",
-            "pred": "T",
-            "parsed": "True",
-            "seconds": "4",
-            "n_passages": "2",
-            "cited": "[]",
-            "invalid_citations": "[3]",
-            "repaired": "True",
-        },
-    ]
-    m = summarize_rows(rows, [0.5, 0.7])
-    assert m["accuracy"] == 0.5 and m["recall_T"] == 1.0 and m["recall_N"] == 0.0
-    assert m["s_per_verdict"] == 3.0 and m["citation_validity_raw"] == 0.5 and m["citation_validity"] == 1.0
-    assert m["cites_passage"] == 0.5 and m["cos_reason_mpnet"] == 0.6 and m["parse_rate"] == 1.0
-
-
 # ------------------------------------------------------------ the Qwen parts
 def test_qwen_parts_are_checked_before_conversion(tmp_path, monkeypatch):
     from llama_index_carag.models import files as model_files

@@ -31,7 +31,7 @@ _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_
 
 #: Offsets chosen on FactVer's tuning half (docs/VERDICTS.md), keyed by the LLM's ``model_name``:
 #: 9 balanced tuning-half claims x (annotated, default retriever's top-6) evidence, prompts without
-#: node ids (``carag eval --verdicts --per-label 4 --tune-per-label 3``; docs/results/verdicts_tuning_*.json).
+#: node ids (``python -m research.eval --verdicts --per-label 4 --tune-per-label 3``; docs/results/verdicts_tuning_*.json).
 #: For both models the grid's offsets lost to no offsets in grouped 3-fold cross-validation (macro-F1
 #: Qwen 0.36 vs 0.45, SmolLM2 0.13 vs 0.27), so they are 0: the plain arg-max is used.
 MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {
