@@ -7,7 +7,8 @@ user of the retriever never imports it.  It imports the package and runs from th
   sweeps (``--sweep``), verdicts and explanations with an LLM (``--explain``), and the two-domain verdict
   benchmark (``--verdicts``); :mod:`research.runner`, :mod:`research.retrieval_metrics`,
   :mod:`research.verdict_metrics`, :mod:`research.verdict_decisions`, :mod:`research.verdict_cache`,
-  :mod:`research.verdict_bench`, :mod:`research.archive_bench`, :mod:`research.archive_evidence`.
+  :mod:`research.verdict_bench` (and the label-bias offsets it tunes, :mod:`research.label_bias`),
+  :mod:`research.archive_bench`, :mod:`research.archive_evidence`.
 * ``python -m research.paper`` — the papers' thematic-alignment tables from their own explanations
   (:mod:`research.alignment`).
 * ``python -m research.claim_extraction`` — the claim-extraction benchmark

@@ -8,7 +8,7 @@ for each LLM (default the offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
    half (:func:`research.runner.split_claims`), each claim
    with its annotated evidence and with the retriever's top-k; the three label
    log-likelihoods are computed (no explanation) and
-   :class:`~llama_index_carag.verdicts.labels.calibration.LabelBiasCalibrator` picks the
+   :class:`research.label_bias.LabelBiasCalibrator` picks the
    REFUTED / NOT_ENOUGH_INFO offsets (the NOT_ENOUGH_INFO rule);
 2. **report** — a balanced subset of the report half (``--per-label`` claims of
    each of T, F, N, round-robin over the themes), each claim (a) with its
@@ -176,7 +176,7 @@ class _Bench:
 def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> dict[str, Any]:
     """Label scores on the tuning subset and the fitted offsets (cached in ``verdicts_tuning_<name>.json``)."""
     from llama_index_carag.verdicts import VerdictLabel
-    from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
+    from research.label_bias import LabelBiasCalibrator
 
     if bench.out is None:
         raise ValueError("The tuning scores are cached in the benchmark's output folder; this one has none.")

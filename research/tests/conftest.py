@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tests.conftest import factver_path, minilm  # noqa: F401  (fixtures, found by name)
+from tests.conftest import factver_path, minilm, rng  # noqa: F401  (fixtures, found by name)
