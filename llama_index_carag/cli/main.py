@@ -159,7 +159,10 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
         "--clusters", type=_clusters, default=None, help="number of clusters t (default 10), or 'auto' (BIC)"
     )
     p.add_argument(
-        "--alpha", type=_unit_float("--alpha", 0, 1), default=None, help="the preset's (paper 0.5, default 0.9, tuned 0.8)"
+        "--alpha",
+        type=_unit_float("--alpha", 0, 1),
+        default=None,
+        help="the preset's (paper 0.5, default 0.9, tuned 0.8)",
     )
     p.add_argument("--delta", type=_unit_float("--delta", -1, 1), default=None, help="default 0.75")
     p.add_argument(
