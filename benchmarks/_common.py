@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # research/ (beside the package, not in the wheel) imports from the repository root
+    sys.path.append(str(REPO))
 FACTVER = Path(os.environ.get("CARAG_FACTVER", REPO.parent / "shared" / "data" / "factver" / "factver_master.csv"))
 
 

@@ -42,12 +42,12 @@ def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
     from llama_index_carag.core.vectors import l2_normalize
-    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
     from llama_index_carag.models.backend_hf import HuggingFaceBackend
     from llama_index_carag.models.resolve import resolve_llm
     from llama_index_carag.stores.vector_stores import get_node_embeddings
     from llama_index_carag.verdicts.prompts import fence, format_evidence
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from research.verdict_bench import _Bench, balanced_subset
 
     out = Path(args.out or f"/tmp/label_rules_{args.precision}.json")
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)

@@ -49,11 +49,11 @@ def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
     from llama_index_carag.core.vectors import l2_normalize
-    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
     from llama_index_carag.models.resolve import llm_name, resolve_llm
     from llama_index_carag.stores.vector_stores import get_node_embeddings
     from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from research.verdict_bench import _Bench, balanced_subset
 
     out = Path(args.out)
     bench = _Bench(FACTVER, Path(args.work), k=6, cache_dir=args.cache_dir, seed=0)
@@ -220,11 +220,11 @@ def fit_rule(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
     from sklearn.model_selection import GroupKFold
 
-    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
     from llama_index_carag.models.resolve import embed_model_name
     from llama_index_carag.verdicts import VerdictLabel
     from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
     from llama_index_carag.verdicts.shown import evidence_texts
+    from research.verdict_bench import _Bench, balanced_subset
 
     rows = [
         r

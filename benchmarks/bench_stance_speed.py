@@ -32,10 +32,10 @@ def main() -> None:
     args = p.parse_args()
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.evaluation.verdict_cache import domain_claims
     from llama_index_carag.models.files import qwen_gguf_path
     from llama_index_carag.models.llamacpp import load_llamacpp
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from research.verdict_cache import domain_claims
 
     claims = domain_claims("factver", FACTVER, 1, cache_dir="/tmp/vbench/emb")
     llm = load_llamacpp(str(qwen_gguf_path()), context_window=4096, max_new_tokens=128, n_threads=args.threads)

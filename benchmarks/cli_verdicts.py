@@ -23,18 +23,20 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench_verdicts import metrics
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # research/ imports from the repository root
 _FEVER = {"T": "SUPPORTED", "F": "REFUTED", "N": "NOT_ENOUGH_INFO"}
 
 
 def make_factver(out: Path) -> None:
     from llama_index_carag.datasets import load_factver
-    from llama_index_carag.evaluation.runner import split_claims
+    from research.runner import split_claims
 
     source = SHARED / "factver" / "factver_master.csv"
     claims = load_factver(source).claim_nodes

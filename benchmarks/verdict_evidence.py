@@ -8,13 +8,13 @@ Writes ``{"factver": {"report": [...], "archive": [...]}, "scifact": {...}}``; e
 ``annotated`` and ``retrieved``: passage texts, at most ``--k`` each).
 
 * **report** — FactVer: every claim of the report half of ``split_claims(..., seed=0)`` with at least one
-  annotated passage (:class:`~llama_index_carag.evaluation.verdict_bench._Bench`); SciFact: all test claims of
-  ``verdicts.jsonl`` (file order; :func:`~llama_index_carag.evaluation.verdict_cache._scifact_claims`).
+  annotated passage (:class:`research.verdict_bench._Bench`); SciFact: all test claims of
+  ``verdicts.jsonl`` (file order; :func:`research.verdict_cache._scifact_claims`).
   ``annotated``: the claim's linked evidence (FactVer: corpus order; SciFact: the cited abstracts, title and
   text, in ``evidence_ids`` order), the first ``k``; ``retrieved``: the package default retriever's top ``k``
   (MiniLM), new-claims protocol: its corpus claims are FactVer's tuning half / SciFact's train claims.
 * **archive** — FactVer: the tuning half; SciFact: the train claims with a cited abstract in the corpus
-  (:mod:`~llama_index_carag.evaluation.archive_evidence`).  ``retrieved``: as a new claim would be, five folds,
+  (:mod:`research.archive_evidence`).  ``retrieved``: as a new claim would be, five folds,
   the claim's fold left out of the retriever's corpus claims.  SciFact archive ids keep the package's
   ``claim:<id>`` form.
 
@@ -109,7 +109,7 @@ def _item(claim_id: str, claim: str, gold: str, annotated: Sequence[str], retrie
 
 
 def _archive(domain: Any) -> list[dict[str, Any]]:
-    """The items of a :class:`~llama_index_carag.evaluation.archive_evidence.DomainEvidence`'s archive claims."""
+    """The items of a :class:`research.archive_evidence.DomainEvidence`'s archive claims."""
     return [
         _item(c.claim_id, c.claim, c.gold, c.signals["annotated"].texts, c.signals["retrieved"].texts)
         for c in domain.archive
@@ -118,8 +118,8 @@ def _archive(domain: Any) -> list[dict[str, Any]]:
 
 def factver(csv_path: Path, k: int, cache_dir: str | None) -> dict[str, list[dict[str, Any]]]:
     """FactVer's report half (claims with annotated evidence) and its archive (the tuning half)."""
-    from llama_index_carag.evaluation.archive_evidence import factver_evidence
-    from llama_index_carag.evaluation.verdict_bench import _Bench
+    from research.archive_evidence import factver_evidence
+    from research.verdict_bench import _Bench
 
     logger.info("factver: report half")
     bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)
@@ -143,8 +143,8 @@ def factver(csv_path: Path, k: int, cache_dir: str | None) -> dict[str, list[dic
 
 def scifact(folder: Path, k: int, cache_dir: str | None) -> dict[str, list[dict[str, Any]]]:
     """SciFact's test claims (report) and train claims with evidence (archive)."""
-    from llama_index_carag.evaluation.archive_evidence import scifact_evidence
-    from llama_index_carag.evaluation.verdict_cache import _scifact_claims, _scifact_retrieved
+    from research.archive_evidence import scifact_evidence
+    from research.verdict_cache import _scifact_claims, _scifact_retrieved
 
     logger.info("scifact: report (test claims)")
     claims = _scifact_claims(folder, sys.maxsize)  # every test claim (grouped by label)

@@ -2,7 +2,7 @@
 
     python benchmarks/verdict_subset.py --per-label 4    # the 12 claims of earlier rounds
 
-Rows come from ``docs/results/verdicts_rows.csv`` (``carag eval --verdicts``); the subset is the first
+Rows come from ``docs/results/verdicts_rows.csv`` (``python -m research.eval --verdicts``); the subset is the first
 ``--per-label`` report-half claims of each label, exactly as the benchmark picks them, so LLMs run on
 different numbers of claims can be compared on the claims they share.
 """
@@ -27,8 +27,8 @@ def main() -> None:
     )
     args = p.parse_args()
     from llama_index_carag.datasets import load_factver
-    from llama_index_carag.evaluation.runner import split_claims
-    from llama_index_carag.evaluation.verdict_bench import _COLUMNS, _done_rows, _summaries, balanced_subset
+    from research.runner import split_claims
+    from research.verdict_bench import _COLUMNS, _done_rows, _summaries, balanced_subset
 
     corpus = load_factver(FACTVER)
     tune, report = split_claims(corpus.claim_nodes, 0)

@@ -1,9 +1,10 @@
-"""Compare RAG, CARAG and CARAG-u on FactVer with one encoder, from Python.
+"""Compare the stock retrievers and CARAG on new claims, from Python.
 
     python examples/evaluate.py --data ../shared/data/factver/factver_master.csv [--embed-model mpnet]
 
-The same as ``carag eval`` without the sweeps: one index, one encoder for the
-corpus, the claims and the queries; the held-out report half of the claims.
+The same as ``carag eval --protocol``: one index, one encoder for passages, claims and queries; the query
+claims (FactVer's report half) are never among the corpus claims CARAG may use. The papers' own comparison
+(claims checked against an index that holds them) is research code: ``python -m research.eval``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import DEFAULT, load_factver, resolve_embed_model
-from llama_index_carag.evaluation.runner import EvalSetup, RunSpec, paper_specs, run_specs, split_claims
+from llama_index_carag import resolve_embed_model
+from llama_index_carag.evaluation.benchmark import run_protocol
+from llama_index_carag.evaluation.new_claims import factver_task
 
 
 def main() -> None:
@@ -23,13 +25,12 @@ def main() -> None:
     parser.add_argument("--embed-model", default="minilm")
     args = parser.parse_args()
 
-    setup = EvalSetup.prepare(load_factver(args.data), resolve_embed_model(args.embed_model), cache_dir=".cache/eval")
-    _, report = split_claims(setup.claims, seed=0)
-    specs = [*paper_specs(), RunSpec("CARAG-u (default preset)", DEFAULT)]  # paper_specs has the tuned one
-    print(f"{len(report)} held-out claims, encoder {setup.embed_name}")
-    print(f"{'method':<24} {'theme P@6':>9} {'recall@6':>9} {'text R@6':>9} {'MRR':>6}")
-    for spec, s in run_specs(setup, specs, report):
-        print(f"{spec.name:<24} {s.theme_precision:9.4f} {s.recall:9.4f} {s.text_recall:9.4f} {s.mrr:6.3f}")
+    task = factver_task(args.data, queries="report")
+    _, rows = run_protocol(task, resolve_embed_model(args.embed_model), cache_dir=".cache/eval", show_progress=True)
+    print(f"{len(task.queries)} new claims, {len(task.evidence)} passages, encoder {args.embed_model}")
+    print(f"{'method':<64} {'nDCG@10':>8} {'recall@6':>9} {'MRR@10':>7}")
+    for r in rows:
+        print(f"{r['method']:<64} {r['nDCG@10']:8.4f} {r['recall@6']:9.4f} {r['MRR@10']:7.4f}")
 
 
 if __name__ == "__main__":

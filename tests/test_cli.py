@@ -315,29 +315,13 @@ def test_demo_reports_its_verdicts_per_label(tmp_path, monkeypatch):
     assert "retrieved #1" in page  # the graph is drawn with the check's evidence
 
 
-def test_eval_limit_5(tmp_path):
-    proc = carag("eval", "--limit", "5", "--out", str(tmp_path / "ev"), "--json")
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
-    assert [r["method"] for r in data["results"]] == ["RAG", "CARAG", "CARAG-u", "CARAG-u (tuned)"]
-    assert all(r["claims"] == 5 for r in data["results"])
-    assert (tmp_path / "ev" / "results.csv").is_file() and (tmp_path / "ev" / "results.md").is_file()
-
-
-def test_eval_limit_5_with_explanations(tmp_path, monkeypatch):
-    """``--explain`` end to end with a deterministic stand-in LLM (the offline GGUF model is
-    exercised by ``test_check_with_offline_llm``)."""
-    from llama_index_carag.models import resolve as models
-    from tests.helpers import StubLLM
-
-    monkeypatch.setattr(models, "resolve_llm", lambda *a, **k: StubLLM())
-    proc = carag("eval", "--limit", "5", "--explain", "--out", str(tmp_path / "ev"), "--json")
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
-    assert {r["method"] for r in data["verdicts"]} == {"RAG", "CARAG", "CARAG-u"}
-    assert set(data["alignment"]) >= {"Oceans", "Energy", "Nutrition", "Overall"}
-    rows = list(csv.DictReader((tmp_path / "ev" / "explanations.csv").open(encoding="utf-8")))
-    assert len(rows) == 5 and all(r["CARAG_U"].strip() for r in rows)
+def test_eval_is_the_retrieval_benchmark_and_research_is_not_in_carag():
+    """``carag eval`` runs --protocol / --beir; the papers' comparison and the paper table left the CLI."""
+    proc = carag("eval", "--limit", "5")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--protocol" in proc.stderr and "python -m research.eval" in proc.stderr
+    for gone in (["eval", "--sweep"], ["eval", "--verdicts"], ["paper-table", "--help"]):
+        assert carag(*gone).returncode == 2, gone
 
 
 @pytest.mark.parametrize(
@@ -369,7 +353,7 @@ def test_bad_option_values(index_dir, value):
     assert proc.returncode == 2 and "--alpha" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", ["index", "check", "graph", "map", "chat", "demo", "eval", "paper-table", None])
+@pytest.mark.parametrize("command", ["index", "check", "graph", "map", "chat", "demo", "eval", None])
 def test_help(command):
     proc = carag(*([command] if command else []), "--help")
     assert proc.returncode == 0 and "usage: carag" in proc.stdout

@@ -64,13 +64,3 @@ def test_the_shipped_rule_is_for_the_llamacpp_qwen_with_minilm():
     assert rule.info["cv_macro_F1"] >= rule.info["cv_macro_F1_raw_argmax"] + 0.03  # the declared margin
     assert measured_rule("Qwen2.5-Coder-1.5B-Instruct") is None and measured_rule(None) is None
     assert set(rules) == {"Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, llama.cpp)"}
-
-
-def test_summary_rows_reread_with_the_plain_arg_max():
-    import json
-
-    from llama_index_carag.evaluation.verdict_bench import _argmax_row
-
-    row = {"pred": "N", "scores": json.dumps({"SUPPORTED": -0.5, "REFUTED": -2.0, "NOT_ENOUGH_INFO": -1.0})}
-    assert _argmax_row(row)["pred"] == "T" and row["pred"] == "N"
-    assert _argmax_row({"pred": "F", "scores": ""}) == {"pred": "F", "scores": ""}

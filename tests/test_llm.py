@@ -64,7 +64,7 @@ def test_default_llm_gives_one_checked_verdict():
     synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"), decision="llm")
     assert synth.label_mode == "score"
     # llama.cpp where it is installed; the default decision is the arg-max (chosen by the declared rule of
-    # evaluation/verdict_decisions.py on FactVer + SciFact); the FactVer-fitted rule is opt-in (decision="rule")
+    # research/verdict_decisions.py on FactVer + SciFact); the FactVer-fitted rule is opt-in (decision="rule")
     assert ("llama.cpp" in llm_name(llm)) == llamacpp_available()
     assert synth.settings.decision == "llm" and synth.decision.name == "argmax"  # no archive decision given
     nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]

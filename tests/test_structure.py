@@ -27,7 +27,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("serve", "cli"),
 )
 # The package's own ``__init__`` re-exports the public names: it sits right of every layer, so no module
-# inside a layer may import it.
+# inside a layer may import it.  What only produces docs/ tables (the papers' comparison and table, the verdict
+# and claim-extraction benchmarks) lives in research/ beside the package, outside the wheel: the package never
+# imports it (nor benchmarks/ or tests/).
+OUTSIDE_THE_WHEEL = ("research", "benchmarks", "tests")
 
 MAX_FUNCTION_LINES = 60  # docstring excluded
 #: A module should hold one idea, whatever its length: past ADVISED_MODULE_LINES the test says so (a warning, advice
@@ -197,6 +200,17 @@ def test_no_import_against_the_layers() -> None:
                 wrong.append(f"{_short(module)}:{line} imports {_short(target)} (a layer to its right)")
     order = " -> ".join(", ".join(layer) for layer in LAYERS)
     assert not wrong, f"imports against the layer order {order}:\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_the_package_never_imports_what_is_outside_the_wheel() -> None:
+    wrong = []
+    for module, path in modules().items():
+        for name, line in imported_names(
+            path.read_text(encoding="utf-8"), module, is_package=path.name == "__init__.py"
+        ):
+            if name.split(".")[0] in OUTSIDE_THE_WHEEL:
+                wrong.append(f"{_short(module)}:{line} imports {name}")
+    assert not wrong, "the package imports code that is not in the wheel:\n" + "\n".join(sorted(wrong))
 
 
 def test_no_import_cycle() -> None:

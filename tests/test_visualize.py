@@ -593,6 +593,35 @@ def test_thematic_maps_handle_math_text_and_bad_shapes(tmp_path):
         V.thematic_map_3d(xy, ["a"] * 4, {})
 
 
+def test_load_explanations(tmp_path, factver_path):
+    from tests.conftest import PAPER_EXPLANATIONS_CSV
+
+    if PAPER_EXPLANATIONS_CSV.is_file():
+        e = V.load_explanations(PAPER_EXPLANATIONS_CSV)
+        assert len(e.claims) == 30 and e.methods == ["Annotated", "RAG", "CARAG", "CARAG_U"]
+        assert sorted(set(e.themes)) == ["Climate", "Covid", "Electric_Vehicles"]
+        assert V.load_explanations(PAPER_EXPLANATIONS_CSV, ["RAG", "CARAG"]).methods == ["RAG", "CARAG"]
+    bad = tmp_path / "x.csv"
+    bad.write_text("Theme,RAG\nA,\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="empty RAG explanation"):
+        V.load_explanations(bad)
+    with pytest.raises(ValueError, match="no column"):
+        V.load_explanations(bad, ["CARAG"])
+
+
+def test_project_2d_fits_explanations_and_corpus_together():
+    rng = np.random.default_rng(0)
+    corpus, expl = rng.normal(size=(20, 5)), {"RAG": rng.normal(size=(3, 5)), "CARAG": rng.normal(size=(2, 5))}
+    corpus_xy, xy = V.project_2d(corpus, expl)
+    assert corpus_xy.shape == (20, 2) and xy["RAG"].shape == (3, 2) and xy["CARAG"].shape == (2, 2)
+    corpus_xyz, _ = V.project_2d(corpus, expl, n_components=3)
+    assert corpus_xyz.shape == (20, 3)
+    with pytest.raises(ValueError, match="different dimensions"):
+        V.project_2d(corpus, {"RAG": rng.normal(size=(3, 4))})
+    with pytest.raises(ValueError, match="'pca' or 'tsne'"):
+        V.project_2d(corpus, expl, method="umap")
+
+
 def test_theme_colours_are_stable():
     a = V.theme_colors(["b", "a", "c", "a"])
     assert list(a) == ["a", "b", "c"] and len(set(a.values())) == 3

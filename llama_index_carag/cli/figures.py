@@ -57,10 +57,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_map(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from llama_index_carag.evaluation.alignment import project_2d
-    from llama_index_carag.evaluation.paper import load_explanations
     from llama_index_carag.stores.vector_stores import get_node_embeddings
-    from llama_index_carag.visualize import save_figure, thematic_map, thematic_map_3d, thematic_panels
+    from llama_index_carag.visualize import (
+        load_explanations,
+        project_2d,
+        save_figure,
+        thematic_map,
+        thematic_map_3d,
+        thematic_panels,
+    )
 
     retriever = _load_retriever(args)
     expl = load_explanations(args.explanations, args.methods.split(",") if args.methods else None)

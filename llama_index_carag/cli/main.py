@@ -1,4 +1,5 @@
-"""The ``carag`` command: index, check, check-text, calibrate-verdicts, graph, map, chat, demo, eval, paper-table, serve.
+"""The ``carag`` command: index, check, check-text, calibrate-verdicts, graph, map, chat, demo, eval, serve,
+train-verifier.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -9,9 +10,9 @@ command; the commands live in :mod:`~llama_index_carag.cli.index` (index),
 :mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat),
 :mod:`~llama_index_carag.cli.check_text` (check-text),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
-:mod:`~llama_index_carag.cli.paper` (paper-table),
 :mod:`~llama_index_carag.cli.calibrate_verdicts` (calibrate-verdicts),
-:mod:`~llama_index_carag.cli.eval` (eval) and
+:mod:`~llama_index_carag.cli.eval` (eval: the retrieval benchmark; the papers' comparison, sweeps, verdict
+benchmarks and paper table are research code beside the package, ``python -m research.…``) and
 :mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
 :mod:`~llama_index_carag.cli.common`.  While a command loads models and checks, it says what it is doing
 on stderr, one line per stage (:mod:`~llama_index_carag.cli.stages`; ``-q``/``--quiet`` silences them);
@@ -34,7 +35,6 @@ from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _posit
 from llama_index_carag.cli.demo import cmd_demo
 from llama_index_carag.cli.figures import cmd_graph, cmd_map
 from llama_index_carag.cli.index import cmd_index
-from llama_index_carag.cli.paper import cmd_paper_table
 from llama_index_carag.cli.serve import cmd_serve
 
 logger = logging.getLogger(__name__)
@@ -62,16 +62,6 @@ def _quiet_libraries() -> None:
         pass
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from llama_index_carag.cli.eval import run_eval_command
-
-    if getattr(args, "verdicts", False):
-        from llama_index_carag.evaluation.verdict_command import run_verdict_command
-
-        return run_verdict_command(args)
-    return run_eval_command(args)
-
-
 # ------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The ``carag`` argument parser: global options and one sub-parser per command."""
@@ -92,7 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_map_parser(sub)
     _add_chat_parser(sub)
     _add_demo_parser(sub)
-    _add_paper_table_parser(sub)
     _add_eval_parser(sub)
     _add_serve_parser(sub)
     _add_train_verifier_parser(sub)
@@ -329,23 +318,6 @@ def _add_demo_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
 
-def _add_paper_table_parser(sub: argparse._SubParsersAction) -> None:
-    """The ``carag paper-table`` sub-command."""
-    p = sub.add_parser("paper-table", help="the papers' thematic-alignment table from their explanations")
-    p.add_argument("--explanations", required=True)
-    p.add_argument("--data", required=True, help="FactVer CSV")
-    p.add_argument("--embed-model", default="mpnet")
-    p.add_argument("--methods", help="comma-separated, e.g. RAG,CARAG (default: all present)")
-    p.add_argument(
-        "--dims", type=int, choices=[2, 3], default=2, help="projection dimension (3 reproduces CARAG-u Table 1a)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="t-SNE seed")
-    p.add_argument("--no-tsne", action="store_true", help="PCA only (fast)")
-    p.add_argument("--json", action="store_true", help='print {theme: {method: {"pca": avg, "tsne": avg}}}')
-    p.add_argument("--cache-dir", default=None, help="cache the evidence embeddings here (per model)")
-    p.set_defaults(func=cmd_paper_table)
-
-
 def _add_train_verifier_parser(sub: argparse._SubParsersAction) -> None:
     """The ``carag train-verifier`` sub-command (the shipped verifier, reproduced)."""
     p = sub.add_parser(
@@ -376,14 +348,13 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
 
 def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     """The ``carag eval`` sub-command."""
-    p = sub.add_parser("eval", help="compare RAG, CARAG and CARAG-u with one encoder; sweeps; CSV + Markdown")
-    from llama_index_carag.cli.eval import add_eval_arguments
+    p = sub.add_parser(
+        "eval", help="retrieval benchmark on new claims: dense, BM25, hybrid RRF and CARAG side by side; CSV + Markdown"
+    )
+    from llama_index_carag.cli.eval import add_eval_arguments, run_eval_command
 
     add_eval_arguments(p)
-    from llama_index_carag.evaluation.verdict_command import add_verdict_arguments
-
-    add_verdict_arguments(p)
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=run_eval_command)
 
 
 def _add_serve_parser(sub: argparse._SubParsersAction) -> None:

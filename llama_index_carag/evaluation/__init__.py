@@ -1,35 +1,11 @@
-"""Evaluation: retrieval metrics, verdict metrics, the papers' thematic alignment, and runners.
+"""Evaluation: the retrieval benchmark on new claims, what ``carag eval --protocol`` / ``--beir`` run.
 
-* :mod:`~llama_index_carag.evaluation.retrieval` — theme precision@k, annotated recall@k, MRR.
-* :mod:`~llama_index_carag.evaluation.alignment` — explanation-to-theme-centroid distances (PCA / t-SNE).
+* :mod:`~llama_index_carag.evaluation.new_claims` — the protocol: tasks (FactVer halves, BEIR folders),
+  the stock baselines and the scores (nDCG@10, recall@6, MRR@10, theme precision@6).
+* :mod:`~llama_index_carag.evaluation.beir` — reading a BEIR-format folder.
+* :mod:`~llama_index_carag.evaluation.benchmark` — the table of every baseline and CARAG variant, written as
+  CSV and Markdown.
+
+The papers' comparison, its sweeps, the verdict and claim-extraction benchmarks and the papers'
+thematic-alignment table are research code beside the package (``research/`` in the repository).
 """
-
-from llama_index_carag.evaluation.alignment import (
-    AlignmentTable,
-    centroid_distances,
-    project_2d,
-    thematic_alignment,
-)
-from llama_index_carag.evaluation.retrieval import (
-    RetrievalResult,
-    RetrievalSummary,
-    annotated_recall_at_k,
-    evaluate_retrieval,
-    reciprocal_rank,
-    summarize_retrieval,
-    theme_precision_at_k,
-)
-
-__all__ = [
-    "AlignmentTable",
-    "RetrievalResult",
-    "RetrievalSummary",
-    "annotated_recall_at_k",
-    "centroid_distances",
-    "evaluate_retrieval",
-    "project_2d",
-    "reciprocal_rank",
-    "summarize_retrieval",
-    "thematic_alignment",
-    "theme_precision_at_k",
-]

@@ -18,7 +18,8 @@ Three families of figures, after the CARAG and CARAG-u papers:
   density contours (or convex hulls in 3-D) of already projected corpus
   embeddings, with each method's explanation points on top
   (:func:`thematic_map`, :func:`thematic_panels`, :func:`thematic_map_3d`,
-  :func:`save_figure`).
+  :func:`save_figure`); the explanations are read from a CSV (:func:`load_explanations`) and
+  projected together with the corpus (:func:`project_2d`), what ``carag map`` does.
 
 Security: claims, passages and ids come from the open web.  Plotly renders a
 subset of HTML in titles, texts and hover labels, so every user string is
@@ -44,6 +45,7 @@ Modules (this package re-exports their public names):
 * :mod:`~llama_index_carag.visualize.thematic_2d` — density-contour maps and per-theme panels;
 * :mod:`~llama_index_carag.visualize.thematic_3d` — the 3-D map with convex hulls;
 * :mod:`~llama_index_carag.visualize.thematic_common` — input checks and legends of the thematic maps;
+* :mod:`~llama_index_carag.visualize.explanations` — the explanations file and their joint projection with the corpus;
 * :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind;
 * :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles, theme and method colours;
 * :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text;
@@ -59,6 +61,7 @@ from llama_index_carag.visualize.cluster_plots import (
     write_cluster_html,
     write_cluster_png,
 )
+from llama_index_carag.visualize.explanations import ExplanationSet, load_explanations, project_2d
 from llama_index_carag.visualize.output import save_figure
 from llama_index_carag.visualize.passages import Passage, read_passages
 from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
@@ -97,6 +100,9 @@ __all__ = [
     "thematic_map",
     "thematic_panels",
     "thematic_map_3d",
+    "ExplanationSet",
+    "load_explanations",
+    "project_2d",
     "save_figure",
     "theme_colors",
 ]

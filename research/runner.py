@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.evaluation.retrieval import (
+from llama_index_carag.settings import PAPER, TUNED, CaragSettings
+from research.retrieval_metrics import (
     RetrievalSummary,
     evaluate_retrieval,
     summarize_retrieval,
 )
-from llama_index_carag.settings import PAPER, TUNED, CaragSettings
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from llama_index_carag.evaluation.verdict_decisions import fit_margin, markdown, prior_of, summarize
 from llama_index_carag.verdicts import VerdictLabel
+from research.verdict_decisions import fit_margin, markdown, prior_of, summarize
 
 MODEL = "fake-llm"
 
@@ -88,7 +88,7 @@ def _archive(domain, lean):
 
 
 def test_the_archive_prior_removes_a_domains_lean_without_reading_its_labels():
-    from llama_index_carag.evaluation.verdict_decisions import choose_default, domain_prior
+    from research.verdict_decisions import choose_default, domain_prior
 
     cache = _cache()
     for r in cache[1:]:  # every report claim's joint leans to SUPPORTED by the same 2 nats, plus a hint
@@ -120,7 +120,7 @@ def test_the_bench_collects_through_the_cache_api_then_summarises_the_cache(tmp_
     what it wrote."""
     import json
 
-    from llama_index_carag.evaluation import verdict_decisions
+    from research import verdict_decisions
 
     cache = tmp_path / "cache.jsonl"
     calls = []
@@ -149,7 +149,7 @@ def test_the_bench_collects_through_the_cache_api_then_summarises_the_cache(tmp_
 
 
 def test_the_cache_command_line_calls_collect_domains(monkeypatch):
-    from llama_index_carag.evaluation import verdict_cache
+    from research import verdict_cache
 
     calls = []
     monkeypatch.setattr(verdict_cache, "collect_domains", lambda out, llm, **options: calls.append((out, llm, options)))

@@ -1,6 +1,6 @@
-"""Verdict decisions compared on the same cached LLM outputs, two labelled domains (``carag eval --verdicts``).
+"""Verdict decisions compared on the same cached LLM outputs, two labelled domains (``python -m research.eval --verdicts``).
 
-The LLM outputs are collected once (:mod:`~llama_index_carag.evaluation.verdict_cache`); every
+The LLM outputs are collected once (:mod:`research.verdict_cache`); every
 decision here is replayed on them, so they differ only in how the label is decided.
 
 **Declared before any report number was seen** (this docstring was written first):
@@ -73,8 +73,6 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.evaluation.verdict_cache import collect_domains, read_cache
-from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import strongest_stance
 from llama_index_carag.verdicts.labels.domain_prior import mean_probabilities
@@ -85,6 +83,8 @@ from llama_index_carag.verdicts.labels.stance import (
     calibrated,
     label_probabilities,
 )
+from research.verdict_cache import collect_domains, read_cache
+from research.verdict_metrics import LABELS, accuracy, macro_f1
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The verdict benchmark of the archive decision: out of the box, label-free prior, archive decision.
 
-Per domain (:mod:`~llama_index_carag.evaluation.archive_evidence`: FactVer archive = tuning half, report =
+Per domain (:mod:`research.archive_evidence`: FactVer archive = tuning half, report =
 report half; SciFact archive = train claims, report = test claims) and evidence source (annotated,
 retrieved), on the report claims of the verdict cache (their LLM scores read from it, 10 of each label):
 
@@ -16,7 +16,7 @@ The decision is fitted on the archive claims' signals of the same source (retrie
 be retrieved).  Metrics: accuracy, macro-F1, per-label recall, each predicted label's share, fit seconds.
 The learning curve refits on ``sizes`` labelled claims (``repeats`` seeded samples each).
 
-``python -m llama_index_carag.evaluation.archive_bench`` (or ``carag eval --verdicts``) prints the tables.
+``python -m research.archive_bench`` (or ``python -m research.eval --verdicts``) prints the tables.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.evaluation.archive_evidence import ArchiveClaim, DomainEvidence
-from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
 from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision, joint_matrix, llm_log_proba
 from llama_index_carag.verdicts.labels.archive_features import archive_features
 from llama_index_carag.verdicts.labels.stance import STANCE_ORDER, label_probabilities
+from research.archive_evidence import ArchiveClaim, DomainEvidence
+from research.verdict_metrics import LABELS, accuracy, macro_f1
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def learning_curve(
 
 def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """A Markdown table of ``rows`` with ``columns`` (three decimals, ``—`` where there is no value)."""
-    from llama_index_carag.evaluation.runner import markdown_table
+    from research.runner import markdown_table
 
     return markdown_table(rows, columns, digits=3, missing="—")
 
@@ -193,7 +193,7 @@ def run(
     n_archive: int | None = 100,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(table rows, learning-curve rows)`` for the domains given (their data paths)."""
-    from llama_index_carag.evaluation.archive_evidence import factver_evidence, scifact_evidence
+    from research.archive_evidence import factver_evidence, scifact_evidence
 
     rows = cache_rows(caches)
     table: list[dict[str, Any]] = []

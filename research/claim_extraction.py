@@ -10,7 +10,7 @@ How the benchmark is built (:func:`build_texts`, at run time from FactVer's CSV;
   spaces kept) and, when it does not end with ``.``, ``!`` or ``?`` (optionally before a closing quote or
   bracket), given a full stop, as it would have in running text; its gold span includes that stop.
 - Other sentences: the split's own pool of questions, opinions, greetings, hedged and vague sentences
-  (:mod:`~llama_index_carag.evaluation.claim_extraction_pools`; the two pools are disjoint).
+  (:mod:`research.claim_extraction_pools`; the two pools are disjoint).
 - Texts: the split's claims are shuffled (``random.Random(seed)``) and dealt into texts of
   ``3..8`` sentences (uniform), each with ``1..min(3, n - 1)`` claims (uniform) and the rest drawn from the
   pool, in shuffled order, joined by a separator drawn from one space, two spaces, a line break, a blank
@@ -29,7 +29,7 @@ Scores (:func:`score_texts`), with each claim and pool sentence a *piece* of kno
 - *False-positive rate* per kind: pool sentences overlapped by an extracted claim.
 - *ms / text*: wall time of ``extract_claims`` per text.
 
-Run ``python -m llama_index_carag.evaluation.claim_extraction --split report`` (``--data`` FactVer's CSV,
+Run ``python -m research.claim_extraction --split report`` (``--data`` FactVer's CSV,
 default ``../shared/data/factver/factver_master.csv``; ``--seed``).  Choose cues or weights on
 ``--split tune`` only.
 """
@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.text import normalize_text
-from llama_index_carag.evaluation.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
 from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
 from llama_index_carag.extraction.scoring import CheckWorthinessScorer
 from llama_index_carag.extraction.sentences import split_sentences
+from research.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ are kept only if they beat no offsets in grouped cross-validation (macro-F1);
 otherwise they are all 0 — on a few dozen rows a grid search mostly fits noise.
 
 :data:`MEASURED_LABEL_BIAS` holds the offsets measured that way for the offline
-models (see ``docs/VERDICTS.md`` for the command); the synthesizer applies them
-when it recognises the model, and any caller can pass its own.
+models (``python -m research.eval --verdicts --tune-per-label N``, :mod:`research.verdict_bench`): all 0,
+so the package applies none.  A caller can still pass its own offsets to the package's arg-max decision
+(``VerdictSettings.label_bias``).  Research code: the package does not import this module.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ _ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_
 
 #: Offsets chosen on FactVer's tuning half (docs/VERDICTS.md), keyed by the LLM's ``model_name``:
 #: 9 balanced tuning-half claims x (annotated, default retriever's top-6) evidence, prompts without
-#: node ids (``carag eval --verdicts --per-label 4 --tune-per-label 3``; docs/results/verdicts_tuning_*.json).
+#: node ids (``python -m research.eval --verdicts --per-label 4 --tune-per-label 3``;
+#: docs/results/verdicts_tuning_*.json).
 #: For both models the grid's offsets lost to no offsets in grouped 3-fold cross-validation (macro-F1
 #: Qwen 0.36 vs 0.45, SmolLM2 0.13 vs 0.27), so they are 0: the plain arg-max is used.
 MEASURED_LABEL_BIAS: dict[str, dict[VerdictLabel, float]] = {

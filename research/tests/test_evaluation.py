@@ -1,4 +1,4 @@
-"""Metrics on tiny hand-computed cases; the alignment table on a synthetic case with a known answer."""
+"""Research metrics on tiny hand-computed cases; the papers' alignment table on a synthetic case with a known answer."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.datasets import ClaimEvidenceCorpus
-from llama_index_carag.evaluation import (
+from llama_index_carag.visualize.explanations import ExplanationSet
+from research.alignment import centroid_distances, thematic_alignment
+from research.paper import paper_table
+from research.retrieval_metrics import (
     RetrievalResult,
     annotated_recall_at_k,
-    centroid_distances,
+    annotated_text_recall_at_k,
     reciprocal_rank,
     summarize_retrieval,
-    thematic_alignment,
     theme_precision_at_k,
 )
-from llama_index_carag.evaluation.paper import ExplanationSet, load_explanations, paper_table
-from llama_index_carag.evaluation.retrieval import annotated_text_recall_at_k
-from llama_index_carag.evaluation.runner import split_claims
-from llama_index_carag.evaluation.verdicts import accuracy, confusion, macro_f1
+from research.runner import split_claims
+from research.verdict_metrics import accuracy, confusion, macro_f1
 from tests.helpers import TableEmbedding
 
 
@@ -152,24 +152,8 @@ def test_paper_table_on_a_synthetic_corpus(tmp_path):
         paper_table(unknown, corpus, emb)
 
 
-def test_load_explanations(tmp_path, factver_path):
-    from tests.conftest import PAPER_EXPLANATIONS_CSV
-
-    if PAPER_EXPLANATIONS_CSV.is_file():
-        e = load_explanations(PAPER_EXPLANATIONS_CSV)
-        assert len(e.claims) == 30 and e.methods == ["Annotated", "RAG", "CARAG", "CARAG_U"]
-        assert sorted(set(e.themes)) == ["Climate", "Covid", "Electric_Vehicles"]
-        assert load_explanations(PAPER_EXPLANATIONS_CSV, ["RAG", "CARAG"]).methods == ["RAG", "CARAG"]
-    bad = tmp_path / "x.csv"
-    bad.write_text("Theme,RAG\nA,\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="empty RAG explanation"):
-        load_explanations(bad)
-    with pytest.raises(ValueError, match="no column"):
-        load_explanations(bad, ["CARAG"])
-
-
 def test_limit_takes_claims_round_robin_over_themes():
-    from llama_index_carag.evaluation.runner import first_per_theme
+    from research.runner import first_per_theme
 
     claims = [TextNode(id_=f"{t}{i}", text="c", metadata={"theme": t}) for t in "AAB" for i in range(3)]
     picked = first_per_theme(claims, 4)

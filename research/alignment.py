@@ -25,65 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llama_index_carag.core.vectors import as_matrix
+from llama_index_carag.visualize.explanations import project_2d
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["project_2d", "centroid_distances", "AlignmentTable", "thematic_alignment"]
-
-PROJECTIONS = ("pca", "tsne")
-
-
-def project_2d(
-    corpus: np.ndarray,
-    explanations: Mapping[str, np.ndarray],
-    *,
-    method: str = "pca",
-    random_state: int = 0,
-    perplexity: float = 30.0,
-    n_components: int = 2,
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Fit one projection on explanations and corpus together.
-
-    Args:
-        corpus: corpus embeddings, shape ``(n, d)``.
-        explanations: method name → explanation embeddings, shape ``(m_i, d)``.
-        method: ``"pca"`` or ``"tsne"``.
-        random_state: t-SNE seed (PCA is deterministic).
-        perplexity: t-SNE perplexity (capped below the number of points).
-        n_components: 2 (the tables) or 3 (the 3-D view).
-
-    Returns:
-        ``(corpus_xy (n, k), {method: (m_i, k)})``; the explanation blocks are
-        stacked first, in ``explanations`` order, then the corpus, before fitting.
-    """
-    if method not in PROJECTIONS:
-        raise ValueError(f"method must be 'pca' or 'tsne'; got {method!r}.")
-    corpus_m = as_matrix(corpus, name="corpus embeddings")
-    blocks = {name: as_matrix(v, name=f"{name} explanation embeddings") for name, v in explanations.items()}
-    dims = {corpus_m.shape[1], *(b.shape[1] for b in blocks.values() if b.shape[0])}
-    if len(dims) != 1:
-        raise ValueError(f"Explanations and corpus have different dimensions {sorted(dims)}.")
-    stacked = np.vstack([*blocks.values(), corpus_m]).astype(np.float64)
-    if stacked.shape[0] <= n_components:
-        raise ValueError("Too few points to project.")
-    if method == "pca":
-        from sklearn.decomposition import PCA
-
-        points = PCA(n_components=n_components).fit_transform(stacked)
-    else:
-        from sklearn.manifold import TSNE
-
-        perp = min(perplexity, max(1.0, (stacked.shape[0] - 1) / 3.0))
-        points = TSNE(n_components=n_components, random_state=random_state, perplexity=perp, init="pca").fit_transform(
-            stacked
-        )
-    out: dict[str, np.ndarray] = {}
-    start = 0
-    for name, block in blocks.items():
-        out[name] = points[start : start + block.shape[0]]
-        start += block.shape[0]
-    return points[start:], out
+__all__ = ["centroid_distances", "AlignmentTable", "thematic_alignment"]
 
 
 def centroid_distances(

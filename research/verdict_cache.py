@@ -2,7 +2,7 @@
 
 Every decision rule (:mod:`~llama_index_carag.verdicts.decision`) is compared on the same LLM
 outputs: :func:`collect` scores (:func:`collect_domains`: both domains' claims, as the command line
-``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` does), per claim and evidence source,
+``python -m research.verdict_cache OUT.jsonl`` does), per claim and evidence source,
 
 * ``joint`` — the three label log-likelihoods of the whole-evidence fact-check prompt (what the
   synthesizer scored before: arg-max and the old ``EvidenceLabelRule`` decide from it);
@@ -129,7 +129,7 @@ def _factver_claims(
     ``carag calibrate-verdicts`` retrieves an index's own claims)."""
     import numpy as np
 
-    from llama_index_carag.evaluation.verdict_bench import _Bench, balanced_subset
+    from research.verdict_bench import _Bench, balanced_subset
 
     bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)
     sources = ["annotated"]
@@ -381,7 +381,7 @@ def _parser() -> Any:
 
 
 def _main(argv: Sequence[str] | None = None) -> None:
-    """``python -m llama_index_carag.evaluation.verdict_cache OUT.jsonl`` (both domains, annotated first)."""
+    """``python -m research.verdict_cache OUT.jsonl`` (both domains, annotated first)."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     llm: Any = args.llm

@@ -1,14 +1,14 @@
 """Verdict benchmark on FactVer: labels, explanations and speed, per LLM and evidence source.
 
-The FactVer-only benchmark (``carag eval --verdicts`` runs the two-domain one,
-:mod:`~llama_index_carag.evaluation.verdict_decisions`).  :func:`run_verdict_bench` runs,
+The FactVer-only benchmark (``python -m research.eval --verdicts`` runs the two-domain one,
+:mod:`research.verdict_decisions`).  :func:`run_verdict_bench` runs,
 for each LLM (default the offline Qwen2.5-Coder-1.5B-Instruct and SmolLM2-135M):
 
 1. **tuning** (label-scoring LLMs only) — a balanced subset of FactVer's tuning
-   half (:func:`~llama_index_carag.evaluation.runner.split_claims`), each claim
+   half (:func:`research.runner.split_claims`), each claim
    with its annotated evidence and with the retriever's top-k; the three label
    log-likelihoods are computed (no explanation) and
-   :class:`~llama_index_carag.verdicts.labels.calibration.LabelBiasCalibrator` picks the
+   :class:`research.label_bias.LabelBiasCalibrator` picks the
    REFUTED / NOT_ENOUGH_INFO offsets (the NOT_ENOUGH_INFO rule);
 2. **report** — a balanced subset of the report half (``--per-label`` claims of
    each of T, F, N, round-robin over the themes), each claim (a) with its
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.evaluation.verdicts import LABELS, accuracy, macro_f1
+from research.verdict_metrics import LABELS, accuracy, macro_f1
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +134,8 @@ class _Bench:
 
     def __init__(self, data: str | Path, out: Path | None = None, *, k: int, cache_dir: str | None, seed: int) -> None:
         from llama_index_carag.datasets import load_factver
-        from llama_index_carag.evaluation.runner import EvalSetup, split_claims
         from llama_index_carag.models.resolve import resolve_embed_model
+        from research.runner import EvalSetup, split_claims
 
         self.k, self.out = k, out
         corpus = load_factver(data)
@@ -176,7 +176,7 @@ class _Bench:
 def _tune_bias(bench: _Bench, synth: Any, claims: Sequence[Any], name: str) -> dict[str, Any]:
     """Label scores on the tuning subset and the fitted offsets (cached in ``verdicts_tuning_<name>.json``)."""
     from llama_index_carag.verdicts import VerdictLabel
-    from llama_index_carag.verdicts.labels.calibration import LabelBiasCalibrator
+    from research.label_bias import LabelBiasCalibrator
 
     if bench.out is None:
         raise ValueError("The tuning scores are cached in the benchmark's output folder; this one has none.")

@@ -2,7 +2,7 @@
 
 Per domain, the **archive** is the claims a desk has already checked (FactVer: the tuning half of
 ``split_claims``; SciFact: the train claims of ``verdicts.jsonl``) and the **report** claims are the verdict
-cache's (FactVer report half, SciFact test: :mod:`~llama_index_carag.evaluation.verdict_cache`), so that the
+cache's (FactVer report half, SciFact test: :mod:`research.verdict_cache`), so that the
 LLM's whole-evidence scores of the report claims are read from the cache, not recomputed.
 
 Evidence sources:
@@ -131,7 +131,7 @@ def _retrieved_signals(
 
 def factver_evidence(csv_path: str | Path, *, k: int = 6, cache_dir: str | None = None) -> DomainEvidence:
     """FactVer: the archive is the tuning half (``split_claims``, seed 0), as the verdict cache's report rows."""
-    from llama_index_carag.evaluation.verdict_bench import _Bench
+    from research.verdict_bench import _Bench
 
     bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)
     texts_fn, claim_fn = _embedder(bench.setup.embed_model)
