@@ -178,7 +178,9 @@ def test_check_says_why_the_soi_is_empty(index_dir):
 def test_check_text_says_its_stages_and_an_empty_soi(index_dir, tmp_path):
     text = tmp_path / "article.txt"
     text.write_text(f"{CLAIM} What do you think? Solar panels cost 80 percent less than in 2010.", encoding="utf-8")
-    proc = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99")
+    proc = carag(
+        "check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99", "--soi-min-size", "0"
+    )
     assert proc.returncode == 0, proc.stderr
     assert _stage_lines(proc.stderr)[:3] == [
         "carag: finding the check-worthy claims …",
@@ -186,7 +188,19 @@ def test_check_text_says_its_stages_and_an_empty_soi(index_dir, tmp_path):
         "carag: loading the encoder (sentence-transformers/all-MiniLM-L6-v2) …",
     ]
     assert proc.stdout.count("(SOI empty: nothing of its cluster above δ=0.99)") == 2
-    as_json = carag("check-text", str(text), "--index", str(index_dir), "--no-llm", "--delta", "0.99", "--json", "-q")
+    as_json = carag(
+        "check-text",
+        str(text),
+        "--index",
+        str(index_dir),
+        "--no-llm",
+        "--delta",
+        "0.99",
+        "--soi-min-size",
+        "0",
+        "--json",
+        "-q",
+    )
     assert as_json.returncode == 0, as_json.stderr
     reasons = [claim["check"]["soi"]["empty_reason"] for claim in json.loads(as_json.stdout)["claims"]]
     assert len(reasons) == 2 and all(r["text"].startswith("SOI empty") and r["closest_id"] for r in reasons)
@@ -240,7 +254,9 @@ def test_graph_files(index_dir, tmp_path):
     assert html.stat().st_size > 100_000 and "plotly" in html.read_text(encoding="utf-8")[:200_000].lower()
     assert png_size(png)[0] >= 900 and png_size(cluster) == (1200, 900)  # the SOI PNG is sized from its content
     assert "retrieved #1" in html.read_text(encoding="utf-8")  # the retrieved passages are drawn, ranked
-    empty = carag("graph", CLAIM, "--index", str(index_dir), "--delta", "0.99", "--html", str(html), "-q")
+    empty = carag(
+        "graph", CLAIM, "--index", str(index_dir), "--delta", "0.99", "--soi-min-size", "0", "--html", str(html), "-q"
+    )
     assert empty.returncode == 0, empty.stderr
     reason = empty.stdout.splitlines()[-1]
     assert reason.startswith("SOI empty: no item of the claim's cluster") and "(the closest: " in reason
