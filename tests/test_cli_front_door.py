@@ -65,7 +65,7 @@ def test_a_failing_stage_still_ends_its_line(monkeypatch):
 
 
 # ------------------------------------------------------------------ the LLM's stage line
-def test_llm_stage_names_the_model_and_hides_server_credentials(monkeypatch):
+def test_the_load_description_names_the_model_and_hides_server_credentials(monkeypatch):
     from llama_index_carag.models import llamacpp
     from llama_index_carag.models.llm_backends import load_description
 
