@@ -42,7 +42,7 @@ def collect(args: argparse.Namespace) -> None:
     from llama_index.core.schema import QueryBundle
 
     from llama_index_carag.core.vectors import l2_normalize
-    from llama_index_carag.models.backend_hf import HuggingFaceBackend
+    from llama_index_carag.models.huggingface import HuggingFaceBackend
     from llama_index_carag.models.resolve import resolve_llm
     from llama_index_carag.stores.vector_stores import get_node_embeddings
     from llama_index_carag.verdicts.prompts import fence, format_evidence

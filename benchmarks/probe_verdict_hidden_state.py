@@ -3,7 +3,7 @@
 Loads the packaged Qwen GGUF once with llama-cpp-python, ``embedding=True`` and
 ``pooling_type=LLAMA_POOLING_TYPE_NONE``, and on one short prompt ending in ``Verdict:`` compares three ways
 of evaluating the prompt before the three label strings are scored (as
-:class:`~llama_index_carag.models.backend_llamacpp.LlamaCppBackend` scores them):
+:class:`~llama_index_carag.models.llamacpp.LlamaCppBackend` scores them):
 
 * ``plain`` — embeddings switched off (``llama_set_embeddings(ctx, False)``): what the package does today;
 * ``all-outputs`` — embeddings on for the whole prompt: llama.cpp then marks *every* prompt token as an
@@ -30,8 +30,7 @@ import numpy as np
 
 
 def _scorer(model: Any) -> Any:
-    from llama_index_carag.models.backend_llamacpp import LlamaCppBackend
-    from llama_index_carag.models.llamacpp import GGUFChatPrompt
+    from llama_index_carag.models.llamacpp import GGUFChatPrompt, LlamaCppBackend
 
     chat = GGUFChatPrompt.from_model(model)
     if chat is None:

@@ -42,4 +42,4 @@ if [ ! -f "$marker" ] || ! "$PY" -c "import llama_cpp" 2>/dev/null; then
   touch "$marker"
 fi
 # The smoke test: one short generation in a subprocess (cached per build next to the GGUF cache).
-HF_HUB_OFFLINE=1 "$PY" -m llama_index_carag.models.llamacpp_probe
+HF_HUB_OFFLINE=1 "$PY" -m llama_index_carag.models.llamacpp

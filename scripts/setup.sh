@@ -35,7 +35,7 @@ bash scripts/llamacpp.sh "$VENV" \
 # Qwen's parts joined into its GGUF, and converted for transformers (~5 min, ~9 GB RAM) only without llama.cpp.
 HF_HUB_OFFLINE=1 "$VENV/bin/python" -c "
 from llama_index_carag.models.llamacpp import llamacpp_available
-from llama_index_carag.models.resolve import qwen_gguf_path, qwen_path, smollm2_path
+from llama_index_carag.models.files import qwen_gguf_path, qwen_path, smollm2_path
 smollm2_path()
 print('LLMs ready:', qwen_gguf_path() if llamacpp_available() else qwen_path())" \
   || echo "warning: offline LLM preparation failed; it is retried on first use" >&2

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 import pytest
 
 from llama_index_carag.cli.demo import LABELS, demo_claims, label_report
-from llama_index_carag.cli.llm_stage import PROBE_NOTE, llm_stage, probe_pending
 from llama_index_carag.cli.stages import Stages
 from llama_index_carag.core.empty_soi import EmptySOIReason
 from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
@@ -66,32 +65,38 @@ def test_a_failing_stage_still_ends_its_line(monkeypatch):
 
 
 # ------------------------------------------------------------------ the LLM's stage line
-def test_llm_stage_names_the_model_and_hides_server_credentials(monkeypatch):
-    import llama_index_carag.cli.llm_stage as llm_stage_module
+def test_the_load_description_names_the_model_and_hides_server_credentials(monkeypatch):
+    from llama_index_carag.models import llamacpp
+    from llama_index_carag.models.llm_backends import load_description
 
-    monkeypatch.setattr(llm_stage_module, "probe_pending", lambda spec: False)
-    assert llm_stage(None) == ("loading the LLM qwen1.5b (the default)", "")
-    assert llm_stage("smollm2") == ("loading the LLM smollm2", "")
-    message, note = llm_stage("openai-compatible:http://user:secret@127.0.0.1:8080/v1?model=m#x")
+    monkeypatch.setattr(llamacpp, "probe_pending", lambda: False)
+    assert load_description(None) == ("loading the LLM qwen1.5b (the default)", "")
+    assert load_description("smollm2") == ("loading the LLM smollm2", "")
+    message, note = load_description("openai-compatible:http://user:secret@127.0.0.1:8080/v1?model=m#x")
     assert message == "connecting to the LLM server http://127.0.0.1:8080/v1" and note == ""
-    monkeypatch.setattr(llm_stage_module, "probe_pending", lambda spec: True)
-    assert llm_stage("qwen1.5b")[1] == PROBE_NOTE == "(first run: checking llama.cpp on this CPU)"
+    monkeypatch.setattr(llamacpp, "probe_pending", lambda: True)
+    assert load_description("qwen1.5b")[1] == llamacpp.PROBE_NOTE == "(first run: checking llama.cpp on this CPU)"
+    assert load_description("smollm2") == ("loading the LLM smollm2", "")  # transformers: no probe
 
 
-def test_probe_pending_reads_the_cached_probe(monkeypatch, tmp_path):
-    from llama_index_carag.models import files, llamacpp, llamacpp_probe
+def test_the_probe_note_reads_the_cached_probe(monkeypatch, tmp_path):
+    from llama_index_carag.models import files, llamacpp
+    from llama_index_carag.models.llm_backends import load_description
+
+    def probes(spec):
+        return load_description(spec)[1] == llamacpp.PROBE_NOTE
 
     monkeypatch.setattr(llamacpp, "llamacpp_installed", lambda: True)
-    monkeypatch.setattr(llamacpp_probe, "build_fingerprint", lambda: "abc123")
+    monkeypatch.setattr(llamacpp, "build_fingerprint", lambda: "abc123")
     monkeypatch.setattr(files, "cache_dir", lambda: tmp_path)
-    assert probe_pending(None) and probe_pending("qwen1.5b") and probe_pending("/models/x.GGUF")  # no cache yet
-    assert not probe_pending("smollm2") and not probe_pending("qwen1.5b-hf") and not probe_pending("qwen1.5b-int8")
-    (tmp_path / llamacpp_probe.PROBE_FILE).write_text(json.dumps({"fingerprint": "abc123", "ok": True}))
-    assert not probe_pending(None)  # this build was probed on this CPU
-    (tmp_path / llamacpp_probe.PROBE_FILE).write_text(json.dumps({"fingerprint": "other", "ok": True}))
-    assert probe_pending(None)  # another build: probed again
+    assert probes(None) and probes("qwen1.5b") and probes("/models/x.GGUF")  # no cache yet
+    assert not probes("smollm2") and not probes("qwen1.5b-hf") and not probes("qwen1.5b-int8")
+    (tmp_path / llamacpp.PROBE_FILE).write_text(json.dumps({"fingerprint": "abc123", "ok": True}))
+    assert not probes(None)  # this build was probed on this CPU
+    (tmp_path / llamacpp.PROBE_FILE).write_text(json.dumps({"fingerprint": "other", "ok": True}))
+    assert probes(None)  # another build: probed again
     monkeypatch.setattr(llamacpp, "llamacpp_installed", lambda: False)
-    assert not probe_pending(None)  # transformers then: no probe
+    assert not probes(None)  # transformers then: no probe
 
 
 # ------------------------------------------------------------------ the empty SOI

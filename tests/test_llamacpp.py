@@ -127,7 +127,7 @@ def test_loading_errors_are_clear(tmp_path, monkeypatch):
 def test_log_softmax_is_a_distribution():
     import numpy as np
 
-    from llama_index_carag.models.backend_llamacpp import log_softmax
+    from llama_index_carag.models.llamacpp import log_softmax
 
     out = log_softmax(np.array([1000.0, 1001.0, -5.0], dtype=np.float32))
     assert out.shape == (3,) and np.isclose(np.exp(out).sum(), 1.0) and out.argmax() == 1

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from llama_index_carag.models import llamacpp_probe as probe
+from llama_index_carag.models import llamacpp as probe
 
 
 @pytest.fixture()

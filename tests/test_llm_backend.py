@@ -15,10 +15,10 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag.models import llm_backends
 from llama_index_carag.models.backend import LLMBackend, LLMRequest
-from llama_index_carag.models.backend_hf import HuggingFaceBackend
-from llama_index_carag.models.backend_llamacpp import LlamaCppBackend
-from llama_index_carag.models.backend_openai import OpenAICompatibleBackend
+from llama_index_carag.models.huggingface import HuggingFaceBackend
+from llama_index_carag.models.llamacpp import LlamaCppBackend
 from llama_index_carag.models.llm_backends import backend_for, register_backend
+from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
 from llama_index_carag.models.resolve import llm_name, resolve_llm
 from llama_index_carag.verdicts import VerdictLabel, split_sentences
 from llama_index_carag.verdicts.labels.label_scorer import scorer_for
@@ -172,7 +172,7 @@ def test_the_transformers_backend_is_found_by_class(tmp_path):
     assert isinstance(backend, HuggingFaceBackend) and backend.supports_logprobs()
     assert backend.model_name == llm_name(llm) == str(tmp_path) and backend.max_new_tokens == 12
     scorer = scorer_for(llm, max_new_tokens=5)
-    assert scorer is not None and scorer.backend.max_new_tokens == 5 and scorer.score_after_prefix is None
+    assert scorer is not None and scorer.backend.max_new_tokens == 5 and not scorer.shares_prefix
 
 
 def test_the_openai_compatible_backend_is_found_by_class():
@@ -218,4 +218,4 @@ def test_a_real_llamacpp_llm_is_found_by_class():
     backend = backend_for(llm)
     assert isinstance(backend, LlamaCppBackend) and llm_name(llm) == backend.model_name == gguf.name
     scorer = scorer_for(llm)
-    assert scorer is not None and scorer.max_new_tokens == 40 and scorer.score_after_prefix is not None
+    assert scorer is not None and scorer.max_new_tokens == 40 and scorer.shares_prefix

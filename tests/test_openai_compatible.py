@@ -33,8 +33,12 @@ from typing import Any
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.models.backend_openai import echoed_tail_logprobs, supports_prompt_logprobs
-from llama_index_carag.models.openai_compatible import openai_compatible_llm, parse_server_url
+from llama_index_carag.models.openai_compatible import (
+    echoed_tail_logprobs,
+    openai_compatible_llm,
+    parse_server_url,
+    supports_prompt_logprobs,
+)
 from llama_index_carag.models.resolve import resolve_llm
 from llama_index_carag.verdicts import VerdictLabel, split_sentences
 from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer

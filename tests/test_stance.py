@@ -36,6 +36,8 @@ class KeywordScorer:
     a passage containing "confirms" / "denies" adds 3 nats to SUPPORTED / REFUTED, any other real
     passage 1 nat to NOT_ENOUGH_INFO (content-free inputs add nothing)."""
 
+    shares_prefix = False  # each prompt is scored on its own
+
     def __init__(self, prior: float = 2.0) -> None:
         self.prior, self.calls, self.explained = prior, 0, []
 

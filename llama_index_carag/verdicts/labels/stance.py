@@ -134,17 +134,15 @@ _SLOT = "\x01"
 def stance_scores(scorer: Any, claim: str, passages: Sequence[str]) -> list[dict[VerdictLabel, float]]:
     """The raw label log-likelihoods of each passage's stance prompt.
 
-    With a scorer that can share a prompt prefix (``score_after_prefix``, llama.cpp) the claim's part of
-    the prompt (system message, claim, up to the passage) is evaluated once per call, deterministically;
-    otherwise each prompt is scored on its own.
+    With a scorer that shares a prompt prefix (:attr:`~.label_scorer.LabelScorer.shares_prefix`, llama.cpp)
+    the claim's part of the prompt (system message, claim, up to the passage) is evaluated once per call,
+    deterministically; otherwise each prompt is scored on its own.
     """
-    share = getattr(scorer, "score_after_prefix", None)
-    render = getattr(getattr(scorer, "llm", None), "messages_to_prompt", None)
-    if share is None or render is None or not passages:
+    if not scorer.shares_prefix or not passages:
         return [_scores(scorer, stance_messages(claim, p)) for p in passages]
-    prefix = render(stance_messages(claim, _SLOT)).split(_SLOT)[0]
-    prompts = [render(stance_messages(claim, p)) for p in passages]
-    return [{k: float(d[k]) for k in STANCE_ORDER} for d in share(prefix, prompts)]
+    prefix = scorer.render(stance_messages(claim, _SLOT), "").split(_SLOT)[0]
+    prompts = [scorer.render(stance_messages(claim, p), "") for p in passages]
+    return [{k: float(d[k]) for k in STANCE_ORDER} for d in scorer.score_after_prefix(prefix, prompts)]
 
 
 class ContentFreePrior:
