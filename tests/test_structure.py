@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = "llama_index_carag"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
-# The declared import layers, left to right (README, "Code map"): a module may import its own layer
+# The declared import layers, left to right (docs/GUIDE.md, "Code map"): a module may import its own layer
 # and the layers to its left, never one to its right.  Keys are the package's first-level names.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),

@@ -9,7 +9,7 @@ probe, then the verdict); :class:`Stages` says each step as it starts::
     carag: retrieving …
     carag: writing the verdict …
 
-Rules (the README's "The carag command"):
+Rules (docs/GUIDE.md, "The carag command"):
 
 * standard output never changes (``--json`` stays clean): stages go to standard error only;
 * on a terminal each line ends with the stage's time when it is done, and a long stage (``ticking=True``:
