@@ -17,7 +17,7 @@ import pytest
 from llama_index_carag.cli.claims_file import ResultsFile, read_claims
 from llama_index_carag.datasets import demo_corpus_path
 from llama_index_carag.verdicts.batch import BatchClaim, check_claims, is_error
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 from tests.helpers import run_cli
 from tests.test_llm_backend import CLAIM as SCRIPTED_CLAIM
@@ -185,7 +185,7 @@ def test_check_needs_one_claim_or_claims(index_dir, tmp_path):
 
 _SLOW_MAIN = """
 import sys, time
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 check = ClaimChecker.check
 ClaimChecker.check = lambda self, claim: (time.sleep(0.4), check(self, claim))[1]  # a slow model, for the test
 from llama_index_carag.cli import main

@@ -101,14 +101,14 @@ def _checker(
     decision: str = "verifier",
     verifier: Any = None,
 ) -> Any:
-    """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
+    """The :class:`~llama_index_carag.verdicts.check.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
     ``archive_decision``: the index's ``ArchiveDecision`` (``carag index --calibrate``), or ``None``.
     ``explain``: ``False`` for label + evidence only (``--no-explanation``).
     ``decision``: ``"verifier"`` (the claim verifier decides, ``verifier`` or the shipped one) or ``"llm"``.
     """
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     synthesizer = (

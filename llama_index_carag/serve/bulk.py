@@ -39,7 +39,7 @@ from llama_index_carag.serve.errors import ApiError, error_body
 from llama_index_carag.serve.schemas import BatchRequest, TextRequest
 from llama_index_carag.serve.settings import ServeSettings
 from llama_index_carag.serve.sse import Events, sse_response
-from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.check import CheckResult
 from llama_index_carag.verdicts.text_check import (
     LABELS,
     ClaimsInText,

@@ -1,8 +1,8 @@
-"""Many claims through one :class:`~llama_index_carag.verdicts.checker.ClaimChecker`: one record per claim, in order.
+"""Many claims through one :class:`~llama_index_carag.verdicts.check.ClaimChecker`: one record per claim, in order.
 
 :func:`check_claims` is a generator: the checker (and so the model) is built once by the caller, and each
 claim yields its record as soon as it is checked, so a caller can write it out at once (``carag check
---claims``).  A record is the claim's :class:`~llama_index_carag.verdicts.checking.CheckResult` JSON (what
+--claims``).  A record is the claim's :class:`~llama_index_carag.verdicts.check.CheckResult` JSON (what
 ``carag check --json`` prints) with the claim's input ``line`` and ``id`` in front; a claim the checker
 rejects (not a string, empty: its ``TypeError``/``ValueError``) yields an error record instead, and the
 batch goes on.
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 :func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
 that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.  Every claim
-goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.checker.ClaimChecker.check>`: a text
+goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>`: a text
 check is the claim checks of its claims, with their spans.
 
 :class:`TextCheckResult` is the JSON of ``carag check-text --json``; its JSON Schema
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
-from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.check import CheckResult
 from llama_index_carag.verdicts.types import VerdictLabel
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScore
     """Find the check-worthy claims of ``text`` and check each one with ``checker``.
 
     Args:
-        checker: the :class:`~llama_index_carag.verdicts.checker.ClaimChecker` (without a synthesizer:
+        checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker` (without a synthesizer:
             retrieval only, every claim's verdict is null).
         text: an article, transcript or post.
         scorer: decides check-worthiness (default: the offline cue rule, see
