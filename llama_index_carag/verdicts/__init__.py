@@ -1,14 +1,14 @@
 """Reading an LLM's fact-checking answer into a structured :class:`Verdict`: the public names.
 
 How answers are read (clean-up, JSON, explicit markers, prose, negations) is described in
-:mod:`llama_index_carag.verdicts.parsing` and :mod:`llama_index_carag.verdicts.cues`.
+:mod:`llama_index_carag.verdicts.parsing` and :mod:`llama_index_carag.verdicts.label_lexicon`.
 
 This module is the public face of verdict reading; the work is done in
 
 * :mod:`llama_index_carag.verdicts.types` — :class:`Verdict` and :class:`VerdictLabel`;
 * :mod:`llama_index_carag.verdicts.parsing` — :func:`parse_verdict` and :func:`sentence_stance`
   (they log under ``"llama_index_carag.verdicts.parsing"``);
-* :mod:`llama_index_carag.verdicts.cues` — label words, cue patterns and the rules for negations;
+* :mod:`llama_index_carag.verdicts.label_lexicon` — label words, cue patterns and the rules for negations;
 * :mod:`llama_index_carag.verdicts.answer_text` — :func:`answer_sentences` and :func:`trim_explanation` (on the
   package's one sentence splitter, :func:`llama_index_carag.extraction.sentences.split_sentences`), citations.
 """

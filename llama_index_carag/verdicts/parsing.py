@@ -22,7 +22,7 @@ label wins:
    evidence does not mention / address the claim means NOT_ENOUGH_INFO.
 
 Negated cues ("not supported", "not false" …) are resolved over the whole
-answer as described in :mod:`llama_index_carag.verdicts.cues`.
+answer as described in :mod:`llama_index_carag.verdicts.label_lexicon`.
 
 :func:`parse_verdict` and :func:`sentence_stance` are re-exported by
 :mod:`llama_index_carag.verdicts`, and this module logs under its own name
@@ -45,7 +45,7 @@ from llama_index_carag.verdicts.answer_text import (
     answer_sentences,
     trim_explanation,
 )
-from llama_index_carag.verdicts.cues import (
+from llama_index_carag.verdicts.label_lexicon import (
     _LEADING_LABEL_RE,
     _MARKER_RE,
     _NEI,
@@ -144,7 +144,7 @@ def parse_verdict(text: str | None, *, evidence_ids: Sequence[str] | None = None
     """Read a verdict, an explanation and the cited passages from a model's answer.
 
     The reading order is in the module docstring; negated cues resolve as in
-    :mod:`llama_index_carag.verdicts.cues`.
+    :mod:`llama_index_carag.verdicts.label_lexicon`.
     The explanation is the answer without the winning marker / label opening
     (or the JSON explanation field, or for prose the whole answer), stripped of
     ``Explanation:`` prefixes and markdown emphasis, whitespace-normalised and
