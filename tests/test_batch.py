@@ -66,7 +66,10 @@ def test_check_claims_yields_in_order_and_bad_claims_as_errors(checker):
     records = list(check_claims(checker, items))
     assert [r["line"] for r in records] == [1, 2, 3, 4, 5, 6]
     assert [is_error(r) for r in records] == [False, True, True, True, False, False]
-    assert records[1]["error"].startswith("ValueError") and records[2]["error"].startswith("TypeError")
+    assert records[1]["error"]["message"].startswith("ValueError") and records[2]["error"]["message"].startswith(
+        "TypeError"
+    )
+    assert {records[i]["error"]["code"] for i in (1, 2, 3)} == {"invalid_claim"}  # the one error shape
     assert records[2]["claim"] == "42"
     good = records[0]
     assert set(good) == RESULT_KEYS and good["claim"] == CLAIMS[0] and good["verdict"] is None

@@ -214,7 +214,7 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
         for record in check_claims(checker, todo):
             if is_error(record):
                 rejected += 1
-                bar.write(f"carag: line {record['line']}: skipped ({record['error']})", file=sys.stderr)
+                bar.write(f"carag: line {record['line']}: skipped ({record['error']['message']})", file=sys.stderr)
             else:
                 out.append(record)
             bar.update(1)

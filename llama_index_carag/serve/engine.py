@@ -20,10 +20,10 @@ import anyio.to_thread
 from llama_index.core.base.response.schema import Response
 
 from llama_index_carag.core.validation import sanitize_text
-from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.errors import ApiError
 from llama_index_carag.serve.llm_pool import LLMUnavailable
 from llama_index_carag.serve.settings import ServeSettings
-from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, EvidenceRow, Retrieved
+from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, EvidenceRow, Retrieved, error_body
 
 logger = logging.getLogger(__name__)
 

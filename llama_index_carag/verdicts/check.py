@@ -30,6 +30,12 @@ reproduce it: ``CaragSettings.model_validate(result["settings"])``.
 The verdict is the :class:`~llama_index_carag.verdicts.types.Verdict` itself, and each evidence row is read
 from its node (:meth:`EvidenceRow.from_node`: the ``carag`` provenance, and the passage's stance when the
 synthesizer put one there).
+
+A check that fails for a known reason answers the one error shape, :func:`error_body`
+(``{"error": {"code", "message"}}``): :func:`failure_body` of a :class:`CheckFailed` (``carag serve``'s
+errors are ones), or of the checker's ``TypeError``/``ValueError`` for a claim it rejects (``invalid_claim``).
+The batch and text loops (:mod:`~llama_index_carag.verdicts.batch`, :mod:`~llama_index_carag.verdicts.text_check`)
+and the HTTP API all use it.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "CHECK_SCHEMA_VERSION",
+    "CLAIM_FAILURES",
+    "CheckFailed",
     "CheckResult",
     "ClaimChecker",
     "EvidenceRow",
@@ -66,6 +74,8 @@ __all__ = [
     "VerdictSynthesizer",
     "check_claim",
     "check_result_json_schema",
+    "error_body",
+    "failure_body",
 ]
 
 #: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
@@ -257,3 +267,40 @@ def check_claim(
 ) -> CheckResult:
     """Retrieve evidence for ``claim`` and, with a ``FactCheckSynthesizer``, add its verdict (one :class:`ClaimChecker`)."""
     return ClaimChecker(retriever, synthesizer).check(claim)
+
+
+# --- a check that failed: the one error shape ------------------------------------------------------
+
+
+class CheckFailed(Exception):
+    """A claim check that failed for a known reason: a ``code`` for programs and a ``message`` for people.
+
+    The server's errors are ones (``llm_error``, ``timeout``, ``invalid_request`` …:
+    :class:`~llama_index_carag.serve.errors.ApiError`), so a batch or text loop reports them per claim.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+#: What a loop over claims reports per claim instead of raising: a known failure, or the checker's rejection of
+#: the claim (``TypeError``: not a string, ``ValueError``: empty …).  Anything else is a bug and propagates.
+CLAIM_FAILURES: tuple[type[Exception], ...] = (CheckFailed, TypeError, ValueError)
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one JSON shape of an error, ``{"error": {"code", "message", "details"?}}``: a failed claim of
+    ``carag check --claims``, every error response of the HTTP API and a stream's ``error`` event."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def failure_body(exc: Exception) -> dict[str, Any]:
+    """The :func:`error_body` of a check that raised ``exc`` (one of :data:`CLAIM_FAILURES`): a
+    :class:`CheckFailed`'s code and message, else ``invalid_claim`` with ``"ValueError: …"``."""
+    if isinstance(exc, CheckFailed):
+        return error_body(exc.code, exc.message)
+    return error_body("invalid_claim", f"{type(exc).__name__}: {exc}")
