@@ -26,10 +26,10 @@ from llama_index.core.schema import QueryBundle
 from llama_index_carag import ContextAwareRetriever, load_demo_corpus
 from llama_index_carag.models.resolve import resolve_embed_model
 from llama_index_carag.retrieval.indexing import build_faiss_index
-from llama_index_carag.verdicts.checker import ClaimChecker, Retrieved
+from llama_index_carag.verdicts.check import ClaimChecker, Retrieved
 from llama_index_carag.verdicts.labels.rules import evidence_cosines
+from llama_index_carag.verdicts.prompts import evidence_texts
 from llama_index_carag.verdicts.scored import provenance_cosines
-from llama_index_carag.verdicts.shown import evidence_texts
 
 
 def main() -> None:

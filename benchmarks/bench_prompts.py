@@ -223,7 +223,7 @@ def fit_rule(args: argparse.Namespace) -> None:
     from llama_index_carag.models.resolve import embed_model_name
     from llama_index_carag.verdicts import VerdictLabel
     from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, evidence_cosines, rule_features
-    from llama_index_carag.verdicts.shown import evidence_texts
+    from llama_index_carag.verdicts.prompts import evidence_texts
     from research.verdict_bench import _Bench, balanced_subset
 
     rows = [

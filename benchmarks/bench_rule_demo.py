@@ -17,7 +17,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.datasets import load_demo_corpus
 from llama_index_carag.models.resolve import resolve_embed_model, resolve_llm
 from llama_index_carag.verdicts.labels.rules import evidence_cosines
-from llama_index_carag.verdicts.shown import evidence_texts
+from llama_index_carag.verdicts.prompts import evidence_texts
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
 corpus = load_demo_corpus()

@@ -39,12 +39,12 @@ _EXPORTS: dict[str, str] = {
     "parse_verdict": "llama_index_carag.verdicts.parsing",
     "FactCheckChatBot": "llama_index_carag.verdicts.chat",
     # one claim check as JSON (carag check --json, POST /v1/check)
-    "check_claim": "llama_index_carag.verdicts.checker",
-    "ClaimChecker": "llama_index_carag.verdicts.checker",
+    "check_claim": "llama_index_carag.verdicts.check",
+    "ClaimChecker": "llama_index_carag.verdicts.check",
     "check_claims": "llama_index_carag.verdicts.batch",
     "check_text": "llama_index_carag.verdicts.text_check",
     "TextCheckResult": "llama_index_carag.verdicts.text_check",
-    "CheckResult": "llama_index_carag.verdicts.checking",
+    "CheckResult": "llama_index_carag.verdicts.check",
     # models by name
     "resolve_embed_model": "llama_index_carag.models.resolve",
     "resolve_llm": "llama_index_carag.models.resolve",
@@ -140,8 +140,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from llama_index_carag.settings import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings
     from llama_index_carag.verdicts.batch import check_claims
     from llama_index_carag.verdicts.chat import FactCheckChatBot
-    from llama_index_carag.verdicts.checker import ClaimChecker, check_claim
-    from llama_index_carag.verdicts.checking import CheckResult
+    from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, check_claim
     from llama_index_carag.verdicts.parsing import parse_verdict
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer, get_fact_check_synthesizer
     from llama_index_carag.verdicts.text_check import TextCheckResult, check_text

@@ -110,7 +110,7 @@ def test_an_index_without_one_says_so_once(tmp_path, caplog, monkeypatch) -> Non
 
 
 def test_the_synthesizer_decides_with_the_archive_and_shows_the_cues(archive, fitted, tmp_path) -> None:
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     from .tiny_llm import tiny_hf_llm

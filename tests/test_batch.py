@@ -17,7 +17,7 @@ import pytest
 from llama_index_carag.cli.claims_file import ResultsFile, read_claims
 from llama_index_carag.datasets import demo_corpus_path
 from llama_index_carag.verdicts.batch import BatchClaim, check_claims, is_error
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 from tests.helpers import run_cli
 from tests.test_llm_backend import CLAIM as SCRIPTED_CLAIM
@@ -66,7 +66,10 @@ def test_check_claims_yields_in_order_and_bad_claims_as_errors(checker):
     records = list(check_claims(checker, items))
     assert [r["line"] for r in records] == [1, 2, 3, 4, 5, 6]
     assert [is_error(r) for r in records] == [False, True, True, True, False, False]
-    assert records[1]["error"].startswith("ValueError") and records[2]["error"].startswith("TypeError")
+    assert records[1]["error"]["message"].startswith("ValueError") and records[2]["error"]["message"].startswith(
+        "TypeError"
+    )
+    assert {records[i]["error"]["code"] for i in (1, 2, 3)} == {"invalid_claim"}  # the one error shape
     assert records[2]["claim"] == "42"
     good = records[0]
     assert set(good) == RESULT_KEYS and good["claim"] == CLAIMS[0] and good["verdict"] is None
@@ -185,7 +188,7 @@ def test_check_needs_one_claim_or_claims(index_dir, tmp_path):
 
 _SLOW_MAIN = """
 import sys, time
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 check = ClaimChecker.check
 ClaimChecker.check = lambda self, claim: (time.sleep(0.4), check(self, claim))[1]  # a slow model, for the test
 from llama_index_carag.cli import main

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from llama_index_carag import PAPER, TUNED, CaragSettings, CheckResult, ContextAwareRetriever, check_claim
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, check_result_json_schema
+from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, check_result_json_schema
 
 CLAIM = "Offshore wind farms drive fish away."
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def test_a_check_embeds_the_claim_once_and_computes_one_soi(demo_index, demo_cor
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
     from llama_index_carag.core.context import ThematicContext
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
     retriever = _default(demo_index, demo_corpus)
     expected_soi, expected_nodes = retriever.build_soi(CLAIM).to_dict(), retriever.retrieve(CLAIM)
@@ -82,7 +82,7 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
     from llama_index.core.base.response.schema import Response
 
     from llama_index_carag import Verdict, VerdictLabel
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.scored import with_stances
 
     class StanceSynthesizer:  # stands for the scored stance decision: stances on the source nodes
@@ -107,7 +107,7 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
 
 def test_the_chat_bot_checks_each_message_and_condenses_follow_ups(demo_index, demo_corpus):
     from llama_index_carag import FactCheckChatBot, FactCheckSynthesizer
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
     from .helpers import StubLLM
 

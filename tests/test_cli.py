@@ -20,7 +20,7 @@ import pytest
 from llama_index_carag import DEFAULT, CaragSettings
 from llama_index_carag.core.soi import SOI_LIST_KEYS
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION
+from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")

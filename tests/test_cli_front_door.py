@@ -137,7 +137,7 @@ def test_closest_item_is_the_nearest_candidate_of_the_claims_cluster(demo_corpus
 
     from llama_index_carag import ContextAwareRetriever
     from llama_index_carag.retrieval.soi_reason import closest_item
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
     retriever = ContextAwareRetriever.from_index(
         demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99, soi_min_size=0
@@ -170,7 +170,7 @@ def test_a_failed_closest_item_lookup_does_not_fail_the_check(demo_corpus, demo_
     import dataclasses
 
     from llama_index_carag import ContextAwareRetriever
-    from llama_index_carag.verdicts import checker as checker_module
+    from llama_index_carag.verdicts import check as check_module
 
     retriever = ContextAwareRetriever.from_index(
         demo_index, "default", claim_nodes=demo_corpus.claim_nodes, n_clusters=3, delta=0.99, soi_min_size=0
@@ -180,8 +180,8 @@ def test_a_failed_closest_item_lookup_does_not_fail_the_check(demo_corpus, demo_
     def broken(*args, **kwargs):
         raise RuntimeError("store unreachable")
 
-    monkeypatch.setattr(checker_module, "empty_reason", broken)
-    checker = checker_module.ClaimChecker(retriever)
+    monkeypatch.setattr(check_module, "empty_reason", broken)
+    checker = check_module.ClaimChecker(retriever)
     retrieved = checker.retrieve(claim)  # the reason only explains: the check goes on without the closest item
     reason = checker.result(retrieved).to_json_dict()["soi"]["empty_reason"]
     assert reason["text"].startswith("SOI empty") and reason["closest_id"] is None

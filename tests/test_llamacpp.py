@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from llama_index_carag.models.llamacpp import llamacpp_available, llamacpp_installed, load_llamacpp
-from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 
 pytestmark = pytest.mark.isolated  # a native crash in llama.cpp fails a test, not the run
 
@@ -101,7 +101,7 @@ def test_scored_verdict_through_the_synthesizer(smol_cpp):
     verdict = _synth(smol_cpp).synthesize(CLAIM, nodes).metadata["verdict"]
     assert verdict.parsed and verdict.method == "scored"
     assert set(verdict.label_scores) == {label.value for label in VerdictLabel}
-    assert verdict.explanation and len(split_sentences(verdict.explanation)) <= 2
+    assert verdict.explanation and len(answer_sentences(verdict.explanation)) <= 2
     assert set(verdict.cited_passages) <= {1, 2} and not verdict.invalid_citations
 
 

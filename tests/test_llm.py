@@ -9,7 +9,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.models.resolve import default_llm, resolve_llm
-from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.isolated]  # a native crash fails a test, not the run
@@ -36,7 +36,7 @@ def test_real_model_gives_a_well_formed_verdict(smollm2, demo_index, demo_corpus
         assert verdict.label in set(VerdictLabel)
         assert verdict.parsed, f"no label parsed from {verdict.raw!r}"
         assert response.response.strip()
-        assert 1 <= len(split_sentences(response.response)) <= 2
+        assert 1 <= len(answer_sentences(response.response)) <= 2
         assert len(response.source_nodes) == 6
 
 
@@ -73,8 +73,8 @@ def test_default_llm_gives_one_checked_verdict():
     print(f"Qwen verdict in {time.perf_counter() - t0:.1f} s: {verdict.label.value} {verdict.explanation!r}")
     assert verdict.parsed and verdict.method == "scored"
     assert set(verdict.label_scores) == {label.value for label in VerdictLabel}
-    assert 1 <= len(split_sentences(verdict.explanation)) <= 2
+    assert 1 <= len(answer_sentences(verdict.explanation)) <= 2
     assert set(verdict.cited_passages) <= {1} and verdict.evidence_ids == ["E1"] * len(verdict.cited_passages)
     assert not any(
-        sentence_stance(s) in CONTRADICTING_STANCES[verdict.label] for s in split_sentences(verdict.explanation)
+        sentence_stance(s) in CONTRADICTING_STANCES[verdict.label] for s in answer_sentences(verdict.explanation)
     )

@@ -20,7 +20,7 @@ from llama_index_carag.models.llamacpp import LlamaCppBackend
 from llama_index_carag.models.llm_backends import backend_for, register_backend
 from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
 from llama_index_carag.models.resolve import llm_name, resolve_llm
-from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 
@@ -145,7 +145,7 @@ def test_a_text_only_backend_reads_the_label_from_the_answer(registry):
     synth = get_fact_check_synthesizer(llm, decision="llm")
     verdict = synth.synthesize(CLAIM, _nodes("The Eiffel Tower is in Paris.")).metadata[VERDICT_KEY]
     assert synth.label_mode == "text" and verdict.method == "text" and verdict.label is VerdictLabel.SUPPORTED
-    assert len(split_sentences(verdict.explanation)) <= 2
+    assert len(answer_sentences(verdict.explanation)) <= 2
 
 
 def test_registering_checks_the_backend(registry):

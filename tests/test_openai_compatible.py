@@ -40,7 +40,7 @@ from llama_index_carag.models.openai_compatible import (
     supports_prompt_logprobs,
 )
 from llama_index_carag.models.resolve import resolve_llm
-from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
 pytest.importorskip("llama_index.llms.openai_like")
@@ -321,7 +321,7 @@ def test_the_synthesizer_scores_labels_on_a_server_with_logprobs():
     assert verdict.method == "scored" and len(explain) == 1 and calls[1:-1] and all(b.get("echo") for b in calls[1:-1])
     label = verdict.label.value.replace("_", " ")
     assert explain[0]["prompt"].endswith(f"Verdict: {label}\nExplanation:")
-    assert 1 <= len(split_sentences(verdict.explanation)) <= 2 and not server.calls("POST /v1/chat/completions")
+    assert 1 <= len(answer_sentences(verdict.explanation)) <= 2 and not server.calls("POST /v1/chat/completions")
 
 
 @pytest.mark.parametrize(

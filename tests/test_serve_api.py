@@ -22,8 +22,7 @@ from fastapi.testclient import TestClient
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.serve import ServeSettings
-from llama_index_carag.verdicts.checker import check_claim
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult
+from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, CheckResult, check_claim
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from tests.serve_helpers import DEFAULT_ANSWER, ServeStubLLM, assert_error, make_app, sse_events
 

@@ -30,7 +30,7 @@ from llama_index_carag.serve.llm_pool import (
     restart_delay,
 )
 from llama_index_carag.serve.llm_worker import LLMWorkerSpec
-from llama_index_carag.verdicts.checker import check_claim
+from llama_index_carag.verdicts.check import check_claim
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from tests.serve_helpers import (
     CRASH,

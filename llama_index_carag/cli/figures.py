@@ -10,7 +10,7 @@ from llama_index_carag.cli.common import CLIError, _load_retriever, _stages
 
 def _soi_and_evidence(retriever: Any, claim: str) -> tuple[Any, list[Any], str | None]:
     """The claim's SOI, its retrieved evidence (from the same SOI computation) and why the SOI is empty (or ``None``)."""
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
     retrieved = ClaimChecker(retriever).retrieve(claim)
     reason = retrieved.empty_reason

@@ -3,7 +3,7 @@
 :func:`closest_item` asks the fitted context for the same SOI at δ = -1 with one item (the claim's cluster,
 the same candidate rules), which is the cluster's item nearest the claim; :func:`empty_reason` gives the
 :class:`~llama_index_carag.core.empty_soi.EmptySOIReason` (``None`` when the SOI holds items).  The
-:class:`~llama_index_carag.verdicts.checker.ClaimChecker` asks it once per claim, with the claim's vector, so
+:class:`~llama_index_carag.verdicts.check.ClaimChecker` asks it once per claim, with the claim's vector, so
 ``carag check``, ``check-text``, a batch and ``carag serve`` all carry it.  The ranking is not touched: this
 only explains what the retriever did.
 """

@@ -8,7 +8,7 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
   ``llm_state`` (the LLM worker processes: ``{"workers": [{"pid", "state", "restarts", "busy"}]}``).
 * ``GET /v1/schema/check-result`` — JSON Schema of the check result.
 * ``GET /openapi.json`` — the OpenAPI description (no ``/docs``: Swagger UI would need a CDN).
-* ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.verdicts.checking.CheckResult` (``carag check --json``).
+* ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.verdicts.check.CheckResult` (``carag check --json``).
 * ``POST /v1/check/stream`` ``{"claim"}`` — Server-Sent Events: ``evidence`` (the result without the
   verdict), ``token`` ``{"text"}`` per piece of the model's answer, ``verdict``, ``done`` (the full result);
   or ``error`` ``{"error": …}`` as the last event.
@@ -49,8 +49,7 @@ from llama_index_carag.serve.schemas import (
 from llama_index_carag.serve.sessions import SessionStore
 from llama_index_carag.serve.settings import ServeSettings
 from llama_index_carag.serve.sse import sse_response
-from llama_index_carag.verdicts.checker import ClaimChecker
-from llama_index_carag.verdicts.checking import CHECK_SCHEMA_VERSION, CheckResult, check_result_json_schema
+from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, CheckResult, ClaimChecker, check_result_json_schema
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,13 @@
 """Many claims in one request: ``POST /v1/check-text`` and ``POST /v1/check-batch``, streamed as Server-Sent Events.
 
-Both check their claims one at a time, in order, each through :meth:`CheckEngine.check
-<llama_index_carag.serve.engine.CheckEngine.check>` — the path of ``POST /v1/check``: the same
-``ClaimChecker``, worker limits, LLM gate and worker pool, and its own ``request_timeout_s`` per claim.
-A claim that fails (the LLM's error, a timeout, a worker restart, a bad batch item) gets an error event
-of its own and the stream goes on.  The whole stream counts as one request against ``max_pending``.
+Both run the package's loops — :func:`~llama_index_carag.verdicts.text_check.atext_outcomes` and
+:func:`~llama_index_carag.verdicts.batch.aclaim_outcomes` (those of ``carag check-text`` and ``carag check
+--claims``) — around :meth:`CheckEngine.check <llama_index_carag.serve.engine.CheckEngine.check>`, the path of
+``POST /v1/check``: the same ``ClaimChecker``, worker limits, LLM gate and worker pool, and its own
+``request_timeout_s`` per claim.  A claim that fails (the LLM's error, a timeout, a worker restart, a bad batch
+item: an :class:`~llama_index_carag.serve.errors.ApiError`) gets an error event of its own, in the package's one
+error shape (``{"error": {"code", "message"}}``), and the stream goes on.  The whole stream counts as one
+request against ``max_pending``; this module adds only the HTTP side (routes, limits, events).
 
 ``/v1/check-text`` events (``index`` numbers the text's claims from 0):
 
@@ -18,14 +21,14 @@ of its own and the stream goes on.  The whole stream counts as one request again
 
 ``/v1/check-batch`` events (``index`` is the item's position in ``claims``, from 0): ``result`` —
 ``{"index", **CheckResult}`` (what ``POST /v1/check`` returns) — or ``item_error`` — ``{"index",
-"claim", "error"}`` — per item, in order; then ``summary`` ``{"items", "checked", "failed", "labels",
+"claim", "error"}`` — per item, in order; then ``summary``, the
+:class:`~llama_index_carag.verdicts.batch.BatchSummary` ``{"items", "checked", "failed", "labels",
 "without_verdict"}``.  A failure of the stream itself ends it with ``error``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,20 +38,20 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
 from llama_index_carag.serve.engine import CheckEngine
-from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.errors import ApiError
 from llama_index_carag.serve.schemas import BatchRequest, TextRequest
 from llama_index_carag.serve.settings import ServeSettings
 from llama_index_carag.serve.sse import Events, sse_response
-from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.batch import BatchClaim, BatchSummary, Outcome, aclaim_outcomes
+from llama_index_carag.verdicts.check import CheckResult, error_body
 from llama_index_carag.verdicts.text_check import (
-    LABELS,
     ClaimsInText,
     TextCheckSummary,
     TextClaim,
+    atext_outcomes,
     find_claims,
     text_check_result_json_schema,
 )
-from llama_index_carag.verdicts.types import VerdictLabel
 
 logger = logging.getLogger(__name__)
 
@@ -108,15 +111,16 @@ async def find_text_claims(text: str, settings: ServeSettings) -> ClaimsInText:
     return found
 
 
-async def _check(engine: CheckEngine, claim: str) -> CheckResult | dict[str, Any]:
-    """The claim's :class:`CheckResult`, or the error body of its failure (the stream goes on)."""
+async def _check(engine: CheckEngine, claim: str) -> CheckResult:
+    """``POST /v1/check``'s check of ``claim``; a bug (not an :class:`ApiError`) is logged and becomes
+    ``internal_error``, the failure of this claim alone."""
     try:
         return await engine.check(claim)
-    except ApiError as exc:
-        return error_body(exc.code, exc.message)
-    except Exception:
+    except ApiError:
+        raise
+    except Exception as exc:
         logger.exception("a claim check failed")
-        return error_body("internal_error", "internal server error (logged)")
+        raise ApiError(500, "internal_error", "internal server error (logged)") from exc
 
 
 async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
@@ -133,11 +137,10 @@ async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
         },
     )
     checked: list[TextClaim] = []
-    for index, claim in enumerate(found.claims):
-        outcome = await _check(engine, claim.text)
-        if isinstance(outcome, CheckResult):
-            checked.append(TextClaim.of(claim, outcome))
-            yield "claim", {"index": index, **checked[-1].model_dump(mode="json")}
+    async for index, claim, outcome in atext_outcomes(lambda text: _check(engine, text), found):
+        if isinstance(outcome, TextClaim):
+            checked.append(outcome)
+            yield "claim", {"index": index, **outcome.model_dump(mode="json")}
         else:
             yield "claim_error", {"index": index, "start": claim.start, "end": claim.end, "text": claim.text, **outcome}
     summary = TextCheckSummary.of(found.sentences, checked)
@@ -146,30 +149,18 @@ async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
 
 async def batch_events(engine: CheckEngine, claims: list[Any]) -> Events:
     """The events of ``/v1/check-batch`` for the request's ``claims`` (see the module docstring)."""
-    labels: Counter[str | None] = Counter()
-    for index, raw in enumerate(claims):
-        try:
-            claim = _batch_claim(engine, raw, index)
-        except ApiError as exc:
-            outcome: CheckResult | dict[str, Any] = error_body(exc.code, exc.message)
-        else:
-            outcome = await _check(engine, claim)
+
+    async def check(item: BatchClaim) -> CheckResult:
+        return await _check(engine, _batch_claim(engine, item.claim, item.line - 1))
+
+    outcomes: list[Outcome] = []
+    async for item, outcome in aclaim_outcomes(check, claims):
+        outcomes.append(outcome)
         if isinstance(outcome, CheckResult):
-            labels[None if outcome.verdict is None else VerdictLabel(outcome.verdict.label).value] += 1
-            yield "result", {"index": index, **outcome.to_json_dict()}
+            yield "result", {"index": item.line - 1, **outcome.to_json_dict()}
         else:
-            yield "item_error", {"index": index, "claim": raw, **outcome}
-    checked = sum(labels.values())
-    yield (
-        "summary",
-        {
-            "items": len(claims),
-            "checked": checked,
-            "failed": len(claims) - checked,
-            "labels": {label: labels.get(label, 0) for label in LABELS},
-            "without_verdict": labels.get(None, 0),
-        },
-    )
+            yield "item_error", {"index": item.line - 1, "claim": item.claim, **outcome}
+    yield "summary", BatchSummary.of(outcomes).model_dump(mode="json")
 
 
 def _batch_claim(engine: CheckEngine, raw: Any, index: int) -> str:

@@ -20,11 +20,10 @@ import anyio.to_thread
 from llama_index.core.base.response.schema import Response
 
 from llama_index_carag.core.validation import sanitize_text
-from llama_index_carag.serve.errors import ApiError, error_body
+from llama_index_carag.serve.errors import ApiError
 from llama_index_carag.serve.llm_pool import LLMUnavailable
 from llama_index_carag.serve.settings import ServeSettings
-from llama_index_carag.verdicts.checker import ClaimChecker, Retrieved
-from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
+from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, EvidenceRow, Retrieved, error_body
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ class CheckEngine:
     """Runs checks for the app.
 
     Args:
-        checker: the :class:`~llama_index_carag.verdicts.checker.ClaimChecker`: the retriever, the
+        checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker`: the retriever, the
             synthesizer of ``/v1/check`` (None: no verdicts) and the streaming one of ``/v1/check/stream``.
         bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
         settings: limits.

@@ -1,4 +1,5 @@
-"""Errors of the HTTP API: one JSON shape, ``{"error": {"code", "message", "details"?}}``, for every status.
+"""Errors of the HTTP API: the package's one error shape (:func:`~llama_index_carag.verdicts.check.error_body`,
+``{"error": {"code", "message", "details"?}}``) for every status.
 
 =====  ======================  ==================================================
  400   ``invalid_json``        the body is not JSON
@@ -32,9 +33,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from llama_index_carag.verdicts.check import CheckFailed, error_body
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["ApiError", "error_body", "install_error_handlers", "BodyLimitMiddleware"]
+__all__ = ["ApiError", "install_error_handlers", "BodyLimitMiddleware"]
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -47,20 +50,13 @@ _HTTP_CODES = {
 }
 
 
-class ApiError(Exception):
-    """An error answered as ``{"error": {"code", "message"}}`` with ``status``."""
+class ApiError(CheckFailed):
+    """An error answered as ``{"error": {"code", "message"}}`` with ``status``; in a batch or a text, the failure
+    of one claim (a :class:`~llama_index_carag.verdicts.check.CheckFailed`: that claim's error event)."""
 
     def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers
-
-
-def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The JSON error object (also the payload of a stream's ``error`` event)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if details:
-        error["details"] = details
-    return {"error": error}
+        super().__init__(code, message)
+        self.status, self.headers = status, headers
 
 
 def _validation_details(exc: RequestValidationError) -> tuple[str, str, list[dict[str, Any]]]:
@@ -75,7 +71,7 @@ def _validation_details(exc: RequestValidationError) -> tuple[str, str, list[dic
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Route every error through :func:`error_body`."""
+    """Route every error through :func:`~llama_index_carag.verdicts.check.error_body`."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (the check result itself is :mod:`llama_index_carag.verdicts.checking`)."""
+"""Request and response bodies of the HTTP API (the check result itself is :mod:`llama_index_carag.verdicts.check`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llama_index_carag.verdicts.checking import EvidenceRow
+from llama_index_carag.verdicts.check import EvidenceRow
 from llama_index_carag.verdicts.types import Verdict
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 :class:`FactCheckChatBot` keeps the conversation; a follow-up message ("and in 2020?") is first
 condensed with the conversation into a standalone claim by the LLM (LlamaIndex's condense prompt),
-then checked by its :class:`~llama_index_carag.verdicts.checker.ClaimChecker` — the same retrieval
+then checked by its :class:`~llama_index_carag.verdicts.check.ClaimChecker` — the same retrieval
 and verdict as ``carag check`` and ``carag serve``.  It also has a terminal REPL (used by
 ``examples/chat_bot.py`` and ``carag chat``).
 """
@@ -22,7 +22,7 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.validation import sanitize_text
-from llama_index_carag.verdicts.checker import ClaimChecker
+from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 logger = logging.getLogger(__name__)

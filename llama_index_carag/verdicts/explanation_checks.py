@@ -3,7 +3,7 @@
 :func:`check_explanation` takes the model's explanation, the chosen label and
 the number of passages in the prompt and returns an :class:`ExplanationCheck`:
 
-* **length** — at most ``max_sentences`` sentences (:func:`~llama_index_carag.verdicts.trim_to_sentences`);
+* **length** — at most ``max_sentences`` sentences (:func:`~llama_index_carag.verdicts.trim_explanation`);
 * **citations** — every ``[n]`` / ``[n, m]`` / ``[n-m]`` must name a shown
   passage (``1 ≤ n ≤ k``); numbers outside are removed (an emptied bracket
   disappears) and reported in ``invalid``;
@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from llama_index_carag.verdicts import Verdict, VerdictLabel, sentence_stance, split_sentences, trim_to_sentences
+from llama_index_carag.verdicts import Verdict, VerdictLabel, answer_sentences, sentence_stance, trim_explanation
 
 __all__ = ["ExplanationCheck", "check_explanation", "checked_verdict", "cited_numbers", "CONTRADICTING_STANCES"]
 
@@ -102,9 +102,9 @@ def check_explanation(text: str, label: VerdictLabel, n_passages: int, *, max_se
     fixed, invalid = _fix_citations(str(text or ""), n_passages)
     kept: list[str] = []
     dropped: list[str] = []
-    for sentence in split_sentences(fixed):
+    for sentence in answer_sentences(fixed):
         (dropped if sentence_stance(sentence) in CONTRADICTING_STANCES[label] else kept).append(sentence)
-    body = trim_to_sentences(" ".join(kept), max_sentences) if kept else ""
+    body = trim_explanation(" ".join(kept), max_sentences) if kept else ""
     repaired = not body
     if repaired:
         body = _FALLBACK[label]

@@ -22,7 +22,7 @@ label wins:
    evidence does not mention / address the claim means NOT_ENOUGH_INFO.
 
 Negated cues ("not supported", "not false" …) are resolved over the whole
-answer as described in :mod:`llama_index_carag.verdicts.cues`.
+answer as described in :mod:`llama_index_carag.verdicts.label_lexicon`.
 
 :func:`parse_verdict` and :func:`sentence_stance` are re-exported by
 :mod:`llama_index_carag.verdicts`, and this module logs under its own name
@@ -38,8 +38,14 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from llama_index_carag.verdicts.citations import _find_citations, _ids_from_field, _unique
-from llama_index_carag.verdicts.cues import (
+from llama_index_carag.verdicts.answer_text import (
+    _find_citations,
+    _ids_from_field,
+    _unique,
+    answer_sentences,
+    trim_explanation,
+)
+from llama_index_carag.verdicts.label_lexicon import (
     _LEADING_LABEL_RE,
     _MARKER_RE,
     _NEI,
@@ -55,7 +61,6 @@ from llama_index_carag.verdicts.cues import (
     _resolve,
     _value_kind,
 )
-from llama_index_carag.verdicts.sentences import split_sentences, trim_to_sentences
 from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
 #: The public module's logger (see the module docstring), not ``__name__``.
@@ -139,11 +144,11 @@ def parse_verdict(text: str | None, *, evidence_ids: Sequence[str] | None = None
     """Read a verdict, an explanation and the cited passages from a model's answer.
 
     The reading order is in the module docstring; negated cues resolve as in
-    :mod:`llama_index_carag.verdicts.cues`.
+    :mod:`llama_index_carag.verdicts.label_lexicon`.
     The explanation is the answer without the winning marker / label opening
     (or the JSON explanation field, or for prose the whole answer), stripped of
     ``Explanation:`` prefixes and markdown emphasis, whitespace-normalised and
-    trimmed with :func:`trim_to_sentences`; if nothing is left, the sentence
+    trimmed with :func:`~llama_index_carag.verdicts.answer_text.trim_explanation`; if nothing is left, the sentence
     that carried the label; for a label-only JSON object,
     ``"The model answered <LABEL> without an explanation."``.  Citations such as
     ``[2]`` are kept in the text.
@@ -189,7 +194,7 @@ def _checked_input(text: Any, evidence_ids: Any, max_sentences: int) -> tuple[st
     if isinstance(evidence_ids, str):
         raise TypeError("evidence_ids must be a sequence of ids, not a single string.")
     ids = None if evidence_ids is None else [str(i) for i in evidence_ids]
-    trim_to_sentences("", max_sentences)  # validates max_sentences
+    trim_explanation("", max_sentences)  # validates max_sentences
     return text, ids
 
 
@@ -332,7 +337,7 @@ def _read_prose(text: str) -> _Reading | None:
     cue = _first_cue(text)
     if cue:
         return _Reading(_resolve(cue[0], text), text, cue[1], [])
-    for sentence in split_sentences(text):
+    for sentence in answer_sentences(text):
         if _NEI_CONTEXT_RE.search(sentence):
             return _Reading(VerdictLabel.NOT_ENOUGH_INFO, text, sentence, [])
     return None
@@ -342,5 +347,5 @@ def _explain(text: str, max_sentences: int) -> str:
     text = _MARKDOWN_RE.sub("", _EXPLANATION_PREFIX_RE.sub("", "\n" + text))
     text = _BULLET_RE.sub("\n\n", text).lstrip(" \t\n\r.,;:!-–—")
     text = _EXPLANATION_PREFIX_RE.sub("", text)
-    text = trim_to_sentences(text, max_sentences)
+    text = trim_explanation(text, max_sentences)
     return text[:1].upper() + text[1:]

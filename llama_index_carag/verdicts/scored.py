@@ -1,4 +1,12 @@
-"""``"score"`` mode of the synthesizer: score what the decision needs, decide, explain, check.
+"""Verdicts whose label is decided before the LLM explains it: the verifier's, and ``"score"`` mode's.
+
+**The verifier** (the synthesizer's default, any LLM): :func:`decided` runs a
+:class:`~llama_index_carag.verdicts.decision.VerifierDecision` on the passages and gives an unexplained
+:class:`~llama_index_carag.verdicts.types.Verdict` (label, the passages it rests on, the reason, every passage's
+stance); :func:`explained` puts the LLM's text in it as its checked explanation (also when streaming: the
+streamed text is the explanation).
+
+**``"score"`` mode** (``decision="llm"``): score what the decision needs, decide, explain, check.
 
 :class:`ScoredVerdicts` is what :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`
 runs for a local LLM (or a server returning log-probabilities):
@@ -34,11 +42,22 @@ from llama_index_carag.verdicts.labels.stance import (
     PassageStance,
     score_passages,
 )
+from llama_index_carag.verdicts.parsing import parse_verdict
 from llama_index_carag.verdicts.types import Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ScoredVerdicts", "cite_passages", "with_stances", "provenance_cosines", "STANCE_KEYS", "CUES_KEY"]
+__all__ = [
+    "ScoredVerdicts",
+    "cite_passages",
+    "decided",
+    "explained",
+    "label_words",
+    "with_stances",
+    "provenance_cosines",
+    "STANCE_KEYS",
+    "CUES_KEY",
+]
 
 #: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them): the stance, its
 #: probability, and the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``).
@@ -64,6 +83,55 @@ def cite_passages(explanation: str, numbers: Sequence[int]) -> str:
     if text[-1:] in (".", "!", "?"):
         return f"{text[:-1]} {tag}{text[-1]}"
     return f"{text} {tag}."
+
+
+# --- the verifier's verdict: decided with no LLM, then explained -----------------------------------
+
+_KEPT = ("decision", "decision_passages", "decision_reason", "passage_stances")
+
+
+def decided(decision: LabelDecision, claim: str, texts: Sequence[str], ids: Sequence[str]) -> Verdict:
+    """The unexplained verdict of ``decision`` on the passages (``explanation`` empty, ``method="verifier"``)."""
+    made = decision.decide(ScoredEvidence(claim, list(texts), list(ids)))
+    verdict = Verdict(
+        label=made.label,
+        explanation="",
+        raw="",
+        method="verifier",
+        decision=decision.name,
+        decision_passages=list(made.passages),
+        decision_reason=made.reason,
+        passage_stances=[st.as_dict() for st in made.stances],
+    )
+    return verdict.model_copy(update={"raw": f"Verdict: {label_words(verdict)}\nExplanation: "})
+
+
+def label_words(verdict: Verdict) -> str:
+    """The label as the explanation prompt shows it (``NOT ENOUGH INFO``)."""
+    return verdict.label.value.replace("_", " ")
+
+
+def explained(
+    verdict: Verdict, text: str, ids: Sequence[str], *, max_sentences: int = 2, explain_passages: int = 3
+) -> Verdict:
+    """``verdict`` with the LLM's ``text`` as its explanation: the part after ``Explanation:`` if the model wrote
+    one, checked (at most ``max_sentences``, citations only to shown passages, no sentence against the label) and
+    citing the passages the label rests on when it cites none of them."""
+    body = parse_verdict(f"Verdict: {verdict.label.value}\n{text}" if "xplanation" in text else text).explanation
+    rests_on = verdict.decision_passages[:explain_passages]
+    checked = checked_verdict(
+        verdict.label,
+        cite_passages(body or text, rests_on),
+        [str(i) for i in ids],
+        raw=text,
+        method="verifier",
+        max_sentences=max_sentences,
+    )
+    kept: dict[str, Any] = {k: getattr(verdict, k) for k in _KEPT}
+    return checked.model_copy(update=kept)
+
+
+# --- "score" mode ----------------------------------------------------------------------------------
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 :class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer`` (it drops into ``RetrieverQueryEngine``).  One
 :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label.  The default, the claim verifier
-(:mod:`~llama_index_carag.verdicts.verified`), decides before the LLM is called, with any LLM; the LLM then
+(:func:`~llama_index_carag.verdicts.scored.decided`, :func:`~llama_index_carag.verdicts.scored.explained`), decides before the LLM is called, with any LLM; the LLM then
 explains that label (``explain_template``).  With ``decision="llm"`` the LLM's own label counts, obtained by
 ``label_mode``: ``"score"`` for a local ``LlamaCPP``/``HuggingFaceLLM`` or a server with log-probabilities (label
 strings scored, :mod:`~llama_index_carag.verdicts.scored`), ``"structured"`` for function calling
@@ -20,13 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
@@ -54,12 +59,19 @@ from llama_index_carag.verdicts.prompts import (
     EXPLAIN_CHAT_PROMPT,
     FACT_CHECK_PROMPT_SEL,
     chat_variant,
+    evidence_texts,
     fence,
     format_evidence,
+    hide_labels,
 )
-from llama_index_carag.verdicts.scored import ScoredVerdicts, provenance_cosines, with_stances
-from llama_index_carag.verdicts.shown import evidence_texts, hide_labels
-from llama_index_carag.verdicts.streaming import fixed_stream, parsing_response
+from llama_index_carag.verdicts.scored import (
+    ScoredVerdicts,
+    decided,
+    explained,
+    label_words,
+    provenance_cosines,
+    with_stances,
+)
 from llama_index_carag.verdicts.types import (
     UNEXPLAINED,
     VERDICT_KEY,
@@ -67,7 +79,6 @@ from llama_index_carag.verdicts.types import (
     no_evidence_verdict,
     with_answer_text,
 )
-from llama_index_carag.verdicts.verified import decided, explained, label_words
 
 logger = logging.getLogger(__name__)
 dispatcher = instrument.get_dispatcher(__name__)
@@ -327,7 +338,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         )
 
     def _verified(self, bundle: QueryBundle, texts: Sequence[str], ids: list[str], predict: Any) -> Verdict:
-        """The verifier's verdict (:mod:`~llama_index_carag.verdicts.verified`), explained by ``predict`` (the
+        """The verifier's verdict (:func:`~llama_index_carag.verdicts.scored.decided`, :func:`~llama_index_carag.verdicts.scored.explained`), explained by ``predict`` (the
         LLM's ``predict``) unless it is ``None`` or no explanation is asked for (then no LLM call)."""
         assert self._decision is not None
         verdict = decided(self._decision, bundle.query_str, texts, ids)
@@ -542,4 +553,59 @@ def get_fact_check_synthesizer(
         archive_decision=archive_decision,
         verifier=verifier,
         **options,
+    )
+
+
+# --- streaming: the model's text passed through, the verdict parsed when the stream ends -----------
+
+Parse = Callable[[str], Verdict]
+
+
+def parsing_response(
+    deltas: Any, source_nodes: list[NodeWithScore], metadata: dict[str, Any], parse: Parse
+) -> StreamingResponse | AsyncStreamingResponse | None:
+    """The streaming response over ``deltas``; ``None`` when ``deltas`` is not a generator."""
+    if isinstance(deltas, Generator):
+        response = StreamingResponse(iter(()), source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]  # replaced below
+        response.response_gen = _parsing(deltas, response, parse)
+        return response
+    if isinstance(deltas, AsyncGenerator):
+        aresponse = AsyncStreamingResponse(None, source_nodes=source_nodes, metadata=metadata)  # type: ignore[arg-type]
+        aresponse.response_gen = _aparsing(deltas, aresponse, parse)
+        return aresponse
+    return None
+
+
+def _parsing(
+    deltas: Generator[str, None, None], response: StreamingResponse, parse: Parse
+) -> Generator[str, None, None]:
+    parts: list[str] = []
+    for delta in deltas:
+        parts.append(delta)
+        yield delta
+    response.metadata = {**(response.metadata or {}), VERDICT_KEY: parse("".join(parts))}
+
+
+async def _aparsing(
+    deltas: AsyncGenerator[str, None], response: AsyncStreamingResponse, parse: Parse
+) -> AsyncGenerator[str, None]:
+    parts: list[str] = []
+    async for delta in deltas:
+        parts.append(delta)
+        yield delta
+    response.metadata = {**(response.metadata or {}), VERDICT_KEY: parse("".join(parts))}
+
+
+def fixed_stream(
+    verdict: Verdict, sources: Sequence[NodeWithScore], use_async: bool
+) -> StreamingResponse | AsyncStreamingResponse:
+    """A stream of ``verdict``'s explanation alone (no LLM call), the verdict already in its metadata."""
+    if use_async:
+
+        async def one() -> AsyncGenerator[str, None]:
+            yield verdict.explanation
+
+        return AsyncStreamingResponse(one(), source_nodes=list(sources), metadata={VERDICT_KEY: verdict})
+    return StreamingResponse(
+        (t for t in [verdict.explanation]), source_nodes=list(sources), metadata={VERDICT_KEY: verdict}
     )

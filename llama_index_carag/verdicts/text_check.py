@@ -2,8 +2,10 @@
 
 :func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
 that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.  Every claim
-goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.checker.ClaimChecker.check>`: a text
-check is the claim checks of its claims, with their spans.
+goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>`: a text
+check is the claim checks of its claims, with their spans.  :func:`atext_outcomes` is the same loop around an
+async check (``carag serve``'s ``POST /v1/check-text``), a failed claim giving its error body (the one error
+shape, :func:`~llama_index_carag.verdicts.check.failure_body`) and the text going on.
 
 :class:`TextCheckResult` is the JSON of ``carag check-text --json``; its JSON Schema
 (:func:`text_check_result_json_schema`) is published as ``docs/schemas/text-check-result.json``.
@@ -13,18 +15,18 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
-from llama_index_carag.verdicts.checking import CheckResult
+from llama_index_carag.verdicts.check import CLAIM_FAILURES, CheckResult, failure_body
 from llama_index_carag.verdicts.types import VerdictLabel
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.verdicts.checker import ClaimChecker
+    from llama_index_carag.verdicts.check import ClaimChecker
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ __all__ = [
     "TextCheckSummary",
     "TextClaim",
     "TextCue",
+    "atext_outcomes",
     "check_text",
     "find_claims",
     "iter_text_checks",
@@ -148,6 +151,21 @@ def iter_text_checks(checker: ClaimChecker, found: ClaimsInText) -> Iterator[Tex
         yield TextClaim.of(claim, checker.check(claim.text))
 
 
+async def atext_outcomes(
+    check: Callable[[str], Awaitable[CheckResult]], found: ClaimsInText
+) -> AsyncIterator[tuple[int, ExtractedClaim, TextClaim | dict[str, Any]]]:
+    """:func:`iter_text_checks` around an async ``check`` (the server's): ``(index, claim, outcome)`` per claim of
+    ``found``, the outcome its :class:`TextClaim` or the error body of its failure
+    (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`; other exceptions propagate)."""
+    for index, claim in enumerate(found.claims):
+        try:
+            outcome: TextClaim | dict[str, Any] = TextClaim.of(claim, await check(claim.text))
+        except CLAIM_FAILURES as exc:
+            logger.info("claim at %d-%d failed: %s", claim.start, claim.end, exc)
+            outcome = failure_body(exc)
+        yield index, claim, outcome
+
+
 def text_check_result(found: ClaimsInText, checked: Sequence[TextClaim]) -> TextCheckResult:
     """The :class:`TextCheckResult` of ``found`` and its ``checked`` claims."""
     return TextCheckResult(text=found.text, claims=list(checked), summary=TextCheckSummary.of(found.sentences, checked))
@@ -157,7 +175,7 @@ def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScore
     """Find the check-worthy claims of ``text`` and check each one with ``checker``.
 
     Args:
-        checker: the :class:`~llama_index_carag.verdicts.checker.ClaimChecker` (without a synthesizer:
+        checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker` (without a synthesizer:
             retrieval only, every claim's verdict is null).
         text: an article, transcript or post.
         scorer: decides check-worthiness (default: the offline cue rule, see

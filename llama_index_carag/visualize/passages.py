@@ -5,7 +5,7 @@ A check's evidence comes in three forms, all read here and nowhere else:
 * ``NodeWithScore`` from the retriever or from a verdict's ``Response.source_nodes`` — the
   provenance in ``node.metadata["carag"]`` (``claim_similarity``, and after the stance decision
   ``stance`` / ``stance_score``);
-* :class:`~llama_index_carag.verdicts.checking.EvidenceRow` objects;
+* :class:`~llama_index_carag.verdicts.check.EvidenceRow` objects;
 * their JSON dicts (``CheckResult.to_json_dict()["evidence"]``, ``carag check --json``).
 """
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from llama_index_carag.models.backend import LLMBackend
 from llama_index_carag.models.llm_backends import backend_for
-from llama_index_carag.verdicts import VerdictLabel, split_sentences
+from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 from llama_index_carag.verdicts.labels.label_scores import (
     ANSWER_PREFIX,
     LABEL_STRINGS,
@@ -130,7 +130,7 @@ class LabelScorer:
             EXPLANATION_STOPS,
         )
         text = clean_explanation(text)
-        sentences = split_sentences(text)
+        sentences = answer_sentences(text)
         return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
 
     def verdict(

@@ -52,13 +52,13 @@ def explanation_complete(text: str, max_sentences: int) -> bool:
 
     ``explanation_complete("The data shows X [1]. It does not say Y.", 2)`` → ``True``.
     """
-    from llama_index_carag.verdicts import split_sentences
+    from llama_index_carag.verdicts import answer_sentences
 
     if "\n\n" in text.strip() or ANSWER_PREFIX in text:
         return True
     if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?"):
         return False
-    return len(split_sentences(text)) >= max_sentences
+    return len(answer_sentences(text)) >= max_sentences
 
 
 def clean_explanation(text: str) -> str:

@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from llama_index_carag.verdicts.sentences import split_sentences
+from llama_index_carag.verdicts.answer_text import answer_sentences
 from llama_index_carag.verdicts.types import VerdictLabel
 
 # --- cue kinds, resolved against the whole answer by _resolve -----------------------------
@@ -157,7 +157,7 @@ def _value_kind(value: Any) -> str | None:
 
 def _first_cue(text: str) -> tuple[str, str] | None:
     """The first (kind, sentence) in ``text``, skipping questions and ``whether …`` clauses."""
-    for sentence in split_sentences(text):
+    for sentence in answer_sentences(text):
         if sentence.rstrip("\"'*)” ").endswith("?"):
             continue
         for m in _CUE_RE.finditer(sentence):

@@ -1,6 +1,8 @@
-"""One claim check: the claim checked and embedded once, its SOI and evidence from one pass, then the verdict.
+"""One claim check: :class:`ClaimChecker` and the :class:`CheckResult` it gives.
 
-:class:`ClaimChecker` is the one path from a claim to a :class:`~llama_index_carag.verdicts.checking.CheckResult`;
+The check: the claim checked and embedded once, its SOI and evidence from one pass, then the verdict.
+
+:class:`ClaimChecker` is the one path from a claim to a :class:`CheckResult`;
 ``carag check``, ``carag serve``, the chat bot and :func:`check_claim` all use it.  It is split in two steps
 so that a server can run them under different limits and stream between them:
 
@@ -14,6 +16,26 @@ so that a server can run them under different limits and stream between them:
 :meth:`ClaimChecker.result` turns the two into the JSON result: the :class:`~llama_index_carag.verdicts.Verdict`
 as it is, one row per evidence node (its stance, if the synthesizer scored one, from its provenance), and the
 SOI with ``empty_reason`` (``None`` when it holds items).
+
+The result — retrieval, SOI and (optionally) a verdict — is one versioned JSON schema.
+
+``carag check --json`` and the HTTP API of ``carag serve`` both emit
+:class:`CheckResult`; :data:`CHECK_SCHEMA_VERSION` changes whenever a field is
+removed or changes meaning (new optional fields keep the version).  The JSON
+Schema is :func:`check_result_json_schema` (also served at
+``GET /v1/schema/check-result``).  Its ``settings`` are the retriever's whole
+:class:`~llama_index_carag.settings.CaragSettings` (its JSON form), so a result says how to
+reproduce it: ``CaragSettings.model_validate(result["settings"])``.
+
+The verdict is the :class:`~llama_index_carag.verdicts.types.Verdict` itself, and each evidence row is read
+from its node (:meth:`EvidenceRow.from_node`: the ``carag`` provenance, and the passage's stance when the
+synthesizer put one there).
+
+A check that fails for a known reason answers the one error shape, :func:`error_body`
+(``{"error": {"code", "message"}}``): :func:`failure_body` of a :class:`CheckFailed` (``carag serve``'s
+errors are ones), or of the checker's ``TypeError``/``ValueError`` for a claim it rejects (``invalid_claim``).
+The batch and text loops (:mod:`~llama_index_carag.verdicts.batch`, :mod:`~llama_index_carag.verdicts.text_check`)
+and the HTTP API all use it.
 """
 
 from __future__ import annotations
@@ -23,15 +45,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_carag.core.empty_soi import EmptySOIReason
+from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.core.validation import check_query_text
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, empty_reason
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.checking import CheckResult, EvidenceRow
+from llama_index_carag.verdicts.scored import CUES_KEY, STANCE_KEYS
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +63,95 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimChecker", "Retrieved", "VerdictSynthesizer", "check_claim"]
+__all__ = [
+    "CHECK_SCHEMA_VERSION",
+    "CLAIM_FAILURES",
+    "CheckFailed",
+    "CheckResult",
+    "ClaimChecker",
+    "EvidenceRow",
+    "Retrieved",
+    "VerdictSynthesizer",
+    "check_claim",
+    "check_result_json_schema",
+    "error_body",
+    "failure_body",
+]
+
+#: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
+#: 2: ``settings`` is the full :class:`CaragSettings` (was ``mode``, ``alpha``, ``delta``, ``k``).
+CHECK_SCHEMA_VERSION = 2
+
+
+class EvidenceRow(BaseModel):
+    """One retrieved passage, best first."""
+
+    rank: int = Field(description="1-based rank")
+    id: str = Field(description="node id of the passage")
+    score: float | None = Field(description="retrieval score (None when the retriever gave none)")
+    text: str = Field(description="the passage text, as stored")
+    carag: dict[str, Any] = Field(
+        default_factory=dict,
+        description="provenance from node.metadata['carag']: cluster, claim/thematic similarity, in_soi, ...",
+    )
+    stance: str | None = Field(
+        default=None,
+        description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
+        "NOT_ENOUGH_INFO = neither), from the verifier (or the LLM's stance decision); None when it was not scored",
+    )
+    stance_score: float | None = Field(default=None, description="probability (0-1) of that stance")
+    stance_probabilities: dict[str, float] | None = Field(
+        default=None, description="the probability of each label (SUPPORTED, REFUTED, NOT_ENOUGH_INFO) for this passage"
+    )
+    cues: list[str] | None = Field(
+        default=None,
+        description="the refutation cues the archive decision read in this passage against the claim "
+        "(numbers differ, negation differs; empty: none); None when that decision did not run",
+    )
+
+    @classmethod
+    def from_node(cls, rank: int, hit: NodeWithScore) -> EvidenceRow:
+        """The row of the ``rank``-th node: its provenance, with the stance (if any) in its own fields."""
+        carag = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
+        stance, stance_score, probabilities = (carag.pop(key, None) for key in STANCE_KEYS)
+        cues = carag.pop(CUES_KEY, None)
+        return cls(
+            rank=rank,
+            id=hit.node.node_id,
+            score=None if hit.score is None else float(hit.score),
+            text=hit.node.get_content(),
+            carag=carag,
+            stance=stance,
+            stance_score=stance_score,
+            stance_probabilities=probabilities,
+            cues=cues,
+        )
+
+
+class CheckResult(BaseModel):
+    """The result of checking one claim (``carag check --json``, ``POST /v1/check``)."""
+
+    schema_version: int = Field(default=CHECK_SCHEMA_VERSION, description="layout version of this object")
+    claim: str = Field(description="the claim as received")
+    verdict: Verdict | None = Field(description="None when no LLM was used")
+    settings: CaragSettings = Field(
+        description="every retrieval option the check ran with (CaragSettings as JSON; "
+        "CaragSettings.model_validate(settings) rebuilds them, similarity_top_k is k)"
+    )
+    soi: dict[str, Any] = Field(
+        description="the claim's Subset of Interest (SubsetOfInterest.to_dict()) and empty_reason: why it is "
+        "empty (text, delta, cluster_size, closest_id, closest_similarity), null when it holds items"
+    )
+    evidence: list[EvidenceRow]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (what ``carag check --json`` prints)."""
+        return self.model_dump(mode="json")
+
+
+def check_result_json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`CheckResult`."""
+    return CheckResult.model_json_schema()
 
 
 class VerdictSynthesizer(Protocol):
@@ -155,3 +267,40 @@ def check_claim(
 ) -> CheckResult:
     """Retrieve evidence for ``claim`` and, with a ``FactCheckSynthesizer``, add its verdict (one :class:`ClaimChecker`)."""
     return ClaimChecker(retriever, synthesizer).check(claim)
+
+
+# --- a check that failed: the one error shape ------------------------------------------------------
+
+
+class CheckFailed(Exception):
+    """A claim check that failed for a known reason: a ``code`` for programs and a ``message`` for people.
+
+    The server's errors are ones (``llm_error``, ``timeout``, ``invalid_request`` …:
+    :class:`~llama_index_carag.serve.errors.ApiError`), so a batch or text loop reports them per claim.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+#: What a loop over claims reports per claim instead of raising: a known failure, or the checker's rejection of
+#: the claim (``TypeError``: not a string, ``ValueError``: empty …).  Anything else is a bug and propagates.
+CLAIM_FAILURES: tuple[type[Exception], ...] = (CheckFailed, TypeError, ValueError)
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one JSON shape of an error, ``{"error": {"code", "message", "details"?}}``: a failed claim of
+    ``carag check --claims``, every error response of the HTTP API and a stream's ``error`` event."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def failure_body(exc: Exception) -> dict[str, Any]:
+    """The :func:`error_body` of a check that raised ``exc`` (one of :data:`CLAIM_FAILURES`): a
+    :class:`CheckFailed`'s code and message, else ``invalid_claim`` with ``"ValueError: …"``."""
+    if isinstance(exc, CheckFailed):
+        return error_body(exc.code, exc.message)
+    return error_body("invalid_claim", f"{type(exc).__name__}: {exc}")
