@@ -141,19 +141,34 @@ def test_check_a_claim_in_the_browser(server, browser, tmp_path):
     keep_screenshot(browser, tmp_path, "serve_check.png")
 
 
-def test_an_empty_soi_says_why_on_the_page(server, browser):
+def test_the_soi_summary_says_when_it_was_widened_and_why_it_is_empty(server, browser):
     claim = "The violin has four strings."  # nothing of the demo corpus is near it
     open_page(browser, server)
     check_claim(browser, claim)
     summary = browser.evaluate("document.getElementById('soi-summary').textContent")
+    soi = _api_check(server, claim)["soi"]
+    assert soi["empty_reason"] is None and soi["min_size"] == 3 and soi["threshold"] <= soi["delta"]
+    assert "SOI 3 of " in summary and f"the 3 most similar, down to cosine {soi['threshold']:.2f}" in summary
+    index = Path(server.proc.args[server.proc.args.index("--index") + 1])
+    alone = LiveServer(index, "--no-llm", "--soi-min-size", "0")  # the papers' rule: delta alone
+    try:
+        open_page(browser, alone)
+        check_claim(browser, claim)
+        summary = browser.evaluate("document.getElementById('soi-summary').textContent")
+        reason = _api_check(alone, claim)["soi"]["empty_reason"]
+    finally:
+        alone.stop()
+    assert reason is not None and "δ=0.50" in reason["text"] and "(the closest: " in reason["text"]
+    assert summary.endswith(" · " + reason["text"]) and "SOI 0 of " in summary
+
+
+def _api_check(server: LiveServer, claim: str) -> dict:
     request = urllib.request.Request(
         server.url + "/v1/check",
         data=json.dumps({"claim": claim}).encode(),
         headers={"Content-Type": "application/json"},
     )
-    reason = json.loads(urllib.request.urlopen(request, timeout=120).read())["soi"]["empty_reason"]
-    assert reason is not None and "δ=0.50" in reason["text"] and "(the closest: " in reason["text"]
-    assert summary.endswith(" · " + reason["text"]) and "SOI 0 of " in summary
+    return json.loads(urllib.request.urlopen(request, timeout=120).read())
 
 
 def test_conversation_in_the_browser(server, browser, tmp_path):
