@@ -133,9 +133,8 @@ def test_a_prior_of_another_llm_is_not_used(caplog):
 
 
 def test_calibration_scores_each_claim_with_its_linked_evidence():
-    from llama_index_carag import demo_corpus_path
     from llama_index_carag.cli.calibrate_verdicts import _linked_evidence
-    from llama_index_carag.datasets import CLAIM_KEY, load_factver
+    from llama_index_carag.datasets import CLAIM_KEY, demo_corpus_path, load_factver
 
     corpus = load_factver(demo_corpus_path())
     linked = _linked_evidence(corpus, 2)
