@@ -23,7 +23,7 @@ from _common import machine, table
 from _factver_embeddings import factver_embeddings
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from llama_index_carag import ThematicClusterer
+from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.vectors import l2_normalize
 
 SETTINGS = [

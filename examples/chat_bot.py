@@ -14,13 +14,8 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import (
-    ContextAwareRetriever,
-    FactCheckChatBot,
-    demo_corpus_path,
-    load_factver,
-    resolve_llm,
-)
+from llama_index_carag import ContextAwareRetriever, FactCheckChatBot, load_factver, resolve_llm
+from llama_index_carag.datasets import demo_corpus_path
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import resolve_embed_model
 from llama_index_carag.evaluation.benchmark import run_protocol
 from llama_index_carag.evaluation.new_claims import factver_task
+from llama_index_carag.models.resolve import resolve_embed_model
 
 
 def main() -> None:

@@ -19,10 +19,10 @@ from llama_index_carag import (
     CARAG_METADATA_KEY,
     ContextAwareRetriever,
     ThematicContextPostprocessor,
-    default_llm,
     get_fact_check_synthesizer,
     load_demo_corpus,
 )
+from llama_index_carag.models.resolve import default_llm
 
 
 def show(title: str, response) -> None:

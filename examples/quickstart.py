@@ -14,7 +14,8 @@ import textwrap
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever, demo_corpus_path, load_factver
+from llama_index_carag import CARAG_METADATA_KEY, ContextAwareRetriever, load_factver
+from llama_index_carag.datasets import demo_corpus_path
 
 
 def main() -> None:

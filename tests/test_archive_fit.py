@@ -128,8 +128,10 @@ def test_the_synthesizer_decides_with_the_archive_and_shows_the_cues(archive, fi
     assert all(row.cues == [] for row in result.evidence)  # the planted texts state no numbers, no negation
 
 
-def test_serve_builds_its_synthesizers_with_the_decision_from_its_state(archive, fitted, tmp_path) -> None:
+def test_serve_builds_its_synthesizers_with_the_decision_saved_in_the_index(archive, fitted, tmp_path) -> None:
+    from llama_index_carag.models.resolve import embed_model_name
     from llama_index_carag.serve.llm_worker import serve_synthesizers
+    from llama_index_carag.verdicts.archive_fit import save_archive_decision
     from llama_index_carag.verdicts.decision import ArchiveLabelDecision
     from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
@@ -137,10 +139,13 @@ def test_serve_builds_its_synthesizers_with_the_decision_from_its_state(archive,
 
     retriever, _ = archive
     llm = tiny_hf_llm(tmp_path)
-    synthesizer, _streaming = serve_synthesizers(llm, retriever.embed_model, None, fitted.get_state())
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    save_archive_decision(index_dir, fitted, embed_model_name(retriever.embed_model))
+    synthesizer, _streaming = serve_synthesizers(llm, retriever.embed_model, str(index_dir))
     assert synthesizer.decision.name == "verifier"  # serve's default: the verifier decides
     own = get_fact_check_synthesizer(llm, embed_model=retriever.embed_model, archive_decision=fitted, decision="llm")
     assert isinstance(own.decision, ArchiveLabelDecision) and own.decision.archive.reason() == fitted.reason()
-    served, streaming = serve_synthesizers(llm, retriever.embed_model, None, fitted.get_state(), decision="llm")
+    served, streaming = serve_synthesizers(llm, retriever.embed_model, str(index_dir), decision="llm")
     assert isinstance(served.decision, ArchiveLabelDecision) and served.decision.archive.reason() == fitted.reason()
     assert isinstance(streaming.decision, ArchiveLabelDecision)  # carag serve --decision llm: both paths

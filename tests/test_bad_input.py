@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_carag import ContextAwareRetriever, ThematicClusterer
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.soi import ClusterMembers, build_supervised_soi, build_unsupervised_soi
 from llama_index_carag.datasets import load_claim_evidence_csv, load_factver
 from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor

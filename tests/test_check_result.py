@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from llama_index_carag import PAPER, TUNED, CaragSettings, CheckResult, ContextAwareRetriever, check_claim
-from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, check_result_json_schema
+from llama_index_carag import PAPER, CaragSettings, CheckResult, ContextAwareRetriever
+from llama_index_carag.settings import TUNED
+from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, check_claim, check_result_json_schema
 
 CLAIM = "Offshore wind farms drive fish away."
 pytestmark = pytest.mark.integration
@@ -106,8 +107,9 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
 
 
 def test_the_chat_bot_checks_each_message_and_condenses_follow_ups(demo_index, demo_corpus):
-    from llama_index_carag import FactCheckChatBot, FactCheckSynthesizer
+    from llama_index_carag import FactCheckChatBot
     from llama_index_carag.verdicts.check import ClaimChecker
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     from .helpers import StubLLM
 

@@ -117,7 +117,7 @@ def test_save_and_load_round_trip_and_bad_files(tmp_path, monkeypatch):
         mean_probabilities([])
 
 
-def test_a_prior_of_another_llm_is_not_used(caplog):
+def test_a_prior_of_another_llm_is_not_used(caplog, tmp_path):
     from llama_index.core.llms import MockLLM
 
     from llama_index_carag.serve.llm_worker import serve_synthesizers
@@ -127,15 +127,15 @@ def test_a_prior_of_another_llm_is_not_used(caplog):
     with caplog.at_level("WARNING"):
         assert prior_for(DomainLabelPrior.from_state(data), MockLLM()) is None
     assert "not used" in caplog.text
-    synth, stream = serve_synthesizers(MockLLM(), None, data)  # the workers' path: a dict, then the same check
+    DomainLabelPrior.from_state(data).persist(tmp_path)
+    synth, stream = serve_synthesizers(MockLLM(), None, str(tmp_path), "llm")  # the workers' path: the index folder
     assert synth._domain_prior is None and stream._domain_prior is None
     assert prior_for(None, MockLLM()) is None
 
 
 def test_calibration_scores_each_claim_with_its_linked_evidence():
-    from llama_index_carag import demo_corpus_path
     from llama_index_carag.cli.calibrate_verdicts import _linked_evidence
-    from llama_index_carag.datasets import CLAIM_KEY, load_factver
+    from llama_index_carag.datasets import CLAIM_KEY, demo_corpus_path, load_factver
 
     corpus = load_factver(demo_corpus_path())
     linked = _linked_evidence(corpus, 2)

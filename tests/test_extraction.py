@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_carag import ExtractedClaim, extract_claims
 from llama_index_carag.extraction import (
     CUES,
     RULE_THRESHOLD,
@@ -19,6 +18,7 @@ from llama_index_carag.extraction import (
     CueScorer,
     split_sentences,
 )
+from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
 
 
 def _fired(sentence: str) -> set[str]:

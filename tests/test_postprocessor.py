@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from llama_index.core.schema import QueryBundle
 
-from llama_index_carag import ContextAwareRetriever, ThematicClusterer
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
 from tests.helpers import StubLLM, faiss_index, planted_corpus, unit
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from llama_index_carag import DEFAULT, PAPER, PRESETS, TUNED, CaragSettings, ContextAwareRetriever
+from llama_index_carag import DEFAULT, PAPER, CaragSettings, ContextAwareRetriever
 from llama_index_carag.core.persistence import MANIFEST_NAME, StateError
 from llama_index_carag.ranking import CandidatePool, RankQuery
+from llama_index_carag.settings import PRESETS, TUNED
 from tests.helpers import faiss_index, planted_corpus
 
 #: The papers' settings, written out: PAPER must keep meaning exactly this.

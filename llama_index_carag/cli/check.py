@@ -11,7 +11,6 @@ from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever, _stages
 from llama_index_carag.cli.stages import Stages
-from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -130,17 +129,18 @@ def _checker(
 def _index_checker(
     index_dir: str, retriever: Any, llm: Any | None, explain: bool = True, decision: str = "verifier"
 ) -> Any:
-    """:func:`_checker` with the verdict calibration saved in ``index_dir`` (the archive's verifier; for
-    ``decision="llm"`` the LLM's label lean and the archive decision); without an LLM, retrieval only."""
-    from llama_index_carag.verdicts.archive_fit import index_archive_decision
-    from llama_index_carag.verifier.archive import index_verifier
+    """The checker with the verdict calibration saved in ``index_dir``
+    (:meth:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer.from_persist_dir`); without an LLM,
+    retrieval only."""
+    from llama_index_carag.verdicts.check import ClaimChecker
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     if llm is None:
-        return _checker(retriever, None)
-    if decision == "verifier":
-        return _checker(retriever, llm, explain=explain, verifier=index_verifier(index_dir))
-    archive = index_archive_decision(index_dir, retriever.embed_model)
-    return _checker(retriever, llm, index_prior(index_dir, llm), explain, archive, decision="llm")
+        return ClaimChecker(retriever, None)
+    synthesizer = FactCheckSynthesizer.from_persist_dir(
+        index_dir, llm, embed_model=retriever.embed_model, explain=explain, decision=decision
+    )
+    return ClaimChecker(retriever, synthesizer)
 
 
 def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:

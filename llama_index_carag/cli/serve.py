@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
-from llama_index_carag.verdicts.archive_fit import saved_archive_decision
-from llama_index_carag.verdicts.labels.domain_prior import saved_prior
 from llama_index_carag.verifier.archive import index_verifier
 
 
@@ -73,14 +71,7 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
 
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
-    synthesizer, stream_synthesizer = serve_synthesizers(
-        llm,
-        retriever.embed_model,
-        saved_prior(args.index),
-        _archive_decision(args.index, retriever),
-        index_verifier(args.index),
-        decision=args.decision,
-    )
+    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model, args.index, args.decision)
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
 
@@ -98,9 +89,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
         llm=args.llm,
         llm_factory=args.llm_factory,
         embed_model=embed_model_spec(retriever.embed_model),
-        domain_prior=None if (saved := saved_prior(args.index)) is None else saved.get_state(),
-        archive_decision=None if (fitted := _archive_decision(args.index, retriever)) is None else fitted.get_state(),
-        verifier=None if (adapted := index_verifier(args.index)) is None else str(adapted.path),
+        index_dir=str(args.index),
         decision=args.decision,
         log_level=logging.INFO if args.verbose else logging.WARNING,
     )
@@ -109,10 +98,3 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     except LLMStartupError as exc:
         raise CLIError(f"the LLM could not be loaded: {exc}") from None
     return retriever, pool
-
-
-def _archive_decision(index_dir: str, retriever: Any) -> Any:
-    """The index's archive decision for its encoder (``carag index --calibrate``), or ``None``; the banner says which."""
-    from llama_index_carag.models.resolve import embed_model_name
-
-    return saved_archive_decision(index_dir, embed_model_name(retriever.embed_model))

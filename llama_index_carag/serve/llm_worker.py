@@ -61,9 +61,8 @@ class LLMWorkerSpec:
         embed_model: the retriever's encoder for the measured label rule: a model name or path
             (:func:`embed_model_spec`), a picklable embed model, or ``None``.
         log_level: logging level of the worker (its records go to the server's stderr).
-        domain_prior: the index's ``DomainLabelPrior.get_state()`` (``carag calibrate-verdicts``), or ``None``.
-        archive_decision: the index's ``ArchiveDecision.get_state()`` (``carag index --calibrate``), or ``None``.
-        verifier: the folder of the index's archive verifier (``carag index --calibrate``), or ``None`` (shipped).
+        index_dir: the index folder whose verdict calibration the worker loads
+            (``FactCheckSynthesizer.from_persist_dir``), or ``None`` (the shipped verifier, nothing fitted).
         decision: who decides the label, ``"verifier"`` (default) or ``"llm"`` (``carag serve --decision``).
     """
 
@@ -71,9 +70,7 @@ class LLMWorkerSpec:
     llm_factory: str | None = None
     embed_model: Any = None
     log_level: int = logging.WARNING
-    domain_prior: dict[str, Any] | None = None
-    archive_decision: dict[str, Any] | None = None
-    verifier: str | None = None
+    index_dir: str | None = None
     decision: str = "verifier"
 
 
@@ -98,44 +95,27 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
 
 
 def serve_synthesizers(
-    llm: Any,
-    embed_model: Any,
-    domain_prior: Any = None,
-    archive_decision: Any = None,
-    verifier: Any = None,
-    decision: str = "verifier",
+    llm: Any, embed_model: Any, index_dir: str | None = None, decision: str = "verifier"
 ) -> tuple[Any, Any]:
-    """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built,
-    in the server (``--llm-in-process``) and in a worker alike.
+    """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built, in the server
+    (``--llm-in-process``) and in a worker alike, with the verdict calibration saved in ``index_dir``
+    (``FactCheckSynthesizer.from_persist_dir``; ``None``: the shipped verifier, nothing fitted); ``decision``:
+    ``"verifier"`` or ``"llm"`` (the LLM's own label)."""
+    from llama_index_carag.verdicts.decision import VerifierDecision
+    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    ``domain_prior``: the index's ``DomainLabelPrior`` (or its ``get_state()`` form), used if it was measured
-    for ``llm`` (``carag calibrate-verdicts``); ``archive_decision``: the index's ``ArchiveDecision`` (or its
-    ``get_state()`` form, ``carag index --calibrate``); ``verifier``: the index's archive verifier (or its
-    folder), else the shipped one decides; ``decision``: ``"verifier"`` or ``"llm"`` (the LLM's own label).
-    """
-    from llama_index_carag.verdicts.labels.archive_decision import ArchiveDecision
-    from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior, prior_for
-    from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
+    def build(**options: Any) -> Any:
+        if index_dir is None:
+            return FactCheckSynthesizer(llm, embed_model=embed_model, decision=decision, **options)
+        return FactCheckSynthesizer.from_persist_dir(
+            index_dir, llm, embed_model=embed_model, decision=decision, **options
+        )
 
-    if isinstance(domain_prior, dict):
-        domain_prior = DomainLabelPrior.from_state(domain_prior)
-    if isinstance(archive_decision, dict):
-        archive_decision = ArchiveDecision.from_state(archive_decision)
-    if isinstance(verifier, str):
-        from llama_index_carag.verifier.model import ClaimVerifier
-
-        verifier = ClaimVerifier(verifier)
-    calibration = {
-        "domain_prior": prior_for(domain_prior, llm),
-        "archive_decision": archive_decision,
-        "verifier": verifier,
-        "decision": decision,
-    }
-    synthesizer = get_fact_check_synthesizer(llm, embed_model=embed_model, **calibration)
-    verifier = getattr(synthesizer.decision, "verifier", None)
+    synthesizer = build()
+    verifier = synthesizer.decision.verifier if isinstance(synthesizer.decision, VerifierDecision) else None
     if verifier is not None:  # its weights load now, before the server (or the worker) says it is ready
         verifier.cross_encoder  # noqa: B018
-    return synthesizer, get_fact_check_synthesizer(llm, streaming=True, embed_model=embed_model, **calibration)
+    return synthesizer, build(streaming=True)
 
 
 def embed_model_spec(embed_model: Any) -> Any:
@@ -199,9 +179,7 @@ class _Model:
         llm = build_llm(spec)
         return cls(
             llm,
-            *serve_synthesizers(
-                llm, _embed_model(spec), spec.domain_prior, spec.archive_decision, spec.verifier, spec.decision
-            ),
+            *serve_synthesizers(llm, _embed_model(spec), spec.index_dir, spec.decision),
         )
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:

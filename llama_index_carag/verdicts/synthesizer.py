@@ -22,6 +22,7 @@ import contextvars
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import llama_index.core.instrumentation as instrument
@@ -174,6 +175,27 @@ class FactCheckSynthesizer(BaseSynthesizer):
                 self._scorer, self._decision, settings, self.messages, embed_model, name, domain_prior=domain_prior
             )
         self._domain_prior = domain_prior
+
+    @classmethod
+    def from_persist_dir(
+        cls, persist_dir: str | Path, llm: LLM | None = None, *, embed_model: BaseEmbedding | None = None, **kwargs: Any
+    ) -> FactCheckSynthesizer:
+        """The synthesizer with the verdict calibration saved in an index folder: the archive's verifier
+        (``carag index --calibrate``; else the shipped one) and, for ``decision="llm"``, the LLM's label lean
+        (``carag calibrate-verdicts``, when measured for ``llm``) and the archive decision (for ``embed_model``'s
+        encoder).  The one door through which ``carag check``, ``chat``, ``check-text`` and ``carag serve`` (in
+        process and in its workers) load it.  ``kwargs``: as for the constructor (``decision``, ``streaming``,
+        ``explain``, …)."""
+        from llama_index_carag.verdicts.archive_fit import index_archive_decision
+        from llama_index_carag.verdicts.labels.domain_prior import index_prior
+        from llama_index_carag.verifier.archive import index_verifier
+
+        decision = kwargs.get("decision") or (kwargs.get("settings") or VerdictSettings()).decision
+        if decision == "verifier":
+            return cls(llm, embed_model=embed_model, verifier=index_verifier(persist_dir), **kwargs)
+        archive = None if embed_model is None else index_archive_decision(persist_dir, embed_model)
+        prior = None if llm is None else index_prior(persist_dir, llm)
+        return cls(llm, embed_model=embed_model, domain_prior=prior, archive_decision=archive, **kwargs)
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.verdicts.labels.label_scorer import scorer_for

@@ -24,6 +24,7 @@ all NOT_ENOUGH_INFO.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -87,10 +88,17 @@ def archive_claims(claim_nodes: Sequence[Any], evidence_nodes: Sequence[Any], k:
 
 
 def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
-    """The archive verifier ``carag index --calibrate`` saved with the index, or ``None`` (the shipped one)."""
-    folder = Path(index_dir) / VERIFIER_DIR
-    if not (folder / CONFIG_NAME).is_file():
+    """The archive verifier ``carag index --calibrate`` saved with the index, or ``None`` (the shipped one);
+    one object per saved verifier (its weights load once, however many synthesizers use it)."""
+    config = (Path(index_dir) / VERIFIER_DIR / CONFIG_NAME).resolve()
+    if not config.is_file():
         return None
+    return _saved_verifier(str(config.parent), config.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _saved_verifier(folder: str, modified: int) -> ClaimVerifier:
+    """The verifier saved in ``folder`` (``modified``: its config's mtime, so a re-fit is loaded anew)."""
     verifier = ClaimVerifier(folder)
     logger.info("the index's archive verifier: %s", verifier.config.get("archive", {}).get("choice"))
     return verifier
