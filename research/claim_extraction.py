@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llama_index_carag.core.text import normalize_text
+from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
 from llama_index_carag.extraction.scoring import CheckWorthinessScorer
 from llama_index_carag.extraction.sentences import split_sentences

@@ -13,8 +13,8 @@ import pytest
 
 from llama_index_carag.cli.demo import LABELS, demo_claims, label_report
 from llama_index_carag.cli.stages import Stages
-from llama_index_carag.core.empty_soi import EmptySOIReason
 from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
+from llama_index_carag.retrieval.soi_reason import EmptySOIReason
 
 
 # ------------------------------------------------------------------ stages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llama_index_carag.core.atomic import atomic_write, atomic_write_bytes, atomic_write_text
-from llama_index_carag.core.text import normalize_text
+from llama_index_carag.core.validation import normalize_text
 
 
 def test_atomic_write_replaces_whole_files_and_keeps_their_mode(tmp_path):

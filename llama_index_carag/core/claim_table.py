@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.text import normalize_text
+from llama_index_carag.core.validation import normalize_text
 
 __all__ = ["ClaimTable"]
 

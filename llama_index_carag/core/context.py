@@ -58,7 +58,6 @@ from llama_index_carag.core.soi import (
     supervised_core,
     unsupervised_core,
 )
-from llama_index_carag.core.themes import ThemeCentroids
 from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -505,3 +504,18 @@ class ThematicContext(BaseEstimator):
         """``(node_id, (theme, cluster))`` for every clustered item."""
         check_is_fitted(self, "cluster_store_")
         return self.cluster_store_.iter_items()
+
+
+class ThemeCentroids:
+    """``{theme: unit centroid, shape (d,)}`` as one matrix, for :meth:`nearest` (empty: no themes)."""
+
+    def __init__(self, centroids: Mapping[str, np.ndarray]) -> None:
+        self.by_theme = dict(centroids)
+        self._names = list(self.by_theme)
+        self._matrix = np.vstack([self.by_theme[t] for t in self._names]) if self._names else None
+
+    def nearest(self, unit_vector: np.ndarray) -> str:
+        """The theme whose centroid is most similar (cosine) to a unit vector, shape ``(d,)``."""
+        if self._matrix is None:
+            raise ValueError("This context has no themes.")
+        return self._names[int(np.argmax(self._matrix @ unit_vector))]

@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "sanitize_text",
+    "normalize_text",
     "check_delta",
     "check_top_k",
     "check_count",
@@ -106,3 +107,12 @@ def sanitize_text(text: str) -> str:
         text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
     return text
+
+
+def normalize_text(text: str) -> str:
+    """``text`` case-folded with its whitespace collapsed: the key under which texts are compared.
+
+    Used to recognise a query as a corpus claim, for ``dedupe`` (one passage per distinct
+    text) and for annotated recall by content.
+    """
+    return " ".join(str(text).split()).casefold()

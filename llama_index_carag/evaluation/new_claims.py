@@ -32,7 +32,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import MetadataMode, QueryBundle, TextNode
 
-from llama_index_carag.core.text import normalize_text
+from llama_index_carag.core.validation import normalize_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex

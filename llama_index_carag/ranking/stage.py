@@ -13,7 +13,7 @@ import numpy as np
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from llama_index_carag.core.provenance import with_carag_metadata
-from llama_index_carag.core.text import normalize_text
+from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
 from llama_index_carag.ranking.source_and_scorer import Scorer

@@ -36,7 +36,7 @@ Modules (this package re-exports their public names):
 
 * :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout;
 * :mod:`~llama_index_carag.visualize.passages` — the check's evidence as the SOI graph reads it (rank, stance);
-* :mod:`~llama_index_carag.core.empty_soi` — why an SOI is empty, in words (the caption of an empty SOI);
+* :mod:`~llama_index_carag.retrieval.soi_reason` — why an SOI is empty, in words (the caption of an empty SOI);
 * :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph's Plotly figure, HTML and PNG;
 * :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels, legends;
 * :mod:`~llama_index_carag.visualize.soi_png` — the SOI PNG's page: sized from its content, title, legend column;
@@ -54,7 +54,7 @@ Modules (this package re-exports their public names):
 
 from __future__ import annotations
 
-from llama_index_carag.core.empty_soi import EmptySOIReason
+from llama_index_carag.retrieval.soi_reason import EmptySOIReason
 from llama_index_carag.visualize.cluster_plots import (
     cluster_figure,
     cluster_graph,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.core.empty_soi import EmptySOIReason
+from llama_index_carag.retrieval.soi_reason import EmptySOIReason
 from llama_index_carag.visualize.graph_drawing import _edge_width, _hover
 from llama_index_carag.visualize.output import _new_figure, _write_plotly_html
 from llama_index_carag.visualize.soi_nodes import Positions, soi_graph, soi_layout
@@ -203,7 +203,7 @@ def soi_figure(
     evidence's stance counts); ``title`` (escaped too) replaces its first line.
     An empty SOI is annotated with why it is empty: ``empty_reason`` (e.g. ``carag check``'s
     ``soi.empty_reason`` text, which names the closest item), else
-    :class:`~llama_index_carag.core.empty_soi.EmptySOIReason`'s text from the SOI alone.
+    :class:`~llama_index_carag.retrieval.soi_reason.EmptySOIReason`'s text from the SOI alone.
     """
     import plotly.graph_objects as go
 

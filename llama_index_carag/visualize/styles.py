@@ -97,7 +97,7 @@ STANCE_STYLES: dict[str | None, dict[str, str]] = {
 MEMBER_EDGE = "#1A1A1A"
 
 #: The short words for an empty SOI (0.1's caption; the figures now say why it is empty:
-#: :class:`~llama_index_carag.core.empty_soi.EmptySOIReason`).
+#: :class:`~llama_index_carag.retrieval.soi_reason.EmptySOIReason`).
 EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"
 
 #: Qualitative palette for themes (Tableau 10), assigned to themes in sorted order.
