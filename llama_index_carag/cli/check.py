@@ -91,38 +91,13 @@ def verdict_llm(args: argparse.Namespace, stages: Stages) -> Any | None:
     return _llm(args, stages)
 
 
-def _checker(
-    retriever: Any,
-    llm: Any | None,
-    domain_prior: Any = None,
-    explain: bool = True,
-    archive_decision: Any = None,
-    decision: str = "verifier",
-    verifier: Any = None,
-) -> Any:
-    """The :class:`~llama_index_carag.verdicts.check.ClaimChecker` of ``carag check`` and ``carag chat``.
-
-    ``domain_prior``: the index's fitted ``DomainLabelPrior`` for ``llm`` (``carag calibrate-verdicts``), or ``None``.
-    ``archive_decision``: the index's ``ArchiveDecision`` (``carag index --calibrate``), or ``None``.
-    ``explain``: ``False`` for label + evidence only (``--no-explanation``).
-    ``decision``: ``"verifier"`` (the claim verifier decides, ``verifier`` or the shipped one) or ``"llm"``.
-    """
+def _checker(retriever: Any, llm: Any | None) -> Any:
+    """The :class:`~llama_index_carag.verdicts.check.ClaimChecker` of ``carag demo``: nothing fitted, the shipped
+    verifier decides (without an LLM, retrieval only)."""
     from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    synthesizer = (
-        None
-        if llm is None
-        else FactCheckSynthesizer(
-            llm,
-            embed_model=retriever.embed_model,
-            domain_prior=domain_prior,
-            explain=explain,
-            archive_decision=archive_decision,
-            decision=decision,
-            verifier=verifier,
-        )
-    )
+    synthesizer = None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model)
     return ClaimChecker(retriever, synthesizer)
 
 

@@ -134,7 +134,7 @@ class SubsetOfInterest:
     @property
     def threshold(self) -> float | None:
         """The lowest cosine kept (below ``delta`` when ``min_size`` widened the SOI); ``None`` when empty."""
-        return min(self.similarities.values(), default=None) if self.similarities else None
+        return min(self.similarities.values(), default=None)
 
     @property
     def is_empty(self) -> bool:
