@@ -61,12 +61,10 @@ def balanced(items: Sequence[dict[str, Any]]) -> list[int]:
 
 def run(verifier: Any, items: Sequence[dict[str, Any]], source: str, claim_only: bool = False) -> tuple[list, float]:
     """Labels for ``items`` on ``source`` evidence (``claim_only``: one empty passage), and seconds per verdict."""
-    from llama_index_carag.verifier.model import decide_label
-
     t0 = time.perf_counter()
     work = [(it["claim"], [""] if claim_only else (it[source] or [""])) for it in items]
     probs = verifier.batch_probabilities(work)
-    labels = [decide_label(p, verifier.threshold).label for p in probs]
+    labels = [verifier.decide(p).label for p in probs]
     return labels, (time.perf_counter() - t0) / max(len(items), 1)
 
 

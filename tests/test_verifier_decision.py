@@ -92,15 +92,18 @@ def test_a_small_archive_keeps_the_shipped_verifier(tmp_path):
 def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
     record = fit_archive_verifier(_claims(30), tmp_path / VERIFIER_DIR)
     found = record["candidates"]
-    assert {"shipped", "threshold", "fine-tune"} <= set(found) and "macro_f1" in found["fine-tune"]
+    assert set(found) == {"shipped", "threshold", "head", "fine-tune", "fine-tune + head"}
+    assert all("macro_f1" in found[name] for name in found)
     assert record["labels"] == {"SUPPORTED": 10, "REFUTED": 10, "NOT_ENOUGH_INFO": 10}
     saved = index_verifier(tmp_path)
     if record["choice"] == "shipped":
         assert saved is None
     else:
         assert isinstance(saved, ClaimVerifier)
-        kept = found[record["choice"]]["threshold"]
-        assert saved.threshold == pytest.approx(kept)
+        if "head" in record["choice"]:
+            assert saved.head is not None
+        else:
+            assert saved.head is None and saved.threshold == pytest.approx(found[record["choice"]]["threshold"])
         config = json.loads((tmp_path / VERIFIER_DIR / "verifier.json").read_text())
         assert config["archive"]["choice"] == record["choice"]
 

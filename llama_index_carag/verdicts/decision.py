@@ -172,8 +172,9 @@ def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageSta
 
 @dataclass(frozen=True)
 class VerifierDecision:
-    """The claim verifier decides (:func:`~llama_index_carag.verifier.model.decide_label`): the strongest support
-    against the strongest refutation among the passages, NOT_ENOUGH_INFO when neither reaches its threshold.
+    """The claim verifier decides (:meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide`): the strongest
+    support against the strongest refutation among the passages, NOT_ENOUGH_INFO when neither reaches its threshold
+    (or, for an archive verifier with a fitted head, the head's label).
 
     ``verifier``: a :class:`~llama_index_carag.verifier.model.ClaimVerifier` (the shipped one, or the index's
     archive-adapted one from ``carag index --calibrate``).  Needs no LLM score; every passage's stance is read.
@@ -184,10 +185,8 @@ class VerifierDecision:
     needs: frozenset[str] = frozenset()
 
     def decide(self, evidence: ScoredEvidence) -> Decision:
-        from llama_index_carag.verifier.model import decide_label
-
         probs = self.verifier.probabilities(evidence.claim, list(evidence.texts))
-        found = decide_label(probs, self.verifier.threshold)
+        found = self.verifier.decide(probs)
         stances = verifier_stances(probs, evidence.ids)
         return Decision(VerdictLabel(found.label), found.passages, f"verifier: {found.reason}", stances=stances)
 

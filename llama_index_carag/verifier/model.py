@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
@@ -59,29 +60,38 @@ class VerifierLabel:
     probabilities: np.ndarray
 
 
-def decide_label(probabilities: np.ndarray, threshold: float) -> VerifierLabel:
+def decide_label(probabilities: np.ndarray, threshold: float, head: LabelHead | None = None) -> VerifierLabel:
     """The claim's label from its passages' probabilities (rows: passages; columns: :data:`LABELS`).
 
-    ``s``, ``r``: the largest P(SUPPORTED) and P(REFUTED) over the passages.  NOT_ENOUGH_INFO when both are below
-    ``threshold`` (or there is no passage); else SUPPORTED if ``s >= r``, REFUTED otherwise.  The label rests on
-    the passages whose stance is the label's, strongest first (for NOT_ENOUGH_INFO: the closest to a stance).
+    Without ``head`` (the shipped rule): ``s``, ``r`` are the largest P(SUPPORTED) and P(REFUTED) over the
+    passages; NOT_ENOUGH_INFO when both are below ``threshold`` (or there is no passage), else SUPPORTED if
+    ``s >= r``, REFUTED otherwise.  With an archive's fitted :class:`~llama_index_carag.verifier.head.LabelHead`
+    the head's most probable label.  The label rests on the passages whose stance is the label's, strongest
+    first (for NOT_ENOUGH_INFO: the closest to a stance).
     """
     probs = np.asarray(probabilities, dtype=np.float64).reshape(-1, len(LABELS))
     if not len(probs):
         return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs)
     s, r = float(probs[:, _SUPPORTED].max()), float(probs[:, _REFUTED].max())
-    if max(s, r) < threshold:
+    if head is not None:
+        p_label = head.predict_proba([probs])[0]
+        column = int(p_label.argmax())
+        prefix = f"the archive's head on the passages' probabilities: P({LABELS[column]}) {p_label[column]:.2f}; "
+    else:
+        column = _NEI if max(s, r) < threshold else _SUPPORTED if s >= r else _REFUTED
+        prefix = ""
+    if column == _NEI:
         closest = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
-        why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f} < {threshold:.2f})"
-        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), why, probs)
-    column = _SUPPORTED if s >= r else _REFUTED
+        why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f}"
+        why += ")" if head is not None else f" < {threshold:.2f})"
+        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), prefix + why, probs)
     stance = probs.argmax(axis=1)
     best = int(probs[:, column].argmax())
     same = [int(i) for i in np.argsort(-probs[:, column], kind="stable") if stance[i] == column and i != best]
     order = [best, *same]
     verb = "supports" if column == _SUPPORTED else "refutes"
     why = f"passage [{best + 1}] {verb} the claim (p={probs[best, column]:.2f})"
-    return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), why, probs)
+    return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), prefix + why, probs)
 
 
 def chunk_passage(passage: str, chunk_words: int) -> list[str]:
@@ -155,6 +165,8 @@ class ClaimVerifier:
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1]; got {self.threshold}.")
         self.chunk_words = int(self.config.get("chunk_words", 64))
+        #: the archive's claim-level head (``carag index --calibrate``), else ``None``: the threshold rule decides
+        self.head = LabelHead.from_dict(self.config["head"]) if self.config.get("head") else None
         #: where the cross-encoder's files are: this folder, or the shipped model's (a threshold-only archive fit)
         self.weights_dir = SHIPPED_DIR if self.config.get("weights") == "shipped" else folder
         self.batch_size = batch_size
@@ -212,9 +224,14 @@ class ClaimVerifier:
                 decisive[i][j], out[i][j] = strength, row
         return out
 
+    def decide(self, probabilities: np.ndarray) -> VerifierLabel:
+        """The claim's label from its passages' probabilities (:func:`decide_label` with this verifier's threshold
+        and head)."""
+        return decide_label(probabilities, self.threshold, self.head)
+
     def label(self, claim: str, passages: Sequence[str]) -> VerifierLabel:
-        """The claim's label from ``passages`` (:func:`decide_label` at this verifier's threshold)."""
-        return decide_label(self.probabilities(claim, passages), self.threshold)
+        """The claim's label from ``passages``: :meth:`probabilities`, then :meth:`decide`."""
+        return self.decide(self.probabilities(claim, passages))
 
     def save(self, path: str | Path, **record: Any) -> Path:
         """Write this verifier (weights as float16 safetensors, tokenizer, ``verifier.json`` with ``record``)."""
@@ -229,6 +246,7 @@ class ClaimVerifier:
         finally:
             model.model.to(torch.float32)
         config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
+        config["head"] = self.head.to_dict() if self.head is not None else None
         config.pop("weights", None)  # the weights are written here
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return folder

@@ -26,7 +26,7 @@ from llama_index_carag.verifier.pairs import LABELS, Pair, label_counts
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainingConfig", "train_pairs", "pair_macro_f1"]
+__all__ = ["TrainingConfig", "train_pairs", "pair_macro_f1", "claim_figures", "choose_threshold"]
 
 
 @dataclass(frozen=True)
@@ -259,9 +259,21 @@ def claim_groups(pairs: Sequence[Pair]) -> list[tuple[str, list[str], str]]:
 THRESHOLDS: tuple[float, ...] = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))
 
 
+def claim_figures(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
+    """Claim-level accuracy, macro-F1 and recall per label (rounded to four places)."""
+    figures = {
+        "accuracy": float(np.mean([a == b for a, b in zip(gold, pred)])),
+        "macro_f1": pair_macro_f1([LABELS.index(g) for g in gold], [LABELS.index(x) for x in pred]),
+    }
+    for k in LABELS:
+        hits = [p == k for g, p in zip(gold, pred) if g == k]
+        figures[f"recall_{k}"] = float(np.mean(hits)) if hits else float("nan")
+    return {k: round(v, 4) for k, v in figures.items()}
+
+
 def choose_threshold(probabilities: Sequence[np.ndarray], gold: Sequence[str]) -> tuple[float, dict[str, float]]:
     """The threshold of :data:`THRESHOLDS` with the best claim-level macro-F1 (the lowest among equals), and the
-    claim-level figures at it (accuracy, macro-F1, recall per label)."""
+    claim-level figures at it (:func:`claim_figures`)."""
     from llama_index_carag.verifier.model import decide_label
 
     best: tuple[float, float, dict[str, float]] | None = None
@@ -269,11 +281,7 @@ def choose_threshold(probabilities: Sequence[np.ndarray], gold: Sequence[str]) -
         pred = [decide_label(p, t).label for p in probabilities]
         f1 = pair_macro_f1([LABELS.index(g) for g in gold], [LABELS.index(x) for x in pred])
         if best is None or f1 > best[1]:
-            figures = {"accuracy": float(np.mean([a == b for a, b in zip(gold, pred)])), "macro_f1": f1}
-            for k in LABELS:
-                hits = [p == k for g, p in zip(gold, pred) if g == k]
-                figures[f"recall_{k}"] = float(np.mean(hits)) if hits else float("nan")
-            best = (t, f1, {k: round(v, 4) for k, v in figures.items()})
+            best = (t, f1, claim_figures(gold, pred))
     assert best is not None
     return best[0], best[2]
 
