@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 __all__ = ["TableCorpus", "FittedTable", "check_table_key"]
