@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY, RerankStage
 from llama_index_carag.settings import PAPER
 
 

@@ -1,5 +1,8 @@
 """The one re-ranking stage: combine the scorers' weighted terms, select, write provenance.
 
+Every node the stage returns carries its provenance dict under ``metadata[CARAG_METADATA_KEY]``
+(:func:`with_carag_metadata`), hidden from embeddings and LLMs.
+
 A :class:`Scorer` gives every candidate of a pool a score (``scores(pool, query)``) and says how much it counts
 for given settings (``weight(settings, query)``).  The :class:`RerankStage` ranks by ``sum(weight * scores)`` over
 the scorers whose weight is not 0, and writes each term into the provenance dict under the scorer's ``name``.
@@ -23,14 +26,44 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
-from llama_index_carag.core.provenance import with_carag_metadata
 from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.settings import CaragSettings
 
-__all__ = ["Scorer", "DenseSimilarity", "ThematicSimilarity", "thematic_weight", "RerankStage"]
+__all__ = [
+    "CARAG_METADATA_KEY",
+    "with_carag_metadata",
+    "Scorer",
+    "DenseSimilarity",
+    "ThematicSimilarity",
+    "thematic_weight",
+    "RerankStage",
+]
+
+
+#: Key of the provenance dict attached to every returned node.
+CARAG_METADATA_KEY = "carag"
+
+
+def with_carag_metadata(node: BaseNode, info: dict[str, Any]) -> BaseNode:
+    """A shallow copy of ``node`` with ``metadata["carag"] = info``, the key hidden from embeddings and LLMs."""
+    metadata = dict(node.metadata)
+    metadata[CARAG_METADATA_KEY] = info
+    embed_excl = list(node.excluded_embed_metadata_keys)
+    llm_excl = list(node.excluded_llm_metadata_keys)
+    if CARAG_METADATA_KEY not in embed_excl:
+        embed_excl.append(CARAG_METADATA_KEY)
+    if CARAG_METADATA_KEY not in llm_excl:
+        llm_excl.append(CARAG_METADATA_KEY)
+    return node.model_copy(
+        update={
+            "metadata": metadata,
+            "excluded_embed_metadata_keys": embed_excl,
+            "excluded_llm_metadata_keys": llm_excl,
+        }
+    )
 
 
 @runtime_checkable
