@@ -8,9 +8,9 @@
 """
 
 from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
-from llama_index_carag.extraction.cues import CUES, Cue, CueHit
+from llama_index_carag.extraction.cues import CUES
 from llama_index_carag.extraction.scoring import RULE_THRESHOLD, Assessment, CheckWorthinessScorer, CueScorer
-from llama_index_carag.extraction.sentences import SentenceSpan, split_sentences
+from llama_index_carag.extraction.sentences import split_sentences
 
 __all__ = [
     "CUES",
@@ -18,10 +18,7 @@ __all__ = [
     "Assessment",
     "CheckWorthinessScorer",
     "ExtractedClaim",
-    "Cue",
-    "CueHit",
     "CueScorer",
-    "SentenceSpan",
     "extract_claims",
     "split_sentences",
 ]

@@ -5,25 +5,6 @@ for a new scorer, :mod:`llama_index_carag.ranking.rerank_term` for a new re-rank
 fitted table, scorer) and :mod:`llama_index_carag.ranking.assembly` for the registry of terms.
 """
 
-from llama_index_carag.ranking.fitted_table import FittedTable, TableCorpus
-from llama_index_carag.ranking.hubness import Hubness
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.rerank_term import RerankTerm
-from llama_index_carag.ranking.sources import CandidateSource, DenseSource, SearchRequest
-from llama_index_carag.ranking.stage import DenseSimilarity, RerankStage, Scorer, ThematicSimilarity
 
-__all__ = [
-    "CandidatePool",
-    "CandidateSource",
-    "DenseSimilarity",
-    "DenseSource",
-    "FittedTable",
-    "Hubness",
-    "RankQuery",
-    "RerankStage",
-    "RerankTerm",
-    "Scorer",
-    "SearchRequest",
-    "TableCorpus",
-    "ThematicSimilarity",
-]
+__all__ = ["CandidatePool", "RankQuery"]
