@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     # retrieval
     "ContextAwareRetriever": "llama_index_carag.retrieval.retriever",
     "ThematicContextPostprocessor": "llama_index_carag.retrieval.postprocessor",
-    "CARAG_METADATA_KEY": "llama_index_carag.core.provenance",
+    "CARAG_METADATA_KEY": "llama_index_carag.ranking.stage",
     # settings and presets (more presets: llama_index_carag.settings.PRESETS)
     "CaragSettings": "llama_index_carag.settings",
     "DEFAULT": "llama_index_carag.settings",
@@ -79,9 +79,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
     from llama_index_carag.datasets import load_demo_corpus, load_factver
     from llama_index_carag.models.resolve import resolve_llm
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
     from llama_index_carag.retrieval.postprocessor import ThematicContextPostprocessor
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
     from llama_index_carag.settings import DEFAULT, PAPER, CaragSettings

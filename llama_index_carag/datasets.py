@@ -7,7 +7,8 @@ given its column names; a row with evidence and no claim is a library passage, a
 claim to a passage already read (same id and text) adds the link (``evidence_ids`` of the claim node; a
 library passage takes the first claim that cites it as its ``claim_id``).
 Both return a :class:`ClaimEvidenceCorpus`: evidence nodes (to index), claim nodes
-(the context CARAG clusters with them) and the skipped rows with their reasons.
+(the context CARAG clusters with them) and the skipped rows with their reasons.  A CSV is read with clear errors:
+its header and numbered rows (:func:`read_csv_records`), and the columns a loader needs (:func:`require_columns`).
 Node ids are derived from the data: re-indexing a file gives the same ids.
 
 The labels (``theme``, ``claim_id``, ``evidence_id``, ``label``, ``kind``) are
@@ -18,7 +19,9 @@ let an "unsupervised" method and every metric quietly see the answer.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import logging
 import os
 import re
@@ -31,7 +34,6 @@ from typing import Any
 
 from llama_index.core.schema import TextNode
 
-from llama_index_carag.core.csv_rows import read_csv_records, require_columns
 from llama_index_carag.core.validation import sanitize_text
 
 logger = logging.getLogger(__name__)
@@ -381,6 +383,47 @@ def _build_corpus(
     corpus = ClaimEvidenceCorpus(builder.evidence_nodes, claim_nodes, builder.skipped, builder.n_rows, source)
     logger.info("%s: %s", source, corpus.summary())
     return corpus
+
+
+def read_csv_records(path: Path, encoding: str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header (names stripped) and ``(line, row)`` of every data row of the CSV file ``path``, NULs removed.
+
+    Raises:
+        ValueError: a directory, undecodable bytes or a malformed CSV, with where and what to do.
+    """
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory, not a CSV file.") from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not valid {encoding} text (byte {exc.start}: {raw[exc.start : exc.start + 4]!r}); "
+            "re-save it as UTF-8 or pass encoding=..."
+        ) from None
+    text = text.replace("\x00", "")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fieldnames = [f.strip() for f in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise ValueError(f"{path} is not a readable CSV file ({exc}).") from None
+    reader.fieldnames = fieldnames
+    records: list[tuple[int, dict[str, str]]] = []
+    try:
+        for row in reader:
+            records.append((reader.line_num, row))
+    except csv.Error as exc:
+        raise ValueError(f"{path}: malformed CSV near line {reader.line_num} ({exc}).") from None
+    return fieldnames, records
+
+
+def require_columns(fieldnames: list[str], needed: dict[str, str | None], source: str) -> None:
+    """Raise ``ValueError`` naming the columns of ``needed`` (option -> column, ``None``: not asked) ``source`` lacks."""
+    missing = [col for col in needed.values() if col and col not in fieldnames]
+    if missing:
+        have = ", ".join(fieldnames) if fieldnames else "no header"
+        raise ValueError(f"{source} lacks column(s) {', '.join(missing)} (it has: {have}).")
 
 
 def load_claim_evidence_csv(

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.validation import normalize_text
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.base_retriever import BaseRetriever

@@ -10,10 +10,9 @@ from llama_index_carag.ranking import assembly
 from llama_index_carag.ranking.bm25 import BM25Relevance, BM25Source, BM25Table
 from llama_index_carag.ranking.contrast import ClaimContrast
 from llama_index_carag.ranking.fitted_table import FittedTable, TableCorpus, check_table_key
+from llama_index_carag.ranking.hubness import Hubness
 from llama_index_carag.ranking.rerank_term import RerankTerm, TermScorer
-from llama_index_carag.ranking.scorers import Hubness
-from llama_index_carag.ranking.source_and_scorer import SearchRequest
-from llama_index_carag.ranking.sources import DenseSource
+from llama_index_carag.ranking.sources import DenseSource, SearchRequest
 from llama_index_carag.settings import PAPER, CaragSettings, weight_range
 
 ON = PAPER.replace(rerank_candidates=10, lexical_weight=0.5, hub_penalty=0.2, hub_k=4, claim_contrast=0.3)

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY, RerankStage
 from llama_index_carag.settings import PAPER
 
 
@@ -113,7 +112,7 @@ def test_a_scorer_named_like_a_base_term_replaces_it():
 
 @pytest.mark.parametrize(("filled", "size", "weight"), [(0, 4, 0.2), (3, 4, 0.05), (3, 3, 0.0)])
 def test_the_thematic_weight_is_the_share_of_the_soi_not_filled_below_delta(filled, size, weight):
-    from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
+    from llama_index_carag.ranking.stage import DenseSimilarity, ThematicSimilarity
 
     settings = PAPER.replace(alpha=0.8)
     query = RankQuery("q", unit([1, 0, 0]), unit([0, 1, 0]), {}, size, 0, None, None, "unsupervised", filled)

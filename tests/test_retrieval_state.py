@@ -14,7 +14,7 @@ from llama_index_carag.core.persistence import StateError
 from llama_index_carag.ranking import assembly
 from llama_index_carag.ranking.bm25 import BM25Index
 from llama_index_carag.ranking.contrast import ClaimContrast
-from llama_index_carag.ranking.scorers import Hubness
+from llama_index_carag.ranking.hubness import Hubness
 from llama_index_carag.retrieval.state import get_tables_state, tables_from_state
 from tests.helpers import faiss_index, planted_corpus
 

@@ -265,12 +265,12 @@ def test_hubness_table_is_saved_and_reloaded_not_refitted(corpus, tmp_path, monk
         index, "paper", claim_nodes=claims, n_clusters=3, alpha=0.8, rerank_candidates=12, hub_penalty=0.2, hub_k=3
     )
     r.persist(tmp_path)
-    from llama_index_carag.ranking import scorers
+    from llama_index_carag.ranking import hubness
 
     def refit(*args, **kwargs):  # a reload must read the saved table
         raise AssertionError("hubness was refitted on reload")
 
-    monkeypatch.setattr(scorers.Hubness, "fit", refit)
+    monkeypatch.setattr(hubness.Hubness, "fit", refit)
     again = ContextAwareRetriever.from_persist_dir(tmp_path, index=index)
     assert again.corpus.tables["hubness_3"].table_ == pytest.approx(r.corpus.tables["hubness_3"].table_)
     for claim in claims[::5]:

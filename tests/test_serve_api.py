@@ -137,6 +137,25 @@ def test_graph_is_the_escaped_soi_figure(client):
     assert "<img" not in dumped and "&lt;img" in dumped  # visualize escaped it for Plotly
 
 
+def test_graph_embeds_the_claim_once_and_says_what_the_check_says(retriever, monkeypatch):
+    """The graph goes through the check's retrieval: one embedding (the empty SOI's closest item included)."""
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    strict = retriever.with_settings(delta=0.99)  # an empty SOI: its reason looks up the closest item
+    embed, calls = BaseEmbedding.get_query_embedding, []
+
+    def counted(self, query):
+        calls.append(query)
+        return embed(self, query)
+
+    with TestClient(make_app(strict)) as c:
+        data = c.post("/v1/check", json={"claim": CLAIM}).json()
+        monkeypatch.setattr(BaseEmbedding, "get_query_embedding", counted)
+        graph = c.post("/v1/graph", json={"claim": CLAIM}).json()
+    assert calls == [CLAIM]
+    assert graph["soi"] == data["soi"] and graph["soi"]["empty_reason"]["closest_id"]
+
+
 # ------------------------------------------------------------------ sessions
 def test_session_lifecycle(client):
     created = client.post("/v1/sessions")

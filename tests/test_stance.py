@@ -168,7 +168,7 @@ def test_scored_verdicts_explain_from_the_passages_that_took_the_stance():
 def test_stances_reach_the_source_nodes_metadata():
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
     nodes = [NodeWithScore(node=TextNode(text="a", id_="E1", metadata={CARAG_METADATA_KEY: {"rank": 1}}), score=1.0)]
     out = with_stances(nodes, [_stance(1, S, 0.8).as_dict()])
@@ -212,7 +212,7 @@ def test_stance_verdict_with_a_real_gguf_model(smol_cpp):
     """Stances, prior and verdict through the synthesizer; a passage's stance does not depend on the prompt before."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
     claim = "The Eiffel Tower is in Berlin."

@@ -369,7 +369,7 @@ def test_the_rule_reads_the_claim_cosines_from_the_provenance(tiny_hf):
     """A claim check's nodes carry the retriever's claim cosines: the rule reads them, nothing is embedded."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
     from llama_index_carag.verdicts.decision import RuleDecision
 
     class SeenRule:

@@ -8,7 +8,7 @@ import json
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer
 from llama_index_carag.verifier.archive import (

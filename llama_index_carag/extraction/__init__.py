@@ -1,16 +1,16 @@
 """Claims from a text: sentences with exact spans, check-worthiness cues, the decision, :func:`extract_claims`.
 
 * :mod:`~llama_index_carag.extraction.sentences` — sentence spans (pysbd).
-* :mod:`~llama_index_carag.extraction.words`, :mod:`~llama_index_carag.extraction.lexicon` — what cues read.
-* :mod:`~llama_index_carag.extraction.cues` — the cue registry.
+* :mod:`~llama_index_carag.extraction.lexicon` — the word lists cues read.
+* :mod:`~llama_index_carag.extraction.cues` — the cue registry and the sentence's words it reads.
 * :mod:`~llama_index_carag.extraction.scoring` — the scorer protocol and the declared cue rule.
 * :mod:`~llama_index_carag.extraction.claims` — :class:`ExtractedClaim` and :func:`extract_claims`.
 """
 
 from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
-from llama_index_carag.extraction.cues import CUES, Cue, CueHit
+from llama_index_carag.extraction.cues import CUES
 from llama_index_carag.extraction.scoring import RULE_THRESHOLD, Assessment, CheckWorthinessScorer, CueScorer
-from llama_index_carag.extraction.sentences import SentenceSpan, split_sentences
+from llama_index_carag.extraction.sentences import split_sentences
 
 __all__ = [
     "CUES",
@@ -18,10 +18,7 @@ __all__ = [
     "Assessment",
     "CheckWorthinessScorer",
     "ExtractedClaim",
-    "Cue",
-    "CueHit",
     "CueScorer",
-    "SentenceSpan",
     "extract_claims",
     "split_sentences",
 ]

@@ -1,6 +1,6 @@
-"""Check-worthiness cues: the registry (one :class:`Cue` object per cue) and what each one finds.
+"""Check-worthiness cues: the registry (one :class:`Cue` object per cue), what each one finds, and the words it reads.
 
-A cue reads one sentence (:class:`~llama_index_carag.extraction.words.SentenceWords`) and returns the
+A cue reads one sentence's words (:class:`SentenceWords`: its tokens and their lower-case forms) and returns the
 words that made it fire (an empty tuple: it did not fire).  Positive cues mark checkable content
 (quantities, dates, names, comparisons, verbs of cause and measurement, enough content words);
 negative cues mark what a fact-checker does not check (questions, first-person opinions, judgement words,
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llama_index_carag.extraction.lexicon as lexicon
-from llama_index_carag.extraction.words import SentenceWords
 
-__all__ = ["Cue", "CueHit", "CUES", "MIN_CONTENT_WORDS", "MAX_VAGUE_WORDS", "content_words"]
+__all__ = ["SentenceWords", "Cue", "CueHit", "CUES", "MIN_CONTENT_WORDS", "MAX_VAGUE_WORDS", "content_words"]
 
 #: a sentence with at least this many content words is substantive
 MIN_CONTENT_WORDS = 3
@@ -26,6 +25,41 @@ MAX_VAGUE_WORDS = 1
 _YEAR = re.compile(r"^(1[5-9]\d\d|20\d\d)s?$")
 _FIRST_PERSON = frozenset({"I", "I'm", "I'd", "I've", "I'll", "I’m", "I’d", "I’ve", "I’ll"})
 _MONTH_LEAD = frozenset({"in", "of", "since", "until", "by", "from", "early", "late", "mid", "last", "next"})
+#: a dotted abbreviation ("U.S."), a number ("3.5", "40,000", "36%") or a word with inner hyphens/apostrophes ("COVID-19", "EU's")
+_TOKEN = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,]\d+)*%?|[^\W_]+(?:['’\-][^\W_]+)*")
+_LEADING = re.compile(r"^[\s\"'“‘(\[«—–-]*")
+
+
+@dataclass(frozen=True)
+class SentenceWords:
+    """A sentence's text, its tokens in order (original case) and their lower-case forms."""
+
+    text: str
+    tokens: tuple[str, ...] = field(init=False)
+    lower: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        leading = _LEADING.match(self.text)
+        body = self.text[leading.end() :] if leading else self.text
+        tokens = tuple(_TOKEN.findall(body))
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "lower", tuple(t.lower() for t in tokens))
+
+    def has_phrase(self, phrase: str) -> bool:
+        """Whether the lower-case words of ``phrase`` occur consecutively in the sentence."""
+        words = tuple(phrase.split())
+        n = len(words)
+        return any(self.lower[i : i + n] == words for i in range(len(self.lower) - n + 1))
+
+    def phrases(self, phrases: frozenset[str]) -> tuple[str, ...]:
+        """The members of ``phrases`` (lower-case, space-separated words) found in the sentence."""
+        return tuple(sorted(p for p in phrases if self.has_phrase(p)))
+
+    @property
+    def ending(self) -> str:
+        """The sentence's last non-space character after closing quotes and brackets ('' if none)."""
+        stripped = self.text.rstrip().rstrip("\"'”’)]»")
+        return stripped[-1:] if stripped else ""
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from llama_index_carag.extraction.cues import CUES, Cue, CueHit
-from llama_index_carag.extraction.words import SentenceWords
+from llama_index_carag.extraction.cues import CUES, Cue, CueHit, SentenceWords
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from llama_index_carag.ranking.bm25 import BM25Relevance, BM25Table, bm25_source, lexical_provenance
 from llama_index_carag.ranking.contrast import ClaimContrast
 from llama_index_carag.ranking.fitted_table import FittedTable, TableCorpus, check_table_key
+from llama_index_carag.ranking.hubness import Hubness
 from llama_index_carag.ranking.rerank_term import RerankTerm, TermValues
-from llama_index_carag.ranking.scorers import Hubness
-from llama_index_carag.ranking.source_and_scorer import CandidateSource, Scorer
-from llama_index_carag.ranking.sources import DenseSource
+from llama_index_carag.ranking.sources import CandidateSource, DenseSource
+from llama_index_carag.ranking.stage import Scorer
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -91,7 +91,7 @@ LEXICAL = RerankTerm(
     table=BM25Table,
     details=_lexical_details,
 )
-#: ``- hub_penalty * r(n)``: the passage's hubness (:class:`~llama_index_carag.ranking.scorers.Hubness`).
+#: ``- hub_penalty * r(n)``: the passage's hubness (:class:`~llama_index_carag.ranking.hubness.Hubness`).
 HUBNESS = RerankTerm("hubness", lambda settings, table, sources: table, sign=-1.0, field="hub_penalty", table=Hubness)
 #: ``- claim_contrast * c(n)``: the cosine to the nearest other corpus claim
 #: (:class:`~llama_index_carag.ranking.contrast.ClaimContrast`).

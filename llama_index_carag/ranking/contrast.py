@@ -27,7 +27,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import TableCorpus
     from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ loop over the registry of terms and that dict (:mod:`llama_index_carag.ranking.a
 
 A table reads the corpus only through :class:`TableCorpus`, so ``ranking`` never imports
 ``retrieval`` (the retriever passes a view of its index and fitted corpus).  A corpus may also offer
-``bm25_placement()`` (:func:`~llama_index_carag.ranking.bm25.bm25_placement_of`): a store
+``bm25_placement()`` (:func:`~llama_index_carag.ranking.bm25.placement.bm25_placement_of`): a store
 that keeps the BM25 index itself (Qdrant), used by the BM25 table instead of an in-process index.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
 
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 __all__ = ["TableCorpus", "FittedTable", "check_table_key"]

@@ -35,7 +35,7 @@ from llama_index_carag.settings import CaragSettings, term_weight_fields, weight
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import FittedTable
     from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.sources import CandidateSource
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class RerankTerm:
 
 
 class TermScorer:
-    """A registered term as a :class:`~llama_index_carag.ranking.source_and_scorer.Scorer`: its values, weighted
+    """A registered term as a :class:`~llama_index_carag.ranking.stage.Scorer`: its values, weighted
     ``sign * weight(settings)``, written into the provenance under the term's name.
 
     Attributes:

@@ -1,22 +1,53 @@
-"""The dense candidate source: the index's own vector-store search."""
+"""Candidate sources: what finds a query's candidates, and the first of them, the dense vector-store search.
+
+A :class:`CandidateSource` finds candidates for a query (``search(request, n)``, with a :class:`SearchRequest`);
+:class:`DenseSource`, the index's own vector-store search, is the first.  The pool is the union of the sources'
+hits (:meth:`~llama_index_carag.ranking.pool.CandidatePool.build`); a source may add a named column to the pool
+(``pool.columns["lexical"] = ...``).  The sources of a retriever are assembled by
+:func:`~llama_index_carag.ranking.assembly.default_sources` (dense, then those the active terms' fitted tables
+add, such as BM25's).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from llama_index_carag.ranking.source_and_scorer import SearchRequest
-
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-__all__ = ["DenseSource"]
+__all__ = ["SearchRequest", "CandidateSource", "DenseSource"]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What a candidate source searches with: the query text and the vector to search with
+    (the claim's, or the blended ``alpha * q + (1 - alpha) * T``)."""
+
+    query_str: str
+    embedding: list[float]
+
+
+@runtime_checkable
+class CandidateSource(Protocol):
+    """Finds candidates for a query."""
+
+    name: str
+
+    def search(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        """At least ``n`` hits when the corpus has them (never an excluded node), best first."""
+        ...
+
+    async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
+        """Async :meth:`search`."""
+        ...
 
 
 def _has_native_async(store: Any) -> bool:

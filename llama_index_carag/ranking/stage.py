@@ -1,5 +1,21 @@
 """The one re-ranking stage: combine the scorers' weighted terms, select, write provenance.
 
+Every node the stage returns carries its provenance dict under ``metadata[CARAG_METADATA_KEY]``
+(:func:`with_carag_metadata`), hidden from embeddings and LLMs.
+
+A :class:`Scorer` gives every candidate of a pool a score (``scores(pool, query)``) and says how much it counts
+for given settings (``weight(settings, query)``).  The :class:`RerankStage` ranks by ``sum(weight * scores)`` over
+the scorers whose weight is not 0, and writes each term into the provenance dict under the scorer's ``name``.
+
+The stage's own terms come first: ``(1 - w) * dense + w * thematic`` (:class:`DenseSimilarity`,
+:class:`ThematicSimilarity`) with ``w = (1 - alpha) * s`` (:func:`thematic_weight`), ``s`` the share of the SOI's
+items that ``soi_min_size`` did not add below ``delta`` (so ``alpha * dense + (1 - alpha) * thematic`` under the
+papers' rule; ``dense`` alone when the SOI is empty or when ``soi_min_size`` alone filled it: items below ``delta``
+explain, they do not re-rank).  Then the registered re-ranking terms: each is one
+:class:`~llama_index_carag.ranking.rerank_term.RerankTerm` in the registry of :mod:`llama_index_carag.ranking.assembly`
+(its weight, range, calibration grid, optional fitted table and scorer), wrapped into a :class:`Scorer` weighted by
+the term.  A :class:`Scorer` may also be passed to the retriever directly (``scorers=[...]``), weighting itself.
+
 Used by :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever` and by
 :class:`~llama_index_carag.retrieval.postprocessor.ThematicContextPostprocessor` alike.
 """
@@ -7,19 +23,96 @@ Used by :class:`~llama_index_carag.retrieval.retriever.ContextAwareRetriever` an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
-from llama_index_carag.core.provenance import with_carag_metadata
 from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.scorers import DenseSimilarity, ThematicSimilarity
-from llama_index_carag.ranking.source_and_scorer import Scorer
 from llama_index_carag.settings import CaragSettings
 
-__all__ = ["RerankStage"]
+__all__ = [
+    "CARAG_METADATA_KEY",
+    "with_carag_metadata",
+    "Scorer",
+    "DenseSimilarity",
+    "ThematicSimilarity",
+    "thematic_weight",
+    "RerankStage",
+]
+
+
+#: Key of the provenance dict attached to every returned node.
+CARAG_METADATA_KEY = "carag"
+
+
+def with_carag_metadata(node: BaseNode, info: dict[str, Any]) -> BaseNode:
+    """A shallow copy of ``node`` with ``metadata["carag"] = info``, the key hidden from embeddings and LLMs."""
+    metadata = dict(node.metadata)
+    metadata[CARAG_METADATA_KEY] = info
+    embed_excl = list(node.excluded_embed_metadata_keys)
+    llm_excl = list(node.excluded_llm_metadata_keys)
+    if CARAG_METADATA_KEY not in embed_excl:
+        embed_excl.append(CARAG_METADATA_KEY)
+    if CARAG_METADATA_KEY not in llm_excl:
+        llm_excl.append(CARAG_METADATA_KEY)
+    return node.model_copy(
+        update={
+            "metadata": metadata,
+            "excluded_embed_metadata_keys": embed_excl,
+            "excluded_llm_metadata_keys": llm_excl,
+        }
+    )
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """One term of the re-ranking score."""
+
+    name: str
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        """Shape ``(len(pool),)``: the term for every candidate."""
+        ...
+
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
+        """The term's weight in the final score (0 = not used)."""
+        ...
+
+
+class DenseSimilarity:
+    """``sim(q, n)``: the pool's ``dense`` column (cosine to the claim)."""
+
+    name = "dense"
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        return pool.columns["dense"]
+
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
+        return 1.0 - thematic_weight(settings, query)
+
+
+class ThematicSimilarity:
+    """``sim(T, n)``: cosine to the thematic embedding (weight :func:`thematic_weight`)."""
+
+    name = "thematic"
+
+    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
+        if query.theme_unit is None:
+            return np.zeros(len(pool), dtype=np.float32)
+        if "thematic" not in pool.columns:
+            pool.columns["thematic"] = pool.similarity(query.theme_unit)
+        return pool.columns["thematic"]
+
+    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
+        return thematic_weight(settings, query)
+
+
+def thematic_weight(settings: CaragSettings, query: RankQuery) -> float:
+    """``(1 - alpha)`` times the share of the SOI's items not added below ``delta`` by ``soi_min_size`` (0 for an
+    empty SOI)."""
+    return (1.0 - settings.alpha) * query.theme_support
 
 
 class RerankStage:

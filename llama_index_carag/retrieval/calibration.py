@@ -48,7 +48,7 @@ from llama_index.core.schema import BaseNode
 from llama_index_carag.datasets import LINKS_KEY
 from llama_index_carag.ranking.assembly import active_terms, default_sources, settings_scorers, term_sources
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-from llama_index_carag.ranking.source_and_scorer import CandidateSource
+from llama_index_carag.ranking.sources import CandidateSource
 from llama_index_carag.ranking.stage import RerankStage
 from llama_index_carag.retrieval.calibration_result import (
     THEMATIC_WEIGHT,

@@ -15,7 +15,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.ranking.pool import CandidatePool
-from llama_index_carag.ranking.source_and_scorer import CandidateSource
+from llama_index_carag.ranking.sources import CandidateSource
 from llama_index_carag.retrieval.query_plan import QueryPlan
 
 logger = logging.getLogger(__name__)

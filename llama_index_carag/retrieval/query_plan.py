@@ -21,8 +21,8 @@ from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import RankQuery
-from llama_index_carag.ranking.scorers import thematic_weight
-from llama_index_carag.ranking.source_and_scorer import SearchRequest
+from llama_index_carag.ranking.sources import SearchRequest
+from llama_index_carag.ranking.stage import thematic_weight
 from llama_index_carag.settings import CaragSettings
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -36,12 +36,11 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_carag.core.context import ThematicContext
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.ranking.assembly import default_sources, settings_scorers, term_details
-from llama_index_carag.ranking.source_and_scorer import CandidateSource, Scorer
-from llama_index_carag.ranking.stage import RerankStage
+from llama_index_carag.ranking.sources import CandidateSource
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY, RerankStage, Scorer
 from llama_index_carag.retrieval import query_plan, updates
 from llama_index_carag.retrieval.candidate_search import Found, asearch_candidates, candidate_pool, search_candidates
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus

@@ -166,10 +166,10 @@ class CheckEngine:
         return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
     async def graph(self, claim: str) -> dict[str, Any]:
-        """The SOI and its Plotly figure JSON."""
+        """The SOI and its Plotly figure JSON, from the check's retrieval (the claim embedded once)."""
         try:
             with self._timeout():
-                return await self._run(self.retrieval_limiter, _graph, self.retriever, claim)
+                return await self._run(self.retrieval_limiter, _graph, self.checker, claim)
         except TimeoutError:
             raise ApiError(504, "timeout", f"the graph took over {self.settings.request_timeout_s:g} s") from None
 
@@ -215,15 +215,19 @@ def _unavailable(exc: LLMUnavailable) -> ApiError:
     return ApiError(503, "llm_unavailable", str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
 
-def _graph(retriever: Any, claim: str) -> dict[str, Any]:
-    """The claim's SOI (with ``empty_reason``, as in a check result) and its figure, captioned with the reason."""
+def _graph(checker: ClaimChecker, claim: str) -> dict[str, Any]:
+    """The claim's SOI as a check result has it (with ``empty_reason``) and its figure, captioned with the reason.
+
+    One retrieval of the check (:meth:`ClaimChecker.retrieve`: the claim embedded once, one SOI, the empty SOI's
+    reason from the same vector) gives both.
+    """
     import json
 
-    from llama_index_carag.retrieval.soi_reason import REASON_KEY, empty_reason
+    from llama_index_carag.retrieval.soi_reason import REASON_KEY
     from llama_index_carag.visualize import soi_figure
 
-    soi = retriever.build_soi(claim)
-    reason = empty_reason(retriever, soi, claim)
-    figure = soi_figure(soi, empty_reason=None if reason is None else reason.text())
-    soi_dict = {**soi.to_dict(), REASON_KEY: None if reason is None else reason.to_dict()}
+    retrieved = checker.retrieve(claim)
+    soi_dict = checker.result(retrieved).soi
+    reason = soi_dict[REASON_KEY]
+    figure = soi_figure(retrieved.soi, empty_reason=None if reason is None else reason["text"])
     return {"soi": soi_dict, "figure": json.loads(figure.to_json())}

@@ -20,8 +20,8 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.validation import sanitize_text
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 

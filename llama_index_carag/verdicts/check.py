@@ -48,9 +48,9 @@ from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, Strea
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
 from llama_index_carag.core.soi import SubsetOfInterest
 from llama_index_carag.core.validation import check_query_text
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings

@@ -30,7 +30,7 @@ from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate, Pro
 from llama_index.core.prompts.utils import is_chat_model
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
 __all__ = [
     "FACT_CHECK_INSTRUCTIONS",

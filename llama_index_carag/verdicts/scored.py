@@ -31,7 +31,7 @@ from typing import Any
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
 from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
 from llama_index_carag.verdicts.labels.stance import (

@@ -32,7 +32,7 @@ functions: importing this package costs nothing.  Matplotlib figures are built
 as :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas, so no
 GUI backend is ever selected.  All layouts are deterministic.
 
-Modules (this package re-exports their public names):
+Modules (this package exports the names used through it; the rest are imported from their module):
 
 * :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout;
 * :mod:`~llama_index_carag.visualize.passages` — the check's evidence as the SOI graph reads it (rank, stance);
@@ -61,31 +61,18 @@ from llama_index_carag.visualize.cluster_plots import (
     write_cluster_html,
     write_cluster_png,
 )
-from llama_index_carag.visualize.explanations import ExplanationSet, load_explanations, project_2d
+from llama_index_carag.visualize.explanations import load_explanations, project_2d
 from llama_index_carag.visualize.output import save_figure
-from llama_index_carag.visualize.passages import Passage, read_passages
+from llama_index_carag.visualize.passages import read_passages
 from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
 from llama_index_carag.visualize.soi_plots import soi_figure, soi_png_figure, write_soi_html, write_soi_png
-from llama_index_carag.visualize.styles import (
-    EMPTY_SOI_MESSAGE,
-    KIND_STYLES,
-    SOI_KIND_OF_KEY,
-    STANCE_STYLES,
-    theme_colors,
-)
+from llama_index_carag.visualize.styles import STANCE_STYLES, theme_colors
 from llama_index_carag.visualize.thematic_2d import thematic_map, thematic_panels
 from llama_index_carag.visualize.thematic_3d import thematic_map_3d
-from llama_index_carag.visualize.thematic_common import (
-    PointsByMethod as PointsByMethod,  # re-exported: the type of the maps' ``points``
-)
 
 __all__ = [
-    "KIND_STYLES",
     "STANCE_STYLES",
-    "SOI_KIND_OF_KEY",
-    "Passage",
     "read_passages",
-    "EMPTY_SOI_MESSAGE",
     "EmptySOIReason",
     "soi_graph",
     "soi_layout",
@@ -100,7 +87,6 @@ __all__ = [
     "thematic_map",
     "thematic_panels",
     "thematic_map_3d",
-    "ExplanationSet",
     "load_explanations",
     "project_2d",
     "save_figure",

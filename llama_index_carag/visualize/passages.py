@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
-
 logger = logging.getLogger(__name__)
 
 
@@ -55,6 +53,10 @@ def read_passages(evidence: Iterable[Any]) -> list[Passage]:
 def _passage(hit: Any, rank: int) -> Passage:
     """One element of the evidence; a row's own ``rank`` wins over its position."""
     if hasattr(hit, "node") and hasattr(hit.node, "node_id"):
+        # Deferred: the stage imports LlamaIndex (and Pillow), which a NodeWithScore has loaded already; importing
+        # the visualize package stays light.
+        from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
+
         provenance = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
         row: Mapping[str, Any] = {"id": hit.node.node_id, "text": hit.node.get_content(), "carag": provenance}
     elif hasattr(hit, "model_dump"):

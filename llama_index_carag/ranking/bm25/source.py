@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_index_carag.ranking.bm25.placement import FittedBM25
-from llama_index_carag.ranking.source_and_scorer import SearchRequest
+from llama_index_carag.ranking.sources import SearchRequest
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ __all__ = ["BM25Source"]
 
 
 class BM25Source:
-    """The top-``n`` BM25 passages of the query (a :class:`~llama_index_carag.ranking.source_and_scorer.CandidateSource`,
+    """The top-``n`` BM25 passages of the query (a :class:`~llama_index_carag.ranking.sources.CandidateSource`,
     ``name = "lexical"``).
 
     Args:

@@ -29,7 +29,7 @@ from llama_index_carag.ranking.bm25.source import BM25Source
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import TableCorpus
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.core.provenance import CARAG_METADATA_KEY
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
 logger = logging.getLogger(__name__)
 

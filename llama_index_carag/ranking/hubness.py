@@ -1,11 +1,6 @@
-"""The stage's own terms, claim similarity and thematic similarity, and the hubness table.
-
-``(1 - w) * dense + w * thematic`` with ``w = (1 - alpha) * s``, ``s`` the share of the SOI's items that
-``soi_min_size`` did not add below ``delta`` (so ``alpha * dense + (1 - alpha) * thematic`` under the papers' rule; ``dense`` alone when the SOI is
-empty or when ``soi_min_size`` alone filled it: items below ``delta`` explain, they do not re-rank), then the
-registered terms (:mod:`llama_index_carag.ranking.assembly`).  :class:`Hubness` is the fitted per-passage table
-(:class:`~llama_index_carag.ranking.fitted_table.FittedTable`: ``from_corpus`` / ``scores`` /
-``get_state`` / ``from_state``) of the hubness term (``- hub_penalty * r(n)``).
+"""The hubness term's table: every passage's hubness ``r(n)``, the fitted per-passage table
+(:class:`~llama_index_carag.ranking.fitted_table.FittedTable`: ``from_corpus`` / ``scores`` / ``get_state`` /
+``from_state``) of the term ``- hub_penalty * r(n)`` (:data:`~llama_index_carag.ranking.assembly.HUBNESS`).
 """
 
 from __future__ import annotations
@@ -16,50 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.ranking.pool import CandidatePool, RankQuery
-
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import TableCorpus
-    from llama_index_carag.ranking.source_and_scorer import CandidateSource
+    from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+    from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DenseSimilarity", "ThematicSimilarity", "Hubness", "thematic_weight"]
-
-
-class DenseSimilarity:
-    """``sim(q, n)``: the pool's ``dense`` column (cosine to the claim)."""
-
-    name = "dense"
-
-    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
-        return pool.columns["dense"]
-
-    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return 1.0 - thematic_weight(settings, query)
-
-
-class ThematicSimilarity:
-    """``sim(T, n)``: cosine to the thematic embedding (weight :func:`thematic_weight`)."""
-
-    name = "thematic"
-
-    def scores(self, pool: CandidatePool, query: RankQuery) -> np.ndarray:
-        if query.theme_unit is None:
-            return np.zeros(len(pool), dtype=np.float32)
-        if "thematic" not in pool.columns:
-            pool.columns["thematic"] = pool.similarity(query.theme_unit)
-        return pool.columns["thematic"]
-
-    def weight(self, settings: CaragSettings, query: RankQuery) -> float:
-        return thematic_weight(settings, query)
-
-
-def thematic_weight(settings: CaragSettings, query: RankQuery) -> float:
-    """``(1 - alpha)`` times the share of the SOI's items not added below ``delta`` by ``soi_min_size`` (0 for an
-    empty SOI)."""
-    return (1.0 - settings.alpha) * query.theme_support
+__all__ = ["Hubness"]
 
 
 class Hubness:
