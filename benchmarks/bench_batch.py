@@ -38,13 +38,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import machine, table
 
 from llama_index_carag.cli import main as carag
-from llama_index_carag.cli.check import _check_batch, _checker
+from llama_index_carag.cli.check import _check_batch, _index_checker
 from llama_index_carag.cli.claims_file import ResultsFile
 from llama_index_carag.datasets import demo_corpus_path, load_demo_corpus
 from llama_index_carag.models.resolve import resolve_llm
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.verdicts.batch import BatchClaim
-from llama_index_carag.verdicts.labels.domain_prior import index_prior
 
 
 def _quiet(argv: list[str]) -> int:
@@ -91,9 +90,8 @@ def main() -> None:
     load = time.perf_counter()
     llm = None if args.llm == "none" else resolve_llm(args.llm)
     load = time.perf_counter() - load
-    prior = None if llm is None else index_prior(str(index), llm)
-    full, triage = _checker(retriever, llm, prior), _checker(retriever, llm, prior, explain=False)
-    full.check(claims[0])  # warm-up: first-call costs (content-free calibration, caches) out of the timings
+    full, triage = _index_checker(str(index), retriever, llm), _index_checker(str(index), retriever, llm, False)
+    full.check(claims[0])  # warm-up: first-call costs (the verifier's weights, caches) out of the timings
     times: dict[str, list[float]] = {"single": [], "batch": [], "triage": []}
     for _ in range(args.repeats):
         times["single"].append(_single_seconds(full, claims))

@@ -6,8 +6,6 @@
 The old path (before the ``ClaimChecker``, reproduced here from public calls): embed the claim, build its
 SOI (``build_soi``), then ``retrieve`` (which computes the SOI again), then the result.  The new path:
 ``ClaimChecker.retrieve`` (one embedding, one SOI computation: ``retrieve_with_soi``) and the result.
-For the ``"rule"`` decision the old verdict step also embedded the claim and every passage for the
-claim-passage cosines; the new one reads them from the provenance: the third pair of rows.
 Variants are timed interleaved (A B A B ...), so a busy machine slows both alike.
 """
 
@@ -27,9 +25,6 @@ from llama_index_carag import ContextAwareRetriever, load_demo_corpus
 from llama_index_carag.models.resolve import resolve_embed_model
 from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.verdicts.check import ClaimChecker, Retrieved
-from llama_index_carag.verdicts.labels.rules import evidence_cosines
-from llama_index_carag.verdicts.prompts import evidence_texts
-from llama_index_carag.verdicts.scored import provenance_cosines
 
 
 def main() -> None:
@@ -57,15 +52,6 @@ def main() -> None:
 
     same = all(old(c).model_dump() == new(c).model_dump() for c in claims)  # type: ignore[attr-defined]
     times = interleaved({"old": old, "new": new}, claims, repeats=args.repeats)
-    found = {c: checker.retrieve(c).nodes for c in claims}
-    cosines = interleaved(
-        {
-            "old": lambda c: evidence_cosines(model, c, evidence_texts(found[c])),  # type: ignore[index]
-            "new": lambda c: provenance_cosines(found[c]),  # type: ignore[index]
-        },
-        claims,
-        repeats=args.repeats,
-    )
     rows = [
         [
             "check without the LLM (embedding, SOI, retrieval, result)",
@@ -73,8 +59,6 @@ def main() -> None:
             f"{median_ms(times['old']):.2f}",
         ],
         ["", "new: ClaimChecker.retrieve", f"{median_ms(times['new']):.2f}"],
-        ["rule decision's claim-passage cosines", "old: embed claim + k passages", f"{median_ms(cosines['old']):.2f}"],
-        ["", "new: read from the provenance", f"{median_ms(cosines['new']):.3f}"],
     ]
     print(f"{machine()}; demo corpus, {args.settings!r} settings, {len(claims)} claims x {args.repeats}")
     print(f"same results on both paths: {same}; ratio new/old {median_ms(times['new']) / median_ms(times['old']):.2f}")

@@ -50,7 +50,7 @@ def _run(scorer: Any, ids: list[int], mode: str) -> tuple[dict[str, float], np.n
     """Evaluate ``ids`` the ``mode`` way, read the hidden state (if any), score the labels; seconds of it all."""
     import llama_cpp
 
-    from llama_index_carag.verdicts.labels.label_scores import LABEL_STRINGS
+    from llama_index_carag.verdicts.label_scores import LABEL_STRINGS
 
     model = scorer.model
     t0 = time.perf_counter()

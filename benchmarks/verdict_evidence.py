@@ -9,7 +9,7 @@ Writes ``{"factver": {"report": [...], "archive": [...]}, "scifact": {...}}``; e
 
 * **report** — FactVer: every claim of the report half of ``split_claims(..., seed=0)`` with at least one
   annotated passage (:class:`research.verdict_bench._Bench`); SciFact: all test claims of
-  ``verdicts.jsonl`` (file order; :func:`research.verdict_cache._scifact_claims`).
+  ``verdicts.jsonl`` (file order; :func:`scifact_report`).
   ``annotated``: the claim's linked evidence (FactVer: corpus order; SciFact: the cited abstracts, title and
   text, in ``evidence_ids`` order), the first ``k``; ``retrieved``: the package default retriever's top ``k``
   (MiniLM), new-claims protocol: its corpus claims are FactVer's tuning half / SciFact's train claims.
@@ -141,20 +141,51 @@ def factver(csv_path: Path, k: int, cache_dir: str | None) -> dict[str, list[dic
     return {"report": report, "archive": archive}
 
 
+def scifact_report(folder: Path, k: int, cache_dir: str | None) -> list[dict[str, Any]]:
+    """SciFact's test claims in file order: ``annotated`` the cited abstracts in the corpus (title and text, the
+    first ``k``), ``retrieved`` the package default retriever's top ``k`` over the corpus, its corpus claims the
+    train split (new-claims protocol, as ``carag eval --beir``); the corpus embeddings cached in ``cache_dir``."""
+    import io
+
+    import numpy as np
+    from llama_index.core.schema import MetadataMode, QueryBundle
+
+    from llama_index_carag.core.atomic import atomic_write_bytes
+    from llama_index_carag.evaluation.beir import load_beir
+    from llama_index_carag.evaluation.new_claims import beir_task, carag_retrievers, prepare_task
+    from llama_index_carag.models.resolve import resolve_embed_model
+
+    docs = {d.node_id: d.get_content() for d in load_beir(folder).documents}
+    with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:
+        rows = [row for row in map(json.loads, filter(str.strip, fh)) if row["split"] == "test"]
+    task, model = beir_task(folder), resolve_embed_model("minilm")
+    cached = Path(cache_dir) / f"scifact_minilm_{len(task.evidence)}.npy" if cache_dir else None
+    if cached is not None and cached.is_file():
+        vectors = np.load(cached)
+    else:
+        texts = [n.get_content(MetadataMode.EMBED) for n in task.evidence]
+        vectors = np.asarray(model.get_text_embedding_batch(texts, show_progress=True), np.float32)
+        if cached is not None:
+            buf = io.BytesIO()
+            np.save(buf, vectors)
+            atomic_write_bytes(cached, buf.getvalue())
+    prepared = prepare_task(task, model, evidence_vectors=vectors, show_progress=True)
+    retriever = carag_retrievers(prepared, {"default": "default"}, k=k)["default"]()
+    report = []
+    for row in rows:
+        cited = [docs[str(i)] for i in row["evidence_ids"] if str(i) in docs][:k]
+        hits = retriever.retrieve(QueryBundle(row["claim"]))
+        gold = {"SUPPORTED": "T", "REFUTED": "F", "NOT_ENOUGH_INFO": "N"}[row["label"]]
+        report.append(_item(str(row["claim_id"]), row["claim"], gold, cited, [h.node.get_content() for h in hits]))
+    return report
+
+
 def scifact(folder: Path, k: int, cache_dir: str | None) -> dict[str, list[dict[str, Any]]]:
     """SciFact's test claims (report) and train claims with evidence (archive)."""
     from research.archive_evidence import scifact_evidence
-    from research.verdict_cache import _scifact_claims, _scifact_retrieved
 
     logger.info("scifact: report (test claims)")
-    claims = _scifact_claims(folder, sys.maxsize)  # every test claim (grouped by label)
-    _scifact_retrieved(claims, folder, k, cache_dir)
-    with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:
-        order = {str(json.loads(line)["claim_id"]): i for i, line in enumerate(fh) if line.strip()}
-    report = [
-        _item(c.claim_id, c.claim, c.gold, c.evidence["annotated"][0][:k], c.evidence["retrieved"][0])
-        for c in sorted(claims, key=lambda c: order[c.claim_id])  # back to file order
-    ]
+    report = scifact_report(folder, k, cache_dir)
     logger.info("scifact: %d report claims", len(report))
     logger.info("scifact: archive (train claims, retrieved in folds)")
     archive = _archive(scifact_evidence(folder, k=k, cache_dir=cache_dir))

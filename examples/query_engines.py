@@ -40,7 +40,7 @@ def main() -> None:
     )
     llm = default_llm()  # the offline Qwen 1.5B: shows the pipeline; pass a stronger LLM for real use
     claim = corpus.claim_nodes[0].text
-    synthesizer = get_fact_check_synthesizer(llm, embed_model=retriever.embed_model)  # the measured label rule
+    synthesizer = get_fact_check_synthesizer(llm)  # the claim verifier decides, the LLM explains
 
     # 1. one line: our retriever + our synthesizer
     # from_args resolves Settings.llm even when a synthesizer is given: pass llm= (or set Settings.llm)

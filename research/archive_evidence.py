@@ -1,17 +1,13 @@
-"""The archive decision's inputs for the two labelled domains: each claim's signals on each evidence source.
+"""The archives of the two labelled domains, each claim with its evidence on each source
+(``benchmarks/verdict_evidence.py`` writes them for the verifier's benchmark).
 
 Per domain, the **archive** is the claims a desk has already checked (FactVer: the tuning half of
-``split_claims``; SciFact: the train claims of ``verdicts.jsonl``) and the **report** claims are the verdict
-cache's (FactVer report half, SciFact test: :mod:`research.verdict_cache`), so that the
-LLM's whole-evidence scores of the report claims are read from the cache, not recomputed.
-
-Evidence sources:
+``split_claims``; SciFact: the train claims of ``verdicts.jsonl``).  Evidence sources:
 
 * ``annotated`` — the claim's linked evidence (at most ``k`` passages); cosines with the encoder;
 * ``retrieved`` — the package default retriever's top ``k``.  An archive claim is retrieved as a *new* claim
   would be: the retriever's corpus claims are the archive without the claim's fold (five folds), so neither
-  the claim nor its own evidence links are in the retriever's corpus when it is checked.  Report claims use
-  the passages the cache recorded.
+  the claim nor its own evidence links are in the retriever's corpus when it is checked.
 
 One encoder for everything (MiniLM); embeddings are cached in ``cache_dir``.
 """
@@ -27,15 +23,42 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.verdicts.labels.archive_features import ClaimSignals
+from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ArchiveClaim", "DomainEvidence", "factver_evidence", "scifact_evidence", "FOLDS"]
+__all__ = ["ArchiveClaim", "ClaimSignals", "DomainEvidence", "factver_evidence", "scifact_evidence", "FOLDS"]
 
 #: Folds of the archive's leave-claims-out retrieval.
 FOLDS = 5
 _FEVER = {"SUPPORTED": "T", "REFUTED": "F", "NOT_ENOUGH_INFO": "N"}
+
+
+@dataclass(frozen=True)
+class ClaimSignals:
+    """What one claim check has: the claim, its embedding, its passages' texts and their claim cosines."""
+
+    claim: str
+    embedding: Sequence[float]
+    texts: Sequence[str]
+    cosines: Sequence[float]
+
+    @classmethod
+    def from_nodes(cls, claim: str, embedding: Sequence[float], nodes: Sequence[Any]) -> ClaimSignals:
+        """The signals of a retrieval: ``nodes`` (``NodeWithScore``) as retrieved, cosines from their provenance
+        (``claim_similarity``); a node without one gets its cosine from its own embedding, else ``ValueError``."""
+        claim_vec = _unit_rows(embedding)[0]
+        cosines = []
+        for n in nodes:
+            node = getattr(n, "node", n)
+            info = (node.metadata or {}).get(CARAG_METADATA_KEY) or {}
+            if info.get("claim_similarity") is not None:
+                cosines.append(float(info["claim_similarity"]))
+            elif node.embedding is not None:
+                cosines.append(float(_unit_rows(node.embedding)[0] @ claim_vec))
+            else:
+                raise ValueError(f"Passage {node.node_id!r} has neither a claim cosine nor an embedding.")
+        return cls(claim, list(map(float, embedding)), [getattr(n, "node", n).get_content() for n in nodes], cosines)
 
 
 @dataclass
@@ -50,21 +73,13 @@ class ArchiveClaim:
 
 @dataclass
 class DomainEvidence:
-    """A domain's archive claims (with signals) and how to build a report cache row's signals."""
+    """A domain's archive claims (with signals), its passages' texts and its encoder."""
 
     name: str
     archive: list[ArchiveClaim]
     texts: Mapping[str, str]
     embed_texts: Callable[[Sequence[str]], np.ndarray]
     embed_claim: Callable[[str], np.ndarray]
-
-    def report_signals(self, row: Mapping[str, Any]) -> ClaimSignals:
-        """The signals of a verdict-cache row: its passages looked up by id, cosines with the encoder."""
-        ids = [str(i) for i in row["passage_ids"]]
-        missing = [i for i in ids if i not in self.texts]
-        if missing:
-            raise ValueError(f"{self.name}: passage {missing[0]!r} of claim {row['claim_id']} is not in the data.")
-        return _signals(self, str(row["claim"]), [self.texts[i] for i in ids])
 
 
 def _signals(domain: DomainEvidence, claim: str, texts: Sequence[str]) -> ClaimSignals:
@@ -130,7 +145,7 @@ def _retrieved_signals(
 
 
 def factver_evidence(csv_path: str | Path, *, k: int = 6, cache_dir: str | None = None) -> DomainEvidence:
-    """FactVer: the archive is the tuning half (``split_claims``, seed 0), as the verdict cache's report rows."""
+    """FactVer: the archive is the tuning half (``split_claims``, seed 0)."""
     from research.verdict_bench import _Bench
 
     bench = _Bench(csv_path, k=k, cache_dir=cache_dir, seed=0)

@@ -1,16 +1,14 @@
-"""The papers' comparison, its sweeps, ``--explain`` and the verdict benchmark (formerly ``carag eval``'s research modes).
+"""The papers' comparison, its sweeps and ``--explain`` (formerly ``carag eval``'s research modes).
 
 Run from the repository root::
 
     python -m research.eval --data ../shared/data/factver/factver_master.csv --split report --sweep --out out/minilm_report
     python -m research.eval --data ... --limit 30 --explain          # verdicts + explanations with an LLM
-    python -m research.eval --verdicts --data ... --verdict-llms qwen1.5b
 
-The first two run RAG, CARAG and CARAG-u at the papers' settings (and the sweeps) on FactVer's claims
-(:mod:`research.runner`); ``--verdicts`` is the two-domain verdict benchmark
-(:func:`research.verdict_decisions.run_two_domain_bench`: the LLM outputs collected once,
-:mod:`research.verdict_cache`, every decision replayed on them).  The retrieval benchmark on new claims
-stays in the package: ``carag eval --protocol`` / ``carag eval --beir DIR``.
+Both run RAG, CARAG and CARAG-u at the papers' settings (and the sweeps) on FactVer's claims
+(:mod:`research.runner`).  The verifier's verdict benchmark is ``benchmarks/bench_verdicts.py``
+(docs/VERDICTS.md); the retrieval benchmark on new claims stays in the package: ``carag eval --protocol`` /
+``carag eval --beir DIR``.
 """
 
 from __future__ import annotations
@@ -38,15 +36,12 @@ from research.runner import (
     write_explanations,
     write_results,
 )
-from research.verdict_decisions import run_two_domain_bench
 
 __all__ = [
     "add_eval_arguments",
-    "add_verdict_arguments",
     "build_parser",
     "main",
     "run_eval_command",
-    "run_verdict_command",
 ]
 
 
@@ -54,11 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m research.eval``."""
     p = argparse.ArgumentParser(
         prog="python -m research.eval",
-        description="RAG, CARAG and CARAG-u with one encoder (the papers' comparison), sweeps, explanations; the "
-        "verdict benchmark; CSV + Markdown",
+        description="RAG, CARAG and CARAG-u with one encoder (the papers' comparison), sweeps, explanations; "
+        "CSV + Markdown",
     )
     add_eval_arguments(p)
-    add_verdict_arguments(p)
     return p
 
 
@@ -106,8 +100,6 @@ def run_eval_command(args: argparse.Namespace) -> int:
     from llama_index_carag.datasets import load_demo_corpus, load_factver
     from llama_index_carag.models.resolve import resolve_embed_model
 
-    if args.verdicts:
-        return run_verdict_command(args)
     if args.k < 1:
         raise ValueError("--k must be >= 1")
     if args.limit is not None and args.limit < 1:
@@ -196,82 +188,6 @@ def _explain(
     with md_path.open("a", encoding="utf-8") as fh:
         fh.write(extra)
     return {"verdicts": verdict_rows, "alignment": table.to_dict()}
-
-
-def add_verdict_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``--verdicts`` options."""
-    p.add_argument(
-        "--verdicts",
-        action="store_true",
-        help="verdict benchmark on two labelled domains, FactVer report half (--data) and SciFact test "
-        "(--scifact): arg-max, the old rule, the stance decision, the label-free prior and the archive decision "
-        "(with its learning curve) on the same cached LLM outputs",
-    )
-    p.add_argument("--verdict-llms", default="qwen1.5b", help="the label-scoring LLM for --verdicts (first one)")
-    p.add_argument("--per-label", type=int, default=10, help="--verdicts: claims per label (T, F, N) per domain")
-    p.add_argument("--tune-per-label", type=int, default=6, help=argparse.SUPPRESS)  # the retired offsets' tuning
-    p.add_argument(
-        "--scifact",
-        default=None,
-        help="--verdicts: the SciFact BEIR folder with verdicts.jsonl (default ../shared/data/scifact)",
-    )
-    p.add_argument(
-        "--verdict-cache",
-        default=None,
-        help="--verdicts: JSONL cache of the LLM outputs (default OUT/verdict_cache.jsonl; resumed, never recomputed)",
-    )
-    p.add_argument(
-        "--retrieved", action="store_true", help="--verdicts: FactVer also with the default retriever's top-k"
-    )
-    p.add_argument("--no-collect", action="store_true", help="--verdicts: summarise the cache only (no LLM)")
-
-
-def run_verdict_command(args: argparse.Namespace) -> int:
-    """``--verdicts``: :func:`research.verdict_decisions.run_two_domain_bench`."""
-    if not args.data:
-        raise ValueError("--verdicts needs --data (the FactVer CSV)")
-    if args.per_label < 1:
-        raise ValueError("--per-label must be >= 1")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cache = args.verdict_cache or str(out / "verdict_cache.jsonl")
-    llm = [x.strip() for x in args.verdict_llms.split(",") if x.strip()][0]
-    result = run_two_domain_bench(
-        args.data,
-        args.scifact or "../shared/data/scifact",
-        cache,
-        llm=llm,
-        per_label=args.per_label,
-        retrieved=args.retrieved,
-        cache_dir=args.cache_dir,
-        collect_first=not args.no_collect,
-    )
-    result["markdown"] += "\n\n" + _archive_tables(args, cache)
-    (out / "verdict_decisions.md").write_text(result["markdown"], encoding="utf-8")
-    (out / "verdict_decisions.json").write_text(json.dumps(result["summary"], indent=1), encoding="utf-8")
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print(result["markdown"])
-        print(f"cache {cache}; wrote {out / 'verdict_decisions.md'}, {out / 'verdict_decisions.json'}")
-    return 0
-
-
-def _archive_tables(args: argparse.Namespace, cache: str) -> str:
-    """The archive decision's tables (:mod:`research.archive_bench`): the report rows of
-    ``cache``, the label lean from the archive rows of ``cache`` and of the committed archive caches."""
-    from research import archive_bench
-
-    caches = [cache, *[c for c in archive_bench.CACHES[1:] if Path(c).is_file()]]
-    table, curve = archive_bench.run(
-        args.data, args.scifact or "../shared/data/scifact", caches=caches, cache_dir=args.cache_dir
-    )
-    return (
-        "## Archive decision (fitted on 100 labelled archive claims)\n\n"
-        + archive_bench.markdown(table, archive_bench.TABLE_COLUMNS)
-        + "\n\n### Learning curve (accuracy, mean ± sd over 5 samples)\n\n"
-        + archive_bench.markdown(curve, archive_bench.CURVE_COLUMNS)
-    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -235,8 +235,8 @@ def test_kill_9_mid_batch_then_rerun_loses_nothing(index_dir, tmp_path):
 
 # ------------------------------------------------------------------- --no-explanation
 def test_explain_false_scores_the_labels_and_generates_nothing(registry):  # noqa: F811 (the fixture)
-    full = get_fact_check_synthesizer("scripted:REFUTED", decision="argmax")
-    triage = get_fact_check_synthesizer("scripted:REFUTED", decision="argmax", explain=False)
+    full = get_fact_check_synthesizer("scripted:REFUTED", decision="llm")
+    triage = get_fact_check_synthesizer("scripted:REFUTED", decision="llm", explain=False)
     nodes = _nodes("The Eiffel Tower is in Paris.")
     explained = full.synthesize(SCRIPTED_CLAIM, nodes).metadata[VERDICT_KEY]
     assert [kind for kind, _ in ScriptedBackend.calls] == ["score", "generate"]

@@ -42,7 +42,7 @@ def test_schema_names_every_settings_field():
     schema = check_result_json_schema()
     ref = schema["properties"]["settings"]["$ref"].rsplit("/", 1)[-1]
     assert set(schema["$defs"][ref]["properties"]) == set(CaragSettings.model_fields)
-    assert schema["properties"]["schema_version"]["default"] == CHECK_SCHEMA_VERSION == 2
+    assert schema["properties"]["schema_version"]["default"] == CHECK_SCHEMA_VERSION == 3
 
 
 # ------------------------------------------------------------- the one check path
@@ -86,7 +86,7 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
     from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.scored import with_stances
 
-    class StanceSynthesizer:  # stands for the scored stance decision: stances on the source nodes
+    class StanceSynthesizer:  # stands for the verifier's decision: stances on the source nodes
         def synthesize(self, query, nodes):
             stances = [{"number": i, "stance": "REFUTED", "score": 0.5 + i / 100} for i in range(1, len(nodes) + 1)]
             verdict = Verdict(label=VerdictLabel.REFUTED, explanation="No [1].", raw="x", passage_stances=stances)

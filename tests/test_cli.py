@@ -24,7 +24,7 @@ from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "stance_probabilities", "cues"}
+EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "stance_probabilities"}
 CLAIM = "Offshore wind farms drive fish away."
 
 
@@ -55,14 +55,13 @@ def test_index_writes_index_and_state(index_dir):
 
 def test_index_calibrate_reads_the_csv_links_and_persists(tmp_path):
     out = tmp_path / "calibrated"
-    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate", "--no-llm")
+    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate")
     assert proc.returncode == 0, proc.stderr
     # the demo's 21 claims are linked through their evidence rows: too few to move off the preset
     assert "calibration: too few linked claims (21 < 50)" in proc.stdout
-    # ... and too few labelled claims for a verdict model: the decision says so, and is saved with the index
-    assert "verdict decision: archive prior (the label lean divided out): 21 labelled archive claims" in proc.stdout
-    assert "label lean: not measured" in proc.stdout and "verifier: " in proc.stdout
-    assert json.loads((out / "verdict_decision.json").read_text())["decision"]["fitted"]["fallback"] == "too_few"
+    # ... and the claim verifier is compared on their labels (the verdict half of --calibrate; no LLM is loaded)
+    assert "verifier: " in proc.stdout and "21 labelled claims with evidence" in proc.stdout
+    assert not list(out.glob("verdict_*.json"))  # no LLM decision or label lean is fitted
     from llama_index_carag import ContextAwareRetriever
 
     retriever = ContextAwareRetriever.from_persist_dir(out)
@@ -77,7 +76,7 @@ def test_check_json_schema_without_llm(index_dir):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) == {"schema_version", "claim", "verdict", "settings", "soi", "evidence"}
-    assert data["schema_version"] == CHECK_SCHEMA_VERSION == 2
+    assert data["schema_version"] == CHECK_SCHEMA_VERSION == 3
     assert data["verdict"] is None and data["claim"] == CLAIM
     settings = CaragSettings.model_validate(data["settings"])  # every option, not a lossy subset
     assert settings == DEFAULT.replace(n_clusters=3, delta=0.5, alpha=0.7, similarity_top_k=4)
@@ -216,33 +215,14 @@ def test_check_with_offline_llm(index_dir):
     assert verdict["label"] in {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and verdict["explanation"].strip()
 
 
-@pytest.mark.slow
-def test_calibrate_verdicts_saves_the_label_lean_and_check_uses_it(index_dir, tmp_path):
-    import shutil
-
-    folder = tmp_path / "idx"
-    shutil.copytree(index_dir, folder)
-    proc = carag(
-        "calibrate-verdicts",
-        str(demo_corpus_path()),
-        "--index",
-        str(folder),
-        "--llm",
-        "smollm2",
-        "--claims",
-        "2",
-        "--k",
-        "2",
-    )
-    assert proc.returncode == 0, proc.stderr
-    saved = json.loads((folder / "verdict_prior.json").read_text())
-    assert saved["claims"] == 2 and saved["passages"] == 0 and "SmolLM2" in saved["model"]  # whole-evidence only
-    assert sum(saved["joint"].values()) == pytest.approx(1.0)
-    checked = carag("check", CLAIM, "--index", str(folder), "--json", "--llm", "smollm2", "--decision", "llm")
-    assert checked.returncode == 0, checked.stderr
-    assert "lean divided out" in json.loads(checked.stdout)["verdict"]["decision_reason"]
-    bad = carag("calibrate-verdicts", str(demo_corpus_path()), "--index", str(folder), "--claims", "0")
-    assert bad.returncode == 2 and "--claims" in bad.stderr
+def test_the_retired_llm_label_calibrations_are_no_commands(tmp_path):
+    """``carag calibrate-verdicts`` and ``carag index --llm/--no-llm/--lean-claims`` went with the LLM's label lean."""
+    gone = carag("calibrate-verdicts", str(demo_corpus_path()), "--index", str(tmp_path))
+    assert gone.returncode == 2 and "invalid choice" in gone.stderr
+    for option in (["--no-llm"], ["--lean-claims", "3"], ["--llm", "smollm2"]):
+        proc = carag("index", str(demo_corpus_path()), "--out", str(tmp_path / "x"), "--calibrate", *option)
+        assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_graph_files(index_dir, tmp_path):

@@ -229,7 +229,7 @@ def _help(*command: str) -> str:
     return " ".join(proc.stdout.split())
 
 
-@pytest.mark.parametrize("command", ["check", "check-text", "chat", "demo", "calibrate-verdicts", "serve"])
+@pytest.mark.parametrize("command", ["check", "check-text", "chat", "demo", "serve"])
 def test_help_lists_every_llm_form(command):
     from llama_index_carag.models.llm_names import LLM_ALIASES, alias_variant
     from llama_index_carag.models.openai_compatible import PREFIX

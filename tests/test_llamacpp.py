@@ -43,7 +43,7 @@ def smol_cpp(smol_gguf):
 def _synth(llm):
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    return FactCheckSynthesizer(llm, decision="argmax")
+    return FactCheckSynthesizer(llm, decision="llm")
 
 
 @needs_llamacpp
@@ -167,7 +167,7 @@ def test_generation_options_are_translated_or_refused():
 
 
 def test_scorer_for_an_llm_of_no_backend_is_none():
-    from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+    from llama_index_carag.verdicts.label_scores import scorer_for
 
     from .helpers import StubLLM
 

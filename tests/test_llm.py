@@ -54,19 +54,18 @@ def test_default_llm_gives_one_checked_verdict():
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from llama_index_carag.models.llamacpp import llamacpp_available
-    from llama_index_carag.models.resolve import llm_name, resolve_embed_model
+    from llama_index_carag.models.resolve import llm_name
     from llama_index_carag.verdicts import sentence_stance
     from llama_index_carag.verdicts.explanation_checks import CONTRADICTING_STANCES
 
     t0 = time.perf_counter()
     llm = default_llm(max_new_tokens=48)
     print(f"Qwen load: {time.perf_counter() - t0:.1f} s ({llm_name(llm)})")
-    synth = get_fact_check_synthesizer(llm, embed_model=resolve_embed_model("minilm"), decision="llm")
+    synth = get_fact_check_synthesizer(llm, decision="llm")
     assert synth.label_mode == "score"
-    # llama.cpp where it is installed; the default decision is the arg-max (chosen by the declared rule of
-    # research/verdict_decisions.py on FactVer + SciFact); the FactVer-fitted rule is opt-in (decision="rule")
+    # llama.cpp where it is installed; the LLM's own label is the arg-max of its label log-likelihoods
     assert ("llama.cpp" in llm_name(llm)) == llamacpp_available()
-    assert synth.settings.decision == "llm" and synth.decision.name == "argmax"  # no archive decision given
+    assert synth.settings.decision == "llm" and synth.decision.name == "argmax"
     nodes = [NodeWithScore(node=TextNode(text="New Zealand has run an emissions trading scheme since 2008.", id_="E1"))]
     t0 = time.perf_counter()
     verdict = synth.synthesize("New Zealand has no carbon trading system.", nodes).metadata[VERDICT_KEY]

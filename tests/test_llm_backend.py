@@ -21,7 +21,7 @@ from llama_index_carag.models.llm_backends import backend_for, register_backend
 from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
 from llama_index_carag.models.resolve import llm_name, resolve_llm
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences
-from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+from llama_index_carag.verdicts.label_scores import scorer_for
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 
 CLAIM = "The Eiffel Tower is in Berlin."
@@ -111,7 +111,7 @@ def test_a_backend_defined_here_resolves_scores_and_explains(registry):
     llm = resolve_llm("scripted:REFUTED")
     assert isinstance(llm, ScriptedLLM) and llm.stance == "REFUTED"
     assert isinstance(backend_for(llm), ScriptedBackend) and llm_name(llm) == "scripted-refuted"
-    synth = get_fact_check_synthesizer(llm, decision="argmax")
+    synth = get_fact_check_synthesizer(llm, decision="llm")
     assert synth.label_mode == "score"
     verdict = synth.synthesize(CLAIM, _nodes("The Eiffel Tower is in Paris.")).metadata[VERDICT_KEY]
     assert (verdict.label, verdict.method, verdict.parsed) == (VerdictLabel.REFUTED, "scored", True)
@@ -172,7 +172,7 @@ def test_the_transformers_backend_is_found_by_class(tmp_path):
     assert isinstance(backend, HuggingFaceBackend) and backend.supports_logprobs()
     assert backend.model_name == llm_name(llm) == str(tmp_path) and backend.max_new_tokens == 12
     scorer = scorer_for(llm, max_new_tokens=5)
-    assert scorer is not None and scorer.backend.max_new_tokens == 5 and not scorer.shares_prefix
+    assert scorer is not None and scorer.backend.max_new_tokens == 5
 
 
 def test_the_openai_compatible_backend_is_found_by_class():
@@ -218,4 +218,4 @@ def test_a_real_llamacpp_llm_is_found_by_class():
     backend = backend_for(llm)
     assert isinstance(backend, LlamaCppBackend) and llm_name(llm) == backend.model_name == gguf.name
     scorer = scorer_for(llm)
-    assert scorer is not None and scorer.max_new_tokens == 40 and scorer.shares_prefix
+    assert scorer is not None and scorer.max_new_tokens == 40

@@ -288,7 +288,7 @@ def test_echoed_tail_with_and_without_the_generated_token():
 
 
 def test_scored_labels_sum_the_label_tokens_and_probe_once():
-    from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+    from llama_index_carag.verdicts.label_scores import scorer_for
 
     routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": _echo_completions()}
     with FakeServer(routes) as server:
@@ -428,11 +428,11 @@ def smol_server(tmp_path_factory):
 @pytest.mark.isolated  # loads llama.cpp in this process too (the reference scores)
 def test_real_server_scores_labels_as_llama_cpp_in_process(smol_server):
     """With the model's chat template the server's echoed log-probabilities give the in-process scores."""
-    from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+    from llama_index_carag.verdicts.label_scores import scorer_for
 
     url, gguf = smol_server
     llm = openai_compatible_llm(url + "#smollm2", chat_template=_gguf_chat_template(gguf), max_new_tokens=40)
-    synth = get_fact_check_synthesizer(llm, decision="argmax")  # whole-evidence scores: 3 requests, then 1
+    synth = get_fact_check_synthesizer(llm, decision="llm")  # whole-evidence scores: 3 requests, then 1
     assert synth.label_mode == "score"
     verdict = synth.synthesize(CLAIM, _nodes()).metadata["verdict"]
     assert verdict.method == "scored" and verdict.explanation

@@ -1,5 +1,5 @@
-"""Labels that always parse: scoring (tiny local HF model), structured output (stub), explanation checks,
-the NOT_ENOUGH_INFO offsets and the verdict benchmark's metrics.  All fast: no real LLM is loaded."""
+"""Labels that always parse: scoring (tiny local HF model), structured output (stub), explanation checks, the
+offline LLMs' names and backends.  All fast: no real LLM is loaded."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index_carag.models.files import QWEN_NAME
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences, sentence_stance
 from llama_index_carag.verdicts.explanation_checks import check_explanation, cited_numbers
-from llama_index_carag.verdicts.labels.label_scorer import scorer_for
-from llama_index_carag.verdicts.labels.label_scores import LABEL_STRINGS, LabelScores
+from llama_index_carag.verdicts.label_scores import LABEL_STRINGS, LabelScores, scorer_for
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, VerdictOutput
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
@@ -100,7 +99,7 @@ def test_cached_label_scores_equal_full_forward_passes(tiny_hf):
 
 
 def test_scored_verdicts_always_have_a_label(tiny_hf):
-    synth = FactCheckSynthesizer(tiny_hf, decision="argmax")
+    synth = FactCheckSynthesizer(tiny_hf, decision="llm")
     assert synth.label_mode == "score" and synth.decision.name == "argmax"
     nodes = _nodes("The sky is blue.", "Grass is green.")
     verdict = synth.synthesize("The sky is green.", nodes).metadata[VERDICT_KEY]
@@ -110,9 +109,7 @@ def test_scored_verdicts_always_have_a_label(tiny_hf):
     assert verdict.evidence_ids == [f"E{n}" for n in verdict.cited_passages]
     assert 1 <= len(answer_sentences(verdict.explanation)) <= 2
     best = max(verdict.label_scores, key=verdict.label_scores.get)
-    forced = FactCheckSynthesizer(tiny_hf, label_bias={N: 1e6}).synthesize("The sky is green.", nodes)
-    assert forced.metadata[VERDICT_KEY].label is N  # the offset decides
-    assert verdict.label.value == best  # no offset: the arg-max
+    assert verdict.label.value == best  # the LLM's own label: the arg-max of its scores
     again = asyncio.run(synth.asynthesize("The sky is green.", nodes)).metadata[VERDICT_KEY]
     assert again.label == verdict.label and again.explanation == verdict.explanation
     scores = synth.score_labels("The sky is green.", nodes)
@@ -300,7 +297,7 @@ def test_which_backend_runs_a_local_model(monkeypatch):
         chosen("org/model", "openai-compatible")
 
 
-def test_llm_names_for_measured_rules():
+def test_llm_names():
     from types import SimpleNamespace
 
     from llama_index_carag.models.files import QWEN_GGUF_FILE
@@ -336,54 +333,3 @@ def test_int8_decoder_layers_keep_the_head_and_score_close(tiny_hf):
         backend.model = original
     for label in LABEL_STRINGS:
         assert abs(int8.logprobs[label] - full.logprobs[label]) < 0.5
-
-
-# ------------------------------------------------------------ label rules
-def test_a_label_rule_decides_scored_labels_when_its_encoder_is_given(tiny_hf):
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    from llama_index_carag.verdicts.decision import RuleDecision
-    from llama_index_carag.verdicts.labels.rules import EvidenceLabelRule, applicable_rule
-
-    from .helpers import TableEmbedding
-
-    always_nei = EvidenceLabelRule("table-embedding", ((0.0,) * 5,) * 3, (0.0, 0.0, 5.0))
-    embed = TableEmbedding({"x": [1.0, 0.0]})
-    nodes = [NodeWithScore(node=TextNode(text="The sky is blue.", id_="E1"), score=None)]
-    assert applicable_rule(always_nei, tiny_hf, embed) is always_nei
-    synth = FactCheckSynthesizer(tiny_hf, embed_model=embed, decision=RuleDecision(always_nei))
-    verdict = synth.synthesize("The sky is green.", nodes).metadata["verdict"]
-    assert verdict.label is VerdictLabel.NOT_ENOUGH_INFO and verdict.method == "scored" and verdict.decision == "rule"
-    other = TableEmbedding({"x": [1.0, 0.0]})
-    object.__setattr__(other, "model_name", "another-encoder")
-    assert applicable_rule(always_nei, tiny_hf, other) is None  # cosines of another encoder
-    assert applicable_rule(always_nei, tiny_hf, None) is None  # no encoder given
-    assert FactCheckSynthesizer(tiny_hf, embed_model=embed, decision="rule").decision.name == "argmax"  # none measured
-    with pytest.raises(ValueError, match="rule must be"):
-        applicable_rule("learned", tiny_hf, embed)
-    with pytest.raises(TypeError, match="label_rule"):  # the keyword of an unreleased version is gone
-        FactCheckSynthesizer(tiny_hf, label_rule=None)
-
-
-def test_the_rule_reads_the_claim_cosines_from_the_provenance(tiny_hf):
-    """A claim check's nodes carry the retriever's claim cosines: the rule reads them, nothing is embedded."""
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
-    from llama_index_carag.verdicts.decision import RuleDecision
-
-    class SeenRule:
-        seen: list = []
-
-        def predict(self, joint, cosines):
-            self.seen.append(list(cosines))
-            return VerdictLabel.REFUTED
-
-    rule = SeenRule()
-    nodes = [
-        NodeWithScore(node=TextNode(text=t, id_=i, metadata={CARAG_METADATA_KEY: {"claim_similarity": c}}))
-        for t, i, c in (("The sky is blue.", "E1", 0.25), ("Grass is green.", "E2", 0.5))
-    ]
-    synth = FactCheckSynthesizer(tiny_hf, embed_model=None, decision=RuleDecision(rule))  # no encoder to embed with
-    verdict = synth.synthesize("The sky is green.", nodes).metadata["verdict"]
-    assert verdict.label is VerdictLabel.REFUTED and rule.seen == [[0.25, 0.5]]

@@ -18,6 +18,7 @@ from llama_index_carag.verifier.archive import (
     archive_claims,
     fit_archive_verifier,
     index_verifier,
+    labelled_claims,
 )
 from llama_index_carag.verifier.model import ClaimVerifier
 from tests.helpers import StubLLM
@@ -71,9 +72,40 @@ def test_decision_llm_keeps_the_llms_own_label():
 def test_an_unknown_decision_is_a_clear_error():
     with pytest.raises(ValueError, match="decision must be one of"):
         FactCheckSynthesizer(StubLLM(prompts=[]), decision="oracle")
+    with pytest.raises(ValueError, match="decision must be one of"):
+        FactCheckSynthesizer(StubLLM(prompts=[]), decision="stance")  # the retired LLM decisions are gone
+    for retired in ({"calibration": "none"}, {"label_bias": {"N": 1.0}}, {"embed_model": None}):
+        with pytest.raises(TypeError, match="Unknown FactCheckSynthesizer options"):
+            FactCheckSynthesizer(StubLLM(prompts=[]), **retired)
+
+
+def test_serve_builds_both_synthesizers_with_the_decision_asked_for(tmp_path):
+    from llama_index_carag.serve.llm_worker import serve_synthesizers
+    from llama_index_carag.verdicts.decision import ArgMaxDecision, VerifierDecision
+
+    from .tiny_llm import tiny_hf_llm
+
+    llm = tiny_hf_llm(tmp_path)
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    synthesizer, streaming = serve_synthesizers(llm, str(index_dir))  # no archive verifier: the shipped one
+    assert isinstance(synthesizer.decision, VerifierDecision) and isinstance(streaming.decision, VerifierDecision)
+    assert synthesizer.decision.verifier is streaming.decision.verifier
+    served, streaming = serve_synthesizers(llm, str(index_dir), decision="llm")  # carag serve --decision llm
+    assert isinstance(served.decision, ArgMaxDecision) and isinstance(streaming.decision, ArgMaxDecision)
+    assert served.label_mode == "score"
 
 
 # ------------------------------------------------------------------ archives
+def test_labelled_claims_read_t_f_n_and_full_names_and_skip_the_rest() -> None:
+    nodes = [TextNode(id_=str(i), text="c", metadata={"label": v}) for i, v in enumerate(["T", "REFUTED", "", "maybe"])]
+    nodes.append(TextNode(id_="x", text="c"))
+    assert [(n.node_id, label) for n, label in labelled_claims(nodes)] == [
+        ("0", VerdictLabel.SUPPORTED),
+        ("1", VerdictLabel.REFUTED),
+    ]
+
+
 def _claims(n: int) -> list[ArchiveClaim]:
     base = [
         ("Paris is the capital of France.", "Paris is the capital and largest city of France.", "SUPPORTED"),

@@ -36,7 +36,7 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
     id_width = min(40, max([len(r["id"]) for r in rows] + [2]))
     text_width = width - 52 - id_width
     below = text_width < _MIN_TEXT_COLUMN
-    header = f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance/cue':<13} id"
+    header = f"{'#':>2} {'score':>6} {'clu':>3} {'sim(q)':>6} {'sim(T)':>6} {'in SOI':<9} {'stance':<13} id"
     print(header if below else f"{header:<{len(header) - 2 + id_width}} evidence")
     for row in rows:
         info = row["carag"]
@@ -59,19 +59,12 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
 _STANCE_SHORT = {"SUPPORTED": "supports", "REFUTED": "refutes", "NOT_ENOUGH_INFO": "neither"}
 
 
-#: How a passage's refutation cues (the archive decision's) are shown in the stance column.
-_CUE_SHORT = {"numbers differ": "≠num", "negation differs": "≠neg"}
-
-
 def _stance(row: dict[str, Any]) -> str:
-    """``"supports 0.91"`` / ``"refutes 0.64"`` / ``"neither 0.55"``; under the archive decision the passage's
-    refutation cues (``"cue ≠num ≠neg"``: numbers / negation differ from the claim's, ``"no cue"``); ``"-"`` when neither was computed."""
+    """``"S .91 R .03 N .06"`` (the verifier's three probabilities) or ``"supports 0.91"`` / ``"refutes 0.64"`` /
+    ``"neither 0.55"``; ``"-"`` when no stance was computed."""
     stance = row.get("stance")
     if not stance:
-        cues = row.get("cues")
-        if cues is None:
-            return "-"
-        return "cue " + " ".join(_CUE_SHORT.get(c, c) for c in cues) if cues else "no cue"
+        return "-"
     probs = row.get("stance_probabilities")
     if probs:  # the verifier's three probabilities: "S .91 R .03 N .06"
         return " ".join(f"{k[0]} {float(probs.get(k, 0.0)):.2f}".replace("0.", ".") for k in _STANCE_SHORT)
@@ -97,14 +90,14 @@ def _checker(retriever: Any, llm: Any | None) -> Any:
     from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-    synthesizer = None if llm is None else FactCheckSynthesizer(llm, embed_model=retriever.embed_model)
+    synthesizer = None if llm is None else FactCheckSynthesizer(llm)
     return ClaimChecker(retriever, synthesizer)
 
 
 def _index_checker(
     index_dir: str, retriever: Any, llm: Any | None, explain: bool = True, decision: str = "verifier"
 ) -> Any:
-    """The checker with the verdict calibration saved in ``index_dir``
+    """The checker with the verifier saved in ``index_dir``
     (:meth:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer.from_persist_dir`); without an LLM,
     retrieval only."""
     from llama_index_carag.verdicts.check import ClaimChecker
@@ -112,9 +105,7 @@ def _index_checker(
 
     if llm is None:
         return ClaimChecker(retriever, None)
-    synthesizer = FactCheckSynthesizer.from_persist_dir(
-        index_dir, llm, embed_model=retriever.embed_model, explain=explain, decision=decision
-    )
+    synthesizer = FactCheckSynthesizer.from_persist_dir(index_dir, llm, explain=explain, decision=decision)
     return ClaimChecker(retriever, synthesizer)
 
 

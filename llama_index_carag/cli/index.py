@@ -1,10 +1,18 @@
-"""``carag index``: build and save an index from a CSV (``carag demo`` is :mod:`~llama_index_carag.cli.demo`)."""
+"""``carag index``: build and save an index from a CSV (``carag demo`` is :mod:`~llama_index_carag.cli.demo`).
+
+With ``--calibrate`` the index is fitted to its archive: the retrieval weights (by the retriever), then the claim
+verifier on the corpus claims that carry a verdict label, with their linked evidence
+(:func:`~llama_index_carag.verifier.archive.fit_archive_verifier`: a new threshold or a fine-tune, kept only where
+it wins out of fold), saved in the index folder, where ``carag check``, ``check-text``, ``serve`` and ``chat`` find
+it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _load_corpus, _setting_args
 
@@ -58,12 +66,31 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
     retriever.persist(out, persist_index=True)
     if getattr(args, "calibrate", False):
-        from llama_index_carag.cli.index_verdicts import calibrate_verdicts
-
-        calibrate_verdicts(args, corpus, retriever, out)
+        _fit_archive_verifier(corpus, retriever, out)
     print(
         f"indexed {len(corpus.evidence_nodes)} evidence passages and {len(corpus.claim_nodes)} claims "
         f"({args.mode}, {retriever.context.n_items_} items in {len(retriever.context.groups)} clusters) "
         f"into {out} in {time.perf_counter() - t0:.1f} s"
     )
     return 0
+
+
+def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
+    """Fit and save the archive verifier of ``--calibrate``; print one line on it."""
+    from llama_index_carag.verifier.archive import VERIFIER_DIR, archive_claims, fit_archive_verifier
+
+    archive = archive_claims(corpus.claim_nodes, corpus.evidence_nodes, retriever.settings.similarity_top_k)
+    print(_verifier_line(fit_archive_verifier(archive, out / VERIFIER_DIR)))
+
+
+def _verifier_line(record: dict[str, Any]) -> str:
+    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, the cost."""
+    found = record.get("candidates") or {}
+    scores = ", ".join(
+        f"{name} {c['macro_f1']:.3f}" for name, c in found.items() if isinstance(c, dict) and "macro_f1" in c
+    )
+    why = record.get("why", f"out-of-fold macro-F1 {scores}" if scores else "")
+    return (
+        f"verifier: {record['choice']} kept ({record['claims']} labelled claims with evidence; {why}); "
+        f"{record['seconds']:.0f} s"
+    )

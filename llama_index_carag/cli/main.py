@@ -1,5 +1,4 @@
-"""The ``carag`` command: index, check, check-text, calibrate-verdicts, graph, map, chat, demo, eval, serve,
-train-verifier.
+"""The ``carag`` command: index, check, check-text, graph, map, chat, demo, eval, serve, train-verifier.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -10,7 +9,6 @@ command; the commands live in :mod:`~llama_index_carag.cli.index` (index),
 :mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat),
 :mod:`~llama_index_carag.cli.check_text` (check-text),
 :mod:`~llama_index_carag.cli.figures` (graph, map),
-:mod:`~llama_index_carag.cli.calibrate_verdicts` (calibrate-verdicts),
 :mod:`~llama_index_carag.cli.eval` (eval: the retrieval benchmark; the papers' comparison, sweeps, verdict
 benchmarks and paper table are research code beside the package, ``python -m research.…``) and
 :mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
@@ -28,7 +26,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index_carag.cli.calibrate_verdicts import cmd_calibrate_verdicts
 from llama_index_carag.cli.check import cmd_chat, cmd_check
 from llama_index_carag.cli.check_text import cmd_check_text
 from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _positive_int, _presets, _unit_float
@@ -77,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_index_parser(sub)
     _add_check_parser(sub)
     _add_check_text_parser(sub)
-    _add_calibrate_parser(sub)
     _add_graph_parser(sub)
     _add_map_parser(sub)
     _add_chat_parser(sub)
@@ -178,18 +174,8 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
         "--calibrate",
         action="store_true",
         help="fit the index to its archive: the re-ranking weights by leave-one-out over the claims with linked "
-        "evidence (the preset is kept when too few are linked or nothing gains), the claim verifier on the "
-        "claims' labels and linked evidence (a threshold or a fine-tune, kept where it wins out of fold), the "
-        "LLM's archive decision; with --llm also the LLM's label lean on --lean-claims claims (about 10 s each "
-        "with the offline Qwen on 2 cores)",
-    )
-    _add_llm(p)
-    p.add_argument("--no-llm", action="store_true", help="with --calibrate: do not load the LLM (no label lean)")
-    p.add_argument(
-        "--lean-claims",
-        type=_positive_int("--lean-claims"),
-        default=30,
-        help="with --calibrate: claims the LLM's label lean is measured on (default 30)",
+        "evidence (the preset is kept when too few are linked or nothing gains), and the claim verifier on the "
+        "claims' labels and linked evidence (a threshold or a fine-tune, kept where it wins out of fold)",
     )
     p.add_argument("--show-skipped", type=int, default=10, metavar="N", help="list the first N skipped rows")
     for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
@@ -240,28 +226,6 @@ def _add_check_text_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schema", action="store_true", help="print the JSON Schema of --json's output and exit")
     _add_quiet(p)
     p.set_defaults(func=cmd_check_text)
-
-
-def _add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
-    """The ``carag calibrate-verdicts`` sub-command."""
-    p = sub.add_parser(
-        "calibrate-verdicts",
-        help="measure the LLM's label lean on the index's already-checked claims (no labels read); check/serve divide it out",
-    )
-    p.add_argument("data", help="the CSV the index was built from (its claims are retrieved and scored)")
-    _add_retrieval_overrides(p)
-    _add_llm(p)
-    p.add_argument("--claims", type=_positive_int("--claims"), default=30, help="claims to score (default 30)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the claim sample")
-    p.add_argument(
-        "--evidence",
-        choices=("linked", "retrieved"),
-        default="linked",
-        help="score each claim with the evidence the CSV links to it (default) or with what the index retrieves",
-    )
-    for col in ("claim-col", "evidence-col", "claim-id-col", "evidence-id-col", "label-col", "theme-col"):
-        p.add_argument(f"--{col}", help="column name (generic CSV layout)")
-    p.set_defaults(func=cmd_calibrate_verdicts)
 
 
 def _add_graph_parser(sub: argparse._SubParsersAction) -> None:

@@ -71,7 +71,7 @@ def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tup
 
     llm = load_llm_factory(args.llm_factory) if args.llm_factory else _llm(args)
     retriever = _load_retriever(args)
-    synthesizer, stream_synthesizer = serve_synthesizers(llm, retriever.embed_model, args.index, args.decision)
+    synthesizer, stream_synthesizer = serve_synthesizers(llm, args.index, args.decision)
     app = create_app(retriever, synthesizer, stream_synthesizer=stream_synthesizer, llm=llm, settings=settings)
     return retriever, app, model_info(llm)["name"]
 
@@ -80,7 +80,7 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     """The index here, the LLM in ``settings.llm_workers`` supervised worker processes (started and ready)."""
     from llama_index_carag.serve.command import check_llm_factory
     from llama_index_carag.serve.llm_pool import LLMPool, LLMStartupError
-    from llama_index_carag.serve.llm_worker import LLMWorkerSpec, embed_model_spec
+    from llama_index_carag.serve.llm_worker import LLMWorkerSpec
 
     if args.llm_factory:
         check_llm_factory(args.llm_factory)  # a typo fails before the index loads
@@ -88,7 +88,6 @@ def _with_workers(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
     spec = LLMWorkerSpec(
         llm=args.llm,
         llm_factory=args.llm_factory,
-        embed_model=embed_model_spec(retriever.embed_model),
         index_dir=str(args.index),
         decision=args.decision,
         log_level=logging.INFO if args.verbose else logging.WARNING,

@@ -10,12 +10,10 @@ A backend says, in one place, everything the package needs to know about a kind 
 * **what loading it will do**, said before it starts — :meth:`~LLMBackend.describe_load` (the command
   line's stage line: llama.cpp says when it first probes this CPU, a server backend which server it calls);
 * **what it supports** — :meth:`~LLMBackend.supports_logprobs`: log-likelihoods of given strings after a
-  prompt, or text only; :meth:`~LLMBackend.supports_shared_prefix`: whether several prompts that share a
-  prefix can be scored with the prefix evaluated once;
+  prompt, or text only;
 * and, where it scores, the **scoring primitives** the label scorer composes:
-  :meth:`~LLMBackend.score_options` (log-likelihood of each option string after a rendered prompt),
-  :meth:`~LLMBackend.generate` (the text that follows a prompt plus a given continuation) and, where
-  supported, :meth:`~LLMBackend.score_after_prefix` (options scored after each of several rendered prompts).
+  :meth:`~LLMBackend.score_options` (log-likelihood of each option string after a rendered prompt) and
+  :meth:`~LLMBackend.generate` (the text that follows a prompt plus a given continuation).
 
 Every feature is a method of the contract with a default for backends that lack it: callers ask the
 backend (:func:`~llama_index_carag.models.llm_backends.backend_for`), never probe its attributes.
@@ -23,7 +21,7 @@ backend (:func:`~llama_index_carag.models.llm_backends.backend_for`), never prob
 Why the scoring primitives live here, below ``verdicts``: the import layers put ``models`` left of
 ``verdicts``, so a backend may not name a verdict, a label or a label scorer.  Log-likelihoods of strings
 and continued generation are model-level operations that need none of them; the one label scorer
-(:mod:`~llama_index_carag.verdicts.labels.label_scorer`) turns them into scored labels, an explanation
+(:mod:`~llama_index_carag.verdicts.label_scores`) turns them into scored labels, an explanation
 and a verdict for every backend.  So a new backend is one subclass in one file, registered once
 (:func:`~llama_index_carag.models.llm_backends.register_backend`), and nothing in ``verdicts`` changes.
 Each built-in backend is one module holding its resolving, loading, probing and scoring:
@@ -176,7 +174,7 @@ class LLMBackend:
     # ------------------------------------------------------------ describing
     @property
     def model_name(self) -> str:
-        """The name the LLM's measured rules and results are filed under."""
+        """The name the LLM's results are filed under."""
         return generic_llm_name(self.llm)
 
     def llm_budget(self) -> int:
@@ -186,10 +184,6 @@ class LLMBackend:
     def supports_logprobs(self) -> bool:
         """Whether this LLM returns log-likelihoods of given strings (else its labels come from text)."""
         return self.logprobs
-
-    def supports_shared_prefix(self) -> bool:
-        """Whether :meth:`score_after_prefix` scores prompts with their shared prefix evaluated once (default: no)."""
-        return False
 
     # ------------------------------------------------------------ scoring
     def render(self, messages: Sequence[Any], prefix: str) -> str:
@@ -215,14 +209,6 @@ class LLMBackend:
         one of the ``stop`` strings (the caller cleans the text up).
         """
         raise NotImplementedError(f"{type(self).__name__} returns text only")
-
-    def score_after_prefix(
-        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str], suffix: str
-    ) -> list[dict[K, float]]:
-        """Each rendered prompt (text starting with ``prefix``), ``suffix`` appended, its ``options`` scored
-        (``{key: log-likelihood}``), the shared ``prefix`` evaluated once; only where
-        :meth:`supports_shared_prefix` (the default backend has no such scoring)."""
-        raise NotImplementedError(f"{type(self).__name__} scores no prompts with a shared prefix")
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

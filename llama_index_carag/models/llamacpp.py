@@ -501,10 +501,6 @@ class LlamaCppBackend(LLMBackend):
         """The ``llama_cpp.Llama`` behind the LLM."""
         return self.llm._model
 
-    def supports_shared_prefix(self) -> bool:
-        """Yes: :meth:`score_after_prefix` evaluates the shared prefix once."""
-        return True
-
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """The model's lock, held around a scoring and its generation."""
@@ -545,37 +541,6 @@ class LlamaCppBackend(LLMBackend):
             self._evaluate(prompt_ids)
             logprobs = self._options_here(prompt_ids, options)
         return logprobs, None, prompt_ids
-
-    def score_after_prefix(
-        self, prefix: str, prompts: Sequence[str], options: Mapping[K, str], suffix: str
-    ) -> list[dict[K, float]]:
-        """Each rendered prompt (text starting with ``prefix``, e.g. one claim's stance prompts), ``suffix``
-        appended, its ``options`` scored; the shared ``prefix`` is evaluated once.
-
-        Deterministic per prompt: the prefix is evaluated from the first token at every call (the same
-        tokens in the same batches), and each prompt's remainder on top of exactly that, so a prompt's
-        scores depend neither on the prompts scored before it nor on the others in ``prompts``.  A prompt
-        whose tokens do not start with the prefix's tokens is evaluated whole.
-        """
-        model = self.model
-        pre = self._ids(prefix, first=True)
-        out: list[dict[K, float]] = []
-        with model_lock(model):
-            held = False  # whether the model holds exactly the evaluated prefix (and what follows is discarded)
-            for text in prompts:
-                ids = self._ids(text + suffix, first=True)
-                self._check_room(ids)
-                if len(ids) > len(pre) and ids[: len(pre)] == pre:
-                    if not held:
-                        self._evaluate(pre)
-                        held = True
-                    model.n_tokens = len(pre)
-                    model.eval(ids[len(pre) :])
-                else:
-                    self._evaluate(ids)
-                    held = False
-                out.append(self._options_here(ids, options))
-        return out
 
     def _check_room(self, prompt_ids: list[int]) -> None:
         model = self.model

@@ -41,7 +41,7 @@ LLM_ALIASES = {
 }
 #: What ``resolve_llm(None)`` / ``default_llm()`` load.
 DEFAULT_LLM = "qwen1.5b"
-#: Appended to ``model_name`` of an int8-quantized LLM (its measured label rule differs).
+#: Appended to ``model_name`` of an int8-quantized LLM (its scores differ from the float model's).
 INT8_SUFFIX = " (int8)"
 #: Appended to the name of the offline Qwen run by llama.cpp from its Q4_K_M GGUF.
 LLAMACPP_SUFFIX = " (Q4_K_M, llama.cpp)"

@@ -201,7 +201,7 @@ def resolve_llm(
 
 
 def llm_name(llm: Any) -> str:
-    """The name an LLM's measured rules and results are filed under (pure).
+    """The name an LLM's results are filed under (pure).
 
     Its backend's :attr:`~llama_index_carag.models.backend.LLMBackend.model_name` (``HuggingFaceLLM``: its
     ``model_name``; the offline Qwen under llama.cpp: ``"Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, llama.cpp)"``;

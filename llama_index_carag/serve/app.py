@@ -118,7 +118,7 @@ def _bot_factory(checker: ClaimChecker, llm: Any) -> Callable[[], Any]:
     if checker.synthesizer is None:  # chat without /v1/check verdicts: the bot's own synthesizer on llm
         from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-        checker = replace(checker, synthesizer=FactCheckSynthesizer(llm, embed_model=checker.retriever.embed_model))
+        checker = replace(checker, synthesizer=FactCheckSynthesizer(llm))
     return lambda: FactCheckChatBot(checker, llm)
 
 

@@ -99,9 +99,7 @@ class RemoteSynthesizer:
             response.response_gen = self._deltas(response, claim, nodes)
             return response
         text, verdict = self.pool.call("verdict", claim, nodes)
-        sources = with_stances(
-            nodes, verdict.passage_stances, verdict.passage_cues
-        )  # as the worker's synthesizer gives them
+        sources = with_stances(nodes, verdict.passage_stances)  # as the worker's synthesizer gives them
         return Response(text, source_nodes=sources, metadata={VERDICT_KEY: verdict})
 
     def _deltas(self, response: StreamingResponse, claim: str, nodes: list[Any]) -> Generator[str, None, None]:

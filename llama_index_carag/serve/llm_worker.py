@@ -40,7 +40,6 @@ __all__ = [
     "worker_main",
     "build_llm",
     "serve_synthesizers",
-    "embed_model_spec",
     "model_info",
 ]
 
@@ -58,17 +57,14 @@ class LLMWorkerSpec:
     Attributes:
         llm: a ``resolve_llm`` name (``None`` or ``"default"``: the offline default).
         llm_factory: ``MODULE:CALLABLE`` returning a LlamaIndex LLM (replaces ``llm``).
-        embed_model: the retriever's encoder for the measured label rule: a model name or path
-            (:func:`embed_model_spec`), a picklable embed model, or ``None``.
         log_level: logging level of the worker (its records go to the server's stderr).
-        index_dir: the index folder whose verdict calibration the worker loads
+        index_dir: the index folder whose archive verifier the worker loads
             (``FactCheckSynthesizer.from_persist_dir``), or ``None`` (the shipped verifier, nothing fitted).
         decision: who decides the label, ``"verifier"`` (default) or ``"llm"`` (``carag serve --decision``).
     """
 
     llm: str | None = None
     llm_factory: str | None = None
-    embed_model: Any = None
     log_level: int = logging.WARNING
     index_dir: str | None = None
     decision: str = "verifier"
@@ -94,11 +90,9 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
     return resolve_llm(None if spec.llm in (None, "default") else spec.llm)
 
 
-def serve_synthesizers(
-    llm: Any, embed_model: Any, index_dir: str | None = None, decision: str = "verifier"
-) -> tuple[Any, Any]:
+def serve_synthesizers(llm: Any, index_dir: str | None = None, decision: str = "verifier") -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built, in the server
-    (``--llm-in-process``) and in a worker alike, with the verdict calibration saved in ``index_dir``
+    (``--llm-in-process``) and in a worker alike, with the archive verifier saved in ``index_dir``
     (``FactCheckSynthesizer.from_persist_dir``; ``None``: the shipped verifier, nothing fitted); ``decision``:
     ``"verifier"`` or ``"llm"`` (the LLM's own label)."""
     from llama_index_carag.verdicts.decision import VerifierDecision
@@ -106,44 +100,14 @@ def serve_synthesizers(
 
     def build(**options: Any) -> Any:
         if index_dir is None:
-            return FactCheckSynthesizer(llm, embed_model=embed_model, decision=decision, **options)
-        return FactCheckSynthesizer.from_persist_dir(
-            index_dir, llm, embed_model=embed_model, decision=decision, **options
-        )
+            return FactCheckSynthesizer(llm, decision=decision, **options)
+        return FactCheckSynthesizer.from_persist_dir(index_dir, llm, decision=decision, **options)
 
     synthesizer = build()
     verifier = synthesizer.decision.verifier if isinstance(synthesizer.decision, VerifierDecision) else None
     if verifier is not None:  # its weights load now, before the server (or the worker) says it is ready
         verifier.cross_encoder  # noqa: B018
     return synthesizer, build(streaming=True)
-
-
-def embed_model_spec(embed_model: Any) -> Any:
-    """How ``embed_model`` travels to a worker: its model name or path for a Hugging Face encoder
-    (the worker loads it again), the object itself if it pickles, else ``None`` (no label rule)."""
-    if embed_model is None:
-        return None
-    name = getattr(embed_model, "model_name", None)
-    if type(embed_model).__name__ == "HuggingFaceEmbedding" and isinstance(name, str):
-        return name
-    try:
-        pickle.dumps(embed_model)
-    except Exception as exc:
-        logger.warning(
-            "The embed model %s cannot be sent to the LLM worker (%s): the measured label rule is off.",
-            type(embed_model).__name__,
-            exc,
-        )
-        return None
-    return embed_model
-
-
-def _embed_model(spec: LLMWorkerSpec) -> Any:
-    if isinstance(spec.embed_model, str):
-        from llama_index_carag.models.resolve import resolve_embed_model
-
-        return resolve_embed_model(spec.embed_model)
-    return spec.embed_model
 
 
 def model_info(llm: Any) -> dict[str, Any]:
@@ -179,7 +143,7 @@ class _Model:
         llm = build_llm(spec)
         return cls(
             llm,
-            *serve_synthesizers(llm, _embed_model(spec), spec.index_dir, spec.decision),
+            *serve_synthesizers(llm, spec.index_dir, spec.decision),
         )
 
     def run(self, op: str, args: tuple[Any, ...], emit: Callable[[Any], None]) -> Any:

@@ -54,7 +54,7 @@ from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.scored import CUES_KEY, STANCE_KEYS
+from llama_index_carag.verdicts.scored import STANCE_KEYS
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +79,8 @@ __all__ = [
 
 #: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
 #: 2: ``settings`` is the full :class:`CaragSettings` (was ``mode``, ``alpha``, ``delta``, ``k``).
-CHECK_SCHEMA_VERSION = 2
+#: 3: the archive decision's refutation cues are gone (``evidence[].cues``, ``verdict.passage_cues``).
+CHECK_SCHEMA_VERSION = 3
 
 
 class EvidenceRow(BaseModel):
@@ -96,16 +97,11 @@ class EvidenceRow(BaseModel):
     stance: str | None = Field(
         default=None,
         description="the passage's own stance towards the claim (SUPPORTED, REFUTED or "
-        "NOT_ENOUGH_INFO = neither), from the verifier (or the LLM's stance decision); None when it was not scored",
+        "NOT_ENOUGH_INFO = neither), from the verifier; None when it was not scored",
     )
     stance_score: float | None = Field(default=None, description="probability (0-1) of that stance")
     stance_probabilities: dict[str, float] | None = Field(
         default=None, description="the probability of each label (SUPPORTED, REFUTED, NOT_ENOUGH_INFO) for this passage"
-    )
-    cues: list[str] | None = Field(
-        default=None,
-        description="the refutation cues the archive decision read in this passage against the claim "
-        "(numbers differ, negation differs; empty: none); None when that decision did not run",
     )
 
     @classmethod
@@ -113,7 +109,6 @@ class EvidenceRow(BaseModel):
         """The row of the ``rank``-th node: its provenance, with the stance (if any) in its own fields."""
         carag = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
         stance, stance_score, probabilities = (carag.pop(key, None) for key in STANCE_KEYS)
-        cues = carag.pop(CUES_KEY, None)
         return cls(
             rank=rank,
             id=hit.node.node_id,
@@ -123,7 +118,6 @@ class EvidenceRow(BaseModel):
             stance=stance,
             stance_score=stance_score,
             stance_probabilities=probabilities,
-            cues=cues,
         )
 
 

@@ -6,20 +6,15 @@
 stance); :func:`explained` puts the LLM's text in it as its checked explanation (also when streaming: the
 streamed text is the explanation).
 
-**``"score"`` mode** (``decision="llm"``): score what the decision needs, decide, explain, check.
+**``"score"`` mode** (a local LLM, or a server returning log-probabilities): :class:`ScoredVerdicts` is what
+:class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` runs:
 
-:class:`ScoredVerdicts` is what :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer`
-runs for a local LLM (or a server returning log-probabilities):
-
-1. the scores its :class:`~llama_index_carag.verdicts.decision.LabelDecision` needs: per-passage
-   stances (calibrated with the content-free prior of the model, cached per model), the
-   whole-evidence label log-likelihoods, claim-passage cosines;
-2. the decision: label and the passages it rests on;
-3. the explanation generated for that label — after the whole evidence for the whole-evidence
-   decisions (the prompt already evaluated for the scores), after the passages the label rests on
-   (at most ``explain_passages``, with their own numbers) for the stance decision — checked by
-   :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`; if it cites none of the
-   passages the label rests on, they are cited at its end.
+1. the decision (:class:`~llama_index_carag.verdicts.decision.LabelDecision`): ``decision="llm"``'s arg-max reads the
+   whole-evidence label log-likelihoods; the verifier reads the passages itself;
+2. the explanation generated for that label — after the whole evidence for the arg-max (the prompt already
+   evaluated for the scores), after the passages the verifier's label rests on (at most ``explain_passages``,
+   with their own numbers) — checked by :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`;
+   if it cites none of the passages the label rests on, they are cited at its end.
 """
 
 from __future__ import annotations
@@ -34,16 +29,8 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
 from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
-from llama_index_carag.verdicts.labels.stance import (
-    DEFAULT_PRIORS,
-    SIDES,
-    STANCE_ORDER,
-    ContentFreePrior,
-    PassageStance,
-    score_passages,
-)
 from llama_index_carag.verdicts.parsing import parse_verdict
-from llama_index_carag.verdicts.types import Verdict
+from llama_index_carag.verdicts.types import PassageStance, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -54,19 +41,12 @@ __all__ = [
     "explained",
     "label_words",
     "with_stances",
-    "provenance_cosines",
     "STANCE_KEYS",
-    "CUES_KEY",
 ]
 
 #: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them): the stance, its
 #: probability, and the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``).
 STANCE_KEYS = ("stance", "stance_score", "stance_probabilities")
-#: Key of a passage's refutation cues in its ``carag`` provenance (:func:`with_stances` writes it).
-CUES_KEY = "cues"
-
-#: Version of the stance prompt: part of the key of the cached content-free prior.
-STANCE_PROMPT_VERSION = "stance-v1"
 
 MessagesFn = Callable[[str, Sequence[str], Sequence[str] | None, Sequence[int] | None], list]
 
@@ -139,91 +119,20 @@ class ScoredVerdicts:
     """Scored verdicts for one LLM (see the module docstring).
 
     Args:
-        scorer: a :class:`~llama_index_carag.verdicts.labels.label_scorer.LabelScorer`.
+        scorer: a :class:`~llama_index_carag.verdicts.label_scores.LabelScorer`.
         decision: the :class:`LabelDecision`.
         settings: the synthesizer's :class:`VerdictSettings`.
         messages: ``(claim, texts, ids, numbers) -> chat messages`` of the fact-check prompt.
-        embed_model: for claim-passage cosines (decisions that need them).
-        model_key: the LLM's name (the content-free prior is cached under it).
-        priors: the prior cache.
-        domain_prior: a fitted ``DomainLabelPrior`` (its stance lean replaces the content-free prior).
     """
 
     scorer: Any
     decision: LabelDecision
     settings: VerdictSettings
     messages: MessagesFn
-    embed_model: Any = None
-    model_key: str = ""
-    priors: ContentFreePrior = DEFAULT_PRIORS
-    domain_prior: Any = None
 
-    def prior(self) -> Any:
-        """The stance prompt's label prior: the archive's (a fitted ``domain_prior`` with stances), else the
-        model's content-free one (``None`` with ``calibration="none"``)."""
-        if self.settings.calibration == "none":
-            return None
-        if self._domain_stance() is not None:
-            return self._domain_stance()
-        return self.priors.prior(self.scorer, f"{self.model_key}|{STANCE_PROMPT_VERSION}")
-
-    def _domain_stance(self) -> Any:
-        return getattr(self.domain_prior, "stance_", None)
-
-    def stances(self, claim: str, texts: Sequence[str], ids: Sequence[str]) -> list[PassageStance]:
-        """Each passage's calibrated stance towards ``claim`` (an archive prior: divided out over all labels)."""
-        full = self.settings.calibration == "content-free-full" or self._domain_stance() is not None
-        return score_passages(self.scorer, claim, texts, ids, self.prior(), STANCE_ORDER if full else SIDES)
-
-    def evidence(
-        self,
-        claim: str,
-        texts: Sequence[str],
-        ids: Sequence[str],
-        cosines: Sequence[float] | None = None,
-        claim_embedding: Sequence[float] | None = None,
-    ) -> ScoredEvidence:
-        """The :class:`ScoredEvidence` the decision needs, except ``joint`` (scored with the explanation).
-
-        ``cosines``: the claim-passage cosines when the retriever gave them (:func:`provenance_cosines`);
-        else, if the decision needs them, they are computed with ``embed_model`` (the claim embedded once,
-        or ``claim_embedding`` when given).
-        """
-        needs = self.decision.needs
-        stances = self.stances(claim, texts, ids) if "stances" in needs else None
-        embedding = None
-        if "embedding" in needs:  # first, so that cosines computed below reuse it (the claim embedded once)
-            if claim_embedding is None and self.embed_model is None:
-                raise ValueError("This decision needs the claim's embedding: pass the retriever's embed_model.")
-            if claim_embedding is None:
-                claim_embedding = self.embed_model.get_query_embedding(claim)
-            embedding = list(map(float, claim_embedding))
-        if "cosines" not in needs:
-            cosines = None
-        elif cosines is None:
-            from llama_index_carag.verdicts.labels.rules import evidence_cosines
-
-            found = evidence_cosines(self.embed_model, claim, list(texts), claim_embedding=claim_embedding)
-            cosines = list(map(float, found))
-        return ScoredEvidence(
-            claim,
-            list(texts),
-            list(ids),
-            stances=stances,
-            cosines=None if cosines is None else list(cosines),
-            claim_embedding=embedding,
-        )
-
-    def verdict(
-        self,
-        claim: str,
-        texts: Sequence[str],
-        ids: list[str],
-        cosines: Sequence[float] | None = None,
-        claim_embedding: Sequence[float] | None = None,
-    ) -> Verdict:
-        """Score, decide, explain and check (module docstring); ``cosines``, ``claim_embedding``: see :meth:`evidence`."""
-        evidence = self.evidence(claim, texts, ids, cosines, claim_embedding)
+    def verdict(self, claim: str, texts: Sequence[str], ids: list[str]) -> Verdict:
+        """Decide, explain and check (module docstring)."""
+        evidence = ScoredEvidence(claim, list(texts), list(ids))
         made: list[Decision] = []
 
         def decide(scores: Any) -> Any:
@@ -239,8 +148,7 @@ class ScoredVerdicts:
             )
             messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             label, scores, explanation = self.scorer.verdict(messages, decide=lambda _: made[0].label)
-        stances = evidence.stances if evidence.stances is not None else (list(made[-1].stances) or None)
-        return self._checked(made[-1], explanation, ids, scores, stances)
+        return self._checked(made[-1], explanation, ids, scores, list(made[-1].stances) or None)
 
     def _checked(
         self, decision: Decision, explanation: str, ids: list[str], scores: Any, stances: Sequence[PassageStance] | None
@@ -273,29 +181,20 @@ class ScoredVerdicts:
                 "decision_passages": list(decision.passages),
                 "decision_reason": decision.reason,
                 "passage_stances": None if stances is None else [s.as_dict() for s in stances],
-                "passage_cues": None
-                if not decision.cues
-                else [{"number": i + 1, "id": ids[i], "cues": list(c)} for i, c in enumerate(decision.cues)],
             }
         )
 
 
-def with_stances(
-    nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None, cues: Sequence[dict] | None = None
-) -> list[NodeWithScore]:
+def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> list[NodeWithScore]:
     """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score`` and
-    ``stance_probabilities``
-    (``stances``: the verdict's ``passage_stances``) or its refutation ``cues`` (the verdict's ``passage_cues``)."""
-    if stances and len(stances) == len(nodes):
-        found = [
-            {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]}
-            | ({STANCE_KEYS[2]: dict(st["probabilities"])} if st.get("probabilities") else {})
-            for st in stances
-        ]
-    elif cues and len(cues) == len(nodes):
-        found = [{CUES_KEY: list(c["cues"])} for c in cues]
-    else:
+    ``stance_probabilities`` (``stances``: the verdict's ``passage_stances``)."""
+    if not stances or len(stances) != len(nodes):
         return list(nodes)
+    found = [
+        {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]}
+        | ({STANCE_KEYS[2]: dict(st["probabilities"])} if st.get("probabilities") else {})
+        for st in stances
+    ]
     out = []
     for n, extra in zip(nodes, found):
         metadata = dict(n.node.metadata)
@@ -313,15 +212,3 @@ def with_stances(
         )
         out.append(NodeWithScore(node=node, score=n.score))
     return out
-
-
-def provenance_cosines(nodes: Sequence[NodeWithScore]) -> list[float] | None:
-    """Each node's claim cosine from its ``carag`` provenance (``claim_similarity``, computed by the
-    retriever), or ``None`` unless every node has one."""
-    cosines: list[float] = []
-    for n in nodes:
-        cosine = (n.node.metadata.get(CARAG_METADATA_KEY) or {}).get("claim_similarity")
-        if cosine is None:
-            return None
-        cosines.append(float(cosine))
-    return cosines

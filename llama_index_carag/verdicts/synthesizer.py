@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import llama_index.core.instrumentation as instrument
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
     AsyncStreamingResponse,
@@ -54,8 +53,6 @@ from llama_index_carag.verdicts.decision import (
     with_options,
 )
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
-from llama_index_carag.verdicts.labels.domain_prior import DomainLabelPrior
-from llama_index_carag.verdicts.labels.stance import PassageStance
 from llama_index_carag.verdicts.prompts import (
     EXPLAIN_CHAT_PROMPT,
     FACT_CHECK_PROMPT_SEL,
@@ -70,7 +67,6 @@ from llama_index_carag.verdicts.scored import (
     decided,
     explained,
     label_words,
-    provenance_cosines,
     with_stances,
 )
 from llama_index_carag.verdicts.types import (
@@ -113,20 +109,13 @@ class FactCheckSynthesizer(BaseSynthesizer):
         llm: any LlamaIndex LLM (default: ``Settings.llm``).
         settings: the :class:`~llama_index_carag.verdicts.decision.VerdictSettings` (default: the claim
             verifier decides, the LLM explains in at most two sentences; ``decision="llm"``: the LLM's own label).
-        decision: a :class:`~llama_index_carag.verdicts.decision.LabelDecision` for ``"score"`` mode, or a
-            decision's name (``"stance"``, ``"argmax"``, ``"rule"``; default: the one ``settings.decision`` names).
-        embed_model: a LlamaIndex embed model for decisions that read claim-passage cosines
-            (``"rule"``: the retriever's, ``retriever.embed_model``).
+        decision: a :class:`~llama_index_carag.verdicts.decision.LabelDecision`, or a decision's name
+            (``"verifier"``, ``"llm"``; default: the one ``settings.decision`` names).
         fact_check_template: prompt with ``query_str`` (claim) and ``context_str``
             (numbered evidence); default picks a chat or completion variant.  The verifier's label is explained
             with ``explain_template`` (``query_str``, ``context_str``, ``label_str``;
             ``update_prompts({"explain_template": ...})``).
         streaming: return a ``StreamingResponse`` (always the ``"text"`` mode).
-        domain_prior: a fitted :class:`~llama_index_carag.verdicts.labels.domain_prior.DomainLabelPrior` for
-            this LLM: the archive's label lean, measured without labels, is divided out of the arg-max and
-            of the per-passage stances (``calibration="none"`` turns it off).
-        archive_decision: the index's fitted ``ArchiveDecision`` (``carag index --calibrate``,
-            :func:`~llama_index_carag.verdicts.archive_fit.saved_archive_decision`); ``decision="llm"`` uses it.
         verifier: the :class:`~llama_index_carag.verifier.model.ClaimVerifier` of the default decision (default:
             the one shipped with the package; ``carag index --calibrate`` may store an archive-adapted one).
         **options: :class:`VerdictSettings` fields (``max_sentences=1``, ``label_mode="text"``, …) applied
@@ -139,12 +128,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
         *,
         settings: VerdictSettings | None = None,
         decision: LabelDecision | str | None = None,
-        embed_model: BaseEmbedding | None = None,
         fact_check_template: BasePromptTemplate | None = None,
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
-        domain_prior: DomainLabelPrior | None = None,
-        archive_decision: Any = None,
         verifier: Any = None,
         **options: Any,
     ) -> None:
@@ -152,7 +138,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if isinstance(decision, str):  # a decision's name: a settings field
             options["decision"], decision = decision, None
         settings = with_options(settings or VerdictSettings(), options)
-        self._settings, self._embed_model = settings, embed_model
+        self._settings = settings
         self._template = fact_check_template or FACT_CHECK_PROMPT_SEL
         self._explain_template: BasePromptTemplate = EXPLAIN_CHAT_PROMPT
         self._scorer: Any = None
@@ -161,44 +147,26 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self._decision: LabelDecision | None = None
         self._scored_verdicts: ScoredVerdicts | None = None
         if self._label_mode == "score" or settings.decision == "verifier" or decision is not None:
-            self._decision = decision or resolve_decision(
-                settings, self._llm, embed_model, domain_prior, archive_decision, verifier
-            )
+            self._decision = decision or resolve_decision(settings, verifier)
         if self._label_mode == "score":
-            from llama_index_carag.models.resolve import llm_name
-
-            name = llm_name(self._llm)
-            if domain_prior is not None:
-                domain_prior.check_model(name)
             assert self._decision is not None
-            self._scored_verdicts = ScoredVerdicts(
-                self._scorer, self._decision, settings, self.messages, embed_model, name, domain_prior=domain_prior
-            )
-        self._domain_prior = domain_prior
+            self._scored_verdicts = ScoredVerdicts(self._scorer, self._decision, settings, self.messages)
 
     @classmethod
-    def from_persist_dir(
-        cls, persist_dir: str | Path, llm: LLM | None = None, *, embed_model: BaseEmbedding | None = None, **kwargs: Any
-    ) -> FactCheckSynthesizer:
-        """The synthesizer with the verdict calibration saved in an index folder: the archive's verifier
-        (``carag index --calibrate``; else the shipped one) and, for ``decision="llm"``, the LLM's label lean
-        (``carag calibrate-verdicts``, when measured for ``llm``) and the archive decision (for ``embed_model``'s
-        encoder).  The one door through which ``carag check``, ``chat``, ``check-text`` and ``carag serve`` (in
-        process and in its workers) load it.  ``kwargs``: as for the constructor (``decision``, ``streaming``,
-        ``explain``, …)."""
-        from llama_index_carag.verdicts.archive_fit import index_archive_decision
-        from llama_index_carag.verdicts.labels.domain_prior import index_prior
+    def from_persist_dir(cls, persist_dir: str | Path, llm: LLM | None = None, **kwargs: Any) -> FactCheckSynthesizer:
+        """The synthesizer with the verifier saved in an index folder (``carag index --calibrate``'s archive verifier;
+        else the shipped one; ``decision="llm"`` reads nothing).  The one door through which ``carag check``,
+        ``chat``, ``check-text`` and ``carag serve`` (in process and in its workers) load it.  ``kwargs``: as for
+        the constructor (``decision``, ``streaming``, ``explain``, …)."""
         from llama_index_carag.verifier.archive import index_verifier
 
         decision = kwargs.get("decision") or (kwargs.get("settings") or VerdictSettings()).decision
         if decision == "verifier":
-            return cls(llm, embed_model=embed_model, verifier=index_verifier(persist_dir), **kwargs)
-        archive = None if embed_model is None else index_archive_decision(persist_dir, embed_model)
-        prior = None if llm is None else index_prior(persist_dir, llm)
-        return cls(llm, embed_model=embed_model, domain_prior=prior, archive_decision=archive, **kwargs)
+            return cls(llm, verifier=index_verifier(persist_dir), **kwargs)
+        return cls(llm, **kwargs)
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
-        from llama_index_carag.verdicts.labels.label_scorer import scorer_for
+        from llama_index_carag.verdicts.label_scores import scorer_for
 
         if mode in ("auto", "score"):
             self._scorer = scorer_for(self._llm, max_tokens, self._settings.max_sentences, self._settings.explain)
@@ -218,7 +186,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
 
     @property
     def decision(self) -> LabelDecision | None:
-        """The :class:`LabelDecision` (the verifier's in any mode; the others in ``"score"`` mode; else ``None``)."""
+        """The :class:`LabelDecision` (the verifier's in any mode; the arg-max in ``"score"`` mode; else ``None``)."""
         return self._decision
 
     @property
@@ -291,7 +259,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
     def score_labels(self, query_str: str, nodes: Sequence[NodeWithScore]) -> Any:
         """The label log-likelihoods for a claim and its evidence, without an explanation (``"score"`` mode only).
 
-        Returns a :class:`~llama_index_carag.verdicts.labels.label_scores.LabelScores` (before ``label_bias``).
+        Returns a :class:`~llama_index_carag.verdicts.label_scores.LabelScores`.
         """
         if self._scorer is None:
             raise ValueError(f"score_labels needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
@@ -299,18 +267,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
         scores, _, _ = self._scorer.score(self.messages(query_str, texts, [n.node.node_id for n in nodes]))
         return scores
 
-    def score_stances(self, query_str: str, nodes: Sequence[NodeWithScore]) -> list[PassageStance]:
-        """Each passage's calibrated stance towards the claim, without a verdict (``"score"`` mode only)."""
-        if self._scored_verdicts is None:
-            raise ValueError(f"score_stances needs label_mode 'score'; this synthesizer uses {self._label_mode!r}.")
-        return self._scored_verdicts.stances(query_str, evidence_texts(nodes), [n.node.node_id for n in nodes])
-
     # ---------------------------------------------------------------- verdicts
     def verdict(self, query: QueryTextType, nodes: Sequence[NodeWithScore]) -> Verdict:
         """The :class:`Verdict` on ``nodes`` (numbered in order), without a ``Response`` (any mode but streaming).
 
-        ``query``: the claim, or a ``QueryBundle`` (its ``embedding``, if set, saves the claim's embedding
-        when a decision needs cosines the provenance lacks).  No evidence: NOT_ENOUGH_INFO, no LLM call.
+        ``query``: the claim, or a ``QueryBundle``.  No evidence: NOT_ENOUGH_INFO, no LLM call.
         """
         bundle = QueryBundle(query) if isinstance(query, str) else query
         if not nodes:
@@ -319,7 +280,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if self._verified_first():
             return self._verified(bundle, texts, ids, self._llm.predict)
         if self._label_mode == "score":
-            return self._scored(bundle, texts, ids, provenance_cosines(nodes))
+            return self._scored(bundle, texts, ids)
         if self._label_mode == "structured":
             try:
                 out = self._llm.structured_predict(
@@ -343,7 +304,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
             text = await self._llm.apredict(self._explain_template, **self._explain_args(bundle, texts, ids, decided))
             return self._explained(decided, text, ids)
         if self._label_mode == "score":
-            return await asyncio.to_thread(self._scored, bundle, texts, ids, provenance_cosines(nodes))
+            return await asyncio.to_thread(self._scored, bundle, texts, ids)
         if self._label_mode == "structured":
             try:
                 args = self._prompt_args(bundle, texts, ids)
@@ -380,11 +341,9 @@ class FactCheckSynthesizer(BaseSynthesizer):
     def _prompt_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str] | None) -> dict[str, str]:
         return {"query_str": fence(bundle.query_str), "context_str": self._context(texts, ids)}
 
-    def _scored(
-        self, bundle: QueryBundle, texts: Sequence[str], ids: list[str], cosines: list[float] | None = None
-    ) -> Verdict:
+    def _scored(self, bundle: QueryBundle, texts: Sequence[str], ids: list[str]) -> Verdict:
         assert self._scored_verdicts is not None
-        verdict = self._scored_verdicts.verdict(bundle.query_str, texts, ids, cosines, bundle.embedding)
+        verdict = self._scored_verdicts.verdict(bundle.query_str, texts, ids)
         return with_answer_text(verdict if self._settings.explain else verdict.model_copy(update=UNEXPLAINED))
 
     def _structured(self, out: Any, ids: list[str]) -> Verdict:
@@ -512,7 +471,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         self, verdict: Verdict, nodes: Sequence[NodeWithScore], additional: Sequence[NodeWithScore] | None
     ) -> Response:
         """``Response``: the explanation, the verdict, and the evidence with each passage's stance (if scored)."""
-        sources = with_stances(hide_labels(nodes), verdict.passage_stances, verdict.passage_cues)
+        sources = with_stances(hide_labels(nodes), verdict.passage_stances)
         sources += list(additional or [])
         metadata = self._get_metadata_for_response([n.node for n in sources]) or {}
         return Response(verdict.explanation, source_nodes=sources, metadata={**metadata, VERDICT_KEY: verdict})
@@ -544,9 +503,6 @@ def get_fact_check_synthesizer(
     settings: VerdictSettings | None = None,
     fact_check_template: BasePromptTemplate | None = None,
     callback_manager: CallbackManager | None = None,
-    embed_model: BaseEmbedding | None = None,
-    domain_prior: DomainLabelPrior | None = None,
-    archive_decision: Any = None,
     verifier: Any = None,
     **options: Any,
 ) -> FactCheckSynthesizer:
@@ -558,8 +514,7 @@ def get_fact_check_synthesizer(
         streaming: stream the model's text (free-text labels).
         settings: :class:`VerdictSettings` (default: the claim verifier decides; ``decision="llm"``: the LLM's own label).
         fact_check_template: prompt override (``query_str``, ``context_str``).
-        embed_model: the retriever's embed model (for the ``"rule"`` decision's cosines).
-        domain_prior, archive_decision, verifier: the index's verdict calibration (see :class:`FactCheckSynthesizer`).
+        verifier: the claim verifier of the default decision (see :class:`FactCheckSynthesizer`).
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``).
     """
     from llama_index_carag.models.resolve import resolve_llm
@@ -570,9 +525,6 @@ def get_fact_check_synthesizer(
         fact_check_template=fact_check_template,
         streaming=streaming,
         callback_manager=callback_manager,
-        embed_model=embed_model,
-        domain_prior=domain_prior,
-        archive_decision=archive_decision,
         verifier=verifier,
         **options,
     )

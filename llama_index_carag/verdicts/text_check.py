@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 #: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
-TEXT_CHECK_SCHEMA_VERSION = 1
+#: 2: its claims' checks are :class:`CheckResult` 3 (the archive decision's refutation cues are gone).
+TEXT_CHECK_SCHEMA_VERSION = 2
 
 #: The verdict labels a summary counts, in this order.
 LABELS: tuple[str, ...] = tuple(label.value for label in VerdictLabel)

@@ -1,11 +1,14 @@
-"""The verdict data types: :class:`VerdictLabel` (the three labels, FactVer's letters) and :class:`Verdict` (a parsed answer).
+"""The verdict data types: :class:`VerdictLabel` (the three labels, FactVer's letters), :class:`Verdict` (a parsed
+answer) and :class:`PassageStance` (one passage's stance towards the claim, as the claim verifier reads it).
 
-Both are re-exported by :mod:`llama_index_carag.verdicts`.
+:class:`Verdict` and :class:`VerdictLabel` are re-exported by :mod:`llama_index_carag.verdicts`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -14,6 +17,8 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 __all__ = [
     "Verdict",
     "VerdictLabel",
+    "PassageStance",
+    "STANCE_ORDER",
     "VERDICT_KEY",
     "NO_EVIDENCE_EXPLANATION",
     "UNEXPLAINED",
@@ -60,6 +65,42 @@ _FEVER_NAMES = {
 }
 
 
+#: The labels in their fixed order (a passage's three probabilities; ties go to the earlier one).
+STANCE_ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
+
+
+@dataclass(frozen=True)
+class PassageStance:
+    """One passage's stance towards the claim.
+
+    Attributes:
+        number: the passage's 1-based number among the evidence.
+        node_id: its node id.
+        stance: the label with the highest probability.
+        score: that probability (0-1).
+        probabilities: the probability of each label.
+        logprobs: their natural logs.
+    """
+
+    number: int
+    node_id: str
+    stance: VerdictLabel
+    score: float
+    probabilities: Mapping[VerdictLabel, float]
+    logprobs: Mapping[VerdictLabel, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"number", "id", "stance", "score", "probabilities", "logprobs"}``."""
+        return {
+            "number": self.number,
+            "id": self.node_id,
+            "stance": self.stance.value,
+            "score": round(self.score, 4),
+            "probabilities": {k.value: round(float(v), 4) for k, v in self.probabilities.items()},
+            "logprobs": {k.value: round(float(v), 4) for k, v in self.logprobs.items()},
+        }
+
+
 class Verdict(BaseModel):
     """A parsed verdict.
 
@@ -75,22 +116,20 @@ class Verdict(BaseModel):
             by a local model), ``"structured"`` (``llm.structured_predict``),
             ``"text"`` (read from free text by :func:`~llama_index_carag.verdicts.parse_verdict`) or
             ``"none"`` (no evidence, no LLM call).
-        label_scores: for ``"scored"``, the log-likelihood of each label (before any bias).
+        label_scores: for ``"scored"``, the log-likelihood of each label.
         cited_passages: 1-based numbers of the shown passages the explanation cites.
         invalid_citations: citation numbers the model wrote that are not among the
             shown passages; they were removed from the explanation.
         explanation_repaired: sentences contradicting the label were dropped (or,
             if none was left, a neutral sentence stands in).
-        decision: the decision that picked the label (``"verifier"``; for ``"scored"``: ``"stance"``,
-            ``"argmax"``, ``"archive"``, ``"rule"``).
-        decision_passages: 1-based numbers of the passages the label rests on (stance decision:
-            those whose stance is the label, strongest first; for NOT_ENOUGH_INFO all of them).
+        decision: the decision that picked the label (``"verifier"``; for ``"scored"``: ``"argmax"``, the
+            arg-max of the LLM's label log-likelihoods).
+        decision_passages: 1-based numbers of the passages the label rests on (the verifier: the strongest
+            passages of the label; for NOT_ENOUGH_INFO all of them).
         decision_reason: the decision's reason in a few words.
-        passage_stances: for the verifier and the stance decision, each passage's stance: ``{"number", "id",
-            "stance", "score", "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability;
-            ``probabilities`` all three).
-        passage_cues: for the archive decision, each passage's refutation cues against the claim:
-            ``{"number", "id", "cues"}`` (``cues``: e.g. ``["numbers differ"]``, empty when none).
+        passage_stances: for the verifier, each passage's stance: ``{"number", "id", "stance", "score",
+            "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability; ``probabilities`` all
+            three).
     """
 
     label: VerdictLabel = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
@@ -102,30 +141,22 @@ class Verdict(BaseModel):
         default="text", description="how the label was obtained: verifier, scored, structured, text or none"
     )
     label_scores: dict[str, float] | None = Field(
-        default=None, description="scored labels: the log-likelihood of each label (before any bias)"
+        default=None, description="scored labels: the log-likelihood of each label"
     )
     cited_passages: list[int] = Field(default_factory=list, description="1-based numbers of the cited passages")
     invalid_citations: list[int] = Field(
         default_factory=list, description="citation numbers not among the shown passages (removed)"
     )
     explanation_repaired: bool = Field(default=False, description="sentences contradicting the label were dropped")
-    decision: str | None = Field(
-        default=None, description="the decision that picked the label (verifier, stance, argmax, archive or rule)"
-    )
+    decision: str | None = Field(default=None, description="the decision that picked the label (verifier or argmax)")
     decision_passages: list[int] = Field(
-        default_factory=list, description="1-based ranks of the passages the label rests on (stance decision)"
+        default_factory=list, description="1-based ranks of the passages the label rests on"
     )
     decision_reason: str = Field(default="", description="the decision's reason in a few words")
     passage_stances: list[dict] | None = Field(
         default=None,
         description="per passage: number (rank), id, stance, score (its probability), "
-        "probabilities and logprobs per label; from the verifier (default) or the stance decision; None when "
-        "no passage was scored",
-    )
-    passage_cues: list[dict] | None = Field(
-        default=None,
-        description="per passage: number (rank), id and the refutation cues the archive decision read "
-        "(numbers differ, negation differs); None when that decision did not run",
+        "probabilities and logprobs per label; from the verifier; None when no passage was scored",
     )
 
     def to_fever(self) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_carag.verdicts.types import VerdictLabel
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier, chunk_passage
 from llama_index_carag.verifier.pairs import LABELS, Pair
@@ -90,11 +91,24 @@ class ArchiveClaim:
     passages: tuple[str, ...]
 
 
+def labelled_claims(claim_nodes: Sequence[Any], label_key: str = "label") -> list[tuple[Any, VerdictLabel]]:
+    """The claims whose ``metadata[label_key]`` is a verdict label (T/F/N or a full name), with that label."""
+    out = []
+    for node in claim_nodes:
+        raw = (node.metadata or {}).get(label_key)
+        if raw in (None, ""):
+            continue
+        try:
+            out.append((node, VerdictLabel.from_fever(str(raw))))
+        except ValueError:
+            logger.debug("claim %s: label %r is not a verdict label", node.node_id, raw)
+    return out
+
+
 def archive_claims(claim_nodes: Sequence[Any], evidence_nodes: Sequence[Any], k: int = 6) -> list[ArchiveClaim]:
     """The labelled claims of an index (``metadata["label"]``: T/F/N or a full name) with their linked evidence
     (``metadata["evidence_ids"]``, at most ``k`` passages, in link order); claims without either are left out."""
     from llama_index_carag.datasets import LINKS_KEY
-    from llama_index_carag.verdicts.archive_fit import labelled_claims
 
     texts = {n.node_id: n.get_content() for n in evidence_nodes}
     out = []

@@ -3,7 +3,7 @@
 A check's evidence comes in three forms, all read here and nowhere else:
 
 * ``NodeWithScore`` from the retriever or from a verdict's ``Response.source_nodes`` — the
-  provenance in ``node.metadata["carag"]`` (``claim_similarity``, and after the stance decision
+  provenance in ``node.metadata["carag"]`` (``claim_similarity``, and after the verifier
   ``stance`` / ``stance_score``);
 * :class:`~llama_index_carag.verdicts.check.EvidenceRow` objects;
 * their JSON dicts (``CheckResult.to_json_dict()["evidence"]``, ``carag check --json``).
@@ -30,7 +30,7 @@ class Passage:
         rank: 1-based rank in the evidence.
         similarity: cosine similarity to the claim (``nan`` when the provenance does not say).
         stance: ``"SUPPORTED"``, ``"REFUTED"``, ``"NOT_ENOUGH_INFO"``, or ``None`` when not scored.
-        stance_score: the calibrated probability of that stance, or ``None``.
+        stance_score: the probability of that stance, or ``None``.
     """
 
     id: str

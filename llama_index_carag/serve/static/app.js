@@ -91,20 +91,18 @@ function renderVerdict(verdict, view = checkView()) {
   view.explanation.textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
   const cited = new Set(verdict ? verdict.evidence_ids : []);
   const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
-  const cues = new Map(((verdict && verdict.passage_cues) || []).map((c) => [String(c.number), c.cues]));
   for (const row of view.table.tBodies[0].rows) {
-    renderStance(row.cells[6], stances.get(row.dataset.rank), cues.get(row.dataset.rank));
+    renderStance(row.cells[6], stances.get(row.dataset.rank));
     const isCited = cited.has(row.dataset.id);
     row.classList.toggle("cited", isCited);
     row.cells[0].textContent = (isCited ? "★ " : "") + row.dataset.rank;
   }
 }
 
-// A passage's own stance towards the claim (the verifier's, or the LLM's stance decision): a word, its
-// probability and a colour, and the three probabilities when they are known ("S .91 R .03 N .06");
-// under the archive decision, the refutation cues it read in the passage ("cue: numbers differ", "no cue").
+// A passage's own stance towards the claim (the verifier's): a word, its probability and a colour, and the
+// three probabilities when they are known ("S .91 R .03 N .06").
 const STANCE_WORDS = { SUPPORTED: "supports", REFUTED: "refutes", NOT_ENOUGH_INFO: "neither" };
-function renderStance(cell, stance, cues) {
+function renderStance(cell, stance) {
   if (!cell) return;
   if (stance) {
     const probs = stance.probabilities;
@@ -113,8 +111,8 @@ function renderStance(cell, stance, cues) {
     cell.className = "stance " + stance.stance;
     return;
   }
-  cell.textContent = cues ? (cues.length ? "cue: " + cues.join(", ") : "no cue") : "-";
-  cell.className = "stance" + (cues && cues.length ? " cue" : "");
+  cell.textContent = "-";
+  cell.className = "stance";
 }
 
 function renderEvidence(result, view = checkView()) {
@@ -131,7 +129,7 @@ function renderEvidence(result, view = checkView()) {
     }
     const stance = el("td", "-", "stance");
     const scored = row.stance ? { stance: row.stance, score: row.stance_score, probabilities: row.stance_probabilities } : null;
-    renderStance(stance, scored, row.cues);
+    renderStance(stance, scored);
     tr.append(stance);
     tr.append(el("td", row.id));
     const text = el("td", row.text, "text");

@@ -4,11 +4,11 @@ One :class:`LabelScorer` serves every LLM backend that returns log-likelihoods
 (:class:`~llama_index_carag.models.backend.LLMBackend`; transformers, llama.cpp, OpenAI-compatible servers
 that echo prompt log-probabilities, and any backend registered later).  It renders the fact-check chat
 prompt, opens the answer with ``Verdict:``, has the backend score each label string after it
-(``" SUPPORTED"``, ``" REFUTED"``, ``" NOT ENOUGH INFO"``: the sum of its token log-probabilities) and,
-once a decision has picked the label, generate the explanation after ``Verdict: <label>\\nExplanation:``
-on the same prompt state.  The label is therefore always one of the three, whatever the model would
-have written.  The backends supply only what differs (scoring strings, generating); the verdict path
-(:meth:`LabelScorer.verdict`) is this one.
+(:data:`LABEL_STRINGS`: ``" SUPPORTED"``, ``" REFUTED"``, ``" NOT ENOUGH INFO"``, the sum of its token
+log-probabilities, :class:`LabelScores`) and, once a decision has picked the label, generate the explanation
+after ``Verdict: <label>\\nExplanation:`` on the same prompt state.  The label is therefore always one of the
+three, whatever the model would have written.  The backends supply only what differs (scoring strings,
+generating); the verdict path (:meth:`LabelScorer.verdict`) is this one.
 
 :func:`scorer_for` finds the scorer of a LlamaIndex LLM through the backend registry
 (:func:`~llama_index_carag.models.llm_backends.backend_for`, by class).
@@ -17,6 +17,7 @@ have written.  The backends supply only what differs (scoring strings, generatin
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,19 +25,64 @@ from typing import Any, TypeVar
 from llama_index_carag.models.backend import LLMBackend
 from llama_index_carag.models.llm_backends import backend_for
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences
-from llama_index_carag.verdicts.labels.label_scores import (
-    ANSWER_PREFIX,
-    LABEL_STRINGS,
-    LabelScores,
-    clean_explanation,
-    explanation_complete,
-)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LabelScorer", "scorer_for"]
+__all__ = [
+    "LABEL_STRINGS",
+    "ANSWER_PREFIX",
+    "LabelScores",
+    "LabelScorer",
+    "scorer_for",
+    "explanation_complete",
+    "clean_explanation",
+]
 
 K = TypeVar("K")
+
+#: The text each label is scored as, after ``Verdict:``.
+LABEL_STRINGS: dict[VerdictLabel, str] = {
+    VerdictLabel.SUPPORTED: " SUPPORTED",
+    VerdictLabel.REFUTED: " REFUTED",
+    VerdictLabel.NOT_ENOUGH_INFO: " NOT ENOUGH INFO",
+}
+#: The assistant turn opens with this; the label strings follow it.
+ANSWER_PREFIX = "Verdict:"
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Log-likelihoods of the three label strings after the prompt (natural log, summed over tokens)."""
+
+    logprobs: Mapping[VerdictLabel, float]
+
+    def probabilities(self) -> dict[VerdictLabel, float]:
+        """The three log-likelihoods normalised to sum to 1 (a softmax over the labels)."""
+        top = max(self.logprobs.values())
+        weights = {k: math.exp(v - top) for k, v in self.logprobs.items()}
+        total = sum(weights.values())
+        return {k: w / total for k, w in weights.items()}
+
+    def as_dict(self) -> dict[str, float]:
+        return {k.value: round(float(v), 4) for k, v in self.logprobs.items()}
+
+
+def explanation_complete(text: str, max_sentences: int) -> bool:
+    """Whether a generated explanation can stop: ``max_sentences`` sentences complete, a blank line, or a new ``Verdict:``.
+
+    ``explanation_complete("The data shows X [1]. It does not say Y.", 2)`` → ``True``.
+    """
+    if "\n\n" in text.strip() or ANSWER_PREFIX in text:
+        return True
+    if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?"):
+        return False
+    return len(answer_sentences(text)) >= max_sentences
+
+
+def clean_explanation(text: str) -> str:
+    """The explanation part of generated text: up to a blank line or a new ``Verdict:``, stripped."""
+    return text.split("\n\n")[0].split(ANSWER_PREFIX)[0].strip()
+
 
 #: What follows the chosen label before the explanation is generated.
 EXPLANATION_CUE = "\nExplanation:"
@@ -107,17 +153,6 @@ class LabelScorer:
         """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``."""
         logprobs, _, prompt_ids = self.backend.score_options(messages, options, prefix)
         return logprobs, prompt_ids
-
-    @property
-    def shares_prefix(self) -> bool:
-        """Whether the backend scores prompts with a shared prefix evaluated once (llama.cpp;
-        :meth:`~llama_index_carag.models.backend.LLMBackend.supports_shared_prefix`)."""
-        return self.backend.supports_shared_prefix()
-
-    def score_after_prefix(self, prefix: str, prompts: Sequence[str]) -> list[dict[VerdictLabel, float]]:
-        """Each rendered prompt's label log-likelihoods after ``Verdict:``, the shared ``prefix`` evaluated once
-        (only where :attr:`shares_prefix`)."""
-        return list(self.backend.score_after_prefix(prefix, prompts, LABEL_STRINGS, ANSWER_PREFIX))
 
     # ----------------------------------------------------------- explaining
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:

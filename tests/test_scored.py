@@ -1,0 +1,134 @@
+"""Scored verdicts: the decisions and settings, the explanation written after the passages the verifier's label
+rests on (cited when it cites none of them), and the stances in the evidence's provenance."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from llama_index_carag.verdicts import VerdictLabel
+from llama_index_carag.verdicts.decision import ArgMaxDecision, ScoredEvidence, VerdictSettings, VerifierDecision
+from llama_index_carag.verdicts.label_scores import LabelScores
+from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, with_stances
+from llama_index_carag.verdicts.types import PassageStance
+
+S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
+
+
+class KeywordScorer:
+    """A fake label scorer: every prompt leans to SUPPORTED by ``prior`` nats; a passage containing "confirms" /
+    "denies" adds 3 nats to SUPPORTED / REFUTED, any other passage 1 nat to NOT_ENOUGH_INFO."""
+
+    def __init__(self, prior: float = 2.0) -> None:
+        self.prior, self.calls, self.explained = prior, 0, []
+
+    def score(self, messages):
+        self.calls += 1
+        text = messages[-1].content
+        evidence = text.split("<evidence>")[1].split("</evidence>")[0]
+        logits = {S: self.prior, R: 0.0, N: 0.0}
+        logits[S] += 3.0 * ("confirms" in evidence)
+        logits[R] += 3.0 * ("denies" in evidence)
+        logits[N] += 1.0 * (len(evidence.strip()) > 12 and "confirms" not in evidence and "denies" not in evidence)
+        total = math.log(sum(math.exp(v) for v in logits.values()))
+        return LabelScores({k: v - total for k, v in logits.items()}), None, [0]
+
+    def verdict(self, messages, decide):
+        scores = self.score(messages)[0]
+        self.explained.append(messages[-1].content)
+        label = decide(scores)
+        return label, scores, "The passage says so."
+
+
+class KeywordVerifier:
+    """A fake claim verifier: a passage containing "denies" refutes the claim (0.9), any other says neither."""
+
+    threshold = 0.5
+
+    def probabilities(self, claim, texts):
+        return np.asarray([[0.05, 0.9, 0.05] if "denies" in t else [0.1, 0.1, 0.8] for t in texts])
+
+
+def _stance(number, stance, score):
+    probs = {k: (score if k == stance else (1 - score) / 2) for k in (S, R, N)}
+    return PassageStance(number, f"E{number}", stance, score, probs, {k: math.log(v) for k, v in probs.items()})
+
+
+def test_the_llms_own_label_is_the_arg_max_of_its_scores():
+    evidence = ScoredEvidence("c", ["x"], ["E1"], joint={S: -2.0, R: -1.0, N: -3.0})
+    decided = ArgMaxDecision().decide(evidence)
+    assert decided.label is R and decided.reason == "arg-max of the whole-evidence label log-likelihoods"
+    assert ArgMaxDecision().decide(ScoredEvidence("c", ["x"], ["E1"], joint={S: -1.0, R: -1.0, N: -1.0})).label is S
+    with pytest.raises(ValueError, match="joint"):
+        ArgMaxDecision().decide(ScoredEvidence("c", ["x"], ["E1"]))
+
+
+def test_settings_are_checked_and_frozen():
+    settings = VerdictSettings()
+    assert settings.decision == "verifier" and VerdictSettings(decision="llm").decision == "llm"
+    for retired in ("argmax", "stance", "rule", "archive", "vote"):
+        with pytest.raises(ValueError, match="decision must be one of"):
+            VerdictSettings(decision=retired)
+    with pytest.raises(ValueError, match="label_mode"):
+        VerdictSettings(label_mode="guess")
+    with pytest.raises(TypeError):
+        VerdictSettings(calibration="none")  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.decision = "llm"  # type: ignore[misc]
+
+
+def test_cite_passages_adds_a_citation_only_when_missing():
+    assert cite_passages("The study found X.", [2, 4]) == "The study found X [2, 4]."
+    assert cite_passages("The study found X [4].", [2, 4]) == "The study found X [4]."
+    assert cite_passages("No stop", [1]) == "No stop [1]."
+    assert cite_passages("Anything.", []) == "Anything."
+
+
+def _messages_fn(claim, texts, ids, numbers):
+    from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_PROMPT, format_evidence
+
+    return FACT_CHECK_CHAT_PROMPT.format_messages(query_str=claim, context_str=format_evidence(texts, None, numbers))
+
+
+def test_scored_verdicts_explain_from_the_passages_the_verifiers_label_rests_on():
+    scorer = KeywordScorer()
+    pipeline = ScoredVerdicts(scorer, VerifierDecision(KeywordVerifier()), VerdictSettings(), _messages_fn)
+    texts = ["Nothing here.", "The minister denies it.", "Unrelated."]
+    verdict = pipeline.verdict("A claim.", texts, ["E1", "E2", "E3"])
+    assert verdict.label is R and verdict.decision == "verifier" and verdict.decision_passages == [2]
+    assert verdict.method == "verifier" and [s["stance"] for s in verdict.passage_stances][1] == "REFUTED"
+    assert "[2] The minister denies it." in scorer.explained[-1] and "Unrelated" not in scorer.explained[-1]
+    assert verdict.cited_passages == [2] and verdict.evidence_ids == ["E2"]  # cited at the end
+    assert verdict.label_scores is None
+
+
+def test_scored_verdicts_of_the_llm_read_the_whole_evidence():
+    scorer = KeywordScorer(prior=0.0)
+    pipeline = ScoredVerdicts(scorer, ArgMaxDecision(), VerdictSettings(decision="llm"), _messages_fn)
+    verdict = pipeline.verdict("A claim.", ["Nothing here.", "The minister denies it."], ["E1", "E2"])
+    assert verdict.label is R and verdict.decision == "argmax" and verdict.method == "scored"
+    assert "[1] Nothing here." in scorer.explained[-1] and "[2] The minister denies it." in scorer.explained[-1]
+    assert set(verdict.label_scores) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
+    assert verdict.passage_stances is None and verdict.cited_passages == []  # nothing rests on a passage
+
+
+def test_stances_reach_the_source_nodes_metadata():
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
+
+    nodes = [NodeWithScore(node=TextNode(text="a", id_="E1", metadata={CARAG_METADATA_KEY: {"rank": 1}}), score=1.0)]
+    out = with_stances(nodes, [_stance(1, S, 0.8).as_dict()])
+    found = out[0].node.metadata[CARAG_METADATA_KEY]
+    assert {k: found[k] for k in ("rank", "stance", "stance_score")} == {
+        "rank": 1,
+        "stance": "SUPPORTED",
+        "stance_score": 0.8,
+    }
+    assert set(found["stance_probabilities"]) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
+    assert CARAG_METADATA_KEY in out[0].node.excluded_llm_metadata_keys
+    assert nodes[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1}  # copies
+    assert with_stances(nodes, None) == nodes
