@@ -51,6 +51,11 @@ class KeywordVerifier:
     def probabilities(self, claim, texts):
         return np.asarray([[0.05, 0.9, 0.05] if "denies" in t else [0.1, 0.1, 0.8] for t in texts])
 
+    def decide(self, probabilities):
+        from llama_index_carag.verifier.model import decide_label
+
+        return decide_label(probabilities, self.threshold)
+
 
 def _stance(number, stance, score):
     probs = {k: (score if k == stance else (1 - score) / 2) for k in (S, R, N)}
