@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from llama_index_carag.stores.index_struct import deferred_index_struct
+
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -57,11 +59,13 @@ class StoreAdapter:
         return None
 
     def insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        self.index.insert_nodes(list(nodes), **insert_kwargs)
+        with deferred_index_struct(self.index):  # the index struct is not re-serialised per edit
+            self.index.insert_nodes(list(nodes), **insert_kwargs)
 
     def delete(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
         try:
-            self.index.delete_nodes(list(node_ids), delete_from_docstore=True, **delete_kwargs)
+            with deferred_index_struct(self.index):
+                self.index.delete_nodes(list(node_ids), delete_from_docstore=True, **delete_kwargs)
         except NotImplementedError:
             raise ValueError(f"{type(self.store).__name__} cannot delete nodes; {self.delete_hint}") from None
 
