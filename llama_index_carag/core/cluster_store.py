@@ -11,6 +11,7 @@ concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,34 +43,74 @@ class LazyTexts(Sequence[str]):
 
 
 class ClusterGroup:
-    """The members of one cluster, stored contiguously (ids, unit vectors, claim flags, claim links)."""
+    """The members of one cluster, stored contiguously (ids, unit vectors, claim flags, claim links).
 
-    __slots__ = ("ids", "unit", "is_claim", "claim_of")
+    ``unit`` may be a view of the first rows of a larger buffer that later snapshots of the same cluster
+    append into (:meth:`extended`): rows past a group's own length are never part of it, so an older
+    snapshot read by a concurrent query never changes.
+    """
 
-    def __init__(self, ids: list[str], unit: np.ndarray, is_claim: np.ndarray, claim_of: list[str | None]) -> None:
+    __slots__ = ("ids", "unit", "is_claim", "claim_of", "_buffer")
+
+    def __init__(
+        self,
+        ids: list[str],
+        unit: np.ndarray,
+        is_claim: np.ndarray,
+        claim_of: list[str | None],
+        _buffer: _GrowthBuffer | None = None,
+    ) -> None:
         self.ids = ids
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self.is_claim = np.asarray(is_claim, dtype=bool)
         self.claim_of = claim_of
+        self._buffer = _buffer
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def extended(self, other: ClusterGroup) -> ClusterGroup:
-        """This group with ``other``'s members appended."""
+        """This group with ``other``'s members appended.
+
+        The vectors go into spare rows of this group's buffer when this group is its latest snapshot (O(len(other))
+        then); otherwise into a new buffer with room to grow (an eighth more), so appends are amortised O(batch).
+        """
+        n, m = len(self), len(other)
+        buffer = self._buffer
+        if buffer is None or buffer.used != n or buffer.rows.shape[0] < n + m:
+            buffer = _GrowthBuffer(np.empty((n + max(m, n // 8), self.unit.shape[1]), dtype=np.float32))
+            buffer.rows[:n] = self.unit
+        buffer.rows[n : n + m] = other.unit
+        buffer.used = n + m
         return ClusterGroup(
             self.ids + other.ids,
-            np.vstack([self.unit, other.unit]),
+            buffer.rows[: n + m],
             np.concatenate([self.is_claim, other.is_claim]),
             self.claim_of + other.claim_of,
+            buffer,
         )
 
     def without(self, positions: set[int]) -> ClusterGroup:
         """This group without the members at ``positions``."""
-        keep = np.array([p for p in range(len(self)) if p not in positions], dtype=np.int64)
+        keep = np.ones(len(self), dtype=bool)
+        keep[np.fromiter(positions, dtype=np.int64, count=len(positions))] = False
+        flags = keep.tolist()
         return ClusterGroup(
-            [self.ids[p] for p in keep], self.unit[keep], self.is_claim[keep], [self.claim_of[p] for p in keep]
+            [x for x, k in zip(self.ids, flags) if k],
+            self.unit[keep],
+            self.is_claim[keep],
+            [x for x, k in zip(self.claim_of, flags) if k],
         )
+
+
+class _GrowthBuffer:
+    """Rows a cluster's successive snapshots append into; ``used``: rows the latest snapshot holds."""
+
+    __slots__ = ("rows", "used")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.used = 0
 
 
 class MemoryClusters:
@@ -80,12 +121,21 @@ class MemoryClusters:
         dim: the vectors' dimension.
     """
 
-    def __init__(self, groups: Mapping[GroupKey, ClusterGroup], dim: int) -> None:
+    def __init__(
+        self,
+        groups: Mapping[GroupKey, ClusterGroup],
+        dim: int,
+        *,
+        _where: dict[str, tuple[GroupKey, int]] | None = None,
+    ) -> None:
         self.dim = dim
         self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if len(g)}
-        self.where: dict[str, tuple[GroupKey, int]] = {
-            node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)
-        }
+        #: ``{id: ((theme, cluster), row)}``; an edit derives its snapshot's from the last one (``_where``)
+        self.where: dict[str, tuple[GroupKey, int]] = (
+            _where
+            if _where is not None
+            else {node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)}
+        )
 
     # ---------------------------------------------------------------- reading
     def __contains__(self, node_id: object) -> bool:
@@ -144,16 +194,20 @@ class MemoryClusters:
             yield [group.ids[r] for r in rows], (group.unit[: rows.size] if prefix else group.unit[rows])
 
     def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
-        return ((node_id, found[0]) for node_id, found in self.where.items())
+        """Every member with its ``(theme, cluster)``, cluster by cluster in row order."""
+        return ((node_id, key) for key, group in self.groups.items() for node_id in group.ids)
 
     # ---------------------------------------------------------------- writing
     def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> MemoryClusters:
         """A new snapshot with ``added``'s members appended to their clusters."""
         groups = dict(self.groups)
+        where = dict(self.where)  # a copy at C speed; only the appended rows are new entries
         for key, group in added.items():
             old = groups.get(key)
+            start = 0 if old is None else len(old)
             groups[key] = group if old is None else old.extended(group)
-        return MemoryClusters(groups, self.dim)
+            where.update(zip(group.ids, zip(repeat(key), range(start, start + len(group)))))
+        return MemoryClusters(groups, self.dim, _where=where)
 
     def without(self, node_ids: Iterable[str]) -> tuple[MemoryClusters, list[tuple[str, str | None]]]:
         """A new snapshot without ``node_ids`` (unknown ids ignored), and the removed ``(id, claim_of)`` of claims.
@@ -168,12 +222,17 @@ class MemoryClusters:
         if not by_group:
             return self, []
         groups = dict(self.groups)
+        where = dict(self.where)
         claims: list[tuple[str, str | None]] = []
         for key, positions in by_group.items():
             group = groups[key]
             claims += [(group.ids[p], group.claim_of[p]) for p in positions if group.is_claim[p]]
-            groups[key] = group.without(positions)
-        return MemoryClusters(groups, self.dim), claims
+            for p in positions:
+                del where[group.ids[p]]
+            kept = groups[key] = group.without(positions)
+            first = min(positions)  # rows before the first removed one keep their position
+            where.update(zip(kept.ids[first:], zip(repeat(key), range(first, len(kept)))))
+        return MemoryClusters(groups, self.dim, _where=where), claims
 
     def removed_count(self, before: MemoryClusters) -> int:
         return len(before) - len(self)
