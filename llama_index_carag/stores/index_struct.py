@@ -103,7 +103,7 @@ def deferred_index_struct(index: VectorStoreIndex) -> Iterator[None]:
         return
     written: list[IndexStruct] = []
     saved = store.__dict__.get("add_index_struct")
-    store.add_index_struct = written.append  # type: ignore[method-assign]
+    store.add_index_struct = written.append  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
