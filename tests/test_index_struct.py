@@ -89,3 +89,21 @@ def test_a_shared_key_value_store_is_written_at_once(rng):
     stored = shared._kvstore.get(index.index_id, collection="index_store/data")
     assert stored == index_struct_to_json(index.index_struct)
     assert "add_index_struct" not in shared.__dict__
+
+
+def test_after_a_flush_llama_index_writes_its_own_edits(edited):
+    index, _, evidence, _ = edited
+    store = index.storage_context.index_store
+    assert "add_index_struct" in store.__dict__  # the flushing methods are installed
+    index.delete_nodes([evidence[2].node_id], delete_from_docstore=True)  # LlamaIndex's own, not deferred
+    stored = store._kvstore.get(index.index_id, collection="index_store/data")
+    assert stored == index_struct_to_json(index.index_struct) and evidence[2].node_id not in stored["__data__"]
+
+
+def test_the_async_methods_flush_too(edited):
+    import asyncio
+
+    index, _, evidence, _ = edited
+    store = index.storage_context.index_store
+    struct = asyncio.run(store.aget_index_struct(index.index_id))
+    assert struct.nodes_dict == index.index_struct.nodes_dict

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,7 +72,7 @@ def flush_index_struct(store: Any) -> None:
 
 def _flushing(store: SimpleIndexStore, name: str) -> Callable[..., Any]:
     method = getattr(type(store), name)
-    if name.startswith("a"):
+    if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def amethod(*args: Any, **kwargs: Any) -> Any:
