@@ -9,6 +9,7 @@ The synthetic corpus of :mod:`bench_scale` (same generator, same cache under ``-
 * the full fit of ``ContextAwareRetriever.from_index(index, DEFAULT)`` (claim and query vectors given);
 * a full ``persist(dir, persist_index=True)`` (index + state) into an empty folder;
 * ``insert_nodes`` of 1,000 new passages, then ``persist`` again into the same folder;
+* ``insert_nodes`` of 1,000 more (``insert_again``: growth the first insert amortised), deleted again;
 * ``delete_nodes`` of 1,000 passages (drawn with a fixed seed), then ``persist`` again.
 
 Each edit and persist is split into steps by timers put around the functions it calls (vector store,
