@@ -127,15 +127,19 @@ class MemoryClusters:
         dim: int,
         *,
         _where: dict[str, tuple[GroupKey, int]] | None = None,
+        _rows: Mapping[GroupKey, np.ndarray] | None = None,
     ) -> None:
         self.dim = dim
         self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if len(g)}
-        #: ``{id: ((theme, cluster), row)}``; an edit derives its snapshot's from the last one (``_where``)
+        #: ``{id: ((theme, cluster), slot)}``: a member keeps its slot while others are deleted, so an edit
+        #: derives this map from the last snapshot's by adding and deleting only the ids it changed (``_where``)
         self.where: dict[str, tuple[GroupKey, int]] = (
             _where
             if _where is not None
             else {node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)}
         )
+        #: ``{key: row of each slot (-1: deleted)}`` of the clusters a delete has shifted; elsewhere slot == row
+        self.rows: dict[GroupKey, np.ndarray] = {k: r for k, r in (_rows or {}).items() if k in self.groups}
 
     # ---------------------------------------------------------------- reading
     def __contains__(self, node_id: object) -> bool:
@@ -158,8 +162,17 @@ class MemoryClusters:
         found = self.where.get(node_id)
         return None if found is None else found[0]
 
-    def unit_vector(self, node_id: str) -> np.ndarray | None:
+    def row_of(self, node_id: str) -> tuple[GroupKey, int] | None:
+        """``((theme, cluster), row)`` of a member in its cluster's arrays, or ``None``."""
         found = self.where.get(node_id)
+        if found is None:
+            return None
+        key, slot = found
+        rows = self.rows.get(key)
+        return found if rows is None else (key, int(rows[slot]))
+
+    def unit_vector(self, node_id: str) -> np.ndarray | None:
+        found = self.row_of(node_id)
         if found is None:
             return None
         key, pos = found
@@ -201,38 +214,51 @@ class MemoryClusters:
     def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> MemoryClusters:
         """A new snapshot with ``added``'s members appended to their clusters."""
         groups = dict(self.groups)
-        where = dict(self.where)  # a copy at C speed; only the appended rows are new entries
+        where = dict(self.where)  # a copy at C speed; only the appended members are new entries
+        rows = dict(self.rows)
         for key, group in added.items():
             old = groups.get(key)
             start = 0 if old is None else len(old)
             groups[key] = group if old is None else old.extended(group)
-            where.update(zip(group.ids, zip(repeat(key), range(start, start + len(group)))))
-        return MemoryClusters(groups, self.dim, _where=where)
+            shifted = rows.get(key) if old is not None else None
+            slot = start if shifted is None else len(shifted)  # appended rows get the next slots
+            if shifted is not None:
+                rows[key] = np.concatenate([shifted, np.arange(start, start + len(group), dtype=np.int64)])
+            where.update(zip(group.ids, zip(repeat(key), range(slot, slot + len(group)))))
+        return MemoryClusters(groups, self.dim, _where=where, _rows=rows)
 
     def without(self, node_ids: Iterable[str]) -> tuple[MemoryClusters, list[tuple[str, str | None]]]:
         """A new snapshot without ``node_ids`` (unknown ids ignored), and the removed ``(id, claim_of)`` of claims.
 
         Returns ``(self, [])`` when nothing was removed.
         """
-        by_group: dict[GroupKey, set[int]] = {}
+        by_group: dict[GroupKey, dict[int, int]] = {}  # {key: {row: slot}}
         for node_id in node_ids:
             found = self.where.get(node_id)
             if found is not None:
-                by_group.setdefault(found[0], set()).add(found[1])
+                key, slot = found
+                shifted = self.rows.get(key)
+                by_group.setdefault(key, {})[slot if shifted is None else int(shifted[slot])] = slot
         if not by_group:
             return self, []
         groups = dict(self.groups)
-        where = dict(self.where)
+        where = dict(self.where)  # the kept members keep their slots: only the removed ids are deleted
+        rows = dict(self.rows)
         claims: list[tuple[str, str | None]] = []
-        for key, positions in by_group.items():
+        for key, removed in by_group.items():
             group = groups[key]
+            positions = set(removed)
             claims += [(group.ids[p], group.claim_of[p]) for p in positions if group.is_claim[p]]
             for p in positions:
                 del where[group.ids[p]]
-            kept = groups[key] = group.without(positions)
-            first = min(positions)  # rows before the first removed one keep their position
-            where.update(zip(kept.ids[first:], zip(repeat(key), range(first, len(kept)))))
-        return MemoryClusters(groups, self.dim, _where=where), claims
+            groups[key] = group.without(positions)
+            shifted = rows.get(key)
+            slot_rows = np.arange(len(group), dtype=np.int64) if shifted is None else shifted.copy()
+            alive = slot_rows >= 0
+            slot_rows[alive] -= np.searchsorted(np.sort(np.fromiter(positions, np.int64)), slot_rows[alive])
+            slot_rows[np.fromiter(removed.values(), np.int64)] = -1
+            rows[key] = slot_rows
+        return MemoryClusters(groups, self.dim, _where=where, _rows=rows), claims
 
     def removed_count(self, before: MemoryClusters) -> int:
         return len(before) - len(self)
@@ -362,7 +388,7 @@ class MemoryClusterStore:
 
     def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
         clusters = self.clusters  # one snapshot: position and group always agree
-        found = [clusters.where.get(i) for i in node_ids]
+        found = [clusters.row_of(i) for i in node_ids]
         vectors = [None if f is None else clusters.groups[f[0]].unit[f[1]] for f in found]
         return vectors, [None if f is None else f[0][1] for f in found]
 
