@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from llama_index_carag.stores.index_struct import deferred_index_struct
-
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -59,13 +57,11 @@ class StoreAdapter:
         return None
 
     def insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        with deferred_index_struct(self.index):  # the index struct is not re-serialised per edit
-            self.index.insert_nodes(list(nodes), **insert_kwargs)
+        self.index.insert_nodes(list(nodes), **insert_kwargs)
 
     def delete(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
         try:
-            with deferred_index_struct(self.index):
-                self.index.delete_nodes(list(node_ids), delete_from_docstore=True, **delete_kwargs)
+            self.index.delete_nodes(list(node_ids), delete_from_docstore=True, **delete_kwargs)
         except NotImplementedError:
             raise ValueError(f"{type(self.store).__name__} cannot delete nodes; {self.delete_hint}") from None
 
