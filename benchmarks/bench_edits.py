@@ -4,7 +4,8 @@
     nice -n 10 python benchmarks/bench_edits.py --n 300000 --json /tmp/edits_300k.json --profile
 
 The synthetic corpus of :mod:`bench_scale` (same generator, same cache under ``--cache``), indexed in a
-``SafeFaissMapVectorStore`` (a store that can delete) with the text in LlamaIndex's docstore.  One run:
+``SafeFaissMapVectorStore`` (a store that can delete) with the text in LlamaIndex's docstore and, as the
+package's own ``build_faiss_index`` does, a ``DeferredIndexStore`` as the index store.  One run:
 
 * the full fit of ``ContextAwareRetriever.from_index(index, DEFAULT)`` (claim and query vectors given);
 * a full ``persist(dir, persist_index=True)`` (index + state) into an empty folder;
@@ -65,6 +66,7 @@ def _timed(owner: Any, name: str, label: str) -> None:
 def install_timers(retriever: Any) -> None:
     """Timers around what an edit and a persist call (nested timers overlap: read each step on its own)."""
     from llama_index.core.indices.vector_store.base import VectorStoreIndex
+    from llama_index.core.storage.index_store.simple_index_store import SimpleIndexStore
 
     from llama_index_carag.core import context as context_mod
     from llama_index_carag.core import persistence
@@ -79,6 +81,8 @@ def install_timers(retriever: Any) -> None:
     _timed(type(storage.docstore), "delete_document", "docstore delete")
     _timed(type(storage.docstore), "persist", "persist: docstore")
     _timed(type(storage.index_store), "add_index_struct", "index struct (index store)")
+    _timed(type(storage.index_store), "flush", "index struct write (DeferredIndexStore.flush)")
+    _timed(SimpleIndexStore, "add_index_struct", "index struct serialise (SimpleIndexStore)")
     _timed(type(storage.index_store), "persist", "persist: index store")
     _timed(VectorStoreIndex, "_delete_from_index_struct", "index struct delete")
     _timed(updates, "_evidence_items", "context: read new vectors + metadata")
@@ -112,16 +116,18 @@ def measure(out: dict[str, Any], key: str, profile: bool) -> Iterator[None]:
 
 
 def map_index(folder: Path, n: int):
-    """The first ``n`` passages in a ``SafeFaissMapVectorStore`` (FAISS ``IndexIDMap2`` over flat IP) + docstore."""
+    """The first ``n`` passages in a ``SafeFaissMapVectorStore`` (FAISS ``IndexIDMap2`` over flat IP) + docstore,
+    with the package's ``DeferredIndexStore`` (what ``build_faiss_index`` gives)."""
     import faiss
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
     from llama_index.core.schema import TextNode
 
     from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
+    from llama_index_carag.stores.index_store import DeferredIndexStore
 
     store = SafeFaissMapVectorStore(faiss_index=faiss.IndexIDMap2(faiss.IndexFlatIP(DIM)))
-    storage = StorageContext.from_defaults(vector_store=store)
+    storage = StorageContext.from_defaults(vector_store=store, index_store=DeferredIndexStore())
     index = VectorStoreIndex(nodes=[], storage_context=storage, embed_model=MockEmbedding(embed_dim=DIM))
     texts = _lines(folder / "texts.txt")[:n]
     for start in range(0, n, 50_000):
