@@ -11,6 +11,7 @@ concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,34 +43,74 @@ class LazyTexts(Sequence[str]):
 
 
 class ClusterGroup:
-    """The members of one cluster, stored contiguously (ids, unit vectors, claim flags, claim links)."""
+    """The members of one cluster, stored contiguously (ids, unit vectors, claim flags, claim links).
 
-    __slots__ = ("ids", "unit", "is_claim", "claim_of")
+    ``unit`` may be a view of the first rows of a larger buffer that later snapshots of the same cluster
+    append into (:meth:`extended`): rows past a group's own length are never part of it, so an older
+    snapshot read by a concurrent query never changes.
+    """
 
-    def __init__(self, ids: list[str], unit: np.ndarray, is_claim: np.ndarray, claim_of: list[str | None]) -> None:
+    __slots__ = ("ids", "unit", "is_claim", "claim_of", "_buffer")
+
+    def __init__(
+        self,
+        ids: list[str],
+        unit: np.ndarray,
+        is_claim: np.ndarray,
+        claim_of: list[str | None],
+        _buffer: _GrowthBuffer | None = None,
+    ) -> None:
         self.ids = ids
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self.is_claim = np.asarray(is_claim, dtype=bool)
         self.claim_of = claim_of
+        self._buffer = _buffer
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def extended(self, other: ClusterGroup) -> ClusterGroup:
-        """This group with ``other``'s members appended."""
+        """This group with ``other``'s members appended.
+
+        The vectors go into spare rows of this group's buffer when this group is its latest snapshot (O(len(other))
+        then); otherwise into a new buffer with room to grow (an eighth more), so appends are amortised O(batch).
+        """
+        n, m = len(self), len(other)
+        buffer = self._buffer
+        if buffer is None or buffer.used != n or buffer.rows.shape[0] < n + m:
+            buffer = _GrowthBuffer(np.empty((n + max(m, n // 8), self.unit.shape[1]), dtype=np.float32))
+            buffer.rows[:n] = self.unit
+        buffer.rows[n : n + m] = other.unit
+        buffer.used = n + m
         return ClusterGroup(
             self.ids + other.ids,
-            np.vstack([self.unit, other.unit]),
+            buffer.rows[: n + m],
             np.concatenate([self.is_claim, other.is_claim]),
             self.claim_of + other.claim_of,
+            buffer,
         )
 
     def without(self, positions: set[int]) -> ClusterGroup:
         """This group without the members at ``positions``."""
-        keep = np.array([p for p in range(len(self)) if p not in positions], dtype=np.int64)
+        keep = np.ones(len(self), dtype=bool)
+        keep[np.fromiter(positions, dtype=np.int64, count=len(positions))] = False
+        flags = keep.tolist()
         return ClusterGroup(
-            [self.ids[p] for p in keep], self.unit[keep], self.is_claim[keep], [self.claim_of[p] for p in keep]
+            [x for x, k in zip(self.ids, flags) if k],
+            self.unit[keep],
+            self.is_claim[keep],
+            [x for x, k in zip(self.claim_of, flags) if k],
         )
+
+
+class _GrowthBuffer:
+    """Rows a cluster's successive snapshots append into; ``used``: rows the latest snapshot holds."""
+
+    __slots__ = ("rows", "used")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.used = 0
 
 
 class MemoryClusters:
@@ -80,12 +121,25 @@ class MemoryClusters:
         dim: the vectors' dimension.
     """
 
-    def __init__(self, groups: Mapping[GroupKey, ClusterGroup], dim: int) -> None:
+    def __init__(
+        self,
+        groups: Mapping[GroupKey, ClusterGroup],
+        dim: int,
+        *,
+        _where: dict[str, tuple[GroupKey, int]] | None = None,
+        _rows: Mapping[GroupKey, np.ndarray] | None = None,
+    ) -> None:
         self.dim = dim
         self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if len(g)}
-        self.where: dict[str, tuple[GroupKey, int]] = {
-            node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)
-        }
+        #: ``{id: ((theme, cluster), slot)}``: a member keeps its slot while others are deleted, so an edit
+        #: derives this map from the last snapshot's by adding and deleting only the ids it changed (``_where``)
+        self.where: dict[str, tuple[GroupKey, int]] = (
+            _where
+            if _where is not None
+            else {node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)}
+        )
+        #: ``{key: row of each slot (-1: deleted)}`` of the clusters a delete has shifted; elsewhere slot == row
+        self.rows: dict[GroupKey, np.ndarray] = {k: r for k, r in (_rows or {}).items() if k in self.groups}
 
     # ---------------------------------------------------------------- reading
     def __contains__(self, node_id: object) -> bool:
@@ -108,8 +162,17 @@ class MemoryClusters:
         found = self.where.get(node_id)
         return None if found is None else found[0]
 
-    def unit_vector(self, node_id: str) -> np.ndarray | None:
+    def row_of(self, node_id: str) -> tuple[GroupKey, int] | None:
+        """``((theme, cluster), row)`` of a member in its cluster's arrays, or ``None``."""
         found = self.where.get(node_id)
+        if found is None:
+            return None
+        key, slot = found
+        rows = self.rows.get(key)
+        return found if rows is None else (key, int(rows[slot]))
+
+    def unit_vector(self, node_id: str) -> np.ndarray | None:
+        found = self.row_of(node_id)
         if found is None:
             return None
         key, pos = found
@@ -144,36 +207,58 @@ class MemoryClusters:
             yield [group.ids[r] for r in rows], (group.unit[: rows.size] if prefix else group.unit[rows])
 
     def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
-        return ((node_id, found[0]) for node_id, found in self.where.items())
+        """Every member with its ``(theme, cluster)``, cluster by cluster in row order."""
+        return ((node_id, key) for key, group in self.groups.items() for node_id in group.ids)
 
     # ---------------------------------------------------------------- writing
     def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> MemoryClusters:
         """A new snapshot with ``added``'s members appended to their clusters."""
         groups = dict(self.groups)
+        where = dict(self.where)  # a copy at C speed; only the appended members are new entries
+        rows = dict(self.rows)
         for key, group in added.items():
             old = groups.get(key)
+            start = 0 if old is None else len(old)
             groups[key] = group if old is None else old.extended(group)
-        return MemoryClusters(groups, self.dim)
+            shifted = rows.get(key) if old is not None else None
+            slot = start if shifted is None else len(shifted)  # appended rows get the next slots
+            if shifted is not None:
+                rows[key] = np.concatenate([shifted, np.arange(start, start + len(group), dtype=np.int64)])
+            where.update(zip(group.ids, zip(repeat(key), range(slot, slot + len(group)))))
+        return MemoryClusters(groups, self.dim, _where=where, _rows=rows)
 
     def without(self, node_ids: Iterable[str]) -> tuple[MemoryClusters, list[tuple[str, str | None]]]:
         """A new snapshot without ``node_ids`` (unknown ids ignored), and the removed ``(id, claim_of)`` of claims.
 
         Returns ``(self, [])`` when nothing was removed.
         """
-        by_group: dict[GroupKey, set[int]] = {}
+        by_group: dict[GroupKey, dict[int, int]] = {}  # {key: {row: slot}}
         for node_id in node_ids:
             found = self.where.get(node_id)
             if found is not None:
-                by_group.setdefault(found[0], set()).add(found[1])
+                key, slot = found
+                shifted = self.rows.get(key)
+                by_group.setdefault(key, {})[slot if shifted is None else int(shifted[slot])] = slot
         if not by_group:
             return self, []
         groups = dict(self.groups)
+        where = dict(self.where)  # the kept members keep their slots: only the removed ids are deleted
+        rows = dict(self.rows)
         claims: list[tuple[str, str | None]] = []
-        for key, positions in by_group.items():
+        for key, removed in by_group.items():
             group = groups[key]
+            positions = set(removed)
             claims += [(group.ids[p], group.claim_of[p]) for p in positions if group.is_claim[p]]
+            for p in positions:
+                del where[group.ids[p]]
             groups[key] = group.without(positions)
-        return MemoryClusters(groups, self.dim), claims
+            shifted = rows.get(key)
+            slot_rows = np.arange(len(group), dtype=np.int64) if shifted is None else shifted.copy()
+            alive = slot_rows >= 0
+            slot_rows[alive] -= np.searchsorted(np.sort(np.fromiter(positions, np.int64)), slot_rows[alive])
+            slot_rows[np.fromiter(removed.values(), np.int64)] = -1
+            rows[key] = slot_rows
+        return MemoryClusters(groups, self.dim, _where=where, _rows=rows), claims
 
     def removed_count(self, before: MemoryClusters) -> int:
         return len(before) - len(self)
@@ -303,7 +388,7 @@ class MemoryClusterStore:
 
     def vectors_and_clusters(self, node_ids: Sequence[str]) -> tuple[list[np.ndarray | None], list[int | None]]:
         clusters = self.clusters  # one snapshot: position and group always agree
-        found = [clusters.where.get(i) for i in node_ids]
+        found = [clusters.row_of(i) for i in node_ids]
         vectors = [None if f is None else clusters.groups[f[0]].unit[f[1]] for f in found]
         return vectors, [None if f is None else f[0][1] for f in found]
 

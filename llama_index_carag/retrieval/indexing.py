@@ -42,6 +42,9 @@ def build_faiss_index(
 ) -> VectorStoreIndex:
     """Embed ``nodes`` and index them in FAISS (inner product on unit vectors = cosine).
 
+    The index store is a :class:`~llama_index_carag.stores.index_store.DeferredIndexStore` over LlamaIndex's
+    ``SimpleIndexStore``: an edit does not re-serialise the index struct; it is written when read or persisted.
+
     Args:
         nodes: the evidence nodes (their metadata is embedded only where not
             excluded; see :mod:`llama_index_carag.datasets`).
@@ -54,6 +57,8 @@ def build_faiss_index(
     """
     import faiss
     from llama_index.core import StorageContext, VectorStoreIndex
+
+    from llama_index_carag.stores.index_store import DeferredIndexStore
 
     if len(nodes) == 0:
         raise ValueError("Cannot build an index from zero nodes.")
@@ -68,5 +73,5 @@ def build_faiss_index(
         from llama_index.vector_stores.faiss import FaissVectorStore
 
         vector_store = FaissVectorStore(faiss_index=flat)
-    storage = StorageContext.from_defaults(vector_store=vector_store)
+    storage = StorageContext.from_defaults(vector_store=vector_store, index_store=DeferredIndexStore())
     return VectorStoreIndex(list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress)

@@ -143,6 +143,9 @@ def load_faiss_index(
 ) -> VectorStoreIndex:
     """Reload an index persisted with ``index.storage_context.persist(persist_dir)``.
 
+    Its index store is a :class:`~llama_index_carag.stores.index_store.DeferredIndexStore` over the persisted
+    ``SimpleIndexStore`` (edits write the index struct when it is read or persisted).
+
     Args:
         persist_dir: the folder.
         embed_model: the model the index was built with.
@@ -153,6 +156,8 @@ def load_faiss_index(
     """
     from llama_index.core import StorageContext, load_index_from_storage
     from llama_index.vector_stores.faiss import FaissVectorStore
+
+    from llama_index_carag.stores.index_store import DeferredIndexStore
 
     folder = Path(persist_dir)
     if not (folder / "docstore.json").is_file():
@@ -166,5 +171,7 @@ def load_faiss_index(
         if id_map
         else FaissVectorStore.from_persist_dir(str(folder))
     )
-    storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=vector_store)
+    storage = StorageContext.from_defaults(
+        persist_dir=str(folder), vector_store=vector_store, index_store=DeferredIndexStore.from_persist_dir(str(folder))
+    )
     return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]

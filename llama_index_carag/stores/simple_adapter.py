@@ -51,7 +51,11 @@ class SimpleAdapter(StoreAdapter):
     def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
         from llama_index.core import StorageContext, load_index_from_storage
 
+        from llama_index_carag.stores.index_store import DeferredIndexStore
+
         if not (Path(folder) / "docstore.json").is_file():
             raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
-        storage = StorageContext.from_defaults(persist_dir=str(folder))
+        storage = StorageContext.from_defaults(
+            persist_dir=str(folder), index_store=DeferredIndexStore.from_persist_dir(str(folder))
+        )
         return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]

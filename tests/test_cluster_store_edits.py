@@ -1,0 +1,77 @@
+"""core.cluster_store: snapshots made by edits (amortised appends, derived id→row map) equal ones built afresh."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llama_index_carag.core.cluster_store import ClusterGroup, MemoryClusters
+
+
+def _group(rng, prefix, n, dim=4, claims=()):
+    ids = [f"{prefix}{i}" for i in range(n)]
+    is_claim = np.array([i in claims for i in range(n)])
+    return ClusterGroup(ids, rng.normal(size=(n, dim)).astype(np.float32), is_claim, [None] * n)
+
+
+def _same(a: MemoryClusters, b: MemoryClusters) -> None:
+    assert list(a.groups) == list(b.groups)
+    for key in a.groups:
+        ga, gb = a.groups[key], b.groups[key]
+        assert ga.ids == gb.ids and ga.claim_of == gb.claim_of
+        np.testing.assert_array_equal(ga.unit, gb.unit)
+        np.testing.assert_array_equal(ga.is_claim, gb.is_claim)
+    assert a.where.keys() == b.where.keys()  # the derived map finds the rows a fresh build does
+    assert {i: a.row_of(i) for i in a.where} == {i: b.row_of(i) for i in b.where} == dict(b.where)
+    assert list(a.iter_items()) == list(b.iter_items())
+
+
+def _fresh(snapshot: MemoryClusters) -> MemoryClusters:
+    return MemoryClusters(
+        {
+            k: ClusterGroup(list(g.ids), g.unit.copy(), g.is_claim.copy(), list(g.claim_of))
+            for k, g in snapshot.groups.items()
+        },
+        snapshot.dim,
+    )
+
+
+def test_edits_give_the_snapshot_a_fresh_build_gives(rng):
+    base = MemoryClusters({("T", 0): _group(rng, "a", 9, claims={2}), (None, 1): _group(rng, "b", 5)}, 4)
+    one = base.with_added({("T", 0): _group(rng, "x", 3), ("U", 2): _group(rng, "y", 2)})
+    _same(one, _fresh(one))
+    two, claims = one.without(["a0", "a2", "x1", "b4", "nope", "y0", "y1"])
+    assert claims == [("a2", None)]
+    _same(two, _fresh(two))
+    assert ("U", 2) not in two.groups and "y0" not in two
+    three = two.with_added({("T", 0): _group(rng, "z", 40)})  # past the spare rows: a new buffer
+    _same(three, _fresh(three))
+    assert three.row_of("z0") == (("T", 0), 9)
+    np.testing.assert_array_equal(three.unit_vector("z39"), three.groups[("T", 0)].unit[48])
+
+
+def test_appends_reuse_spare_rows_and_never_change_an_older_snapshot(rng):
+    base = MemoryClusters({("T", 0): _group(rng, "a", 16)}, 4)
+    first = base.with_added({("T", 0): _group(rng, "x", 1)})  # a buffer with spare rows
+    frozen = first.groups[("T", 0)].unit.copy()
+    second = first.with_added({("T", 0): _group(rng, "y", 1)})
+    assert np.shares_memory(first.groups[("T", 0)].unit, second.groups[("T", 0)].unit)  # appended in place
+    other = first.with_added({("T", 0): _group(rng, "w", 1)})  # from an older snapshot: its own buffer
+    assert not np.shares_memory(other.groups[("T", 0)].unit, second.groups[("T", 0)].unit)
+    np.testing.assert_array_equal(first.groups[("T", 0)].unit, frozen)
+    assert second.groups[("T", 0)].ids[-1] == "y0" and other.groups[("T", 0)].ids[-1] == "w0"
+    np.testing.assert_array_equal(second.groups[("T", 0)].unit[:17], frozen)
+    for snap in (first, second, other):
+        _same(snap, _fresh(snap))
+
+
+def test_deletes_and_appends_interleaved_keep_every_row(rng):
+    snap = MemoryClusters({("T", 0): _group(rng, "a", 30), ("T", 1): _group(rng, "b", 12)}, 4)
+    for step in range(6):
+        snap = snap.with_added({("T", step % 2): _group(rng, f"s{step}_", 5)})
+        gone = [i for k, (i, _) in enumerate(snap.iter_items()) if k % 4 == step % 4]
+        snap, _ = snap.without(gone)
+        _same(snap, _fresh(snap))
+        for node_id, key in snap.iter_items():
+            found = snap.row_of(node_id)
+            assert found is not None and found[0] == key and snap.groups[key].ids[found[1]] == node_id
+    assert snap.rows  # clusters shifted by deletes map slots to rows
