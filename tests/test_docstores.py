@@ -308,3 +308,26 @@ def test_kill_mid_insert_loses_nothing(tmp_path: Path, store_spec: str) -> None:
     assert again.reconcile_docstore() == (0, 0)
     assert set(index_node_ids(again.index)) == vector_ids
     assert (tmp_path / SPEC_NAME).is_file()
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------
+
+
+def test_cli_index_with_a_duckdb_docstore(tmp_path: Path) -> None:
+    """``carag index --docstore duckdb`` keeps the passages in ``docstore.duckdb``; ``carag check`` reads them."""
+    pytest.importorskip("llama_index.storage.docstore.duckdb")
+    from llama_index_carag.datasets import demo_corpus_path
+    from tests.helpers import run_cli
+
+    out = tmp_path / "index"
+    args = ["index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--docstore", "duckdb"]
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "docstore.duckdb").is_file() and not (out / "docstore.json").exists()
+    assert read_spec(out) == {"kind": "duckdb", "namespace": "carag", "path": "docstore.duckdb"}
+    checked = run_cli("check", "Offshore wind farms drive fish away.", "--index", str(out), "--no-llm", "--json")
+    assert checked.returncode == 0, checked.stderr
+    evidence = json.loads(checked.stdout)["evidence"]
+    assert evidence and all(e["text"] for e in evidence)
+    bad = run_cli("index", str(demo_corpus_path()), "--out", str(tmp_path / "x"), "--docstore", "mongo://h")
+    assert bad.returncode == 2 and "Unknown docstore" in bad.stderr

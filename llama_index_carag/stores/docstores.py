@@ -266,8 +266,8 @@ def clear_docstore(docstore: BaseDocumentStore) -> None:
 
 
 def write_spec(persist_dir: str | os.PathLike[str], docstore: BaseDocumentStore) -> Path | None:
-    """Record in ``persist_dir`` the docstore an index was saved with (nothing for ``SimpleDocumentStore``,
-    which ``persist`` saves as ``docstore.json``).
+    """Record in ``persist_dir`` the docstore an index was saved with (nothing, and no spec left, for
+    ``SimpleDocumentStore``, which ``persist`` saves as ``docstore.json``).
 
     Raises:
         ValueError: a docstore this module did not open and that is not a ``SimpleDocumentStore`` (reload such an
@@ -278,6 +278,7 @@ def write_spec(persist_dir: str | os.PathLike[str], docstore: BaseDocumentStore)
     folder = Path(persist_dir)
     spec = docstore_spec(docstore)
     if spec is None:
+        (folder / SPEC_NAME).unlink(missing_ok=True)  # a spec left from an earlier build would name another store
         if docstore_kind(docstore) != "simple":
             logger.warning(
                 "The %s docstore is not recorded in %s; reload with load_index(..., docstore=...).",
