@@ -212,6 +212,8 @@ def test_insert_writes_the_batch_only(tmp_path: Path, store_spec: str, monkeypat
     retriever.insert_nodes([_node(i, "new") for i in range(10)])
     after_insert = written()
     assert after_insert - before == 20  # 10 nodes + 10 hashes, not the 90 of the corpus
+    if store_spec == "duckdb":
+        assert [w for w in writes if w] == [10, 10]  # one statement per collection: the package batches them
     retriever.persist(tmp_path, persist_index=True)
     assert written() == after_insert  # persist does not rewrite the docstore
     assert docstore_node_ids(store) == set(index_node_ids(retriever.index))
@@ -219,26 +221,58 @@ def test_insert_writes_the_batch_only(tmp_path: Path, store_spec: str, monkeypat
     assert len(docstore_node_ids(store)) == N + 8
 
 
+def test_batching_store_writes_once_and_reads_what_is_pending() -> None:
+    from llama_index.core.storage.docstore.simple_docstore import SimpleDocumentStore
+
+    from llama_index_carag.stores.docstores import BatchingDocumentStore, docstore_batch
+
+    inner = SimpleDocumentStore()
+    calls: list[int] = []
+    add = inner.add_documents
+
+    def counting(docs: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(len(docs))
+        add(docs, *args, **kwargs)
+
+    inner.add_documents = counting  # type: ignore[method-assign]
+    store = BatchingDocumentStore(inner)
+    with docstore_batch(store):
+        for i in range(5):
+            store.add_documents([_node(i)], allow_update=True)
+        assert calls == []
+        with store.batch():  # nested: written when the outermost block ends
+            store.add_documents([_node(5)])
+        assert calls == []
+        assert store.get_node("e2").get_content() == _node(2).get_content()  # a read writes what is pending
+        assert calls == [6]
+        store.add_documents([_node(6)])
+    assert calls == [6, 1]
+    store.add_documents([_node(7)])  # outside a batch: straight through
+    assert calls == [6, 1, 1] and set(store.docs) == {f"e{i}" for i in range(8)}
+    store.delete_document("e7")
+    assert not store.document_exists("e7") and docstore_batch(inner) is not None
+
+
 # -- a kill in the middle of an insert ----------------------------------------------------------------------
 
 _KILL_SCRIPT = """
 from llama_index.core.schema import TextNode
 retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=embed)
-store = retriever.index.docstore
-add = store.add_documents
-state = {"batch": -1, "calls": 0}
+inner = retriever.index.docstore.inner  # the DuckDB/Redis store under the package's batching wrapper
+add = inner.add_documents
+state = {"batch": -1}
 
-def add_documents(nodes, *args, **kwargs):  # one call per node (VectorStoreIndex); stop in batch 4
-    add(nodes, *args, **kwargs)
-    state["calls"] += 1
-    if state["batch"] == 4 and state["calls"] == 5:
+def add_documents(nodes, *args, **kwargs):  # one call per insert; in batch 4, die after half the nodes
+    if state["batch"] == 4:
+        add(nodes[:5], *args, **kwargs)
         print("MID", flush=True)
         import time
         time.sleep(600)
+    add(nodes, *args, **kwargs)
 
-store.add_documents = add_documents
+inner.add_documents = add_documents
 for batch in range(6):
-    state["batch"], state["calls"] = batch, 0
+    state["batch"] = batch
     nodes = [TextNode(id_=f"b{batch}_{i}", text=f"inserted batch {batch} item {i} topic {i % 5}") for i in range(10)]
     retriever.insert_nodes(nodes)
     print("DONE", batch, flush=True)

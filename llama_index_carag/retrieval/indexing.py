@@ -63,6 +63,7 @@ def build_faiss_index(
     import faiss
     from llama_index.core import StorageContext, VectorStoreIndex
 
+    from llama_index_carag.stores.docstores import docstore_batch
     from llama_index_carag.stores.index_store import DeferredIndexStore
 
     if len(nodes) == 0:
@@ -81,4 +82,7 @@ def build_faiss_index(
     storage = StorageContext.from_defaults(
         vector_store=vector_store, index_store=DeferredIndexStore(), docstore=docstore
     )
-    return VectorStoreIndex(list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress)
+    with docstore_batch(storage.docstore):  # a DuckDB/Redis docstore: the nodes in one write, not one per node
+        return VectorStoreIndex(
+            list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress
+        )

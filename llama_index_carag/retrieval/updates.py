@@ -19,6 +19,7 @@ from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import fit_corpus, warn_on_embedded_labels
 from llama_index_carag.settings import CaragSettings
+from llama_index_carag.stores.docstores import docstore_batch
 from llama_index_carag.stores.vector_stores import (
     adapter_for,
     get_node_embeddings,
@@ -76,7 +77,8 @@ def insert_nodes(index: VectorStoreIndex, corpus: FittedCorpus, nodes: list[Base
     existing = [i for i in ids if i in corpus.context and i not in claims]
     if existing:
         delete_nodes(index, corpus, existing)
-    adapter_for(index).insert(nodes, **insert_kwargs)
+    with docstore_batch(index.docstore):  # a DuckDB/Redis docstore: the batch in one write, not one per node
+        adapter_for(index).insert(nodes, **insert_kwargs)
     corpus.exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
     evidence = [i for i in ids if i not in claims]
     if evidence:
