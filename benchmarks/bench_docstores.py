@@ -17,7 +17,12 @@ filled with ``--n`` synthetic passages (about 300 characters, a few metadata key
 * ``get``: reading the batch back by id (``get_nodes``);
 
 
-The vector store, the fitted context and the carag state are not part of this benchmark (see bench_edits.py).
+With ``--e2e`` the same through the whole package instead, on the synthetic corpus of ``bench_scale.py`` (cached
+under ``--cache``; vectors given): an index of ``--n`` passages in a ``SafeFaissMapVectorStore`` with the chosen
+docstore, ``ContextAwareRetriever.from_index`` (the default preset), a full ``persist(..., persist_index=True)``,
+``insert_nodes`` of 1,000 new passages and ``persist`` again, each with the time spent in the docstore.
+
+    nice -n 10 python benchmarks/bench_docstores.py --e2e --n 100000 --kinds simple,duckdb
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +122,84 @@ def run(kind: str, spec: str, corpus: list[TextNode], batch: list[TextNode], fol
     }
 
 
+def _timed(store: Any, name: str, spent: dict[str, float]) -> None:
+    """Add the time of ``store.name(...)`` (an instance's method) to ``spent[name]``."""
+    original: Callable[..., Any] = getattr(store, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+
+    setattr(store, name, wrapper)
+
+
+def e2e(kind: str, spec: str, cache: Path, n: int, out: Path) -> dict[str, Any]:
+    """Insert 1,000 into an index of ``n`` through ``ContextAwareRetriever`` with one docstore, and persist."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import faiss
+    from bench_scale import DIM, _claims, _lines, _new_nodes, _rows, prepare
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+
+    from llama_index_carag import ContextAwareRetriever
+    from llama_index_carag.settings import DEFAULT
+    from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
+    from llama_index_carag.stores.index_store import DeferredIndexStore
+
+    src = prepare(cache, n, 200)
+    store = open_docstore(spec, out)
+    if kind != "simple":
+        clear_docstore(store)
+    vectors = SafeFaissMapVectorStore(faiss_index=faiss.IndexIDMap2(faiss.IndexFlatIP(DIM)))
+    storage = StorageContext.from_defaults(vector_store=vectors, index_store=DeferredIndexStore(), docstore=store)
+    index = VectorStoreIndex(nodes=[], storage_context=storage, embed_model=MockEmbedding(embed_dim=DIM))
+    texts = _lines(src / "texts.txt")[:n]
+    t0 = time.perf_counter()
+    for start in range(0, n, 10_000):
+        stop = min(n, start + 10_000)
+        rows = _rows(src / "vectors.npy", start, stop)
+        nodes = [TextNode(id_=f"n{i}", text=texts[i], embedding=rows[i - start].tolist()) for i in range(start, stop)]
+        with docstore_batch(store):
+            index.insert_nodes(nodes)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    retriever = ContextAwareRetriever.from_index(index, DEFAULT, claim_nodes=_claims(src))
+    fit_s = time.perf_counter() - t0
+    spent: dict[str, float] = {}
+    for name in ("add_documents", "flush", "persist"):
+        if hasattr(store, name):
+            _timed(store, name, spent)
+    t0 = time.perf_counter()
+    retriever.persist(out, persist_index=True)
+    full_persist_s = time.perf_counter() - t0
+    spent.clear()
+    t0 = time.perf_counter()
+    retriever.insert_nodes(_new_nodes(src, n))
+    insert_s = time.perf_counter() - t0
+    insert_docstore_s = spent.get("add_documents", 0.0) + spent.get("flush", 0.0)
+    spent.clear()
+    t0 = time.perf_counter()
+    retriever.persist(out, persist_index=True)
+    persist_s = time.perf_counter() - t0
+    row = {
+        "docstore": kind,
+        "n": n,
+        "build_s": round(build_s, 1),
+        "fit_s": round(fit_s, 1),
+        "full_persist_s": round(full_persist_s, 2),
+        "insert_1000_s": round(insert_s, 3),
+        "insert_docstore_s": round(insert_docstore_s, 3),
+        "persist_after_insert_s": round(persist_s, 2),
+        "persist_docstore_s": round(spent.get("persist", 0.0), 3),
+    }
+    if kind == "redis":
+        clear_docstore(store)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100_000)
@@ -121,8 +207,10 @@ def main() -> None:
     parser.add_argument("--kinds", default="simple,duckdb", help="comma-separated: simple, duckdb, redis")
     parser.add_argument("--redis", default=None, help="redis://HOST:PORT[/DB] for the 'redis' kind")
     parser.add_argument("--json", default=None, help="write the rows here too")
+    parser.add_argument("--e2e", action="store_true", help="through ContextAwareRetriever (see the module)")
+    parser.add_argument("--cache", default="/tmp/carag_scale", help="bench_scale.py's corpus cache (--e2e)")
     args = parser.parse_args()
-    corpus, batch = _nodes(args.n, "e", 0), _nodes(args.batch, "new", 1)
+    corpus, batch = ([], []) if args.e2e else (_nodes(args.n, "e", 0), _nodes(args.batch, "new", 1))
     rows = []
     for kind in args.kinds.split(","):
         spec = {"simple": "simple", "duckdb": "duckdb", "redis": f"{args.redis}?namespace=bench"}[kind]
@@ -130,7 +218,10 @@ def main() -> None:
             raise SystemExit("--kinds redis needs --redis URL")
         folder = Path(tempfile.mkdtemp(prefix=f"bench_docstore_{kind}_"))
         try:
-            rows.append(run(kind, spec, corpus, batch, folder))
+            if args.e2e:
+                rows.append(e2e(kind, spec, Path(args.cache), args.n, folder))
+            else:
+                rows.append(run(kind, spec, corpus, batch, folder))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         print(json.dumps(rows[-1]), flush=True)
