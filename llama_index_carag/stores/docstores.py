@@ -11,9 +11,10 @@ passage.  The key-value docstores of the ecosystem write each node when it is ad
 
 :func:`open_docstore` is the one door: a spec string, or any LlamaIndex ``BaseDocumentStore`` (returned as is).
 A DuckDB or Redis store opened here is wrapped in a :class:`BatchingDocumentStore`, so that an insert writes
-its nodes in one call rather than one per node, and reads many nodes in one query.  It remembers its spec; ``ContextAwareRetriever.persist(..., persist_index=True)`` writes it to
-``carag_docstore.json`` (:func:`write_spec`, no credentials) and reloading opens the same store again
-(:func:`open_persisted_docstore`, :func:`load_index`).
+its nodes in one call rather than one per node, and reads many nodes in one query.  It remembers its spec:
+``ContextAwareRetriever.persist(..., persist_index=True)`` writes it to ``carag_docstore.json``
+(:func:`write_spec`, no credentials) and reloading opens the same store again (:func:`open_persisted_docstore`,
+:func:`load_index`).
 
 The vector side is saved by ``persist``; the docstore is written at every edit.  After a crash the two can
 differ: :func:`reconcile_ids` says which nodes only one side knows, and
