@@ -20,7 +20,8 @@ filled with ``--n`` synthetic passages (about 300 characters, a few metadata key
 With ``--e2e`` the same through the whole package instead, on the synthetic corpus of ``bench_scale.py`` (cached
 under ``--cache``; vectors given): an index of ``--n`` passages in a ``SafeFaissMapVectorStore`` with the chosen
 docstore, ``ContextAwareRetriever.from_index`` (the default preset), a full ``persist(..., persist_index=True)``,
-``insert_nodes`` of 1,000 new passages and ``persist`` again, each with the time spent in the docstore.
+``insert_nodes`` of 1,000 new passages and ``persist`` again, each with the time spent in the docstore, then
+``from_persist_dir`` (with the check that docstore and vectors agree).
 
     nice -n 10 python benchmarks/bench_docstores.py --e2e --n 100000 --kinds simple,duckdb
 """
@@ -184,6 +185,12 @@ def e2e(kind: str, spec: str, cache: Path, n: int, out: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     retriever.persist(out, persist_index=True)
     persist_s = time.perf_counter() - t0
+    del retriever, index, storage, vectors, store
+    t0 = time.perf_counter()
+    reloaded = ContextAwareRetriever.from_persist_dir(out, embed_model=MockEmbedding(embed_dim=DIM))
+    reload_s = time.perf_counter() - t0
+    assert reloaded.reconcile_docstore() == (0, 0)
+    store = reloaded.index.docstore
     row = {
         "docstore": kind,
         "n": n,
@@ -194,6 +201,7 @@ def e2e(kind: str, spec: str, cache: Path, n: int, out: Path) -> dict[str, Any]:
         "insert_docstore_s": round(insert_docstore_s, 3),
         "persist_after_insert_s": round(persist_s, 2),
         "persist_docstore_s": round(spent.get("persist", 0.0), 3),
+        "reload_s": round(reload_s, 2),
     }
     if kind == "redis":
         clear_docstore(store)
