@@ -34,8 +34,9 @@ class BatchingDocumentStore(BaseDocumentStore):
         inner: the docstore written to.
         get_many: reads many nodes in one query (``{id: node}``, missing ids left out); default the wrapped
             store's ``get_nodes``.
-        write_batch_size: the ``batch_size`` of the wrapped store's ``add_documents`` when pending nodes are
-            written (Redis: the HSETs of one pipelined transaction; DuckDB writes one statement anyway).
+        write_batch_size: the ``batch_size`` given to the wrapped store's ``add_documents`` when pending nodes
+            are written (Redis: the HSETs of one pipelined transaction); default the store's own (LlamaIndex's
+            in-memory key-value store accepts no other).
     """
 
     def __init__(
@@ -43,7 +44,7 @@ class BatchingDocumentStore(BaseDocumentStore):
         inner: BaseDocumentStore,
         get_many: Callable[[list[str]], dict[str, BaseNode]] | None = None,
         *,
-        write_batch_size: int = 1000,
+        write_batch_size: int | None = None,
     ) -> None:
         self._inner = inner
         self._get_many = get_many
@@ -78,9 +79,8 @@ class BatchingDocumentStore(BaseDocumentStore):
             if not self._pending:
                 return
             nodes = list(self._pending.values())
-            self._inner.add_documents(
-                nodes, allow_update=True, batch_size=self._write_batch_size, store_text=self._store_text
-            )
+            sized = {} if self._write_batch_size is None else {"batch_size": self._write_batch_size}
+            self._inner.add_documents(nodes, allow_update=True, store_text=self._store_text, **sized)
             self._pending.clear()
             logger.debug("Wrote %d nodes to %s in one call", len(nodes), type(self._inner).__name__)
 

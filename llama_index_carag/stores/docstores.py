@@ -195,7 +195,7 @@ def _open_redis(url: str, namespace: str) -> BaseDocumentStore:
         values: list[Any] = client.hmget(collections[0], ids) if ids else []  # type: ignore[assignment]
         return {i: json_to_doc(json.loads(v)) for i, v in zip(ids, values) if v is not None}
 
-    store = BatchingDocumentStore(RedisDocumentStore(kvstore, namespace=namespace), get_many)
+    store = BatchingDocumentStore(RedisDocumentStore(kvstore, namespace=namespace), get_many, write_batch_size=1000)
 
     def node_ids() -> set[str]:
         keys: list[Any] = client.hkeys(collections[0])  # type: ignore[assignment]  # the sync client's list
