@@ -121,9 +121,12 @@ def _duckdb_connection(path: Path) -> Any:
     if built_in and platform:
         folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llama_index_carag" / "duckdb"
         marker = folder / f"v{duckdb.__version__}" / str(platform[0]) / "json.duckdb_extension"
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-        config["extension_directory"] = str(folder)
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            config["extension_directory"] = str(folder)
+        except OSError as exc:  # a read-only home: INSTALL downloads (or fails offline, saying why)
+            logger.warning("Cannot write the DuckDB extension marker %s (%s).", marker, exc)
     path.parent.mkdir(parents=True, exist_ok=True)
     return duckdb.connect(str(path), config=config)
 
