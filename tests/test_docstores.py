@@ -365,3 +365,14 @@ def test_cli_index_with_a_duckdb_docstore(tmp_path: Path) -> None:
     assert evidence and all(e["text"] for e in evidence)
     bad = run_cli("index", str(demo_corpus_path()), "--out", str(tmp_path / "x"), "--docstore", "mongo://h")
     assert bad.returncode == 2 and "Unknown docstore" in bad.stderr
+
+
+def test_a_simple_docstore_leaves_no_spec(tmp_path: Path) -> None:
+    """Persisting with LlamaIndex's simple docstore removes a spec an earlier DuckDB build left."""
+    pytest.importorskip("llama_index.storage.docstore.duckdb")
+    retriever = _build(tmp_path, "duckdb", n=30)
+    assert read_spec(tmp_path) is not None
+    simple = build_faiss_index([_node(i) for i in range(30)], _embed(), id_map=True)
+    ContextAwareRetriever.from_index(simple, n_clusters=3, random_state=0).persist(tmp_path, persist_index=True)
+    assert read_spec(tmp_path) is None and (tmp_path / "docstore.json").is_file()
+    del retriever
