@@ -36,7 +36,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise CLIError("no evidence to index")
     t0 = time.perf_counter()
     model = resolve_embed_model(args.embed_model)
-    index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True)
+    docstore = _open_docstore(getattr(args, "docstore", None), out, force=args.force)
+    index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True, docstore=docstore)
     from llama_index_carag.settings import CaragSettings
 
     settings = CaragSettings.from_options(
@@ -73,6 +74,23 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"into {out} in {time.perf_counter() - t0:.1f} s"
     )
     return 0
+
+
+def _open_docstore(spec: str | None, out: Path, *, force: bool) -> Any:
+    """The docstore of ``--docstore`` (:func:`~llama_index_carag.stores.docstores.open_docstore`); one that holds
+    nodes already is emptied with ``--force``, else refused."""
+    from llama_index_carag.stores.docstores import clear_docstore, docstore_node_ids, open_docstore
+
+    try:
+        store = open_docstore(spec, out)
+    except (ValueError, ImportError) as exc:
+        raise CLIError(f"--docstore: {exc}") from None
+    held = docstore_node_ids(store)
+    if held:
+        if not force:
+            raise CLIError(f"--docstore {spec} holds {len(held)} nodes already; pass --force to replace them")
+        clear_docstore(store)
+    return store
 
 
 def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:

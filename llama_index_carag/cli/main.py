@@ -171,6 +171,12 @@ def _add_index_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="write into a non-empty folder")
     p.add_argument(
+        "--docstore",
+        default="simple",
+        help="where the passages are stored: simple (docstore.json, default), duckdb (docstore.duckdb in --out; "
+        "extra [duckdb]) or redis://HOST:PORT[/DB][?namespace=NAME] (shared by processes; extra [redis])",
+    )
+    p.add_argument(
         "--calibrate",
         action="store_true",
         help="fit the index to its archive: the re-ranking weights by leave-one-out over the claims with linked "

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def build_faiss_index(
     *,
     id_map: bool = False,
     show_progress: bool = False,
+    docstore: BaseDocumentStore | None = None,
 ) -> VectorStoreIndex:
     """Embed ``nodes`` and index them in FAISS (inner product on unit vectors = cosine).
 
@@ -51,6 +53,9 @@ def build_faiss_index(
         embed_model: the model that embeds both corpus and queries.
         id_map: use ``IndexIDMap2`` + ``FaissMapVectorStore`` (supports deletes).
         show_progress: progress bar while embedding.
+        docstore: where the nodes are stored (default a new ``SimpleDocumentStore``, saved as
+            ``docstore.json``); e.g. ``open_docstore("duckdb", folder)`` or ``open_docstore("redis://…")``
+            (:func:`~llama_index_carag.stores.docstores.open_docstore`), which write each node as it is added.
 
     Raises:
         ValueError: no nodes.
@@ -58,6 +63,7 @@ def build_faiss_index(
     import faiss
     from llama_index.core import StorageContext, VectorStoreIndex
 
+    from llama_index_carag.stores.docstores import docstore_batch
     from llama_index_carag.stores.index_store import DeferredIndexStore
 
     if len(nodes) == 0:
@@ -73,5 +79,10 @@ def build_faiss_index(
         from llama_index.vector_stores.faiss import FaissVectorStore
 
         vector_store = FaissVectorStore(faiss_index=flat)
-    storage = StorageContext.from_defaults(vector_store=vector_store, index_store=DeferredIndexStore())
-    return VectorStoreIndex(list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress)
+    storage = StorageContext.from_defaults(
+        vector_store=vector_store, index_store=DeferredIndexStore(), docstore=docstore
+    )
+    with docstore_batch(storage.docstore):  # a DuckDB/Redis docstore: the nodes in one write, not one per node
+        return VectorStoreIndex(
+            list(nodes), storage_context=storage, embed_model=embed_model, show_progress=show_progress
+        )

@@ -414,6 +414,22 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         self._after_update()
         return added, removed
 
+    def reconcile_docstore(self) -> tuple[int, int]:
+        """Bring the vector side and the context in line with the index's docstore; ``(inserted, deleted)``.
+
+        For a docstore written at every edit (DuckDB, Redis): nodes it holds that the saved vectors lack (inserted
+        after the last ``persist``) are embedded and inserted, nodes it lacks are deleted.
+        :meth:`from_persist_dir` calls it for such an index; a no-op for LlamaIndex's in-memory docstore.
+        """
+        if not updates.docstore_holds_nodes(self._index):
+            return 0, 0
+        nodes, gone = updates.reconcile_docstore(self._index, self._corpus)
+        if gone:
+            self.delete_nodes(gone)
+        if nodes:
+            self.insert_nodes([n.model_copy(update={"embedding": None}) for n in nodes])
+        return len(nodes), len(gone)
+
     def _maybe_sync(self) -> None:
         size = updates.store_size(self._index)
         if size is not None and size != self._seen_size:
@@ -456,7 +472,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         folder = Path(persist_dir)
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
         if persist_index:
+            from llama_index_carag.stores.docstores import write_spec
+
             self._index.storage_context.persist(persist_dir=str(folder))
+            write_spec(folder, self._index.docstore)  # DuckDB/Redis: where the nodes are, to reload them
         return state.persist(folder / STATE_SUBDIR, self._corpus, self._settings, self._embed_model)
 
     @classmethod
@@ -478,6 +497,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             embed_model: the query embed model; default the index's, or (when the
                 index is loaded here) the recorded model resolved offline.
 
+        An index whose nodes live in a DuckDB or Redis docstore (recorded in ``carag_docstore.json``) is
+        reloaded on that docstore, and :meth:`reconcile_docstore` then applies the edits made after the last
+        ``persist`` (a process killed mid-insert leaves them in the docstore only).
+
         Raises:
             StateError: no state, a corrupt/tampered file, a state that does not
                 match the index (other nodes, other embed model or dimension), or
@@ -486,6 +509,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         from llama_index_carag.retrieval import state
 
         corpus, settings, model = state.from_persist_dir(Path(persist_dir) / STATE_SUBDIR, index, embed_model)
-        return cls(
+        retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
+        retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash)
+        return retriever

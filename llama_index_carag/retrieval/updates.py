@@ -19,6 +19,7 @@ from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import fit_corpus, warn_on_embedded_labels
 from llama_index_carag.settings import CaragSettings
+from llama_index_carag.stores.docstores import docstore_batch
 from llama_index_carag.stores.vector_stores import (
     adapter_for,
     get_node_embeddings,
@@ -33,7 +34,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["store_size", "nodes_by_id", "insert_nodes", "delete_nodes", "sync", "refit_corpus", "claim_nodes_of"]
+__all__ = [
+    "store_size",
+    "nodes_by_id",
+    "insert_nodes",
+    "delete_nodes",
+    "sync",
+    "docstore_holds_nodes",
+    "reconcile_docstore",
+    "refit_corpus",
+    "claim_nodes_of",
+]
 
 
 def _meta(node: BaseNode | None, key: str) -> str | None:
@@ -66,7 +77,8 @@ def insert_nodes(index: VectorStoreIndex, corpus: FittedCorpus, nodes: list[Base
     existing = [i for i in ids if i in corpus.context and i not in claims]
     if existing:
         delete_nodes(index, corpus, existing)
-    adapter_for(index).insert(nodes, **insert_kwargs)
+    with docstore_batch(index.docstore):  # a DuckDB/Redis docstore: the batch in one write, not one per node
+        adapter_for(index).insert(nodes, **insert_kwargs)
     corpus.exclude([i for i in ids if i in claims])  # a claim put into the index is never evidence
     evidence = [i for i in ids if i not in claims]
     if evidence:
@@ -101,6 +113,40 @@ def sync(index: VectorStoreIndex, corpus: FittedCorpus) -> tuple[int, int]:
         corpus.context.add_items(_evidence_items(index, corpus, added))
     corpus.update_tables(gone + added)
     return len(added), removed
+
+
+def docstore_holds_nodes(index: VectorStoreIndex) -> bool:
+    """Whether the index keeps its nodes in a docstore other than LlamaIndex's in-memory one (DuckDB, Redis, …),
+    which is written at every edit while the vector side is saved by ``persist``."""
+    from llama_index.core.storage.docstore.simple_docstore import SimpleDocumentStore
+
+    return not index.vector_store.stores_text and type(index.docstore) is not SimpleDocumentStore
+
+
+def reconcile_docstore(index: VectorStoreIndex, corpus: FittedCorpus) -> tuple[list[BaseNode], list[str]]:
+    """Bring the vector side in line with the docstore, the record of the edits, after a crash.
+
+    A docstore that writes each node when it is added (DuckDB, Redis) can be ahead of the vector store saved by
+    the last ``persist``: nodes inserted since are in the docstore only, nodes deleted since are on the vector
+    side only.  Returns ``(nodes to insert, ids to delete)``: the caller inserts the first (they are embedded
+    again: the docstore keeps no embeddings) and deletes the second, through the corpus so that the fitted
+    context follows.  Claims kept out of the evidence are left alone.
+    """
+    from llama_index_carag.stores.docstores import reconcile_ids
+
+    only_stored, only_vectors = reconcile_ids(set(index_node_ids(index)), index.docstore)
+    excluded = corpus.exclude_ids
+    only_stored = [i for i in only_stored if i not in excluded]
+    only_vectors = [i for i in only_vectors if i not in excluded]
+    nodes = [n for n in index.docstore.get_nodes(only_stored, raise_error=False) if n is not None]
+    if nodes or only_vectors:
+        logger.warning(
+            "The docstore and the saved vectors differ (an edit after the last persist): %d node(s) only in the "
+            "docstore are inserted, %d only on the vector side are deleted.",
+            len(nodes),
+            len(only_vectors),
+        )
+    return list(nodes), only_vectors
 
 
 def claim_nodes_of(corpus: FittedCorpus) -> list[TextNode]:

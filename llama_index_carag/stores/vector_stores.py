@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 logger = logging.getLogger(__name__)
 
@@ -67,21 +68,34 @@ def adapter_for(index: VectorStoreIndex) -> VectorStoreAdapter:
 
 
 def load_persisted_index(
-    persist_dir: str | os.PathLike[str], embed_model: BaseEmbedding, kind: str
+    persist_dir: str | os.PathLike[str],
+    embed_model: BaseEmbedding,
+    kind: str,
+    *,
+    docstore: BaseDocumentStore | None = None,
 ) -> VectorStoreIndex:
     """Reload a persisted ``VectorStoreIndex`` of a given store kind (one of :data:`PERSISTED_KINDS`).
+
+    Its nodes are read from ``docstore`` when given, else from the docstore the folder records
+    (:data:`~llama_index_carag.stores.docstores.SPEC_NAME`: DuckDB, Redis), else from its ``docstore.json``.
 
     Raises:
         FileNotFoundError: nothing persisted there.
         ValueError: the kind is not saved on disk, or the files cannot be read as that kind of index.
     """
+    from llama_index_carag.stores import docstores
+
     folder = Path(persist_dir)
     cls = next((c for c in ADAPTERS if c.kind == kind and c.persisted), None)
     if cls is None:
         raise ValueError(f"A {kind} index is not saved on disk; pass index=... to reload it.")
-    if not (folder / "docstore.json").is_file():
+    if docstore is None:
+        docstore = docstores.open_persisted_docstore(folder)
+    if docstore is None and not (folder / "docstore.json").is_file():
         raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
     try:
+        if docstore is not None:
+            return docstores.load_index(folder, embed_model, kind, docstore)
         return cls.load_index(folder, embed_model)
     except RuntimeError as exc:  # FAISS reports unreadable files this way
         raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None
