@@ -7,7 +7,13 @@ import pytest
 
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.layout import divide_rows_inplace, permute_rows_inplace, row_norms
+from llama_index_carag.core.layout import (
+    divide_rows_inplace,
+    growth_rows,
+    permute_rows_inplace,
+    row_norms,
+    spread_blocks_inplace,
+)
 from llama_index_carag.ranking.contrast import ClaimContrast
 
 
@@ -89,3 +95,49 @@ def test_contrast_table_from_blocks_equals_the_one_matrix_fit(rng):
     assert whole.get_state()[0] == blocks.get_state()[0]
     empty = ClaimContrast(claims, top=3).fit_blocks([])
     assert empty.sims_.shape == (0, 3)
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 10_000])
+def test_spread_blocks_inplace_moves_each_block_after_the_room_of_those_before(block):
+    rng = np.random.default_rng(block)
+    sizes, room = [3, 0, 7, 4], [2, 5, 0, 3]
+    buffer = np.full((sum(sizes) + sum(room) + 1, 3), np.nan, np.float32)
+    rows = rng.standard_normal((sum(sizes), 3)).astype(np.float32)
+    buffer[: sum(sizes)] = rows
+    firsts = spread_blocks_inplace(buffer, sizes, room, block=block)
+    assert firsts == [0, 5, 10, 10 + 7 + 0]
+    starts = np.cumsum([0, *sizes[:-1]])
+    for first, start, size in zip(firsts, starts, sizes):
+        np.testing.assert_array_equal(buffer[first : first + size], rows[start : start + size])
+
+
+def test_spread_blocks_inplace_refuses_room_that_does_not_fit():
+    with pytest.raises(ValueError, match="do not fit"):
+        spread_blocks_inplace(np.zeros((5, 2), np.float32), [3], [3])
+
+
+def test_a_fit_leaves_room_so_a_first_insert_appends_in_place():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((600, 8)).astype(np.float32)
+    n = len(X)
+
+    def items(vectors, prefix="n"):
+        return CorpusItems(
+            ids=[f"{prefix}{i}" for i in range(len(vectors))],
+            vectors=vectors,
+            is_claim=np.zeros(len(vectors), bool),
+            claim_of=[None] * len(vectors),
+        )
+
+    buffer = np.empty((n + growth_rows(n), 8), np.float32)
+    buffer[:n] = X
+    ctx = ThematicContext(n_clusters=4, random_state=0).fit(items(buffer[:n]), copy=False, buffer=buffer)
+    copied = ThematicContext(n_clusters=4, random_state=0).fit(items(X.copy()))
+    before = {k: g.unit for k, g in ctx.cluster_store_.clusters.groups.items()}
+    for key, unit in before.items():
+        np.testing.assert_array_equal(unit, copied.cluster_store_.clusters.groups[key].unit)
+        assert np.shares_memory(unit, buffer)  # the sorted store is the given buffer, no copy
+    ctx.add_items(items(rng.standard_normal((5, 8)).astype(np.float32), prefix="new"))
+    for key, group in ctx.cluster_store_.clusters.groups.items():
+        assert np.shares_memory(group.unit, buffer)  # appended into the room: no cluster was copied
+        np.testing.assert_array_equal(group.unit[: len(before[key])], before[key])

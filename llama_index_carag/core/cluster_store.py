@@ -16,9 +16,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from llama_index_carag.core.layout import growth_rows
 from llama_index_carag.core.soi import ClusterMembers, SOICore
 
-__all__ = ["GroupKey", "ClusterGroup", "MemoryClusters", "LazyTexts", "ClusterStore", "MemoryClusterStore", "TextsOf"]
+__all__ = [
+    "GroupKey",
+    "ClusterGroup",
+    "GrowthBuffer",
+    "MemoryClusters",
+    "LazyTexts",
+    "ClusterStore",
+    "MemoryClusterStore",
+    "TextsOf",
+]
 
 #: ``(theme or None, cluster)``.
 GroupKey = tuple[str | None, int]
@@ -58,7 +68,7 @@ class ClusterGroup:
         unit: np.ndarray,
         is_claim: np.ndarray,
         claim_of: list[str | None],
-        _buffer: _GrowthBuffer | None = None,
+        _buffer: GrowthBuffer | None = None,
     ) -> None:
         self.ids = ids
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
@@ -78,7 +88,7 @@ class ClusterGroup:
         n, m = len(self), len(other)
         buffer = self._buffer
         if buffer is None or buffer.used != n or buffer.rows.shape[0] < n + m:
-            buffer = _GrowthBuffer(np.empty((n + max(m, n // 8), self.unit.shape[1]), dtype=np.float32))
+            buffer = GrowthBuffer(np.empty((n + max(m, n // 8), self.unit.shape[1]), dtype=np.float32))
             buffer.rows[:n] = self.unit
         buffer.rows[n : n + m] = other.unit
         buffer.used = n + m
@@ -95,22 +105,26 @@ class ClusterGroup:
         keep = np.ones(len(self), dtype=bool)
         keep[np.fromiter(positions, dtype=np.int64, count=len(positions))] = False
         flags = keep.tolist()
+        kept = len(self) - len(positions)
+        growth = GrowthBuffer(np.empty((kept + growth_rows(kept), self.unit.shape[1]), np.float32), used=kept)
+        np.compress(keep, self.unit, axis=0, out=growth.rows[:kept])  # with room: a later insert appends
         return ClusterGroup(
             [x for x, k in zip(self.ids, flags) if k],
-            self.unit[keep],
+            growth.rows[:kept],
             self.is_claim[keep],
             [x for x, k in zip(self.claim_of, flags) if k],
+            growth,
         )
 
 
-class _GrowthBuffer:
+class GrowthBuffer:
     """Rows a cluster's successive snapshots append into; ``used``: rows the latest snapshot holds."""
 
     __slots__ = ("rows", "used")
 
-    def __init__(self, rows: np.ndarray) -> None:
+    def __init__(self, rows: np.ndarray, *, used: int = 0) -> None:
         self.rows = rows
-        self.used = 0
+        self.used = used
 
 
 class MemoryClusters:

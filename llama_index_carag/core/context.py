@@ -117,13 +117,19 @@ class ThematicContext(BaseEstimator):
         self.text_lookup = text_lookup
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, items: CorpusItems, *, show_progress: bool = False, copy: bool = True) -> ThematicContext:
+    def fit(
+        self, items: CorpusItems, *, show_progress: bool = False, copy: bool = True, buffer: np.ndarray | None = None
+    ) -> ThematicContext:
         """Cluster ``items`` and store their members per cluster.
 
         Args:
             copy: False lets the context sort and normalise ``items.vectors`` in place and keep it as its
                 store (scikit-learn's ``copy``): at a million vectors that saves one 1.5 GB copy.  Only for a
                 matrix the caller gives away; ignored (copied) unless it is a writable, C-contiguous float32 array.
+            buffer: with ``copy=False``, the array whose leading rows ``items.vectors`` is (also given away): its
+                rows past the corpus become the clusters' room to grow, so that an insert appends in place
+                (:func:`~llama_index_carag.core.layout.growth_rows`: inserts of about 3 % of the corpus).  A
+                copy always gets that room.
 
         Raises:
             ValueError: an invalid parameter, empty corpus, NaN vectors, duplicated ids, too many
@@ -150,7 +156,16 @@ class ThematicContext(BaseEstimator):
         )
         in_place = not copy and X.flags.writeable and X.flags.c_contiguous and X.dtype == np.float32
         groups, centroids = sorted_groups(
-            X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions), copy=not in_place
+            X,
+            norms,
+            ids,
+            is_claim,
+            claim_of,
+            labels,
+            theme_index,
+            list(partitions),
+            copy=not in_place,
+            buffer=buffer if in_place else None,
         )
         self.theme_centroids_ = ThemeCentroids(centroids)
         self.cluster_store_: ClusterStore = MemoryClusterStore(MemoryClusters(groups, self.dim_))

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey
+from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, GrowthBuffer
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.layout import divide_rows_inplace, permute_rows_inplace
+from llama_index_carag.core.layout import divide_rows_inplace, growth_rows, permute_rows_inplace, spread_blocks_inplace
 from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -135,32 +135,48 @@ def sorted_groups(
     theme_names: list[str | None],
     *,
     copy: bool = True,
+    buffer: np.ndarray | None = None,
 ) -> tuple[dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
-    """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``).
+    """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``), cluster after
+    cluster, with spare rows after each cluster (:func:`~llama_index_carag.core.layout.growth_rows` of the
+    corpus, shared in proportion to the clusters' sizes) that later inserts append into.
 
     Args:
         copy: False sorts and normalises ``X`` itself, in place (no second matrix; the caller gives
             ``X`` away: it must be a writable, C-contiguous float32 array).
+        buffer: with ``copy=False``, the array whose leading rows ``X`` is; the rows past ``X`` are the spare
+            rows (none without it).
 
     Returns:
         ``({(theme, cluster): ClusterGroup}, {theme: unit centroid})``; every group is a
         contiguous view of the copy (claims after evidence).
     """
+    n = X.shape[0]
     order = np.lexsort((is_claim, labels, theme_index))
     if copy:
-        unit = X[order]
+        rows_buffer = np.empty((n + growth_rows(n), X.shape[1]), dtype=np.float32)
+        for start in range(0, n, 65_536):
+            stop = min(n, start + 65_536)
+            rows_buffer[start:stop] = X[order[start:stop]]
     else:
         permute_rows_inplace(X, order)
-        unit = X
+        rows_buffer = X if buffer is None else _checked_buffer(buffer, X)
+    unit = rows_buffer[:n]
     divide_rows_inplace(unit, norms[order].astype(np.float32))
-    groups: dict[GroupKey, ClusterGroup] = {}
     keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
-    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
-    for start, stop in zip(bounds[:-1], bounds[1:]):
+    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), n]
+    sizes = [stop - start for start, stop in zip(bounds[:-1], bounds[1:])]
+    spare = rows_buffer.shape[0] - n
+    room = [spare * size // n for size in sizes]
+    firsts = spread_blocks_inplace(rows_buffer, sizes, room)
+    groups: dict[GroupKey, ClusterGroup] = {}
+    for start, stop, first, extra in zip(bounds[:-1], bounds[1:], firsts, room):
         rows = order[start:stop]
         key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
+        size = stop - start
+        growth = GrowthBuffer(rows_buffer[first : first + size + extra], used=size)
         groups[key] = ClusterGroup(
-            [ids[r] for r in rows], unit[start:stop], is_claim[rows], [claim_of[r] for r in rows]
+            [ids[r] for r in rows], growth.rows[:size], is_claim[rows], [claim_of[r] for r in rows], growth
         )
     centroids: dict[str, np.ndarray] = {}
     for theme in theme_names:
@@ -169,6 +185,22 @@ def sorted_groups(
             total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
             centroids[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
     return groups, centroids
+
+
+def _checked_buffer(buffer: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``buffer`` once checked to start with ``X``'s rows (same memory, dtype and width, writable, C-contiguous)."""
+    same_start = buffer.__array_interface__["data"][0] == X.__array_interface__["data"][0]
+    if not (
+        same_start
+        and buffer.dtype == X.dtype
+        and buffer.ndim == 2
+        and buffer.shape[1] == X.shape[1]
+        and buffer.shape[0] >= X.shape[0]
+        and buffer.flags.c_contiguous
+        and buffer.flags.writeable
+    ):
+        raise ValueError("buffer must be a writable C-contiguous array whose leading rows are the corpus matrix.")
+    return buffer
 
 
 def assign_keys(

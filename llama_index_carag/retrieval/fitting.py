@@ -17,6 +17,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_carag.core.context import CorpusItems, ThematicContext
+from llama_index_carag.core.layout import growth_rows
 from llama_index_carag.core.persistence import StateError
 from llama_index_carag.core.vectors import as_matrix
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
@@ -78,13 +79,14 @@ def fit_corpus(
             **options,
         )
     else:
-        items, claim_vectors, exclude = _memory_items(
+        items, buffer, claim_vectors, exclude = _memory_items(
             index, claim_nodes, settings.mode, embed_model, theme_key, claim_key, show_progress
         )
         context = ThematicContext(settings.mode, text_lookup=docstore_text_lookup(index), **options).fit(
             items,
             show_progress=show_progress,
-            copy=False,  # items.vectors is ours: it becomes the store
+            copy=False,  # items.vectors is ours: it becomes the store, with the rows after it as room to grow
+            buffer=buffer,
         )
         del items
     corpus = FittedCorpus(
@@ -151,8 +153,9 @@ def _memory_items(
     theme_key: str,
     claim_key: str,
     show_progress: bool,
-) -> tuple[CorpusItems, np.ndarray, list[str]]:
-    """Evidence (from the index) and claims as one :class:`CorpusItems`; also the claim vectors and the excluded ids."""
+) -> tuple[CorpusItems, np.ndarray, np.ndarray, list[str]]:
+    """Evidence (from the index) and claims as one :class:`CorpusItems`; also the buffer its vectors lead
+    (:func:`_stacked`), the claim vectors and the excluded ids."""
     index_ids, index_vectors = get_node_embeddings(index, copy=False)
     if not index_ids:
         raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
@@ -191,32 +194,35 @@ def _memory_items(
         evidence_themes = [_meta(n, theme_key) for n in evidence_nodes]
     else:  # CARAG-u uses no labels: none are read
         evidence_claims, evidence_themes = [None] * len(evidence_ids), [None] * len(evidence_ids)
+    buffer = _stacked(index_vectors, evidence_rows, claim_vectors)
     items = CorpusItems(
         ids=list(evidence_ids) + claim_ids,
-        vectors=_stacked(index_vectors, evidence_rows, claim_vectors),
+        vectors=buffer[: len(evidence_ids) + len(claim_ids)],
         is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
         claim_of=evidence_claims + list(claims.claim_of),
         themes=evidence_themes + list(claims.themes or []),
         claim_texts=claims.claim_texts,
     )
-    return items, claim_vectors, [i for i in claim_ids if i in index_id_set]
+    return items, buffer, claim_vectors, [i for i in claim_ids if i in index_id_set]
 
 
 def _stacked(index_vectors: np.ndarray, evidence_rows: list[int] | None, claim_vectors: np.ndarray) -> np.ndarray:
-    """A new matrix of the evidence rows of ``index_vectors`` (all when ``None``) followed by the claims'
-    vectors, shape ``(n + m, d)`` float32, written in place (no intermediate copy): the context takes it over
-    as its store (``fit(..., copy=False)``), so the index's own vectors are read, never changed."""
+    """A new buffer whose leading ``n + m`` rows are the evidence rows of ``index_vectors`` (all when ``None``)
+    followed by the claims' vectors, float32, written in place (no intermediate copy), and then
+    :func:`~llama_index_carag.core.layout.growth_rows` spare rows: the context takes it over as its store
+    (``fit(..., copy=False, buffer=...)``), the spare rows as its clusters' room to grow.  The index's own
+    vectors are read, never changed."""
     n = index_vectors.shape[0] if evidence_rows is None else len(evidence_rows)
     m = claim_vectors.shape[0]
-    out = np.empty((n + m, index_vectors.shape[1]), dtype=np.float32)
+    buffer = np.empty((n + m + growth_rows(n + m), index_vectors.shape[1]), dtype=np.float32)
     if evidence_rows is None:
-        out[:n] = index_vectors
+        buffer[:n] = index_vectors
     else:
         # mode='clip' (the rows are valid): 'raise' would buffer the whole output
-        np.take(index_vectors, np.asarray(evidence_rows, dtype=np.int64), axis=0, out=out[:n], mode="clip")
+        np.take(index_vectors, np.asarray(evidence_rows, dtype=np.int64), axis=0, out=buffer[:n], mode="clip")
     if m:
-        out[n:] = claim_vectors
-    return out
+        buffer[n : n + m] = claim_vectors
+    return buffer
 
 
 def claim_embeddings(claim_nodes: Sequence[BaseNode], embed_model: BaseEmbedding, *, show_progress: bool) -> np.ndarray:
