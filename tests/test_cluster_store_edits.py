@@ -75,3 +75,13 @@ def test_deletes_and_appends_interleaved_keep_every_row(rng):
             found = snap.row_of(node_id)
             assert found is not None and found[0] == key and snap.groups[key].ids[found[1]] == node_id
     assert snap.rows  # clusters shifted by deletes map slots to rows
+
+
+def test_a_loaded_snapshot_keeps_room_to_append_in_place(rng):
+    base = MemoryClusters({("T", 0): _group(rng, "a", 9), (None, 1): _group(rng, "b", 5)}, 4)
+    vectors = {i: base.unit_vector(i) for i in base.where}
+    loaded = MemoryClusters.from_state(base.get_state(), 4, lambda ids: np.stack([vectors[i] for i in ids]))
+    _same(loaded, base)
+    grown = loaded.with_added({("T", 0): _group(rng, "x", 3)})
+    assert np.shares_memory(grown.groups[("T", 0)].unit, loaded.groups[("T", 0)].unit)  # appended, not copied
+    np.testing.assert_array_equal(loaded.groups[("T", 0)].unit, base.groups[("T", 0)].unit)  # the old one unchanged

@@ -302,8 +302,11 @@ class MemoryClusters:
             unit = unit_vectors(ids)
             if unit.shape != (len(ids), dim):
                 raise ValueError(f"Stored embeddings have shape {unit.shape}; expected ({len(ids)}, {dim}).")
+            growth = GrowthBuffer(np.empty((len(ids) + growth_rows(len(ids)), dim), np.float32), used=len(ids))
+            growth.rows[: len(ids)] = unit  # with the room a fit leaves: a later insert appends in place
+            del unit
             out[(g["theme"], int(g["cluster"]))] = ClusterGroup(
-                ids, unit, np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"])
+                ids, growth.rows[: len(ids)], np.asarray(g["is_claim"], dtype=bool), list(g["claim_of"]), growth
             )
         return cls(out, dim)
 
