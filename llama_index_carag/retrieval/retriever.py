@@ -387,7 +387,15 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         mixture (supervised: its theme's, or the nearest theme's) and takes part
         in SOIs at once.  A node id that already exists is replaced, not duplicated.
         """
-        if updates.insert_nodes(self._index, self._corpus, list(nodes), **insert_kwargs):
+        nodes = list(nodes)
+        journal = self._corpus.journal
+        try:
+            changed = updates.insert_nodes(self._index, self._corpus, nodes, **insert_kwargs)
+        except BaseException:
+            journal.invalidate()  # a half-made edit cannot be replayed: the next persist is a full one
+            raise
+        if changed:
+            journal.record_insert(self._index, [n.node_id for n in nodes])
             self._after_update()
 
     def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
@@ -396,7 +404,15 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         Needs a vector store that can delete (``FaissMapVectorStore``,
         ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
         """
-        if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
+        node_ids = list(node_ids)
+        journal = self._corpus.journal
+        try:
+            changed = updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs)
+        except BaseException:
+            journal.invalidate()
+            raise
+        if changed:
+            journal.record_delete(node_ids)
             self._after_update()
 
     def sync(self) -> tuple[int, int]:
@@ -411,6 +427,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             ``(added, removed)``.
         """
         added, removed = updates.sync(self._index, self._corpus)
+        if added or removed:
+            self._corpus.journal.invalidate()  # edits made to the index directly: the next persist is a full one
         self._after_update()
         return added, removed
 
@@ -437,27 +455,58 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return self
 
     # ------------------------------------------------------------ persistence
-    def persist(self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False) -> Path:
-        """Save the fitted clustering and settings under ``persist_dir/carag/``.
+    def persist(
+        self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False, compact: bool = False
+    ) -> Path:
+        """Save the fitted clustering and settings under ``persist_dir/carag/`` (and the index with ``persist_index``).
 
         The state is JSON plus ``.npy`` arrays (no pickle), written atomically; the
         settings are saved as :class:`CaragSettings` JSON.  Evidence embeddings are not
         duplicated: they are read back from the index.
 
+        With ``persist_index=True`` a persist to the folder this retriever's corpus was last persisted to
+        (or loaded from) writes only the ``insert_nodes`` / ``delete_nodes`` made since: one segment of a
+        journal (the nodes as JSON lines, their vectors as ``.npy``, the deleted ids) committed by an atomic
+        replace of ``carag/carag_journal.json``; LlamaIndex's files and the state's base are left as they are,
+        so a failure at any point leaves the previous state loadable.  :meth:`from_persist_dir` replays the
+        journal.  A full persist (LlamaIndex's ``storage_context.persist`` and the whole state) is written
+        instead when ``compact=True``, when the journal would hold more than
+        :data:`~llama_index_carag.retrieval.journal.COMPACT_FRACTION` of the base's passages, when the
+        settings, fitted tables, folder or its files changed since the base, when the index was edited
+        directly (``sync``), or when the index is not a FAISS index (see :mod:`~llama_index_carag.retrieval.journal`).
+        A folder with a journal holds LlamaIndex's files as of its base: load it with :meth:`from_persist_dir`,
+        or persist with ``compact=True`` before reading it with LlamaIndex alone.
+
         Args:
             persist_dir: folder (typically the index's own persist dir).
-            persist_index: also call ``index.storage_context.persist(persist_dir)``.
+            persist_index: also save the index (``index.storage_context.persist(persist_dir)``, or its journal).
+            compact: write a full persist even when the edits could be journaled.
 
         Returns:
             the state folder.
         """
+        from llama_index_carag.models.resolve import embed_model_name
         from llama_index_carag.retrieval import state
 
         folder = Path(persist_dir)
+        state_folder = folder / STATE_SUBDIR
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
+        journal = self._corpus.journal
+        model_name = embed_model_name(self._embed_model)
+        tables = list(self._corpus.tables)
+        if (
+            persist_index
+            and not compact
+            and journal.persist_edits(folder, state_folder, self._settings, tables, model_name)
+        ):
+            return state_folder
+        journal.invalidate()  # from here on the folder holds neither the old base nor the new one
         if persist_index:
             self._index.storage_context.persist(persist_dir=str(folder))
-        return state.persist(folder / STATE_SUBDIR, self._corpus, self._settings, self._embed_model)
+        token = state.persist(state_folder, self._corpus, self._settings, self._embed_model)
+        if persist_index:
+            journal.bind(folder, state_folder, token, self._index, self._settings, tables, model_name)
+        return state_folder
 
     @classmethod
     def from_persist_dir(
@@ -469,12 +518,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> ContextAwareRetriever:
-        """Reload a retriever saved with :meth:`persist`.
+        """Reload a retriever saved with :meth:`persist` (its base, then the edits journaled since, replayed).
 
         Args:
             persist_dir: the folder given to :meth:`persist`.
             index: the index it was fitted on; loaded from ``persist_dir`` when ``None``
-                (FAISS indexes saved with ``persist_index=True``).
+                (FAISS indexes saved with ``persist_index=True``).  A given index must hold the
+                nodes of the state's base: the journaled edits are replayed on it.
             embed_model: the query embed model; default the index's, or (when the
                 index is loaded here) the recorded model resolved offline.
 
@@ -483,9 +533,29 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 match the index (other nodes, other embed model or dimension), or
                 settings this version cannot read (re-fit then).
         """
+        from llama_index_carag.models.resolve import embed_model_name
         from llama_index_carag.retrieval import state
+        from llama_index_carag.retrieval.journal import replay
 
-        corpus, settings, model = state.from_persist_dir(Path(persist_dir) / STATE_SUBDIR, index, embed_model)
-        return cls(
+        folder = Path(persist_dir)
+        state_folder = folder / STATE_SUBDIR
+        corpus, settings, model, token = state.from_persist_dir(state_folder, index, embed_model)
+        retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
+        base_nodes = updates.store_size(corpus.index)
+        journaled, segments, saved_base = replay(state_folder, token, retriever.insert_nodes, retriever.delete_nodes)
+        if index is None:  # the index is the folder's: later persists journal on it
+            retriever.corpus.journal.bind(
+                folder,
+                state_folder,
+                token,
+                retriever.index,
+                retriever.settings,
+                list(retriever.corpus.tables),
+                embed_model_name(retriever.embed_model),
+                base_nodes=saved_base if saved_base is not None else base_nodes,
+                journaled=journaled,
+                segments=segments,
+            )
+        return retriever

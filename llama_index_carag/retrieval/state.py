@@ -2,7 +2,8 @@
 
 :func:`get_state` / :func:`from_state` turn a fitted corpus and its settings into ``(JSON-safe info, arrays)``
 and back; :func:`persist` / :func:`from_persist_dir` write and read them as one atomic state
-(:func:`~llama_index_carag.core.persistence.persist_state`) under a persist dir.  The fitted tables
+(:func:`~llama_index_carag.core.persistence.write_state`) under a persist dir; the edits made since are
+journaled beside it (:mod:`~llama_index_carag.retrieval.journal`).  The fitted tables
 (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`) are saved and loaded in one loop, each as
 ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays beside the others; a table's
 type is found again through the registry of re-ranking terms.
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
+from llama_index_carag.core.persistence import StateError, ids_checksum, read_state, write_state
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.ranking.fitted_table import TableCorpus
@@ -91,10 +92,13 @@ def get_state(
     return info, {**arrays, **table_arrays}
 
 
-def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> Path:
-    """Write :func:`get_state` into ``folder`` as one atomic state; returns the folder."""
-    persist_state(folder, *get_state(corpus, settings, embed_model))
-    return folder
+def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> str:
+    """Write :func:`get_state` into ``folder`` as one atomic state (a full base: any journal is dropped).
+
+    Returns:
+        the SHA-256 of the new manifest (the token a journal names as its base).
+    """
+    return write_state(folder, *get_state(corpus, settings, embed_model))
 
 
 def get_tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -241,12 +245,13 @@ def from_state(
 
 def from_persist_dir(
     folder: Path, index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
-) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding]:
-    """``(corpus, settings, embed model)`` of the state :func:`persist` wrote into ``folder`` (the index loaded
-    from ``folder``'s parent when ``index`` is ``None``)."""
-    info, arrays = state_from_persist_dir(folder)
+) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding, str]:
+    """``(corpus, settings, embed model, manifest SHA-256)`` of the state :func:`persist` wrote into ``folder``
+    (the index loaded from ``folder``'s parent when ``index`` is ``None``), as of its base: the caller replays
+    its journal (:func:`~llama_index_carag.retrieval.journal.replay`)."""
+    info, arrays, token = read_state(folder)
     if not isinstance(info, dict) or "embed_model" not in info:
         raise StateError(f"{folder} lacks settings; the state is corrupt.")
     index, model = _resolve_index(folder, info, index, embed_model)
     corpus, settings = from_state(info, arrays, index)
-    return corpus, settings, model
+    return corpus, settings, model, token
