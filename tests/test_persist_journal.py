@@ -14,7 +14,8 @@ from llama_index_carag.core import persistence
 from llama_index_carag.core.persistence import StateError
 from llama_index_carag.retrieval import journal as journal_mod
 from llama_index_carag.retrieval import state
-from tests.helpers import faiss_index, planted_corpus, unit
+from llama_index_carag.stores.vector_stores import get_node_embeddings
+from tests.helpers import faiss_index, planted_corpus, simple_index, unit
 
 HYBRID = dict(
     n_clusters=3, alpha=0.8, rerank_candidates=10, lexical_weight=0.6, claim_contrast=0.3, hub_penalty=0.1, hub_k=3
@@ -52,16 +53,14 @@ def _snapshot(r: ContextAwareRetriever) -> dict:
     """Everything a persist saves: the state's info and arrays, and the index (docstore, vectors, index struct)."""
     info, arrays = state.get_state(r.corpus, r.settings, r.embed_model)
     index = r.index
+    ids, matrix = get_node_embeddings(index)
     store = index.vector_store
-    ids = sorted(store.faiss_ids())
-    vectors = {i: store.client.reconstruct(int(store.faiss_ids()[i])).tolist() for i in ids}
-    docs = {k: v.model_dump() for k, v in index.docstore.docs.items()}
     return {
         "info": json.loads(json.dumps(info)),
         "arrays": {k: v.tolist() for k, v in arrays.items()},
-        "vectors": vectors,
-        "faiss_ids": dict(store.faiss_ids()),
-        "docs": docs,
+        "vectors": dict(zip(ids, matrix.tolist())),
+        "faiss_ids": dict(store.faiss_ids()) if hasattr(store, "faiss_ids") else None,
+        "docs": {k: v.model_dump() for k, v in index.docstore.docs.items()},
         "nodes_dict": dict(index.index_struct.nodes_dict),
     }
 
@@ -236,3 +235,25 @@ def test_a_given_index_gets_the_journal_replayed(corpus, rng, tmp_path):
     back = ContextAwareRetriever.from_persist_dir(tmp_path, index=load_faiss_index(tmp_path, emb))
     _assert_same(back, r, claims)
     assert not back.corpus.journal.bound  # a given index is the caller's: the next persist is a full one
+
+
+def test_a_plain_faiss_index_journals_its_inserts(corpus, rng, tmp_path):
+    evidence, claims, emb = corpus
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", claim_nodes=claims, **HYBRID)
+    r.persist(tmp_path, persist_index=True)
+    r.insert_nodes(_new_nodes(rng, evidence, 5))
+    r.persist(tmp_path, persist_index=True)
+    assert (tmp_path / "carag" / persistence.JOURNAL_NAME).is_file()
+    _assert_same(ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb), r, claims)
+
+
+def test_the_simple_store_is_persisted_in_full(corpus, rng, tmp_path):
+    """Its vectors are Python floats: the journal's float32 would not give them back bit for bit."""
+    evidence, claims, emb = corpus
+    r = ContextAwareRetriever.from_index(simple_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
+    r.persist(tmp_path, persist_index=True)
+    r.insert_nodes(_new_nodes(rng, evidence, 2))
+    r.persist(tmp_path, persist_index=True)
+    assert not (tmp_path / "carag" / persistence.JOURNAL_NAME).exists()
+    back = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb)
+    assert _top_k(back, claims) == _top_k(r, claims)
