@@ -153,7 +153,9 @@ def load_faiss_index(
     """Reload an index persisted with ``index.storage_context.persist(persist_dir)``.
 
     Its index store is a :class:`~llama_index_carag.stores.index_store.DeferredIndexStore` over the persisted
-    ``SimpleIndexStore`` (edits write the index struct when it is read or persisted).
+    ``SimpleIndexStore`` (edits write the index struct when it is read or persisted).  This is the index as of
+    the folder's last full persist: the edits a retriever journaled since
+    (:mod:`~llama_index_carag.retrieval.journal`) are replayed by ``ContextAwareRetriever.from_persist_dir``.
 
     Args:
         persist_dir: the folder.
