@@ -257,3 +257,13 @@ def test_the_simple_store_is_persisted_in_full(corpus, rng, tmp_path):
     assert not (tmp_path / "carag" / persistence.JOURNAL_NAME).exists()
     back = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=emb)
     assert _top_k(back, claims) == _top_k(r, claims)
+
+
+def test_an_index_with_the_edits_already_is_refused_with_a_hint(corpus, rng, tmp_path):
+    evidence, _, emb = corpus
+    r = _fitted(corpus)
+    r.persist(tmp_path, persist_index=True)
+    r.insert_nodes(_new_nodes(rng, evidence, 2))
+    r.persist(tmp_path, persist_index=True)
+    with pytest.raises(StateError, match="journaled"):
+        ContextAwareRetriever.from_persist_dir(tmp_path, index=r.index)

@@ -533,13 +533,22 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 match the index (other nodes, other embed model or dimension), or
                 settings this version cannot read (re-fit then).
         """
+        from llama_index_carag.core.persistence import JOURNAL_NAME, StateError
         from llama_index_carag.models.resolve import embed_model_name
         from llama_index_carag.retrieval import state
         from llama_index_carag.retrieval.journal import replay
 
         folder = Path(persist_dir)
         state_folder = folder / STATE_SUBDIR
-        corpus, settings, model, token = state.from_persist_dir(state_folder, index, embed_model)
+        try:
+            corpus, settings, model, token = state.from_persist_dir(state_folder, index, embed_model)
+        except StateError as exc:
+            if index is not None and (state_folder / JOURNAL_NAME).is_file():
+                raise StateError(
+                    f"{exc} The folder holds edits journaled since its last full persist: pass the index as "
+                    "that persist saved it (or index=None), or persist with compact=True first."
+                ) from None
+            raise
         retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
