@@ -67,7 +67,7 @@ class FittedCorpus:
     clusterer_params: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, FittedTable] = field(default_factory=dict)
     calibration: Calibration | None = None
-    journal: EditJournal = field(default_factory=EditJournal, compare=False, repr=False)
+    journal: EditJournal = field(default_factory=EditJournal, init=False, compare=False, repr=False)
     _show_progress: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property

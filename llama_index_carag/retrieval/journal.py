@@ -30,7 +30,8 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,6 +154,15 @@ class EditJournal:
         if self._base is not None:
             with self._lock:
                 self._ops.append(_Delete([str(i) for i in node_ids]))
+
+    @contextmanager
+    def editing(self) -> Iterator[None]:
+        """Around an edit: an exception forgets the base (the edit may be half made and cannot be replayed)."""
+        try:
+            yield
+        except BaseException:
+            self.invalidate()
+            raise
 
     def invalidate(self) -> None:
         """Forget the base: the next persist writes a full one (after an edit the journal cannot replay)."""

@@ -388,15 +388,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         in SOIs at once.  A node id that already exists is replaced, not duplicated.
         """
         nodes = list(nodes)
-        journal = self._corpus.journal
-        try:
-            changed = updates.insert_nodes(self._index, self._corpus, nodes, **insert_kwargs)
-        except BaseException:
-            journal.invalidate()  # a half-made edit cannot be replayed: the next persist is a full one
-            raise
-        if changed:
-            journal.record_insert(self._index, [n.node_id for n in nodes])
-            self._after_update()
+        with self._corpus.journal.editing():  # a half-made edit cannot be replayed: the next persist is full
+            if updates.insert_nodes(self._index, self._corpus, nodes, **insert_kwargs):
+                self._corpus.journal.record_insert(self._index, [n.node_id for n in nodes])
+                self._after_update()
 
     def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
         """Delete evidence from the index and from every SOI.
@@ -405,15 +400,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
         """
         node_ids = list(node_ids)
-        journal = self._corpus.journal
-        try:
-            changed = updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs)
-        except BaseException:
-            journal.invalidate()
-            raise
-        if changed:
-            journal.record_delete(node_ids)
-            self._after_update()
+        with self._corpus.journal.editing():
+            if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
+                self._corpus.journal.record_delete(node_ids)
+                self._after_update()
 
     def sync(self) -> tuple[int, int]:
         """Bring the thematic context in line with nodes inserted into or deleted from the index directly.
@@ -464,18 +454,12 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         settings are saved as :class:`CaragSettings` JSON.  Evidence embeddings are not
         duplicated: they are read back from the index.
 
-        With ``persist_index=True`` a persist to the folder this retriever's corpus was last persisted to
-        (or loaded from) writes only the ``insert_nodes`` / ``delete_nodes`` made since: one segment of a
-        journal (the nodes as JSON lines, their vectors as ``.npy``, the deleted ids) committed by an atomic
-        replace of ``carag/carag_journal.json``; LlamaIndex's files and the state's base are left as they are,
-        so a failure at any point leaves the previous state loadable.  :meth:`from_persist_dir` replays the
-        journal.  A full persist (LlamaIndex's ``storage_context.persist`` and the whole state) is written
-        instead when ``compact=True``, when the journal would hold more than
-        :data:`~llama_index_carag.retrieval.journal.COMPACT_FRACTION` of the base's passages, when the
-        settings, fitted tables, folder or its files changed since the base, when the index was edited
-        directly (``sync``), or when the index is not a FAISS index (see :mod:`~llama_index_carag.retrieval.journal`).
-        A folder with a journal holds LlamaIndex's files as of its base: load it with :meth:`from_persist_dir`,
-        or persist with ``compact=True`` before reading it with LlamaIndex alone.
+        With ``persist_index=True``, a persist to the folder the corpus was last persisted to (or loaded from)
+        writes only the ``insert_nodes`` / ``delete_nodes`` made since, as a journal segment committed
+        atomically (LlamaIndex's files and the state's base are left as they are, so a failure at any point
+        leaves the previous state loadable); :meth:`from_persist_dir` replays it.  A full persist is written
+        when ``compact=True``, past :data:`~llama_index_carag.retrieval.journal.COMPACT_FRACTION` of the base,
+        or when the journal cannot extend the base (:mod:`~llama_index_carag.retrieval.journal` says when).
 
         Args:
             persist_dir: folder (typically the index's own persist dir).
@@ -485,28 +469,10 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         Returns:
             the state folder.
         """
-        from llama_index_carag.models.resolve import embed_model_name
         from llama_index_carag.retrieval import state
 
-        folder = Path(persist_dir)
-        state_folder = folder / STATE_SUBDIR
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
-        journal = self._corpus.journal
-        model_name = embed_model_name(self._embed_model)
-        tables = list(self._corpus.tables)
-        if (
-            persist_index
-            and not compact
-            and journal.persist_edits(folder, state_folder, self._settings, tables, model_name)
-        ):
-            return state_folder
-        journal.invalidate()  # from here on the folder holds neither the old base nor the new one
-        if persist_index:
-            self._index.storage_context.persist(persist_dir=str(folder))
-        token = state.persist(state_folder, self._corpus, self._settings, self._embed_model)
-        if persist_index:
-            journal.bind(folder, state_folder, token, self._index, self._settings, tables, model_name)
-        return state_folder
+        return state.persist_retriever(self, Path(persist_dir), STATE_SUBDIR, persist_index, compact)
 
     @classmethod
     def from_persist_dir(
@@ -533,38 +499,12 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 match the index (other nodes, other embed model or dimension), or
                 settings this version cannot read (re-fit then).
         """
-        from llama_index_carag.core.persistence import JOURNAL_NAME, StateError
-        from llama_index_carag.models.resolve import embed_model_name
         from llama_index_carag.retrieval import state
-        from llama_index_carag.retrieval.journal import replay
 
         folder = Path(persist_dir)
-        state_folder = folder / STATE_SUBDIR
-        try:
-            corpus, settings, model, token = state.from_persist_dir(state_folder, index, embed_model)
-        except StateError as exc:
-            if index is not None and (state_folder / JOURNAL_NAME).is_file():
-                raise StateError(
-                    f"{exc} The folder holds edits journaled since its last full persist: pass the index as "
-                    "that persist saved it (or index=None), or persist with compact=True first."
-                ) from None
-            raise
+        corpus, settings, model, token = state.from_persist_dir(folder / STATE_SUBDIR, index, embed_model)
         retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
-        base_nodes = updates.store_size(corpus.index)
-        journaled, segments, saved_base = replay(state_folder, token, retriever.insert_nodes, retriever.delete_nodes)
-        if index is None:  # the index is the folder's: later persists journal on it
-            retriever.corpus.journal.bind(
-                folder,
-                state_folder,
-                token,
-                retriever.index,
-                retriever.settings,
-                list(retriever.corpus.tables),
-                embed_model_name(retriever.embed_model),
-                base_nodes=saved_base if saved_base is not None else base_nodes,
-                journaled=journaled,
-                segments=segments,
-            )
+        state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
         return retriever
