@@ -14,7 +14,8 @@ package's own ``build_faiss_index`` does, a ``DeferredIndexStore`` as the index 
   ``persist`` (``persist_after_churn``: a segment of 2,000 nodes);
 * ``delete_nodes`` of 1,000 passages (drawn with a fixed seed), then ``persist`` again (a segment);
 * ``from_persist_dir`` of that folder (the base, then the three segments replayed), its top-k compared with the
-  edited retriever's; ``persist(..., compact=True)`` (a full persist of the edited retriever) and its reload.
+  edited retriever's; ``persist(..., compact=True)`` (a full persist of the edited retriever) and its reload
+  (``--no-reload``, and :mod:`bench_scale`'s worker: neither the compact persist nor the reloads).
 
 Each edit and persist is split into steps by timers put around the functions it calls (vector store,
 docstore, index struct, context items, each fitted table, the state's parts, the journal); ``--profile``
@@ -198,23 +199,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     res["journal_segments"] = len(json.loads(journal_file.read_text())["segments"]) if journal_file.is_file() else 0
     res["top_k_after_edits"] = top_k_ids(retriever, queries)
     embed = MockEmbedding(embed_dim=DIM)
-    t0 = time.perf_counter()
-    reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
-    res["load_with_journal_s"] = time.perf_counter() - t0
-    res["journal_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
-    del reloaded
-    with measure(res, "compact_persist", False):  # a full persist of the edited retriever
-        retriever.persist(out_dir, persist_index=True, compact=True)
-    t0 = time.perf_counter()
-    reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
-    res["load_full_s"] = time.perf_counter() - t0
-    res["full_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
+    reload = getattr(args, "reload", False)  # bench_scale's worker passes its own args: no reloads there
+    if reload:
+        t0 = time.perf_counter()
+        reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
+        res["load_with_journal_s"] = time.perf_counter() - t0
+        res["journal_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
+        del reloaded
+    if reload:
+        with measure(res, "compact_persist", False):  # a full persist of the edited retriever
+            retriever.persist(out_dir, persist_index=True, compact=True)
+        t0 = time.perf_counter()
+        reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
+        res["load_full_s"] = time.perf_counter() - t0
+        res["full_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
     res["insert_pct_of_fit"] = 100 * res["insert"]["total_s"] / res["full_fit_s"]
     res["insert_again_pct_of_fit"] = 100 * res["insert_again"]["total_s"] / res["full_fit_s"]
     res["delete_pct_of_fit"] = 100 * res["delete"]["total_s"] / res["full_fit_s"]
     full_persist = res["full_persist"]["total_s"]
     for key in ("persist_after_insert", "persist_after_churn", "persist_after_delete", "compact_persist"):
-        res[f"{key}_pct"] = 100 * res[key]["total_s"] / full_persist
+        if key in res:
+            res[f"{key}_pct"] = 100 * res[key]["total_s"] / full_persist
     shutil.rmtree(out_dir.parent, ignore_errors=True)
     return res
 
@@ -236,12 +241,14 @@ def report(res: dict[str, Any], show: Callable[[str], None] = print) -> None:
         ("persist_after_delete", "persist after delete 1,000 (journal)", "≤ 2 %"),
         ("compact_persist", "persist compact=True (full, edited)", ""),
     ):
-        show(f"| {label} | {res[key]['total_s']:.3f} | {res[f'{key}_pct']:.2f} % of full persist | {target} |")
-    show(
-        f"\nreload: {res['load_with_journal_s']:.2f} s with {res['journal_segments']} journal segments replayed "
-        f"(same top-k as the edited retriever: {res['journal_reload_same_top_k']}); "
-        f"{res['load_full_s']:.2f} s after compact (same top-k: {res['full_reload_same_top_k']})"
-    )
+        if key in res:
+            show(f"| {label} | {res[key]['total_s']:.3f} | {res[f'{key}_pct']:.2f} % of full persist | {target} |")
+    if "load_with_journal_s" in res:
+        show(
+            f"\nreload: {res['load_with_journal_s']:.2f} s with {res['journal_segments']} journal segments replayed "
+            f"(same top-k as the edited retriever: {res['journal_reload_same_top_k']}); "
+            f"{res['load_full_s']:.2f} s after compact (same top-k: {res['full_reload_same_top_k']})"
+        )
     for key in ("insert", "insert_again", "delete", "full_persist", "persist_after_insert", "persist_after_delete"):
         steps = res[key]["steps_s"]
         show(f"\n{key} ({res[key]['total_s']:.3f} s), steps (nested timers overlap):")
@@ -259,6 +266,9 @@ def main() -> None:
     p.add_argument("--cache", default="/tmp/carag_scale")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--profile", action="store_true", help="also cProfile the insert and the delete")
+    p.add_argument(
+        "--no-reload", dest="reload", action="store_false", help="skip the two reloads (a second retriever in memory)"
+    )
     args = p.parse_args()
     res = run(args)
     report(res)
