@@ -92,9 +92,10 @@ class _Base:
 
 
 def fingerprint(folder: Path, state_folder: Path) -> dict[str, list[int]]:
-    """``{name: [size, mtime_ns, inode]}`` of the files of a persist dir and of its state's manifest and journal."""
+    """``{name: [size, mtime_ns, inode]}`` of LlamaIndex's files in a persist dir (``*.json``, the FAISS index's
+    too) and of its state's manifest and journal."""
     out: dict[str, list[int]] = {}
-    for path in [*folder.iterdir(), *(state_folder / n for n in (MANIFEST_NAME, JOURNAL_NAME))]:
+    for path in [*folder.glob("*.json"), *(state_folder / n for n in (MANIFEST_NAME, JOURNAL_NAME))]:
         try:
             st = path.stat()
         except OSError:
