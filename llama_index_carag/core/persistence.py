@@ -53,7 +53,6 @@ __all__ = [
     "FORMAT_VERSION",
     "ids_checksum",
     "read_state",
-    "state_token",
     "JOURNAL_NAME",
     "JournalSegment",
     "append_journal_segment",
@@ -113,7 +112,7 @@ def persist_state(directory: str | os.PathLike[str], info: Mapping[str, Any], ar
 
 
 def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:
-    """:func:`persist_state`, returning the new manifest's SHA-256 (:func:`state_token`)."""
+    """:func:`persist_state`, returning the new manifest's SHA-256 (the token a journal names as its base)."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, dict[str, Any]] = {}
@@ -149,19 +148,6 @@ def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arra
     return hashlib.sha256(raw).hexdigest()
 
 
-def state_token(directory: str | os.PathLike[str]) -> str:
-    """SHA-256 of the manifest of the state in ``directory`` (what a journal names as its base).
-
-    Raises:
-        StateError: no manifest.
-    """
-    path = Path(directory) / MANIFEST_NAME
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        raise StateError(f"No CARAG state in {directory} (missing {MANIFEST_NAME}).") from None
-
-
 def state_from_persist_dir(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Read a folder written by :func:`persist_state` (its journal is not read: see :func:`read_journal`).
 
@@ -177,7 +163,7 @@ def state_from_persist_dir(directory: str | os.PathLike[str]) -> tuple[dict[str,
 
 
 def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
-    """:func:`state_from_persist_dir` and the manifest's SHA-256 (:func:`state_token`), from one read.
+    """:func:`state_from_persist_dir` and the manifest's SHA-256 (the token a journal names as its base).
 
     Returns:
         ``(info, arrays, token)``.
@@ -320,7 +306,7 @@ def append_journal_segment(
 
     Args:
         directory: the state folder.
-        token: the manifest's SHA-256 (:func:`state_token`).
+        token: the manifest's SHA-256 (:func:`write_state`, :func:`read_state`).
         files: ``{role: (suffix, bytes)}``, e.g. ``{"ops": (".jsonl", b"...")}``.
         meta: JSON-safe description of the segment.
         journal_meta: JSON-safe description of the whole journal (kept from the previous one when ``None``).
