@@ -117,8 +117,10 @@ def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arra
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, dict[str, Any]] = {}
     for name, array in arrays.items():
-        if not name.replace("_", "").isalnum():
-            raise ValueError(f"Array name {name!r} must be alphanumeric (underscores allowed).")
+        if not name.replace("_", "").isalnum() or name.startswith(_JOURNAL_PREFIX):
+            raise ValueError(
+                f"Array name {name!r} must be alphanumeric (underscores allowed), not starting {_JOURNAL_PREFIX!r}."
+            )
         arr = np.asarray(array)
         data = _array_bytes(arr)
         sha = hashlib.sha256(data).hexdigest()
