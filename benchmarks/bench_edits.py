@@ -8,15 +8,19 @@ The synthetic corpus of :mod:`bench_scale` (same generator, same cache under ``-
 package's own ``build_faiss_index`` does, a ``DeferredIndexStore`` as the index store.  One run:
 
 * the full fit of ``ContextAwareRetriever.from_index(index, DEFAULT)`` (claim and query vectors given);
-* a full ``persist(dir, persist_index=True)`` (index + state) into an empty folder;
-* ``insert_nodes`` of 1,000 new passages, then ``persist`` again into the same folder;
-* ``insert_nodes`` of 1,000 more (``insert_again``: growth the first insert amortised), deleted again;
-* ``delete_nodes`` of 1,000 passages (drawn with a fixed seed), then ``persist`` again.
+* a full ``persist(dir, persist_index=True)`` (index + state) into an empty folder: the base;
+* ``insert_nodes`` of 1,000 new passages, then ``persist`` again into the same folder (a journal segment);
+* ``insert_nodes`` of 1,000 more (``insert_again``: growth the first insert amortised), deleted again, and
+  ``persist`` (``persist_after_churn``: a segment of 2,000 nodes);
+* ``delete_nodes`` of 1,000 passages (drawn with a fixed seed), then ``persist`` again (a segment);
+* ``from_persist_dir`` of that folder (the base, then the three segments replayed), its top-k compared with the
+  edited retriever's; ``persist(..., compact=True)`` (a full persist of the edited retriever) and its reload
+  (``--no-reload``, and :mod:`bench_scale`'s worker: neither the compact persist nor the reloads).
 
 Each edit and persist is split into steps by timers put around the functions it calls (vector store,
-docstore, index struct, context items, each fitted table, the state's parts); ``--profile`` also prints
-cProfile's top functions of each edit.  Targets (issue 37): insert / delete 1,000 ≤ 2% of the full fit,
-persist after an edit ≤ 2% of the full persist.
+docstore, index struct, context items, each fitted table, the state's parts, the journal); ``--profile``
+also prints cProfile's top functions of each edit.  Targets (issue 37): insert / delete 1,000 ≤ 2% of the
+full fit, persist after an edit ≤ 2% of the full persist.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import pstats
 import shutil
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -70,7 +75,7 @@ def install_timers(retriever: Any) -> None:
 
     from llama_index_carag.core import context as context_mod
     from llama_index_carag.core import persistence
-    from llama_index_carag.retrieval import state, updates
+    from llama_index_carag.retrieval import journal, state, updates
 
     index = retriever._index
     storage = index.storage_context
@@ -91,8 +96,12 @@ def install_timers(retriever: Any) -> None:
     for key, table in retriever._corpus.tables.items():
         _timed(type(table), "update", f"table update: {key}")
     _timed(state, "get_state", "persist: state to arrays (get_state)")
-    _timed(state, "persist_state", "persist: state write (persist_state)")
+    _timed(state, "write_state", "persist: state write (write_state)")
     _timed(persistence, "ids_checksum", "persist: ids checksum")
+    _timed(journal.EditJournal, "record_insert", "journal: keep the inserted nodes and vectors")
+    _timed(journal.EditJournal, "persist_edits", "persist: journal (checks + segment)")
+    _timed(journal, "_segment_files", "persist: journal segment to bytes")
+    _timed(journal, "append_journal_segment", "persist: journal segment write + commit")
 
 
 @contextmanager
@@ -150,12 +159,13 @@ def top_k_ids(retriever: Any, queries: list) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from llama_index.core.embeddings import MockEmbedding
+
     from llama_index_carag import ContextAwareRetriever
     from llama_index_carag.settings import DEFAULT
 
     folder = prepare(Path(args.cache), args.n, 200)
-    out_dir = folder / "edits_out"
-    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir = Path(tempfile.mkdtemp(prefix="carag_edits_")) / "persisted"  # own folder: runs side by side
     res: dict[str, Any] = {"n": args.n, "n_edit": N_EDIT, "cpus": os.cpu_count()}
     t0 = time.perf_counter()
     index = map_index(folder, args.n)
@@ -178,19 +188,39 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with measure(res, "insert_again", False):  # a second batch: growth amortised by the first one
         retriever.insert_nodes(again)
     retriever.delete_nodes([x.node_id for x in again])
+    with measure(res, "persist_after_churn", False):
+        retriever.persist(out_dir, persist_index=True)
     gone = [f"n{i}" for i in np.random.default_rng(3).choice(args.n, N_EDIT, replace=False)]
     with measure(res, "delete", args.profile):
         retriever.delete_nodes(gone)
     with measure(res, "persist_after_delete", False):
         retriever.persist(out_dir, persist_index=True)
+    journal_file = out_dir / "carag" / "carag_journal.json"
+    res["journal_segments"] = len(json.loads(journal_file.read_text())["segments"]) if journal_file.is_file() else 0
     res["top_k_after_edits"] = top_k_ids(retriever, queries)
+    embed = MockEmbedding(embed_dim=DIM)
+    reload = getattr(args, "reload", False)  # bench_scale's worker passes its own args: no reloads there
+    if reload:
+        t0 = time.perf_counter()
+        reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
+        res["load_with_journal_s"] = time.perf_counter() - t0
+        res["journal_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
+        del reloaded
+    if reload:
+        with measure(res, "compact_persist", False):  # a full persist of the edited retriever
+            retriever.persist(out_dir, persist_index=True, compact=True)
+        t0 = time.perf_counter()
+        reloaded = ContextAwareRetriever.from_persist_dir(out_dir, embed_model=embed)
+        res["load_full_s"] = time.perf_counter() - t0
+        res["full_reload_same_top_k"] = top_k_ids(reloaded, queries) == res["top_k_after_edits"]
     res["insert_pct_of_fit"] = 100 * res["insert"]["total_s"] / res["full_fit_s"]
     res["insert_again_pct_of_fit"] = 100 * res["insert_again"]["total_s"] / res["full_fit_s"]
     res["delete_pct_of_fit"] = 100 * res["delete"]["total_s"] / res["full_fit_s"]
     full_persist = res["full_persist"]["total_s"]
-    res["persist_after_insert_pct"] = 100 * res["persist_after_insert"]["total_s"] / full_persist
-    res["persist_after_delete_pct"] = 100 * res["persist_after_delete"]["total_s"] / full_persist
-    shutil.rmtree(out_dir, ignore_errors=True)
+    for key in ("persist_after_insert", "persist_after_churn", "persist_after_delete", "compact_persist"):
+        if key in res:
+            res[f"{key}_pct"] = 100 * res[key]["total_s"] / full_persist
+    shutil.rmtree(out_dir.parent, ignore_errors=True)
     return res
 
 
@@ -205,15 +235,21 @@ def report(res: dict[str, Any], show: Callable[[str], None] = print) -> None:
         f"{res['insert_again_pct_of_fit']:.2f} % of fit | ≤ 2 % |"
     )
     show(f"| delete_nodes 1,000 | {res['delete']['total_s']:.3f} | {res['delete_pct_of_fit']:.2f} % of fit | ≤ 2 % |")
-    show(
-        f"| persist after insert | {res['persist_after_insert']['total_s']:.3f} | "
-        f"{res['persist_after_insert_pct']:.1f} % of full persist | ≤ 2 % |"
-    )
-    show(
-        f"| persist after delete | {res['persist_after_delete']['total_s']:.3f} | "
-        f"{res['persist_after_delete_pct']:.1f} % of full persist | ≤ 2 % |"
-    )
-    for key in ("insert", "insert_again", "delete", "full_persist", "persist_after_insert"):
+    for key, label, target in (
+        ("persist_after_insert", "persist after insert 1,000 (journal)", "≤ 2 %"),
+        ("persist_after_churn", "persist after insert + delete of 1,000 more (journal)", ""),
+        ("persist_after_delete", "persist after delete 1,000 (journal)", "≤ 2 %"),
+        ("compact_persist", "persist compact=True (full, edited)", ""),
+    ):
+        if key in res:
+            show(f"| {label} | {res[key]['total_s']:.3f} | {res[f'{key}_pct']:.2f} % of full persist | {target} |")
+    if "load_with_journal_s" in res:
+        show(
+            f"\nreload: {res['load_with_journal_s']:.2f} s with {res['journal_segments']} journal segments replayed "
+            f"(same top-k as the edited retriever: {res['journal_reload_same_top_k']}); "
+            f"{res['load_full_s']:.2f} s after compact (same top-k: {res['full_reload_same_top_k']})"
+        )
+    for key in ("insert", "insert_again", "delete", "full_persist", "persist_after_insert", "persist_after_delete"):
         steps = res[key]["steps_s"]
         show(f"\n{key} ({res[key]['total_s']:.3f} s), steps (nested timers overlap):")
         show("| step | s | % of the operation |\n|---|---:|---:|")
@@ -230,6 +266,9 @@ def main() -> None:
     p.add_argument("--cache", default="/tmp/carag_scale")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--profile", action="store_true", help="also cProfile the insert and the delete")
+    p.add_argument(
+        "--no-reload", dest="reload", action="store_false", help="skip the two reloads (a second retriever in memory)"
+    )
     args = p.parse_args()
     res = run(args)
     report(res)

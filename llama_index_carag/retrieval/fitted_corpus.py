@@ -22,6 +22,7 @@ from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.vectors import l2_normalize
 from llama_index_carag.ranking.assembly import fit_tables, update_tables
 from llama_index_carag.retrieval.calibration_result import Calibration
+from llama_index_carag.retrieval.journal import EditJournal
 from llama_index_carag.stores.vector_stores import adapter_for, nodes_by_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,6 +53,8 @@ class FittedCorpus:
         tables: the fitted per-passage tables by key (``claim_contrast``, ``hubness_20``, ``lexical``, …;
             :class:`~llama_index_carag.ranking.fitted_table.FittedTable`), fitted as the settings ask.
         calibration: the stage weights calibrated on this corpus's linked claims, or ``None``.
+        journal: the edits since the corpus was last persisted with its index
+            (:class:`~llama_index_carag.retrieval.journal.EditJournal`).
     """
 
     index: VectorStoreIndex
@@ -64,6 +67,7 @@ class FittedCorpus:
     clusterer_params: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, FittedTable] = field(default_factory=dict)
     calibration: Calibration | None = None
+    journal: EditJournal = field(default_factory=EditJournal, init=False, compare=False, repr=False)
     _show_progress: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property

@@ -387,8 +387,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         mixture (supervised: its theme's, or the nearest theme's) and takes part
         in SOIs at once.  A node id that already exists is replaced, not duplicated.
         """
-        if updates.insert_nodes(self._index, self._corpus, list(nodes), **insert_kwargs):
-            self._after_update()
+        nodes = list(nodes)
+        with self._corpus.journal.editing():  # a half-made edit cannot be replayed: the next persist is full
+            if updates.insert_nodes(self._index, self._corpus, nodes, **insert_kwargs):
+                self._corpus.journal.record_insert(self._index, [n.node_id for n in nodes])
+                self._after_update()
 
     def delete_nodes(self, node_ids: Sequence[str], **delete_kwargs: Any) -> None:
         """Delete evidence from the index and from every SOI.
@@ -396,8 +399,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         Needs a vector store that can delete (``FaissMapVectorStore``,
         ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
         """
-        if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
-            self._after_update()
+        node_ids = list(node_ids)
+        with self._corpus.journal.editing():
+            if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
+                self._corpus.journal.record_delete(node_ids)
+                self._after_update()
 
     def sync(self) -> tuple[int, int]:
         """Bring the thematic context in line with nodes inserted into or deleted from the index directly.
@@ -411,6 +417,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
             ``(added, removed)``.
         """
         added, removed = updates.sync(self._index, self._corpus)
+        if added or removed:
+            self._corpus.journal.invalidate()  # edits made to the index directly: the next persist is a full one
         self._after_update()
         return added, removed
 
@@ -453,30 +461,34 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return self
 
     # ------------------------------------------------------------ persistence
-    def persist(self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False) -> Path:
-        """Save the fitted clustering and settings under ``persist_dir/carag/``.
+    def persist(
+        self, persist_dir: str | os.PathLike[str], *, persist_index: bool = False, compact: bool = False
+    ) -> Path:
+        """Save the fitted clustering and settings under ``persist_dir/carag/`` (and the index with ``persist_index``).
 
         The state is JSON plus ``.npy`` arrays (no pickle), written atomically; the
         settings are saved as :class:`CaragSettings` JSON.  Evidence embeddings are not
         duplicated: they are read back from the index.
 
+        With ``persist_index=True``, a persist to the folder the corpus was last persisted to (or loaded from)
+        writes only the ``insert_nodes`` / ``delete_nodes`` made since, as a journal segment committed
+        atomically (LlamaIndex's files and the state's base are left as they are, so a failure at any point
+        leaves the previous state loadable); :meth:`from_persist_dir` replays it.  A full persist is written
+        when ``compact=True``, past :data:`~llama_index_carag.retrieval.journal.COMPACT_FRACTION` of the base,
+        or when the journal cannot extend the base (:mod:`~llama_index_carag.retrieval.journal` says when).
+
         Args:
             persist_dir: folder (typically the index's own persist dir).
-            persist_index: also call ``index.storage_context.persist(persist_dir)``.
+            persist_index: also save the index (``index.storage_context.persist(persist_dir)``, or its journal).
+            compact: write a full persist even when the edits could be journaled.
 
         Returns:
             the state folder.
         """
         from llama_index_carag.retrieval import state
 
-        folder = Path(persist_dir)
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
-        if persist_index:
-            from llama_index_carag.stores.docstores import write_spec
-
-            self._index.storage_context.persist(persist_dir=str(folder))
-            write_spec(folder, self._index.docstore)  # DuckDB/Redis: where the nodes are, to reload them
-        return state.persist(folder / STATE_SUBDIR, self._corpus, self._settings, self._embed_model)
+        return state.persist_retriever(self, Path(persist_dir), STATE_SUBDIR, persist_index, compact)
 
     @classmethod
     def from_persist_dir(
@@ -488,12 +500,13 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> ContextAwareRetriever:
-        """Reload a retriever saved with :meth:`persist`.
+        """Reload a retriever saved with :meth:`persist` (its base, then the edits journaled since, replayed).
 
         Args:
             persist_dir: the folder given to :meth:`persist`.
             index: the index it was fitted on; loaded from ``persist_dir`` when ``None``
-                (FAISS indexes saved with ``persist_index=True``).
+                (FAISS indexes saved with ``persist_index=True``).  A given index must hold the
+                nodes of the state's base: the journaled edits are replayed on it.
             embed_model: the query embed model; default the index's, or (when the
                 index is loaded here) the recorded model resolved offline.
 
@@ -508,9 +521,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         """
         from llama_index_carag.retrieval import state
 
-        corpus, settings, model = state.from_persist_dir(Path(persist_dir) / STATE_SUBDIR, index, embed_model)
+        folder = Path(persist_dir)
+        corpus, settings, model, token = state.from_persist_dir(folder / STATE_SUBDIR, index, embed_model)
         retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
+        state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
         retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash)
         return retriever

@@ -2,7 +2,9 @@
 
 :func:`get_state` / :func:`from_state` turn a fitted corpus and its settings into ``(JSON-safe info, arrays)``
 and back; :func:`persist` / :func:`from_persist_dir` write and read them as one atomic state
-(:func:`~llama_index_carag.core.persistence.persist_state`) under a persist dir.  The fitted tables
+(:func:`~llama_index_carag.core.persistence.write_state`) under a persist dir; the edits made since are
+journaled beside it (:mod:`~llama_index_carag.retrieval.journal`): :func:`persist_retriever` writes a journal
+segment or a full persist, :func:`replay_into` replays the journal after a load.  The fitted tables
 (:class:`~llama_index_carag.ranking.fitted_table.FittedTable`) are saved and loaded in one loop, each as
 ``{"key", "type", "info", "arrays"}`` under ``info["tables"]`` with its arrays beside the others; a table's
 type is found again through the registry of re-ranking terms.
@@ -11,20 +13,21 @@ type is found again through the registry of re-ranking terms.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.core.persistence import StateError, ids_checksum, persist_state, state_from_persist_dir
+from llama_index_carag.core.persistence import JOURNAL_NAME, StateError, ids_checksum, read_state, write_state
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.ranking.fitted_table import TableCorpus
 from llama_index_carag.retrieval.calibration_result import Calibration
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import restore_context
+from llama_index_carag.retrieval.journal import replay
 from llama_index_carag.settings import CaragSettings
 from llama_index_carag.stores.vector_stores import (
     PERSISTED_KINDS,
@@ -32,11 +35,13 @@ from llama_index_carag.stores.vector_stores import (
     get_node_embeddings,
     index_node_ids,
     load_persisted_index,
+    store_size,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import BaseNode
 
     from llama_index_carag.ranking.fitted_table import FittedTable
 
@@ -50,6 +55,9 @@ __all__ = [
     "settings_from_state",
     "get_tables_state",
     "tables_from_state",
+    "persist_retriever",
+    "replay_into",
+    "Persistable",
 ]
 
 #: Keys kept beside the settings in the state's "settings" block (not options).
@@ -91,10 +99,13 @@ def get_state(
     return info, {**arrays, **table_arrays}
 
 
-def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> Path:
-    """Write :func:`get_state` into ``folder`` as one atomic state; returns the folder."""
-    persist_state(folder, *get_state(corpus, settings, embed_model))
-    return folder
+def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> str:
+    """Write :func:`get_state` into ``folder`` as one atomic state (a full base: any journal is dropped).
+
+    Returns:
+        the SHA-256 of the new manifest (the token a journal names as its base).
+    """
+    return write_state(folder, *get_state(corpus, settings, embed_model))
 
 
 def get_tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -241,12 +252,89 @@ def from_state(
 
 def from_persist_dir(
     folder: Path, index: VectorStoreIndex | None, embed_model: str | BaseEmbedding | None
-) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding]:
-    """``(corpus, settings, embed model)`` of the state :func:`persist` wrote into ``folder`` (the index loaded
-    from ``folder``'s parent when ``index`` is ``None``)."""
-    info, arrays = state_from_persist_dir(folder)
+) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding, str]:
+    """``(corpus, settings, embed model, manifest SHA-256)`` of the state :func:`persist` wrote into ``folder``
+    (the index loaded from ``folder``'s parent when ``index`` is ``None``), as of its base: the caller replays
+    its journal (:func:`~llama_index_carag.retrieval.journal.replay`)."""
+    info, arrays, token = read_state(folder)
     if not isinstance(info, dict) or "embed_model" not in info:
         raise StateError(f"{folder} lacks settings; the state is corrupt.")
+    given = index is not None
     index, model = _resolve_index(folder, info, index, embed_model)
-    corpus, settings = from_state(info, arrays, index)
-    return corpus, settings, model
+    try:
+        corpus, settings = from_state(info, arrays, index)
+    except StateError as exc:
+        if given and (folder / JOURNAL_NAME).is_file():
+            raise StateError(
+                f"{exc} The folder holds edits journaled since its last full persist: pass the index as "
+                "that persist saved it (or index=None), or persist with compact=True first."
+            ) from None
+        raise
+    return corpus, settings, model, token
+
+
+class Persistable(Protocol):
+    """What :func:`persist_retriever` and :func:`replay_into` use of a ``ContextAwareRetriever``."""
+
+    @property
+    def index(self) -> VectorStoreIndex: ...
+
+    @property
+    def corpus(self) -> FittedCorpus: ...
+
+    @property
+    def settings(self) -> CaragSettings: ...
+
+    @property
+    def embed_model(self) -> BaseEmbedding: ...
+
+    def insert_nodes(self, nodes: Sequence[BaseNode]) -> None: ...
+
+    def delete_nodes(self, node_ids: Sequence[str]) -> None: ...
+
+
+def persist_retriever(retriever: Persistable, folder: Path, subdir: str, persist_index: bool, compact: bool) -> Path:
+    """``ContextAwareRetriever.persist``: a journal segment when the edits since the base can be journaled
+    (:meth:`~llama_index_carag.retrieval.journal.EditJournal.persist_edits`), else a full persist (the index
+    with ``persist_index``, and the state), which becomes the journal's new base.
+
+    Returns:
+        the state folder.
+    """
+    state_folder = folder / subdir
+    corpus, settings = retriever.corpus, retriever.settings
+    journal = corpus.journal
+    model_name = embed_model_name(retriever.embed_model)
+    tables = list(corpus.tables)
+    if persist_index and not compact and journal.persist_edits(folder, state_folder, settings, tables, model_name):
+        return state_folder
+    journal.invalidate()  # from here on the folder holds neither the old base nor the new one
+    if persist_index:
+        from llama_index_carag.stores.docstores import write_spec
+
+        retriever.index.storage_context.persist(persist_dir=str(folder))
+        write_spec(folder, retriever.index.docstore)  # DuckDB/Redis: where the nodes are, to reload them
+    token = persist(state_folder, corpus, settings, retriever.embed_model)
+    if persist_index:
+        journal.bind(folder, state_folder, token, retriever.index, settings, tables, model_name)
+    return state_folder
+
+
+def replay_into(retriever: Persistable, folder: Path, state_folder: Path, token: str, *, bind: bool) -> None:
+    """Replay the state's journal on a retriever loaded from its base; with ``bind`` (the index is the folder's)
+    later persists extend the same journal."""
+    base_nodes = store_size(retriever.index)
+    journaled, segments, saved_base = replay(state_folder, token, retriever.insert_nodes, retriever.delete_nodes)
+    if bind:
+        retriever.corpus.journal.bind(
+            folder,
+            state_folder,
+            token,
+            retriever.index,
+            retriever.settings,
+            list(retriever.corpus.tables),
+            embed_model_name(retriever.embed_model),
+            base_nodes=saved_base if saved_base is not None else base_nodes,
+            journaled=journaled,
+            segments=segments,
+        )

@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["FaissAdapter", "FaissMapAdapter", "load_faiss_index"]
 
+#: Below ``ntotal / _FEW`` ids an id-mapped index reads vectors one by one (O(batch)) instead of mapping every row.
+_FEW = 16
+
 
 def _faiss_classes() -> tuple[type, type]:
     from llama_index.vector_stores.faiss import FaissMapVectorStore, FaissVectorStore
@@ -124,6 +127,12 @@ class FaissMapAdapter(FaissAdapter):
         if missing:
             raise ValueError(f"Node {missing[0]!r} has no embedding in the FAISS index.")
         inner = faiss.downcast_index(raw.index)
+        if isinstance(inner, faiss.IndexFlat) and raw.ntotal and len(ids) * _FEW < raw.ntotal:
+            # a few vectors (an edit's batch): by FAISS id through IndexIDMap2's reverse map, O(batch)
+            out = np.empty((len(ids), raw.d), dtype=np.float32)
+            for r, node_id in enumerate(ids):
+                out[r] = raw.reconstruct(int(id_map[node_id]))
+            return out
         if isinstance(inner, faiss.IndexFlat) and raw.ntotal:
             row_of = {int(fid): r for r, fid in enumerate(faiss.vector_to_array(raw.id_map))}
             rows = np.fromiter((row_of[int(id_map[i])] for i in ids), dtype=np.int64, count=len(ids))
@@ -144,7 +153,9 @@ def load_faiss_index(
     """Reload an index persisted with ``index.storage_context.persist(persist_dir)``.
 
     Its index store is a :class:`~llama_index_carag.stores.index_store.DeferredIndexStore` over the persisted
-    ``SimpleIndexStore`` (edits write the index struct when it is read or persisted).
+    ``SimpleIndexStore`` (edits write the index struct when it is read or persisted).  This is the index as of
+    the folder's last full persist: the edits a retriever journaled since
+    (:mod:`~llama_index_carag.retrieval.journal`) are replayed by ``ContextAwareRetriever.from_persist_dir``.
 
     Args:
         persist_dir: the folder.
