@@ -178,6 +178,40 @@ def test_round_trip_in_a_fresh_process(tmp_path: Path, store_spec: str) -> None:
     assert json.loads(out.strip().splitlines()[-1]) == expected
 
 
+def test_a_journaled_persist_reloads_on_the_docstore(tmp_path: Path, store_spec: str) -> None:
+    """Edits after the base persist go to a journal segment; a fresh process replays it on the DuckDB/Redis
+    docstore (whose nodes are already there) and retrieves what the edited retriever does."""
+    retriever = _build(tmp_path, store_spec)
+    retriever.insert_nodes([_node(i, prefix="new") for i in range(6)])
+    retriever.delete_nodes(["e1", "e2", "e3"])
+    retriever.persist(tmp_path, persist_index=True)
+    journal = json.loads((tmp_path / "carag" / "carag_journal.json").read_text())
+    assert len(journal["segments"]) == 1  # the edits went to one segment, not a full persist
+    expected = _results(retriever)
+    del retriever  # DuckDB: one process opens the file at a time
+    import gc
+
+    gc.collect()
+    child = _child(
+        f"""
+        retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=embed)
+        queries = {QUERIES!r}
+        ids = sorted(retriever.index.docstore.docs)
+        print(json.dumps([ids, [[[n.node.node_id, round(float(n.score or 0.0), 5)] for n in retriever.retrieve(q)]
+                          for q in queries]]))
+        """,
+        tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = child.communicate(timeout=CHILD_TIMEOUT_S)
+    assert child.returncode == 0, err[-3000:]
+    assert "differ" not in err  # nothing for the crash reconciliation to do
+    ids, results = json.loads(out.strip().splitlines()[-1])
+    assert results == expected
+    assert "new5" in ids and "e1" not in ids and len(ids) == N + 6 - 3
+
+
 # -- O(batch) writes ----------------------------------------------------------------------------------------
 
 
