@@ -1,4 +1,4 @@
-"""``carag graph`` and ``carag map``: the SOI / cluster graph of a claim, and thematic maps of explanations."""
+"""``carag graph``: the SOI graph of a claim (HTML, PNG) and its cluster's graph (PNG)."""
 
 from __future__ import annotations
 
@@ -51,43 +51,4 @@ def cmd_graph(args: argparse.Namespace) -> int:
     print(f"SOI of {len(soi)} items (cluster {soi.cluster}); wrote " + ", ".join(str(p) for p in written))
     if reason is not None:
         print(reason)
-    return 0
-
-
-def cmd_map(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from llama_index_carag.stores.vector_stores import get_node_embeddings
-    from llama_index_carag.visualize import (
-        load_explanations,
-        project_2d,
-        save_figure,
-        thematic_map,
-        thematic_map_3d,
-        thematic_panels,
-    )
-
-    retriever = _load_retriever(args)
-    expl = load_explanations(args.explanations, args.methods.split(",") if args.methods else None)
-    index = retriever.index
-    ids, vectors = get_node_embeddings(index)
-    nodes = index.docstore.get_nodes(ids)
-    themes = [n.metadata.get(retriever.theme_key) for n in nodes]
-    keep = [i for i, t in enumerate(themes) if t in set(expl.themes)]
-    if not keep:
-        raise CLIError(f"no evidence in the index has one of the explanation themes {sorted(set(expl.themes))}")
-    corpus, corpus_themes = vectors[keep], [themes[i] for i in keep]
-    model = retriever.embed_model
-    embedded = {m: np.asarray(model.get_text_embedding_batch(t, show_progress=True)) for m, t in expl.texts.items()}
-    corpus_xy, xy = project_2d(corpus, embedded, method=args.method, random_state=args.seed)
-    points = {m: (xy[m], expl.themes) for m in embedded}
-    title = f"Explanations over theme densities ({args.method.upper()}, seed {args.seed})"
-    written = [save_figure(thematic_map(corpus_xy, corpus_themes, points, title=title), args.out)]
-    if args.panels:
-        written.append(save_figure(thematic_panels(corpus_xy, corpus_themes, points, title=title), args.panels))
-    if args.map3d:
-        corpus_xyz, xyz = project_2d(corpus, embedded, method="pca", n_components=3)
-        fig = thematic_map_3d(corpus_xyz, corpus_themes, {m: (xyz[m], expl.themes) for m in embedded}, title="3-D PCA")
-        written.append(save_figure(fig, args.map3d))
-    print("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -1,4 +1,4 @@
-"""Figure canvases and files: Agg-backed Matplotlib figures and atomic PNG / self-contained HTML writing."""
+"""Figure canvases and files: Agg-backed Matplotlib figures and self-contained HTML writing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from llama_index_carag.core.atomic import atomic_write, atomic_write_text
+from llama_index_carag.core.atomic import atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import matplotlib.figure
@@ -60,14 +60,3 @@ def _set_pixel_size(fig: matplotlib.figure.Figure, width: int, height: int) -> N
     """Resize ``fig`` so that it saves to exactly ``width`` × ``height`` pixels at its dpi."""
     # Agg truncates figsize*dpi to int: nudge up so e.g. 10.01 in * 100 dpi gives 1001, not 1000
     fig.set_size_inches((width + 1e-3) / fig.dpi, (height + 1e-3) / fig.dpi)
-
-
-def save_figure(fig: matplotlib.figure.Figure, path: str | os.PathLike[str], *, dpi: float = 150) -> Path:
-    """Save a Matplotlib figure as PNG, atomically.
-
-    The image is ``figsize * dpi`` pixels (no tight cropping).
-
-    Returns:
-        the resolved path written.
-    """
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
