@@ -67,9 +67,8 @@ def test_sentence_stance():
 
 
 # ---------------------------------------------------------- scores and offsets
-def test_label_scores_probabilities():
+def test_label_scores_as_dict():
     scores = LabelScores({S: -1.0, R: -2.0, N: -3.0})
-    assert math.isclose(sum(scores.probabilities().values()), 1.0)
     assert scores.as_dict() == {"SUPPORTED": -1.0, "REFUTED": -2.0, "NOT_ENOUGH_INFO": -3.0}
 
 
