@@ -47,8 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.validation import normalize_text
-from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
-from llama_index_carag.extraction.scoring import CheckWorthinessScorer
+from llama_index_carag.extraction.claims import CheckWorthinessScorer, ExtractedClaim, extract_claims
 from llama_index_carag.extraction.sentences import split_sentences
 from research.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
 

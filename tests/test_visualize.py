@@ -623,7 +623,7 @@ def test_png_size_follows_the_number_of_nodes_unless_given():
 
 
 def test_largest_scale_is_exact():
-    from llama_index_carag.visualize.framing import largest_scale
+    from llama_index_carag.visualize.soi_drawing import largest_scale
 
     # two anchors one unit apart, each 10 px wide around itself: 10 + s + 10 <= 120 -> s = 100
     coords, low, high = np.array([0.0, 1.0]), np.array([-10.0, -10.0]), np.array([10.0, 10.0])

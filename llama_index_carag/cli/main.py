@@ -6,12 +6,11 @@ match its index, …) print one line ``carag: error: …`` and exit with status 
 
 This module builds the parser (one function per sub-command) and runs the
 command; the commands live in :mod:`~llama_index_carag.cli.index` (index),
-:mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat),
-:mod:`~llama_index_carag.cli.check_text` (check-text),
-:mod:`~llama_index_carag.cli.figures` (graph) and :mod:`~llama_index_carag.cli.serve` (serve); the benchmarks
-and the papers' tables and figures are research code beside the package (``python -m research.…``); shared pieces in
-:mod:`~llama_index_carag.cli.common`.  While a command loads models and checks, it says what it is doing
-on stderr, one line per stage (:mod:`~llama_index_carag.cli.stages`; ``-q``/``--quiet`` silences them);
+:mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat, graph),
+:mod:`~llama_index_carag.cli.check_text` (check-text) and :mod:`~llama_index_carag.cli.serve` (serve); the
+benchmarks and the papers' tables and figures are research code beside the package (``python -m research.…``).
+Shared pieces are in :mod:`~llama_index_carag.cli.common`, among them the stage lines: while a command loads
+models and checks, it says what it is doing on stderr, one line per stage (``-q``/``--quiet`` silences them);
 standard output is unchanged.
 """
 
@@ -24,11 +23,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index_carag.cli.check import cmd_chat, cmd_check
+from llama_index_carag.cli.check import cmd_chat, cmd_check, cmd_graph
 from llama_index_carag.cli.check_text import cmd_check_text
 from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.demo import cmd_demo
-from llama_index_carag.cli.figures import cmd_graph
 from llama_index_carag.cli.index import cmd_index
 from llama_index_carag.cli.serve import cmd_serve
 

@@ -19,8 +19,7 @@ import numpy as np
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.layout import divide_rows_inplace, permute_rows_inplace
-from llama_index_carag.core.vectors import l2_normalize
+from llama_index_carag.core.vectors import divide_rows_inplace, l2_normalize, permute_rows_inplace
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,18 @@
-"""Small pure helpers for the vector maths of CARAG.
+"""Small pure helpers for the vector maths of CARAG, and the block-wise layout of a large embedding matrix.
 
-Every function takes and returns NumPy arrays, never mutates its inputs and
-states the shapes it expects.  ``n`` is a number of vectors, ``d`` their
-dimension.
+Every function takes and returns NumPy arrays and states the shapes it expects (``n`` is a number of vectors,
+``d`` their dimension); none mutates its inputs, except the two ``*_inplace`` layout helpers.
+
+A large embedding matrix is laid out with no second copy of it (at a million 384-d vectors a float32 matrix is
+1.5 GB, so every temporary of its size counts in the peak memory of a fit), ``block`` rows at a time:
+
+* :func:`row_norms` — the rows' L2 norms without the full-size ``X * X`` temporary that
+  ``np.linalg.norm(X, axis=1)`` makes;
+* :func:`permute_rows_inplace` — ``X[:] = X[order]`` without the full-size gathered copy (cycle by cycle);
+* :func:`divide_rows_inplace` — ``X /= norms[:, None]`` block by block.
+
+The results are bit-for-bit those of the one-shot NumPy expressions.  The ``*_inplace`` helpers overwrite their
+input: call them only on a matrix the caller owns and gives away (``ThematicContext.fit(items, copy=False)``).
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ __all__ = [
     "cosine_similarities",
     "thematic_embedding",
     "blend_query",
+    "row_norms",
+    "permute_rows_inplace",
+    "divide_rows_inplace",
 ]
 
 
@@ -185,3 +198,68 @@ def blend_query(query: np.ndarray, theme: np.ndarray | None, alpha: float) -> np
         logger.warning("The blended query vector is zero; falling back to the claim vector.")
         return q
     return (combined / norm).astype(np.float32)
+
+
+_BLOCK = 65_536
+
+
+def row_norms(X: np.ndarray, *, block: int = _BLOCK) -> np.ndarray:
+    """L2 norm of every row of ``X`` (shape ``(n, d)``), shape ``(n,)`` in ``X``'s dtype.
+
+    Equal to ``np.linalg.norm(X, axis=1)``, with temporaries of ``block`` rows only.
+    """
+    out = np.empty(X.shape[0], dtype=X.dtype)
+    for start in range(0, X.shape[0], block):
+        out[start : start + block] = np.linalg.norm(X[start : start + block], axis=1)
+    return out
+
+
+def divide_rows_inplace(X: np.ndarray, divisors: np.ndarray, *, block: int = _BLOCK) -> None:
+    """``X /= divisors[:, None]`` in place (``X`` shape ``(n, d)``, ``divisors`` shape ``(n,)``), block by block."""
+    d = np.asarray(divisors, dtype=X.dtype)
+    for start in range(0, X.shape[0], block):
+        X[start : start + block] /= d[start : start + block, None]
+
+
+def permute_rows_inplace(X: np.ndarray, order: np.ndarray, *, block: int = _BLOCK) -> None:
+    """Reorder the rows of ``X`` in place so that row ``i`` becomes the old row ``order[i]``.
+
+    Args:
+        X: shape ``(n, d)``, writable; overwritten.
+        order: a permutation of ``range(n)``, shape ``(n,)``.
+
+    Each cycle of the permutation ``i -> order[i]`` is shifted by one place, ``block`` rows at a
+    time (the gathered right-hand side of one assignment is the only temporary), and the cycle's
+    first row, saved beforehand, closes it.
+
+    Raises:
+        ValueError: ``order`` is not a permutation of ``range(n)``.
+    """
+    n = X.shape[0]
+    order = np.asarray(order, dtype=np.int64)
+    if order.shape != (n,) or (n and not np.array_equal(np.bincount(order, minlength=n), np.ones(n, np.int64))):
+        raise ValueError(f"order must be a permutation of range({n}).")
+    moved = np.flatnonzero(order != np.arange(n)).tolist()  # fixed points stay
+    nxt = order.tolist()
+    visited = bytearray(n)
+    for start in moved:
+        if visited[start]:
+            continue
+        cycle = [start]
+        visited[start] = 1
+        j = nxt[start]
+        while j != start:
+            cycle.append(j)
+            visited[j] = 1
+            j = nxt[j]
+        _shift_cycle(X, np.asarray(cycle, dtype=np.int64), block)
+
+
+def _shift_cycle(X: np.ndarray, cycle: np.ndarray, block: int) -> None:
+    """``X[cycle[k]] = X[cycle[k + 1]]`` for every ``k``, and the last takes the first's old row."""
+    first = X[cycle[0]].copy()
+    last = len(cycle) - 1
+    for a in range(0, last, block):
+        b = min(a + block, last)
+        X[cycle[a:b]] = X[cycle[a + 1 : b + 1]]  # sources a+1..b are not yet overwritten (dests < b)
+    X[cycle[last]] = first

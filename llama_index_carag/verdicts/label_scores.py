@@ -11,7 +11,7 @@ three, whatever the model would have written.  The backends supply only what dif
 generating); the verdict path (:meth:`LabelScorer.verdict`) is this one.
 
 :func:`scorer_for` finds the scorer of a LlamaIndex LLM through the backend registry
-(:func:`~llama_index_carag.models.llm_backends.backend_for`, by class).
+(:func:`~llama_index_carag.models.resolve.backend_for`, by class).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llama_index_carag.models.backend import LLMBackend
-from llama_index_carag.models.llm_backends import backend_for
+from llama_index_carag.models.resolve import backend_for
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 
 logger = logging.getLogger(__name__)

@@ -31,13 +31,13 @@ GUI backend is ever selected.  All layouts are deterministic.
 
 Modules (this package exports the names used through it; the rest are imported from their module):
 
-* :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout;
-* :mod:`~llama_index_carag.visualize.passages` — the check's evidence as the SOI graph reads it (rank, stance);
+* :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout, and the check's evidence
+  as the SOI graph reads it (rank, stance);
 * :mod:`~llama_index_carag.retrieval.soi_reason` — why an SOI is empty, in words (the caption of an empty SOI);
 * :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph's Plotly figure, HTML and PNG;
-* :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels, legends;
+* :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels,
+  legends, and axes limits computed from the drawn extents;
 * :mod:`~llama_index_carag.visualize.soi_png` — the SOI PNG's page: sized from its content, title, legend column;
-* :mod:`~llama_index_carag.visualize.framing` — axes limits computed from the drawn extents;
 * :mod:`~llama_index_carag.visualize.cluster_plots` — the cluster graph, HTML and PNG;
 * :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind;
 * :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles;
@@ -54,8 +54,7 @@ from llama_index_carag.visualize.cluster_plots import (
     write_cluster_html,
     write_cluster_png,
 )
-from llama_index_carag.visualize.passages import read_passages
-from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
+from llama_index_carag.visualize.soi_nodes import read_passages, soi_graph, soi_layout
 from llama_index_carag.visualize.soi_plots import soi_figure, soi_png_figure, write_soi_html, write_soi_png
 from llama_index_carag.visualize.styles import STANCE_STYLES
 

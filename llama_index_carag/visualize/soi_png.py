@@ -1,7 +1,7 @@
 """The SOI graph's PNG page: a title block, the framed graph and a legend column, sized in pixels from what they hold.
 
 The graph is drawn once; its markers and labels are measured
-(:class:`~llama_index_carag.visualize.framing.Extent`), then the page is sized: a dimension the caller
+(:class:`~llama_index_carag.visualize.soi_drawing.Extent`), then the page is sized: a dimension the caller
 fixed is kept, one left free is what the content needs at a readable scale (the graph grows with its
 number of nodes).  Finally the axes are framed on the extents, so nothing is cut and the graph fills
 its part of the page.
@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llama_index_carag.visualize.framing import Extent, content_size, fit_axes, largest_scale
 from llama_index_carag.visualize.output import _set_pixel_size
-from llama_index_carag.visualize.soi_drawing import draw_soi, soi_legends
+from llama_index_carag.visualize.soi_drawing import Extent, content_size, draw_soi, fit_axes, largest_scale, soi_legends
 from llama_index_carag.visualize.soi_nodes import Positions, slot_count
 from llama_index_carag.visualize.text import _mpl_title
 
