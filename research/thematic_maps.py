@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.visualize.output import _new_figure
+from llama_index_carag.visualize.graph_drawing import _new_figure
 from llama_index_carag.visualize.text import _mpl_text
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

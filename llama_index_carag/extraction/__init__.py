@@ -1,10 +1,9 @@
 """Claims from a text: sentences with exact spans, check-worthiness cues, the decision, :func:`extract_claims`.
 
 * :mod:`~llama_index_carag.extraction.sentences` — sentence spans (pysbd).
-* :mod:`~llama_index_carag.extraction.lexicon` — the word lists cues read.
-* :mod:`~llama_index_carag.extraction.cues` — the cue registry and the sentence's words it reads.
-* :mod:`~llama_index_carag.extraction.claims` — the scorer protocol and the declared cue rule.
-* :mod:`~llama_index_carag.extraction.claims` — :class:`ExtractedClaim` and :func:`extract_claims`.
+* :mod:`~llama_index_carag.extraction.cues` — the cue registry, the sentence's words it reads and the word lists.
+* :mod:`~llama_index_carag.extraction.claims` — :class:`ExtractedClaim`, :func:`extract_claims`, the scorer
+  protocol and the declared cue rule.
 """
 
 from llama_index_carag.extraction.claims import (

@@ -36,13 +36,12 @@ Modules (this package exports the names used through it; the rest are imported f
 * :mod:`~llama_index_carag.retrieval.soi_reason` — why an SOI is empty, in words (the caption of an empty SOI);
 * :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph's Plotly figure, HTML and PNG;
 * :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels,
-  legends, and axes limits computed from the drawn extents;
-* :mod:`~llama_index_carag.visualize.soi_png` — the SOI PNG's page: sized from its content, title, legend column;
+  legends, axes limits computed from the drawn extents, the PNG's page sized from its content;
 * :mod:`~llama_index_carag.visualize.cluster_plots` — the cluster graph, HTML and PNG;
-* :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind;
+* :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind,
+  Agg figures and atomic HTML writing;
 * :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles;
-* :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text;
-* :mod:`~llama_index_carag.visualize.output` — Agg figures and atomic HTML writing.
+* :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text.
 """
 
 from __future__ import annotations
