@@ -42,7 +42,7 @@ from llama_index_carag.cli.check import ResultsFile, _check_batch, _index_checke
 from llama_index_carag.datasets import demo_corpus_path, load_demo_corpus
 from llama_index_carag.models.resolve import resolve_llm
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-from llama_index_carag.verdicts.batch import BatchClaim
+from llama_index_carag.verdicts.bulk import BatchClaim
 
 
 def _quiet(argv: list[str]) -> int:

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from llama_index_carag.cli.common import CLIError, Stages, _llm, _load_retriever, _stages
-from llama_index_carag.verdicts.batch import BatchClaim, is_error
+from llama_index_carag.verdicts.bulk import BatchClaim, is_error
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
     """Check ``todo`` into ``out`` (a :class:`ResultsFile`) under a progress bar; the number of claims rejected."""
     from tqdm import tqdm
 
-    from llama_index_carag.verdicts.batch import check_claims, is_error
+    from llama_index_carag.verdicts.bulk import check_claims, is_error
 
     rejected = 0
     bar = tqdm(total=len(todo), desc="checking", unit="claim", file=sys.stderr, dynamic_ncols=True, disable=quiet)
