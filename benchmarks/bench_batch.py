@@ -38,12 +38,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import machine, table
 
 from llama_index_carag.cli import main as carag
-from llama_index_carag.cli.check import _check_batch, _index_checker
-from llama_index_carag.cli.claims_file import ResultsFile
+from llama_index_carag.cli.check import ResultsFile, _check_batch, _index_checker
 from llama_index_carag.datasets import demo_corpus_path, load_demo_corpus
 from llama_index_carag.models.resolve import resolve_llm
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-from llama_index_carag.verdicts.batch import BatchClaim
+from llama_index_carag.verdicts.bulk import BatchClaim
 
 
 def _quiet(argv: list[str]) -> int:

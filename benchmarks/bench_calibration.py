@@ -24,17 +24,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import FACTVER, interleaved, machine, median_ms, table
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.evaluation.benchmark import cached_evidence_vectors
-from llama_index_carag.evaluation.new_claims import beir_task, factver_task, prepare_task
 from llama_index_carag.models.resolve import resolve_embed_model
 from llama_index_carag.retrieval.calibration import calibrate_corpus
 from llama_index_carag.settings import DEFAULT
+from research.new_claims import beir_task, factver_task, prepare_task
+from research.retrieval_bench import cached_evidence_vectors
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--beir", default=None, help="a BEIR folder (default: FactVer's report half)")
-    p.add_argument("--cache-dir", default=None, help="passage-embedding cache (carag eval's)")
+    p.add_argument("--cache-dir", default=None, help="passage-embedding cache (research.retrieval_bench's)")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     task = beir_task(args.beir) if args.beir else factver_task(FACTVER)

@@ -1,6 +1,6 @@
 """How often a new claim gets a non-empty Subset of Interest, how large, and what it does to retrieval.
 
-New-claims protocol (:mod:`llama_index_carag.evaluation.new_claims`): the query claims are never corpus
+New-claims protocol (:mod:`research.new_claims`): the query claims are never corpus
 claims; the stock baselines (dense, BM25, hybrid RRF) run in the same process on the same vectors.  For
 each CARAG row: nDCG@10, recall@6, MRR@10 (FactVer: theme precision@6), the share of query claims whose SOI
 holds at least one item, and the median and mean SOI size.
@@ -36,7 +36,7 @@ ALPHAS = (0.8, 0.9)
 
 
 def tasks(name: str, split: str) -> list[Any]:
-    from llama_index_carag.evaluation.new_claims import beir_task, factver_task
+    from research.new_claims import beir_task, factver_task
 
     if name == "factver":
         return [factver_task(FACTVER, queries="tune" if split == "tune" else "report")]
@@ -70,13 +70,13 @@ def soi_sizes(retriever: Any, queries: list[Any]) -> list[int]:
 
 
 def run(task: Any, model: Any, cache_dir: str | None, named: dict[str, Any]) -> list[dict[str, Any]]:
-    from llama_index_carag.evaluation.benchmark import cached_evidence_vectors
-    from llama_index_carag.evaluation.new_claims import (
+    from research.new_claims import (
         carag_retrievers,
         evaluate_methods,
         prepare_task,
         stock_retrievers,
     )
+    from research.retrieval_bench import cached_evidence_vectors
 
     vectors = cached_evidence_vectors(task, model, cache_dir, show_progress=True)
     prepared = prepare_task(task, model, evidence_vectors=vectors)
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--set", choices=("factver", "scifact"), required=True)
     ap.add_argument("--split", choices=("tune", "report"), required=True)
     ap.add_argument("--embed-model", default="minilm")
-    ap.add_argument("--cache-dir", default=None, help="evidence embeddings cache (carag eval's)")
+    ap.add_argument("--cache-dir", default=None, help="evidence embeddings cache (research.retrieval_bench's)")
     ap.add_argument("--grid", action="store_true", help="add the declared rule's candidates")
     ap.add_argument("--min-size", type=int, default=None, help="add the default with this soi_min_size")
     ap.add_argument("--out", required=True, help="JSON file (rows are appended to what it holds)")

@@ -144,16 +144,16 @@ def factver(csv_path: Path, k: int, cache_dir: str | None) -> dict[str, list[dic
 def scifact_report(folder: Path, k: int, cache_dir: str | None) -> list[dict[str, Any]]:
     """SciFact's test claims in file order: ``annotated`` the cited abstracts in the corpus (title and text, the
     first ``k``), ``retrieved`` the package default retriever's top ``k`` over the corpus, its corpus claims the
-    train split (new-claims protocol, as ``carag eval --beir``); the corpus embeddings cached in ``cache_dir``."""
+    train split (new-claims protocol, as ``python -m research.retrieval_bench --beir``); the corpus embeddings cached in ``cache_dir``."""
     import io
 
     import numpy as np
     from llama_index.core.schema import MetadataMode, QueryBundle
 
     from llama_index_carag.core.atomic import atomic_write_bytes
-    from llama_index_carag.evaluation.beir import load_beir
-    from llama_index_carag.evaluation.new_claims import beir_task, carag_retrievers, prepare_task
     from llama_index_carag.models.resolve import resolve_embed_model
+    from research.beir import load_beir
+    from research.new_claims import beir_task, carag_retrievers, prepare_task
 
     docs = {d.node_id: d.get_content() for d in load_beir(folder).documents}
     with (folder / "verdicts.jsonl").open(encoding="utf-8") as fh:

@@ -33,8 +33,8 @@ _EXPORTS: dict[str, str] = {
     "get_fact_check_synthesizer": "llama_index_carag.verdicts.synthesizer",
     "Verdict": "llama_index_carag.verdicts.types",
     "VerdictLabel": "llama_index_carag.verdicts.types",
-    # one claim checked end to end, and a chat bot (many claims: verdicts.batch.check_claims; a text:
-    # verdicts.text_check.check_text)
+    # one claim checked end to end, and a chat bot (many claims: verdicts.bulk.check_claims; a text:
+    # verdicts.bulk.check_text)
     "ClaimChecker": "llama_index_carag.verdicts.check",
     "CheckResult": "llama_index_carag.verdicts.check",
     "FactCheckChatBot": "llama_index_carag.verdicts.chat",

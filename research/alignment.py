@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llama_index_carag.visualize.explanations import project_2d
+from research.explanations import project_2d
 
 logger = logging.getLogger(__name__)
 

@@ -177,8 +177,8 @@ def scifact_evidence(folder: str | Path, *, k: int = 6, cache_dir: str | None = 
 
     from llama_index.core.schema import MetadataMode
 
-    from llama_index_carag.evaluation.new_claims import beir_task, carag_retrievers, prepare_task
     from llama_index_carag.models.resolve import resolve_embed_model
+    from research.new_claims import beir_task, carag_retrievers, prepare_task
 
     folder = Path(folder)
     task, model = beir_task(folder), resolve_embed_model("minilm")

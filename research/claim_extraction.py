@@ -3,7 +3,7 @@
 How the benchmark is built (:func:`build_texts`, at run time from FactVer's CSV; nothing is copied):
 
 - Claims: FactVer's claims (``Claim_text``, one per claim id, via ``load_factver``), split by the
-  retrieval protocol's :func:`~llama_index_carag.evaluation.new_claims.claim_half` (the parity of
+  retrieval protocol's :func:`~research.new_claims.claim_half` (the parity of
   ``sha256(claim id)``): ``split="tune"`` takes half 0, ``split="report"`` half 1.  Claims are
   de-duplicated by normalised text, and a report claim whose text is also a tuning claim's is dropped,
   so no report text holds a claim seen while tuning.  Each claim is stripped of outer whitespace (inner
@@ -47,8 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.validation import normalize_text
-from llama_index_carag.extraction.claims import ExtractedClaim, extract_claims
-from llama_index_carag.extraction.scoring import CheckWorthinessScorer
+from llama_index_carag.extraction.claims import CheckWorthinessScorer, ExtractedClaim, extract_claims
 from llama_index_carag.extraction.sentences import split_sentences
 from research.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
 
@@ -103,7 +102,7 @@ def split_claims(path: Any, split: str) -> list[tuple[str, str]]:
     from llama_index.core.schema import MetadataMode
 
     from llama_index_carag.datasets import load_factver
-    from llama_index_carag.evaluation.new_claims import claim_half
+    from research.new_claims import claim_half
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {sorted(SPLITS)}; got {split!r}.")

@@ -7,8 +7,7 @@ Run from the repository root::
 
 Both run RAG, CARAG and CARAG-u at the papers' settings (and the sweeps) on FactVer's claims
 (:mod:`research.runner`).  The verifier's verdict benchmark is ``benchmarks/bench_verdicts.py``
-(docs/VERDICTS.md); the retrieval benchmark on new claims stays in the package: ``carag eval --protocol`` /
-``carag eval --beir DIR``.
+(docs/VERDICTS.md); the retrieval benchmark on new claims is ``python -m research.retrieval_bench``.
 """
 
 from __future__ import annotations

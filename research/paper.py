@@ -15,7 +15,7 @@ What reproduces (see ``docs/RESULTS.md``):
   are 0.04–0.05 lower for RAG and CARAG.
 
 Run from the repository root (the explanations file is read by the package's
-:func:`~llama_index_carag.visualize.explanations.load_explanations`, what ``carag map`` reads)::
+:func:`~research.explanations.load_explanations`, what ``python -m research.thematic_maps`` reads)::
 
     python -m research.paper --explanations ../shared/data/factver/paper_explanations.csv \
         --data ../shared/data/factver/factver_master.csv --embed-model mpnet --methods RAG,CARAG --dims 2
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.visualize.explanations import ExplanationSet, load_explanations
 from research.alignment import AlignmentTable, thematic_alignment
+from research.explanations import ExplanationSet, load_explanations
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def paper_table(
     """The thematic-alignment table of ``explanations`` against a FactVer corpus.
 
     Args:
-        explanations: from :func:`~llama_index_carag.visualize.explanations.load_explanations`.
+        explanations: from :func:`~research.explanations.load_explanations`.
         corpus: a :class:`~llama_index_carag.datasets.ClaimEvidenceCorpus`; its
             evidence of the explanations' themes are the corpus points.
         embed_model: the encoder (the papers': all-mpnet-base-v2).

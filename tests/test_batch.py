@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_carag.cli.claims_file import ResultsFile, read_claims
+from llama_index_carag.cli.check import ResultsFile, read_claims
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.verdicts.batch import BatchClaim, check_claims, is_error
+from llama_index_carag.verdicts.bulk import BatchClaim, check_claims, is_error
 from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
 from tests.helpers import run_cli

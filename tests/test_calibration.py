@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag import ContextAwareRetriever
-from llama_index_carag.evaluation.new_claims import ndcg_at_k
 from llama_index_carag.retrieval import calibration as calibration_module
 from llama_index_carag.retrieval.calibration import (
     LINKS_KEY,
@@ -106,6 +107,12 @@ def test_metadata_carries_the_calibration(trap):
     # another setting on the same corpus is not the calibrated one: no calibration entry
     other = retriever.with_settings(lexical_weight=0.6)
     assert "calibration" not in other.retrieve(claims[0].get_content())[0].node.metadata["carag"]
+
+
+def ndcg_at_k(retrieved: list[str], gold: set[str], k: int = 10) -> float:
+    """Binary-gain nDCG@k, written out here as the reference the calibration's vectorised nDCG must match."""
+    dcg = sum(1.0 / math.log2(rank + 2) for rank, node_id in enumerate(retrieved[:k]) if node_id in gold)
+    return dcg / sum(1.0 / math.log2(r + 2) for r in range(min(len(gold), k)))
 
 
 def test_loo_scores_match_the_retriever(trap):

@@ -6,7 +6,6 @@ installed entry point itself, with ``--help`` only.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -246,22 +245,6 @@ def test_graph_files(index_dir, tmp_path):
     assert none.returncode == 2 and "--html" in none.stderr
 
 
-def test_map_files(index_dir, tmp_path):
-    expl = tmp_path / "expl.csv"
-    with expl.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["Claim_id", "Theme", "RAG", "CARAG_U"])
-        w.writerow(["1", "Oceans", "Sugar is added to drinks.", "Warm seas bleach corals [1]."])
-        w.writerow(["2", "Energy", "Coral reefs are bleached.", "Solar modules became much cheaper."])
-        w.writerow(["3", "Nutrition", "Wind turbines stand offshore.", "Soft drinks add sugar for children."])
-    out, panels = tmp_path / "map.png", tmp_path / "panels.png"
-    proc = carag(
-        "map", "--index", str(index_dir), "--explanations", str(expl), "--out", str(out), "--panels", str(panels)
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert min(png_size(out)) > 300 and min(png_size(panels)) > 300
-
-
 def test_chat_repl(index_dir, monkeypatch):
     """The REPL end to end with a deterministic stand-in LLM (the offline model: test_check_with_offline_llm)."""
     from llama_index_carag.models import resolve as models
@@ -311,12 +294,9 @@ def test_demo_reports_its_verdicts_per_label(tmp_path, monkeypatch):
     assert "retrieved #1" in page  # the graph is drawn with the check's evidence
 
 
-def test_eval_is_the_retrieval_benchmark_and_research_is_not_in_carag():
-    """``carag eval`` runs --protocol / --beir; the papers' comparison and the paper table left the CLI."""
-    proc = carag("eval", "--limit", "5")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "--protocol" in proc.stderr and "python -m research.eval" in proc.stderr
-    for gone in (["eval", "--sweep"], ["eval", "--verdicts"], ["paper-table", "--help"]):
+def test_research_is_not_in_carag():
+    """The benchmarks and the papers' figures are research code (``python -m research.…``), not commands."""
+    for gone in (["eval", "--protocol"], ["map", "--help"], ["paper-table", "--help"]):
         assert carag(*gone).returncode == 2, gone
 
 
@@ -328,7 +308,6 @@ def test_eval_is_the_retrieval_benchmark_and_research_is_not_in_carag():
         (["graph", "", "--index", "{index}", "--png", "x.png"], "claim is empty"),
         (["index", "{missing}.csv", "--out", "{missing}"], "No such CSV file"),
         (["index", "{badcsv}", "--out", "{missing}"], "lacks column(s)"),
-        (["map", "--index", "{index}", "--explanations", "{badcsv}", "--out", "m.png"], "lacks the column Theme"),
     ],
 )
 def test_user_errors_are_one_line(index_dir, tmp_path, args, message):
@@ -349,7 +328,7 @@ def test_bad_option_values(index_dir, value):
     assert proc.returncode == 2 and "--alpha" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", ["index", "check", "graph", "map", "chat", "demo", "eval", None])
+@pytest.mark.parametrize("command", ["index", "check", "graph", "chat", "demo", None])
 def test_help(command):
     proc = carag(*([command] if command else []), "--help")
     assert proc.returncode == 0 and "usage: carag" in proc.stdout

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from llama_index_carag.cli.common import Stages
 from llama_index_carag.cli.demo import LABELS, demo_claims, label_report
-from llama_index_carag.cli.stages import Stages
 from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
 from llama_index_carag.retrieval.soi_reason import EmptySOIReason
 
@@ -38,7 +38,7 @@ def test_quiet_stages_write_nothing(capsys):
 
 
 def test_a_terminal_gets_the_stage_time_and_a_ticking_counter(monkeypatch):
-    import llama_index_carag.cli.stages as stages_module
+    import llama_index_carag.cli.common as stages_module
 
     monkeypatch.setattr(stages_module, "_TICK_S", 0.01)
     err = io.StringIO()
@@ -67,7 +67,7 @@ def test_a_failing_stage_still_ends_its_line(monkeypatch):
 # ------------------------------------------------------------------ the LLM's stage line
 def test_the_load_description_names_the_model_and_hides_server_credentials(monkeypatch):
     from llama_index_carag.models import llamacpp
-    from llama_index_carag.models.llm_backends import load_description
+    from llama_index_carag.models.resolve import load_description
 
     monkeypatch.setattr(llamacpp, "probe_pending", lambda: False)
     assert load_description(None) == ("loading the LLM qwen1.5b (the default)", "")
@@ -81,7 +81,7 @@ def test_the_load_description_names_the_model_and_hides_server_credentials(monke
 
 def test_the_probe_note_reads_the_cached_probe(monkeypatch, tmp_path):
     from llama_index_carag.models import files, llamacpp
-    from llama_index_carag.models.llm_backends import load_description
+    from llama_index_carag.models.resolve import load_description
 
     def probes(spec):
         return load_description(spec)[1] == llamacpp.PROBE_NOTE
@@ -231,7 +231,7 @@ def _help(*command: str) -> str:
 
 @pytest.mark.parametrize("command", ["check", "check-text", "chat", "demo", "serve"])
 def test_help_lists_every_llm_form(command):
-    from llama_index_carag.models.llm_names import LLM_ALIASES, alias_variant
+    from llama_index_carag.models.files import LLM_ALIASES, alias_variant
     from llama_index_carag.models.openai_compatible import PREFIX
 
     text = _help(command)

@@ -6,7 +6,7 @@ import pytest
 from llama_index.core.llms import MessageRole
 
 from llama_index_carag.verdicts import VerdictLabel, parse_verdict
-from llama_index_carag.verdicts.few_shot import DEFAULT_EXAMPLES, VerdictExample, answer_text, example_turns
+from llama_index_carag.verdicts.prompts import DEFAULT_EXAMPLES, VerdictExample, answer_text, example_turns
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
 from .helpers import StubLLM

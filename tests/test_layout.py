@@ -7,7 +7,7 @@ import pytest
 
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.layout import (
+from llama_index_carag.core.vectors import (
     divide_rows_inplace,
     growth_rows,
     permute_rows_inplace,

@@ -57,7 +57,7 @@ def test_the_answer_is_cached_per_build_and_reprobed_when_the_build_changes(cach
 def test_a_crashing_build_is_not_available_and_qwen_falls_back(cache, monkeypatch):
     from llama_index_carag.models import llamacpp
     from llama_index_carag.models.backend import LLMRequest
-    from llama_index_carag.models.llm_backends import select_backend
+    from llama_index_carag.models.resolve import select_backend
 
     monkeypatch.setattr(llamacpp, "llamacpp_installed", lambda: True)
     monkeypatch.setattr(probe, "build_fingerprint", lambda: "crashing-build")

@@ -13,13 +13,12 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata, Mo
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_carag.models import llm_backends
+from llama_index_carag.models import resolve as resolve_module
 from llama_index_carag.models.backend import LLMBackend, LLMRequest
 from llama_index_carag.models.huggingface import HuggingFaceBackend
 from llama_index_carag.models.llamacpp import LlamaCppBackend
-from llama_index_carag.models.llm_backends import backend_for, register_backend
 from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
-from llama_index_carag.models.resolve import llm_name, resolve_llm
+from llama_index_carag.models.resolve import backend_for, llm_name, register_backend, resolve_llm
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 from llama_index_carag.verdicts.label_scores import scorer_for
 from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, get_fact_check_synthesizer
@@ -97,10 +96,10 @@ class ScriptedBackend(LLMBackend):
 @pytest.fixture()
 def registry(monkeypatch):
     """A copy of the registry for the test, with :class:`ScriptedBackend` registered."""
-    monkeypatch.setattr(llm_backends, "LLM_BACKENDS", list(llm_backends.LLM_BACKENDS))
+    monkeypatch.setattr(resolve_module, "LLM_BACKENDS", list(resolve_module.LLM_BACKENDS))
     ScriptedBackend.calls = []
     register_backend(ScriptedBackend)
-    return llm_backends.LLM_BACKENDS
+    return resolve_module.LLM_BACKENDS
 
 
 def _nodes(*texts: str) -> list[NodeWithScore]:

@@ -299,7 +299,7 @@ def test_scored_labels_sum_the_label_tokens_and_probe_once():
         messages = get_fact_check_synthesizer(llm).messages(CLAIM, PASSAGES)
         label, scores, explanation = scorer.verdict(messages, lambda s: max(s.logprobs, key=s.logprobs.get))
         echo, explain = server.calls("POST /v1/completions")[1:4], server.calls("POST /v1/completions")[4]
-        options, _ = scorer.score_options(messages, {"yes": " SUPPORTED", "no": " NOT"}, prefix="Answer:")
+        options, _, _ = scorer.backend.score_options(messages, {"yes": " SUPPORTED", "no": " NOT"}, "Answer:")
     assert scores.as_dict() == {"SUPPORTED": -1.25, "REFUTED": -0.5, "NOT_ENOUGH_INFO": -2.375}
     assert label == VerdictLabel.REFUTED
     assert explanation == "The passage places the tower in Paris [1]. It is not in Berlin."  # cut at 2 sentences

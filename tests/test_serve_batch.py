@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
 
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
-from llama_index_carag.verdicts.batch import check_claims
+from llama_index_carag.verdicts.bulk import check_claims
 from llama_index_carag.verdicts.check import CheckResult, ClaimChecker
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 from tests.serve_helpers import ServeStubLLM, assert_error, make_app, sse_events

@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.serve import ServeSettings
 from llama_index_carag.serve.command import add_serve_arguments, settings_from_args
+from llama_index_carag.verdicts.bulk import TextCheckResult, TextClaim, check_text
 from llama_index_carag.verdicts.check import ClaimChecker
 from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
-from llama_index_carag.verdicts.text_check import TextCheckResult, TextClaim, check_text
 from tests.serve_helpers import ServeStubLLM, assert_error, make_app, sse_events
 from tests.serve_text_helpers import LabelStubLLM
 

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ranking", "stores"),
     ("retrieval",),
     ("verdicts", "extraction", "verifier"),
-    ("evaluation", "visualize"),
+    ("visualize",),
     ("serve", "cli"),
 )
 # The package's own ``__init__`` re-exports the public names: it sits right of every layer, so no module

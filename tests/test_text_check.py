@@ -12,8 +12,7 @@ import pytest
 
 from llama_index_carag import DEFAULT
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.verdicts.check import CheckResult, EvidenceRow
-from llama_index_carag.verdicts.text_check import (
+from llama_index_carag.verdicts.bulk import (
     LABELS,
     TEXT_CHECK_SCHEMA_VERSION,
     TextCheckResult,
@@ -22,6 +21,7 @@ from llama_index_carag.verdicts.text_check import (
     iter_text_checks,
     text_check_result_json_schema,
 )
+from llama_index_carag.verdicts.check import CheckResult, EvidenceRow
 from llama_index_carag.verdicts.types import Verdict
 from llama_index_carag.visualize.text_report import html_report, markdown_report, write_text_report
 from tests.helpers import run_cli

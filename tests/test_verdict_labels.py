@@ -67,9 +67,8 @@ def test_sentence_stance():
 
 
 # ---------------------------------------------------------- scores and offsets
-def test_label_scores_probabilities():
+def test_label_scores_as_dict():
     scores = LabelScores({S: -1.0, R: -2.0, N: -3.0})
-    assert math.isclose(sum(scores.probabilities().values()), 1.0)
     assert scores.as_dict() == {"SUPPORTED": -1.0, "REFUTED": -2.0, "NOT_ENOUGH_INFO": -3.0}
 
 
@@ -219,7 +218,7 @@ def test_joined_qwen_gguf_is_reused(tmp_path, monkeypatch):
 
 
 def test_offline_llm_aliases(monkeypatch):
-    from llama_index_carag.models import llm_names as models
+    from llama_index_carag.models import files as models
 
     monkeypatch.setattr(models, "qwen_path", lambda: "QWEN")
     monkeypatch.setattr(models, "smollm2_path", lambda: "SMOL")
@@ -248,8 +247,8 @@ def test_missing_qwen_part_names_the_install_command(monkeypatch):
 
 # --------------------------------------------------------- int8 weights
 def test_which_llms_are_quantized():
-    from llama_index_carag.models.llm_names import load_name as _llm_name
-    from llama_index_carag.models.llm_names import wants_int8 as _wants_int8
+    from llama_index_carag.models.files import load_name as _llm_name
+    from llama_index_carag.models.files import wants_int8 as _wants_int8
 
     assert not _wants_int8(None, "auto", "cpu") and not _wants_int8("qwen1.5b", "auto", "cpu")
     assert _wants_int8("qwen1.5b-int8", "auto", "cpu") and _llm_name("Qwen1.5b-INT8") == "Qwen1.5b"
@@ -264,7 +263,7 @@ def test_which_llms_are_quantized():
 def test_which_backend_runs_a_local_model(monkeypatch):
     from llama_index_carag.models import llamacpp as llamacpp_llm
     from llama_index_carag.models.backend import LLMRequest
-    from llama_index_carag.models.llm_backends import select_backend
+    from llama_index_carag.models.resolve import select_backend
 
     def chosen(spec, backend="auto", device_map="cpu"):
         return select_backend(LLMRequest(spec, device_map=device_map), backend).name
@@ -300,8 +299,7 @@ def test_which_backend_runs_a_local_model(monkeypatch):
 def test_llm_names():
     from types import SimpleNamespace
 
-    from llama_index_carag.models.files import QWEN_GGUF_FILE
-    from llama_index_carag.models.llm_names import gguf_model_name
+    from llama_index_carag.models.files import QWEN_GGUF_FILE, gguf_model_name
     from llama_index_carag.models.resolve import llm_name
 
     assert gguf_model_name(f"/c/{QWEN_GGUF_FILE}") == QWEN_NAME + " (Q4_K_M, llama.cpp)"

@@ -1,16 +1,33 @@
-"""``carag check`` and ``carag chat``: one check of a claim against an index and how it is printed, or a file
-of claims checked into a results JSONL (``--claims FILE --out results.jsonl``: resumable, one model load)."""
+"""``carag check``, ``carag chat`` and ``carag graph``: one check of a claim against an index and how it is printed,
+or a file of claims checked into a results JSONL (``--claims FILE --out results.jsonl``: resumable, one model
+load); the check's SOI graph (HTML, PNG) and its cluster's graph (PNG).
+
+The files of ``carag check --claims``: claims (:func:`read_claims`) from ``.txt`` (one per line; ``-``: stdin),
+``.csv`` (a claim column: ``--claim-col``, default the first of :data:`CLAIM_COLUMNS`) or ``.jsonl`` (a ``"claim"``
+field and an optional ``"id"``), each numbered by its line or data row; results (:class:`ResultsFile`) one JSON
+record per line, each written, flushed and ``fsync``-ed as soon as its claim is checked, so a kill loses at most
+the claim in flight.  A rerun with the same file drops a truncated last line and skips every claim already done
+(same line number and same claim text).
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import logging
+import os
 import sys
 import textwrap
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
 
-from llama_index_carag.cli.common import CLIError, _llm, _load_retriever, _stages
-from llama_index_carag.cli.stages import Stages
+from llama_index_carag.cli.common import CLIError, Stages, _llm, _load_retriever, _stages
+from llama_index_carag.verdicts.bulk import BatchClaim, is_error
+
+logger = logging.getLogger(__name__)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -172,7 +189,7 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
     """Check ``todo`` into ``out`` (a :class:`ResultsFile`) under a progress bar; the number of claims rejected."""
     from tqdm import tqdm
 
-    from llama_index_carag.verdicts.batch import check_claims, is_error
+    from llama_index_carag.verdicts.bulk import check_claims, is_error
 
     rejected = 0
     bar = tqdm(total=len(todo), desc="checking", unit="claim", file=sys.stderr, dynamic_ncols=True, disable=quiet)
@@ -189,7 +206,6 @@ def _check_batch(checker: Any, todo: list[Any], out: Any, quiet: bool = False) -
 
 def cmd_check_claims(args: argparse.Namespace) -> int:
     """``carag check --claims FILE --out results.jsonl``: every claim of FILE checked, resumably (module docstring)."""
-    from llama_index_carag.cli.claims_file import ResultsFile, read_claims
 
     if not args.out:
         raise CLIError("--claims needs --out results.jsonl (where the results are appended)")
@@ -253,3 +269,169 @@ def cmd_chat(args: argparse.Namespace) -> int:
     llm = _llm(args, stages)
     FactCheckChatBot(_index_checker(args.index, retriever, llm), llm).repl()
     return 0
+
+
+def _soi_and_evidence(retriever: Any, claim: str) -> tuple[Any, list[Any], str | None]:
+    """The claim's SOI, its retrieved evidence (from the same SOI computation) and why the SOI is empty (or ``None``)."""
+    from llama_index_carag.verdicts.check import ClaimChecker
+
+    retrieved = ClaimChecker(retriever).retrieve(claim)
+    reason = retrieved.empty_reason
+    return retrieved.soi, retrieved.nodes, None if reason is None else reason.text()
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from llama_index_carag.core.validation import check_query_text
+    from llama_index_carag.visualize import write_cluster_png, write_soi_html, write_soi_png
+
+    if not (args.html or args.png or args.cluster_png):
+        raise CLIError("give at least one of --html, --png, --cluster-png")
+    check_query_text(args.claim, "claim")
+    stages = _stages(args)
+    retriever = _load_retriever(args, stages)
+    with stages.stage("retrieving"):
+        soi, evidence, reason = _soi_and_evidence(retriever, args.claim)
+    written = []
+    if args.html:
+        written.append(write_soi_html(soi, args.html, evidence=evidence, empty_reason=reason))
+    if args.png:
+        written.append(write_soi_png(soi, args.png, evidence=evidence, empty_reason=reason))
+    if args.cluster_png:
+        members = retriever.context.members((soi.theme, soi.cluster))
+        kinds = ["claim" if c else "evidence" for c in members.is_claim]
+        texts = [members.texts[i] for i in range(len(members.ids))]
+        written.append(
+            write_cluster_png(
+                list(members.ids),
+                texts,
+                members.unit,
+                kinds,
+                args.cluster_png,
+                threshold=args.edge_threshold,
+                highlight=set(soi.item_ids),
+            )
+        )
+    print(f"SOI of {len(soi)} items (cluster {soi.cluster}); wrote " + ", ".join(str(p) for p in written))
+    if reason is not None:
+        print(reason)
+    return 0
+
+
+#: Default claim columns of a ``.csv``, the first present is used.
+CLAIM_COLUMNS = ("claim", "Claim_text", "text")
+
+#: ``(line number, why)`` of an input line that holds no claim.
+Problem = tuple[int, str]
+
+
+def _txt(text: str) -> tuple[list[BatchClaim], list[Problem]]:
+    return [BatchClaim(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), start=1) if line.strip()], []
+
+
+def _jsonl(text: str) -> tuple[list[BatchClaim], list[Problem]]:
+    claims: list[BatchClaim] = []
+    problems: list[Problem] = []
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append((n, f"not JSON ({exc.msg})"))
+            continue
+        if not isinstance(obj, dict) or "claim" not in obj:
+            problems.append((n, 'no "claim" field'))
+            continue
+        claims.append(BatchClaim(n, obj["claim"], obj.get("id")))
+    return claims, problems
+
+
+def _csv(text: str, column: str | None) -> tuple[list[BatchClaim], list[Problem]]:
+    reader = csv.DictReader(io.StringIO(text))
+    fields = list(reader.fieldnames or [])
+    name = column or next((c for c in CLAIM_COLUMNS if c in fields), None)
+    if name is None or name not in fields:
+        wanted = repr(column) if column else "one of " + ", ".join(CLAIM_COLUMNS)
+        raise CLIError(
+            f"the CSV has no claim column {wanted} (its columns: {', '.join(fields) or 'none'}); use --claim-col"
+        )
+    return [BatchClaim(n, row.get(name) or "") for n, row in enumerate(reader, start=1)], []
+
+
+def read_claims(path: str, claim_col: str | None = None) -> tuple[list[BatchClaim], list[Problem]]:
+    """The claims of ``path`` (``-``: stdin, one per line) and the lines that hold none (line, why).
+
+    Blank ``.txt``/``.jsonl`` lines are not claims and are not reported.
+
+    Raises:
+        CLIError: an unknown extension, or a ``.csv`` without the claim column.
+    """
+    if path == "-":
+        return _txt(sys.stdin.read())
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".txt", ".csv", ".jsonl"):
+        raise CLIError(f"--claims: {path} is not a .txt, .csv or .jsonl file")
+    text = Path(path).read_text(encoding="utf-8-sig")
+    if suffix == ".csv":
+        return _csv(text, claim_col)
+    return _jsonl(text) if suffix == ".jsonl" else _txt(text)
+
+
+def _done_records(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The complete records at the start of ``data`` and the byte length they take (where to cut)."""
+    records: list[dict[str, Any]] = []
+    end = 0
+    for raw in data.split(b"\n")[:-1]:  # the part after the last newline was never finished
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            break
+        if not isinstance(record, dict):
+            break
+        records.append(record)
+        end += len(raw) + 1
+    return records, end
+
+
+class ResultsFile:
+    """The ``--out`` JSONL of a batch: the records already there, then each new one appended durably.
+
+    Args:
+        path: the results file (created if missing).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        data = self.path.read_bytes() if self.path.exists() else b""
+        self.records, self._end = _done_records(data)
+        self.dropped = len(data) - self._end  # bytes of a truncated (or unreadable) tail
+        self._done = {(r.get("line"), r.get("claim")) for r in self.records if not is_error(r)}
+        self._fh: IO[bytes] | None = None
+
+    def done(self, item: BatchClaim) -> bool:
+        """Whether ``item`` has a result in the file already (same line number and claim text)."""
+        return (item.line, item.claim) in self._done
+
+    def __enter__(self) -> ResultsFile:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "r+b" if self.path.exists() else "w+b")
+        if self.dropped:
+            logger.warning("%s: dropped a truncated last record (%d bytes)", self.path, self.dropped)
+        self._fh.truncate(self._end)
+        self._fh.seek(0, os.SEEK_END)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write ``record`` as one line, flushed and synced to disk before returning."""
+        if self._fh is None:
+            raise RuntimeError("ResultsFile.append outside its with-block")
+        self._fh.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        if not is_error(record):
+            self._done.add((record.get("line"), record.get("claim")))

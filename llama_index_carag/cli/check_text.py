@@ -56,7 +56,7 @@ def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
     """Every claim of ``found`` checked, with a progress bar on stderr (none when ``quiet``)."""
     from tqdm.auto import tqdm
 
-    from llama_index_carag.verdicts.text_check import iter_text_checks, text_check_result
+    from llama_index_carag.verdicts.bulk import iter_text_checks, text_check_result
 
     checked = []
     with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr, disable=quiet) as bar:
@@ -67,7 +67,7 @@ def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
 
 
 def cmd_check_text(args: argparse.Namespace) -> int:
-    from llama_index_carag.verdicts.text_check import find_claims, text_check_result_json_schema
+    from llama_index_carag.verdicts.bulk import find_claims, text_check_result_json_schema
 
     if args.schema:
         print(json.dumps(text_check_result_json_schema(), indent=2, ensure_ascii=False))

@@ -1,13 +1,20 @@
-"""Shared by the ``carag`` sub-commands: the user-error type, argument value types, and loading data, index and LLM."""
+"""Shared by the ``carag`` sub-commands: the user-error type, argument value types, loading data, index and LLM,
+and :class:`Stages`, what a command is doing while it loads and checks (one line per stage on standard error,
+never on standard output; ``-q``/``--quiet`` silences them)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from llama_index_carag.cli.stages import Stages
+logger = logging.getLogger(__name__)
 
 
 class CLIError(Exception):
@@ -123,8 +130,7 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
 def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
     """The LLM of ``--llm`` (a stage line when ``stages`` is given, as its backend describes the load: its name,
     and a first llama.cpp probe)."""
-    from llama_index_carag.models.llm_backends import load_description
-    from llama_index_carag.models.resolve import resolve_llm
+    from llama_index_carag.models.resolve import load_description, resolve_llm
 
     spec = None if args.llm in (None, "default") else args.llm
     if stages is None or stages.quiet:
@@ -132,3 +138,73 @@ def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
     message, note = load_description(spec)
     with stages.stage(message, note=note, ticking=True):
         return resolve_llm(spec)
+
+
+#: What every stage line starts with.
+PREFIX = "carag: "
+#: Seconds between two updates of a ticking stage's counter.
+_TICK_S = 1.0
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or stand-in stream
+        return False
+
+
+class Stages:
+    """Stage lines on standard error (see the module docstring).
+
+    Args:
+        quiet: write nothing.
+        tty: draw in place with timings (default: whether standard error is a terminal, asked per stage).
+    """
+
+    def __init__(self, *, quiet: bool = False, tty: bool | None = None) -> None:
+        self.quiet = quiet
+        self._tty = tty
+
+    def say(self, message: str) -> None:
+        """One line, outside any stage (e.g. a summary)."""
+        if not self.quiet:
+            print(PREFIX + message, file=sys.stderr, flush=True)
+
+    @contextmanager
+    def stage(self, message: str, *, note: str = "", ticking: bool = False) -> Iterator[None]:
+        """Say ``message …`` (then ``note``) while the ``with`` block runs; on a terminal, end with its time.
+
+        ``ticking``: on a terminal, count the seconds while the stage runs (for stages that can be long).
+        """
+        started = time.perf_counter()
+        line = f"{PREFIX}{message} …" + (f" {note}" if note else "")
+        tty = self._tty if self._tty is not None else _is_tty(sys.stderr)
+        if self.quiet:
+            yield
+            return
+        if not tty:
+            print(line, file=sys.stderr, flush=True)
+            yield
+            logger.info("%s: %.1f s", message, time.perf_counter() - started)
+            return
+        stop = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(line, started, stop), daemon=True) if ticking else None
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        if ticker is not None:
+            ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if ticker is not None:
+                ticker.join()
+            sys.stderr.write(f"\r\x1b[K{line} {time.perf_counter() - started:.1f} s\n")
+            sys.stderr.flush()
+
+    @staticmethod
+    def _tick(line: str, started: float, stop: threading.Event) -> None:
+        """Rewrite ``line`` with the seconds so far, every :data:`_TICK_S`, until ``stop`` is set."""
+        while not stop.wait(_TICK_S):
+            sys.stderr.write(f"\r\x1b[K{line} {time.perf_counter() - started:.0f} s")
+            sys.stderr.flush()

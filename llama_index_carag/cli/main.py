@@ -1,4 +1,4 @@
-"""The ``carag`` command: index, check, check-text, graph, map, chat, demo, eval, serve, train-verifier.
+"""The ``carag`` command: index, check, check-text, graph, chat, demo, serve, train-verifier.
 
 User mistakes (bad paths, bad values, missing columns, a state that does not
 match its index, …) print one line ``carag: error: …`` and exit with status 2;
@@ -6,14 +6,11 @@ match its index, …) print one line ``carag: error: …`` and exit with status 
 
 This module builds the parser (one function per sub-command) and runs the
 command; the commands live in :mod:`~llama_index_carag.cli.index` (index),
-:mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat),
-:mod:`~llama_index_carag.cli.check_text` (check-text),
-:mod:`~llama_index_carag.cli.figures` (graph, map),
-:mod:`~llama_index_carag.cli.eval` (eval: the retrieval benchmark; the papers' comparison, sweeps, verdict
-benchmarks and paper table are research code beside the package, ``python -m research.…``) and
-:mod:`~llama_index_carag.cli.serve` (serve); shared pieces in
-:mod:`~llama_index_carag.cli.common`.  While a command loads models and checks, it says what it is doing
-on stderr, one line per stage (:mod:`~llama_index_carag.cli.stages`; ``-q``/``--quiet`` silences them);
+:mod:`~llama_index_carag.cli.demo` (demo), :mod:`~llama_index_carag.cli.check` (check, chat, graph),
+:mod:`~llama_index_carag.cli.check_text` (check-text) and :mod:`~llama_index_carag.cli.serve` (serve); the
+benchmarks and the papers' tables and figures are research code beside the package (``python -m research.…``).
+Shared pieces are in :mod:`~llama_index_carag.cli.common`, among them the stage lines: while a command loads
+models and checks, it says what it is doing on stderr, one line per stage (``-q``/``--quiet`` silences them);
 standard output is unchanged.
 """
 
@@ -26,11 +23,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index_carag.cli.check import cmd_chat, cmd_check
+from llama_index_carag.cli.check import cmd_chat, cmd_check, cmd_graph
 from llama_index_carag.cli.check_text import cmd_check_text
 from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _positive_int, _presets, _unit_float
 from llama_index_carag.cli.demo import cmd_demo
-from llama_index_carag.cli.figures import cmd_graph, cmd_map
 from llama_index_carag.cli.index import cmd_index
 from llama_index_carag.cli.serve import cmd_serve
 
@@ -75,10 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_parser(sub)
     _add_check_text_parser(sub)
     _add_graph_parser(sub)
-    _add_map_parser(sub)
     _add_chat_parser(sub)
     _add_demo_parser(sub)
-    _add_eval_parser(sub)
     _add_serve_parser(sub)
     _add_train_verifier_parser(sub)
     return parser
@@ -247,21 +241,6 @@ def _add_graph_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_graph)
 
 
-def _add_map_parser(sub: argparse._SubParsersAction) -> None:
-    """The ``carag map`` sub-command."""
-    p = sub.add_parser("map", help="thematic map of explanations over per-theme densities")
-    p.add_argument("--index", required=True)
-    p.add_argument("--explanations", required=True, help="CSV with Theme and one column per method (RAG, CARAG, ...)")
-    p.add_argument("--out", required=True, help="PNG of all explanations")
-    p.add_argument("--panels", help="PNG with one panel per theme")
-    p.add_argument("--map3d", help="PNG of the 3-D PCA view with convex hulls")
-    p.add_argument("--method", choices=["pca", "tsne"], default="pca")
-    p.add_argument("--methods", help="comma-separated method columns (default: all present)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--embed-model", help=argparse.SUPPRESS)
-    p.set_defaults(func=cmd_map)
-
-
 def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
     """The ``carag chat`` sub-command."""
     p = sub.add_parser("chat", help="interactive fact-check bot")
@@ -314,17 +293,6 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
         f"claims accuracy {figures['accuracy']:.3f}, macro-F1 {figures['macro_f1']:.3f}"
     )
     return 0
-
-
-def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
-    """The ``carag eval`` sub-command."""
-    p = sub.add_parser(
-        "eval", help="retrieval benchmark on new claims: dense, BM25, hybrid RRF and CARAG side by side; CSV + Markdown"
-    )
-    from llama_index_carag.cli.eval import add_eval_arguments, run_eval_command
-
-    add_eval_arguments(p)
-    p.set_defaults(func=run_eval_command)
 
 
 def _add_serve_parser(sub: argparse._SubParsersAction) -> None:

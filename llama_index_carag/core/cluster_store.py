@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from llama_index_carag.core.layout import growth_rows
 from llama_index_carag.core.soi import ClusterMembers, SOICore
+from llama_index_carag.core.vectors import growth_rows
 
 __all__ = [
     "GroupKey",

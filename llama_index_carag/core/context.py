@@ -14,6 +14,10 @@ query time:
 when the query is a corpus claim, else the clusterer's prediction; for CARAG
 first its theme, else the nearest theme centroid) and calls the mode's SOI
 builder from :mod:`llama_index_carag.core.soi`.  Nothing is re-embedded per query.
+
+Its clustered claims are a :class:`ClaimTable` (ids, texts, recognising a query as one of them): immutable, so
+an update builds a new table and the context swaps it in with one assignment, and a concurrent query reads one
+consistent table.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.core.claim_table import ClaimTable
 from llama_index_carag.core.cluster_store import (
     ClusterStore,
     GroupKey,
@@ -41,7 +44,6 @@ from llama_index_carag.core.cluster_store import (
 )
 from llama_index_carag.core.clustering import ThematicClusterer, clusterers_from_state, clusterers_state
 from llama_index_carag.core.corpus_items import CorpusItems, SOIQuery
-from llama_index_carag.core.layout import row_norms
 from llama_index_carag.core.partition_fit import (
     assign_keys,
     fit_partitions,
@@ -58,11 +60,12 @@ from llama_index_carag.core.soi import (
     supervised_core,
     unsupervised_core,
 )
-from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize
+from llama_index_carag.core.validation import normalize_text
+from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize, row_norms
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CorpusItems", "ThematicContext", "MODES", "GroupKey"]
+__all__ = ["CorpusItems", "ThematicContext", "MODES", "GroupKey", "ClaimTable"]
 
 MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]
@@ -128,7 +131,7 @@ class ThematicContext(BaseEstimator):
                 matrix the caller gives away; ignored (copied) unless it is a writable, C-contiguous float32 array.
             buffer: with ``copy=False``, the array whose leading rows ``items.vectors`` is (also given away): its
                 rows past the corpus become the clusters' room to grow, so that an insert appends in place
-                (:func:`~llama_index_carag.core.layout.growth_rows`: inserts of about 3 % of the corpus).  A
+                (:func:`~llama_index_carag.core.vectors.growth_rows`: inserts of about 3 % of the corpus).  A
                 copy always gets that room.
 
         Raises:
@@ -534,3 +537,53 @@ class ThemeCentroids:
         if self._matrix is None:
             raise ValueError("This context has no themes.")
         return self._names[int(np.argmax(self._matrix @ unit_vector))]
+
+
+class ClaimTable:
+    """``{claim id: claim node id}`` and ``{claim node id: text}`` of the clustered claims.
+
+    Args:
+        node_of: claim id (the annotation key) → the claim's node id.
+        texts: claim node id → its text.
+    """
+
+    __slots__ = ("node_of", "texts", "_by_text")
+
+    def __init__(self, node_of: Mapping[str, str] | None = None, texts: Mapping[str, str] | None = None) -> None:
+        self.node_of: dict[str, str] = dict(node_of or {})
+        self.texts: dict[str, str] = dict(texts or {})
+        self._by_text: dict[str, str] | None = None
+
+    @classmethod
+    def of_items(cls, items: CorpusItems) -> ClaimTable:
+        """The claims among ``items`` (rows with ``is_claim``)."""
+        return cls().with_items(items)
+
+    def with_items(self, items: CorpusItems) -> ClaimTable:
+        """This table plus the claims among ``items`` (a claim id seen again points to its new node)."""
+        node_of = dict(self.node_of)
+        claim_of = list(items.claim_of)
+        for i in np.flatnonzero(np.asarray(items.is_claim, dtype=bool)):
+            node_of[str(claim_of[i])] = items.ids[int(i)]
+        return ClaimTable(node_of, {**self.texts, **(items.claim_texts or {})})
+
+    def without(self, removed: Sequence[tuple[str, str | None]]) -> ClaimTable:
+        """This table without the removed ``(node id, claim id)`` pairs (``self`` when there are none)."""
+        if not removed:
+            return self
+        node_of, texts = dict(self.node_of), dict(self.texts)
+        for node_id, claim in removed:
+            node_of.pop(str(claim), None)
+            texts.pop(node_id, None)
+        return ClaimTable(node_of, texts)
+
+    def text(self, node_id: str) -> str:
+        """The text of a claim node (empty when unknown)."""
+        return self.texts.get(node_id, "")
+
+    def match(self, text: str) -> str | None:
+        """Claim id of the claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
+        if self._by_text is None:
+            node_claim = {node: cid for cid, node in self.node_of.items()}
+            self._by_text = {normalize_text(t): node_claim[n] for n, t in self.texts.items() if n in node_claim}
+        return self._by_text.get(normalize_text(text))

@@ -19,8 +19,13 @@ import numpy as np
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, GrowthBuffer
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.corpus_items import CorpusItems
-from llama_index_carag.core.layout import divide_rows_inplace, growth_rows, permute_rows_inplace, spread_blocks_inplace
-from llama_index_carag.core.vectors import l2_normalize
+from llama_index_carag.core.vectors import (
+    divide_rows_inplace,
+    growth_rows,
+    l2_normalize,
+    permute_rows_inplace,
+    spread_blocks_inplace,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +143,7 @@ def sorted_groups(
     buffer: np.ndarray | None = None,
 ) -> tuple[dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
     """One sorted, normalised copy of the corpus ``X`` (shape ``(n, d)``, row norms ``norms``), cluster after
-    cluster, with spare rows after each cluster (:func:`~llama_index_carag.core.layout.growth_rows` of the
+    cluster, with spare rows after each cluster (:func:`~llama_index_carag.core.vectors.growth_rows` of the
     corpus, shared in proportion to the clusters' sizes) that later inserts append into.
 
     Args:

@@ -16,14 +16,14 @@ A backend says, in one place, everything the package needs to know about a kind 
   :meth:`~LLMBackend.generate` (the text that follows a prompt plus a given continuation).
 
 Every feature is a method of the contract with a default for backends that lack it: callers ask the
-backend (:func:`~llama_index_carag.models.llm_backends.backend_for`), never probe its attributes.
+backend (:func:`~llama_index_carag.models.resolve.backend_for`), never probe its attributes.
 
 Why the scoring primitives live here, below ``verdicts``: the import layers put ``models`` left of
 ``verdicts``, so a backend may not name a verdict, a label or a label scorer.  Log-likelihoods of strings
 and continued generation are model-level operations that need none of them; the one label scorer
 (:mod:`~llama_index_carag.verdicts.label_scores`) turns them into scored labels, an explanation
 and a verdict for every backend.  So a new backend is one subclass in one file, registered once
-(:func:`~llama_index_carag.models.llm_backends.register_backend`), and nothing in ``verdicts`` changes.
+(:func:`~llama_index_carag.models.resolve.register_backend`), and nothing in ``verdicts`` changes.
 Each built-in backend is one module holding its resolving, loading, probing and scoring:
 :mod:`~llama_index_carag.models.huggingface`, :mod:`~llama_index_carag.models.llamacpp`,
 :mod:`~llama_index_carag.models.openai_compatible`.
@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from llama_index_carag.models.llm_names import alias_variant, generic_llm_name, load_name, wants_int8
+from llama_index_carag.models.files import alias_variant, generic_llm_name, load_name, wants_int8
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class LLMRequest:
 
     @property
     def name(self) -> str:
-        """The name to load (:func:`~.llm_names.load_name`: the default for ``None``, aliases without suffix)."""
+        """The name to load (:func:`~.files.load_name`: the default for ``None``, aliases without suffix)."""
         return load_name(self.spec)
 
     @property
@@ -96,7 +96,7 @@ class LLMRequest:
 
     @property
     def int8(self) -> bool:
-        """Whether int8 decoder layers are asked for (:func:`~.llm_names.wants_int8`; raises on bad options)."""
+        """Whether int8 decoder layers are asked for (:func:`~.files.wants_int8`; raises on bad options)."""
         return wants_int8(self.spec, self.quantize, self.device_map)
 
     @property

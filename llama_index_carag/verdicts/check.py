@@ -34,7 +34,7 @@ synthesizer put one there).
 A check that fails for a known reason answers the one error shape, :func:`error_body`
 (``{"error": {"code", "message"}}``): :func:`failure_body` of a :class:`CheckFailed` (``carag serve``'s
 errors are ones), or of the checker's ``TypeError``/``ValueError`` for a claim it rejects (``invalid_claim``).
-The batch and text loops (:mod:`~llama_index_carag.verdicts.batch`, :mod:`~llama_index_carag.verdicts.text_check`)
+The batch and text loops (:mod:`~llama_index_carag.verdicts.bulk`)
 and the HTTP API all use it.
 """
 

@@ -58,7 +58,7 @@ class VerdictSettings:
         show_ids: node ids beside the passage numbers in the prompt (default: not in ``"score"`` mode).
         explain_passages: at most this many of the passages the verifier's label rests on: shown in the
             explanation prompt of ``"score"`` mode, cited when the explanation cites none of them.
-        examples: worked examples shown before the claim (``few_shot.VerdictExample``).
+        examples: worked examples shown before the claim (``prompts.VerdictExample``).
         explain: generate the explanation (default).  ``False`` (triage, ``carag check --no-explanation``):
             in ``"score"`` mode the labels are scored and decided and nothing is generated, the verdict's
             explanation is empty; the ``"structured"`` and ``"text"`` modes write their answer as usual.

@@ -11,19 +11,18 @@ three, whatever the model would have written.  The backends supply only what dif
 generating); the verdict path (:meth:`LabelScorer.verdict`) is this one.
 
 :func:`scorer_for` finds the scorer of a LlamaIndex LLM through the backend registry
-(:func:`~llama_index_carag.models.llm_backends.backend_for`, by class).
+(:func:`~llama_index_carag.models.resolve.backend_for`, by class).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from llama_index_carag.models.backend import LLMBackend
-from llama_index_carag.models.llm_backends import backend_for
+from llama_index_carag.models.resolve import backend_for
 from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 
 logger = logging.getLogger(__name__)
@@ -37,8 +36,6 @@ __all__ = [
     "explanation_complete",
     "clean_explanation",
 ]
-
-K = TypeVar("K")
 
 #: The text each label is scored as, after ``Verdict:``.
 LABEL_STRINGS: dict[VerdictLabel, str] = {
@@ -55,13 +52,6 @@ class LabelScores:
     """Log-likelihoods of the three label strings after the prompt (natural log, summed over tokens)."""
 
     logprobs: Mapping[VerdictLabel, float]
-
-    def probabilities(self) -> dict[VerdictLabel, float]:
-        """The three log-likelihoods normalised to sum to 1 (a softmax over the labels)."""
-        top = max(self.logprobs.values())
-        weights = {k: math.exp(v - top) for k, v in self.logprobs.items()}
-        total = sum(weights.values())
-        return {k: w / total for k, w in weights.items()}
 
     def as_dict(self) -> dict[str, float]:
         return {k.value: round(float(v), 4) for k, v in self.logprobs.items()}
@@ -146,13 +136,6 @@ class LabelScorer:
         """
         logprobs, state, prompt_ids = self.backend.score_options(messages, LABEL_STRINGS, ANSWER_PREFIX)
         return LabelScores(logprobs), state, prompt_ids
-
-    def score_options(
-        self, messages: Sequence[Any], options: Mapping[K, str], prefix: str = ANSWER_PREFIX
-    ) -> tuple[dict[K, float], list[int]]:
-        """``({key: log-likelihood}, prompt_ids)`` of each option string after the prompt ending in ``prefix``."""
-        logprobs, _, prompt_ids = self.backend.score_options(messages, options, prefix)
-        return logprobs, prompt_ids
 
     # ----------------------------------------------------------- explaining
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:

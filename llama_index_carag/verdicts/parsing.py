@@ -21,13 +21,27 @@ label wins:
    ``whether …`` clauses are skipped); failing that, a sentence saying the
    evidence does not mention / address the claim means NOT_ENOUGH_INFO.
 
-Negated cues ("not supported", "not false" …) are resolved over the whole
-answer as described in :mod:`llama_index_carag.verdicts.label_lexicon`.
+A *cue kind* is ``"sup"``, ``"ref"``, ``"nei"`` or a negated one (``"not_sup"``,
+``"not_ref"``, ``"not_conf"``); :func:`_resolve` maps it to a label.
 
-:func:`parse_verdict` and :func:`sentence_stance` are re-exported by
-:mod:`llama_index_carag.verdicts`, and this module logs under its own name
-(``"llama_index_carag.verdicts.parsing"``): the ``carag`` command and users' logging
-configuration quieten the parser's warnings by it.
+Negations (decision for the ambiguous cases, applied over the whole answer):
+"not supported" / "does not support" → REFUTED if the answer also contains a
+refuting cue (contradicts, false …), else NOT_ENOUGH_INFO if it says the
+evidence does not mention / address / lacks / is insufficient / gives no
+information, else REFUTED.  "not confirmed / not verified" → REFUTED with a
+refuting cue, else NOT_ENOUGH_INFO.  "not false" / "not refuted" → SUPPORTED
+unless the answer has those NOT_ENOUGH_INFO cues.
+
+The answer's text: :func:`answer_sentences` gives its sentences by the package's one sentence splitter
+(:func:`llama_index_carag.extraction.sentences.split_sentences`, pysbd), whitespace-normalised, with a citation
+written after a full stop (``… false. [2] The …``) kept on the sentence it closes; :func:`trim_explanation` cuts
+an explanation to its first ``max_sentences`` of them; citations (``[2]``, ``[1-3]``, ``Evidence 2``, ``(E2)``,
+literal ids …) are mapped to the shown passages' ids.
+
+:func:`parse_verdict`, :func:`sentence_stance`, :func:`answer_sentences` and :func:`trim_explanation` are
+re-exported by :mod:`llama_index_carag.verdicts`, and this module logs under its own name
+(``"llama_index_carag.verdicts.parsing"``): the ``carag`` command and users' logging configuration quieten the
+parser's warnings by it.
 """
 
 from __future__ import annotations
@@ -36,37 +50,290 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
-from llama_index_carag.verdicts.answer_text import (
-    _find_citations,
-    _ids_from_field,
-    _unique,
-    answer_sentences,
-    trim_explanation,
-)
-from llama_index_carag.verdicts.label_lexicon import (
-    _LEADING_LABEL_RE,
-    _MARKER_RE,
-    _NEI,
-    _NEI_CONTEXT_RE,
-    _NOT_CONF,
-    _NOT_REF,
-    _NOT_SUP,
-    _REF,
-    _SUP,
-    _VALUE_RE,
-    _VALUE_WORDS,
-    _first_cue,
-    _resolve,
-    _value_kind,
-)
+from llama_index_carag.extraction.sentences import split_sentences
 from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
-#: The public module's logger (see the module docstring), not ``__name__``.
-logger = logging.getLogger(__name__)  # "llama_index_carag.verdicts.parsing": quieted by `carag` and serve
+logger = logging.getLogger(__name__)
 
-__all__ = ["parse_verdict", "sentence_stance"]
+__all__ = ["answer_sentences", "trim_explanation", "parse_verdict", "sentence_stance"]
+
+# --- citations ----------------------------------------------------------------------------------
+_NUM = r"(?:E\s*|#)?\d{1,6}"
+_BRACKET_CITE_RE = re.compile(rf"\[\s*(?:evidence|passage|doc)?\s*{_NUM}(?:\s*(?:[,;&–-]|and)\s*{_NUM})*\s*\]", re.I)
+_WORD_CITE_RE = re.compile(
+    r"\b(?:evidence|passage|document|doc|source|snippet|excerpt)s?\s*(?:#|no\.?|number)?\s*\d{1,6}\b"
+    r"(?:\s*(?:,|and|&|or)\s*#?\d{1,6}\b)*",
+    re.I,
+)
+_E_CITE_RE = re.compile(r"\(\s*E\s*\d{1,6}\s*\)|\bE\d{1,6}\b")
+_FIELD_NUMBERS_RE = re.compile(
+    rf"[\[(\s]*(?:(?:evidence|passage|doc(?:ument)?)\s*)?{_NUM}(?:\s*(?:[,;&–-]|and)\s*{_NUM})*[\])\s.]*", re.I
+)
+_RANGE_RE = re.compile(r"(\d{1,6})\s*[–-]\s*(?:E\s*)?(\d{1,6})|(\d{1,6})")
+
+
+def _find_citations(text: str, ids: list[str] | None) -> list[str]:
+    hits: list[tuple[int, str]] = []
+    for regex in (_BRACKET_CITE_RE, _WORD_CITE_RE, _E_CITE_RE):
+        for m in regex.finditer(text):
+            hits.extend((m.start(), i) for i in _numbers_to_ids(m.group(), ids))
+    for ident in ids or []:
+        if ident and not ident.isdigit():
+            found = re.search(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", text)
+            if found:
+                hits.append((found.start(), ident))
+    return _unique([i for _, i in sorted(hits, key=lambda hit: hit[0])])
+
+
+def _numbers_to_ids(citation: str, ids: list[str] | None) -> list[str]:
+    numbers: list[int] = []
+    for m in _RANGE_RE.finditer(citation):
+        if m.group(3):
+            numbers.append(int(m.group(3)))
+        else:
+            low, high = int(m.group(1)), int(m.group(2))
+            numbers.extend(range(low, high + 1) if 0 <= high - low <= 20 else (low, high))
+    if ids is None:
+        return [str(n) for n in numbers if n >= 1]
+    return [ids[n - 1] for n in numbers if 1 <= n <= len(ids)]
+
+
+def _ids_from_field(value: Any, ids: list[str] | None) -> list[str]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            out.extend(_numbers_to_ids(str(item), ids) if 0 <= item < 10**6 else [])
+        elif isinstance(item, str) and item.strip():
+            s = item.strip()
+            if ids and s in ids:
+                found = [s]
+            else:
+                found = _numbers_to_ids(s, ids) if _FIELD_NUMBERS_RE.fullmatch(s) else _find_citations(s, ids)
+            out.extend(found or ([s[:64]] if ids is None else []))
+    return out
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# --- sentences ----------------------------------------------------------------------------------
+_LEADING_CITES_RE = re.compile(rf"(?:\[\s*{_NUM}(?:\s*[,;–-]\s*{_NUM})*\s*\][.,;]?\s*)+")
+_ENDS_SENTENCE_RE = re.compile(r"[.!?…][\"'”’)\]*]*$")
+
+
+def answer_sentences(text: str) -> list[str]:
+    """The sentences of a model's answer, whitespace-normalised (empty ones dropped).
+
+    The sentences are :func:`~llama_index_carag.extraction.sentences.split_sentences`'s; citations that open a
+    sentence right after a full stop (``"It is false. [2] The vote …"``, ``"… was later. [3]"``) are moved back to
+    the sentence they close when what follows them starts a sentence (or nothing does), so that trimming an
+    explanation never separates a sentence from its citation.
+    """
+    out: list[str] = []
+    for span in split_sentences(text):
+        sentence = " ".join(span.text.split())
+        cites = _LEADING_CITES_RE.match(sentence)
+        rest = sentence[cites.end() :] if cites else sentence
+        if cites and out and _ENDS_SENTENCE_RE.search(out[-1]) and (not rest or _starts_sentence(rest[0])):
+            out[-1] = f"{out[-1]} {cites.group().strip()}"
+            sentence = rest.strip()
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+def _starts_sentence(char: str) -> bool:
+    return char.isupper() or char.isdigit() or char in "\"'“‘([*_#•-"
+
+
+def trim_explanation(text: str, max_sentences: int = 2) -> str:
+    """The first ``max_sentences`` :func:`answer_sentences` of ``text``, joined by single spaces.
+
+    Raises:
+        ValueError: ``max_sentences < 1``.
+    """
+    if isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 1:
+        raise ValueError(f"max_sentences must be an integer >= 1; got {max_sentences!r}.")
+    return " ".join(answer_sentences(text)[:max_sentences]).strip()
+
+
+# --- cue kinds, resolved against the whole answer by _resolve -----------------------------
+_SUP, _REF, _NEI, _NOT_SUP, _NOT_REF, _NOT_CONF = "sup", "ref", "nei", "not_sup", "not_ref", "not_conf"
+
+# Label words accepted as the *value* of a marker, JSON field or answer opening.
+_VALUE_WORDS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "supported",
+            "supports",
+            "support",
+            "true",
+            "mostly true",
+            "correct",
+            "accurate",
+            "yes",
+            "verified",
+            "confirmed",
+        ),
+        _SUP,
+    ),
+    **dict.fromkeys(
+        (
+            "refuted",
+            "refutes",
+            "refute",
+            "false",
+            "mostly false",
+            "incorrect",
+            "inaccurate",
+            "contradicted",
+            "contradicts",
+            "misleading",
+            "debunked",
+            "untrue",
+            "wrong",
+        ),
+        _REF,
+    ),
+    **dict.fromkeys(
+        (
+            "not enough info",
+            "not enough information",
+            "not enough evidence",
+            "not enough",
+            "insufficient evidence",
+            "insufficient information",
+            "insufficient info",
+            "insufficient",
+            "cannot be determined",
+            "cannot be verified",
+            "cannot determine",
+            "undetermined",
+            "unverifiable",
+            "unverified",
+            "inconclusive",
+            "nei",
+            "unknown",
+            "neither",
+            "uncertain",
+            "unclear",
+            "no information",
+            "no evidence",
+            "no info",
+        ),
+        _NEI,
+    ),
+    **dict.fromkeys(("not supported", "unsupported", "not true", "not correct", "not accurate", "no"), _NOT_SUP),
+    **dict.fromkeys(("not refuted", "not false"), _NOT_REF),
+}
+_VALUE_ALT = "|".join(w.replace(" ", r"[\s_-]+") for w in sorted(_VALUE_WORDS, key=len, reverse=True))
+_VALUE_RE = re.compile(rf"[\s*_\"'`\[(<]*({_VALUE_ALT})(?!\w)[\s*_\"'`\])>]*[.:;,!\-–—]*", re.I)
+_LEADING_LABEL_RE = re.compile(  # a label opening the answer, then punctuation, a line break or the end
+    rf"[\s*_#\"'`\[(<]*({_VALUE_ALT})(?!\w)[\s*_\"'`\])>]*(?:(?=[.:;,!\-–—\n])|\Z)", re.I
+)
+
+_NEG = r"(?:\bnot\b|n't\b|\bnever\b|\bno\b)"
+_GAP = r"(?:\s+[\w-]+){0,2}?\s+"
+_DOUBT = r"\b(?:do|does|did)(?:\s+not|n't)\s+(?:think|believe)\b[^.;,]{0,60}?"
+_CUE_RE = re.compile(
+    rf"(?P<nei>{_NEG}{_GAP}(?:support|confirm|prove)\w*\s+(?:or|nor)\s+(?:refut|contradict|disprov|den)\w*"
+    rf"|{_NEG}{_GAP}(?:refut|contradict|disprov)\w*\s+(?:or|nor)\s+(?:support|confirm|prove)\w*"
+    r"|\bnot\s+(?:enough|sure|clear)\b|\b(?:insufficient|unverifiable|unverified|inconclusive|unsure|unclear)\b"
+    r"|\b(?:do|does|did)(?:\s+not|n't)\s+know\b"
+    r"|\bNEI\b|\bno\s+(?:evidence|information|info|data|mention)\b"
+    r"|\bneither\s+(?:\w+\s+)?(?:support|confirm|prov|refut|contradict|den|verif)\w*(?:\s+nor\s+\w+)?"
+    r"|\b(?:cannot|can\s*not|can't|could\s*not|couldn't|unable\s+to|impossible\s+to)(?:\s+be)?\s+"
+    r"(?:determin|verif|confirm|establish|assess|conclud|sa[yi]|tell|judge|know)\w*"
+    r"|\b(?:does|do|did)(?:\s+not|n't)\s+provide\s+(?:enough|sufficient)\b)"
+    rf"|(?P<not_conf>{_NEG}{_GAP}(?:confirm|verif|prove|corroborat)\w*)"
+    rf"|(?P<not_sup>\bunsupported\b|(?:{_DOUBT}|{_NEG}{_GAP})(?:supported|supports?|true|correct|accurate|backed)\b)"
+    rf"|(?P<not_ref>(?:{_DOUBT}|{_NEG}{_GAP})(?:refut\w*|false|incorrect|inaccurate|contradict\w*|disprov\w*"
+    r"|debunk\w*|misleading|wrong)\b)"
+    r"|(?P<ref>\b(?:refut\w*|false|incorrect|inaccurate|untrue|contradict\w*|disprov\w*|debunk\w*|misleading"
+    r"|wrong|inconsistent\s+with)\b)"
+    r"|(?P<sup>\b(?:supported|supports?|true|correct|accurate|confirm(?:s|ed)?|verified|corroborat\w*"
+    r"|consistent\s+with|backs?\s+up|backed\s+up)\b)",
+    re.I,
+)
+_HYPOTHETICAL_RE = re.compile(
+    r"\b(?:whether|if\s+(?:the\s+claim|it|this|that)\s+(?:is|was|can)|(?:determine|check|verify|see)\s+if)\b[^,;:]*$",
+    re.I,
+)
+_CONCESSIVE_RE = re.compile(r"\s+that\b[^.;]*?\b(?:but|however|yet|although)\b", re.I)
+_NEI_CONTEXT_RE = re.compile(
+    r"\b(?:does|do|did)(?:\s+not|n't)\s+(?:\w+\s+)?(?:mention|address|discuss|contain|cover|say|state|specify"
+    r"|provide|include|give|refer|talk|speak|indicate)\w*|\black(?:s|ing)?\b|\binsufficient\b|\bnot\s+enough\b"
+    r"|\bno\s+(?:information|evidence|mention|data|details?)\b|\bnothing\s+(?:about|on|regarding)\b"
+    r"|\bsilent\s+on\b|\bnot\s+(?:mentioned|addressed|discussed|relevant)\b|\b(?:irrelevant|unrelated)\b"
+    r"|\bnone\s+of\s+the\s+(?:passages|evidence|documents|sources)\b|\bno\s+(?:passage|document|source)s?\b",
+    re.I,
+)
+_MARKER_RE = re.compile(
+    r"(?<!\w)(?:(?:the|my|our)\s+)?[\"'`]?(?:final[\s_]+)?(?:verdict|label|answer|conclusion|classification"
+    r"|prediction|judge?ment|decision|rating|assessment)[\"'`]?(?:\s*\([^)\n]{0,30}\))?[\s*_\"'`]*"
+    r"(?:[:=]|[-–—](?!\w)|\b(?:is|would\s+be|should\s+be)\b(?:\s*:)?|(?P<eol>[ \t*_]*(?=\n)))"
+    r"[ \t*_\"'`]*(?:\n[ \t*_\"'`]*)?(?=(?P<value>[^\n]{0,200}))",
+    re.I,
+)
+
+
+def _value_kind(value: Any) -> str | None:
+    """Cue kind of a label value: a bool, a label word, a FactVer letter or a short statement."""
+    if isinstance(value, bool):
+        return _SUP if value else _REF
+    if not isinstance(value, str):
+        return None
+    if m := _VALUE_RE.match(value):
+        return _VALUE_WORDS[" ".join(re.split(r"[\s_-]+", m.group(1).lower()))]
+    if value.strip().upper() in ("T", "F", "N"):
+        return {"T": _SUP, "F": _REF, "N": _NEI}[value.strip().upper()]
+    cue = _first_cue(value)
+    return cue[0] if cue else None
+
+
+def _first_cue(text: str) -> tuple[str, str] | None:
+    """The first (kind, sentence) in ``text``, skipping questions and ``whether …`` clauses."""
+    for sentence in answer_sentences(text):
+        if sentence.rstrip("\"'*)” ").endswith("?"):
+            continue
+        for m in _CUE_RE.finditer(sentence):
+            if _HYPOTHETICAL_RE.search(sentence[max(0, m.start() - 200) : m.start()]):
+                continue
+            if m.lastgroup in (_SUP, _REF) and _CONCESSIVE_RE.match(sentence, m.end()):
+                continue  # "it is true that X, but …" concedes a detail, it is not the verdict
+            if m.lastgroup:
+                return m.lastgroup, sentence
+    return None
+
+
+def _resolve(kind: str, context: str) -> VerdictLabel:
+    """Map a cue kind to a label; negated cues look at the whole answer (module docstring)."""
+    if kind in (_SUP, _REF, _NEI):
+        return {_SUP: VerdictLabel.SUPPORTED, _REF: VerdictLabel.REFUTED}.get(kind, VerdictLabel.NOT_ENOUGH_INFO)
+    refuting, nei_context = _context_cues(context)
+    if kind == _NOT_REF:
+        return VerdictLabel.NOT_ENOUGH_INFO if nei_context else VerdictLabel.SUPPORTED
+    if refuting:
+        return VerdictLabel.REFUTED
+    if kind == _NOT_CONF or nei_context:
+        return VerdictLabel.NOT_ENOUGH_INFO
+    return VerdictLabel.REFUTED
+
+
+@lru_cache(maxsize=4)
+def _context_cues(context: str) -> tuple[bool, bool]:
+    """(has a plain refuting cue, has a NOT_ENOUGH_INFO cue or says the evidence lacks / does not mention …)."""
+    kinds = {m.lastgroup for m in _CUE_RE.finditer(context)}
+    return _REF in kinds, _NEI in kinds or bool(_NEI_CONTEXT_RE.search(context))
+
+
+#: The public module's logger (see the module docstring), not ``__name__``.
+
 
 _NO_ANSWER = "The model gave no usable answer."
 
@@ -144,11 +411,11 @@ def parse_verdict(text: str | None, *, evidence_ids: Sequence[str] | None = None
     """Read a verdict, an explanation and the cited passages from a model's answer.
 
     The reading order is in the module docstring; negated cues resolve as in
-    :mod:`llama_index_carag.verdicts.label_lexicon`.
+    :mod:`llama_index_carag.verdicts.parsing`.
     The explanation is the answer without the winning marker / label opening
     (or the JSON explanation field, or for prose the whole answer), stripped of
     ``Explanation:`` prefixes and markdown emphasis, whitespace-normalised and
-    trimmed with :func:`~llama_index_carag.verdicts.answer_text.trim_explanation`; if nothing is left, the sentence
+    trimmed with :func:`~llama_index_carag.verdicts.parsing.trim_explanation`; if nothing is left, the sentence
     that carried the label; for a label-only JSON object,
     ``"The model answered <LABEL> without an explanation."``.  Citations such as
     ``[2]`` are kept in the text.

@@ -1,4 +1,4 @@
-"""Prompt templates for fact-check verdicts (the papers' zero-shot form).
+"""Prompt templates for fact-check verdicts (the papers' zero-shot form) and the worked examples before them.
 
 The prompt gives the claim and the k retrieved passages — numbered ``[1]`` …
 ``[k]`` with their node ids — and asks for a verdict (SUPPORTED, REFUTED or NOT
@@ -18,12 +18,19 @@ The evidence as the LLM is shown it: passage texts with the annotation metadata 
 theme or claim id in the prompt would decide the verdict, so :func:`hide_labels` excludes those keys (and
 the ``carag`` provenance) from the LLM's view of every node, whatever the node's own exclusion lists say;
 :func:`evidence_texts` renders what the LLM then reads.
+
+Few-shot: small local models decide better when the prompt shows, once per label, what a verdict looks like.
+:data:`DEFAULT_EXAMPLES` are three short, domain-neutral examples written for this package (one SUPPORTED, one
+REFUTED, one NOT ENOUGH INFO, where the passages are on topic but do not settle the claim; from no benchmark);
+:func:`example_turns` renders them as chat turns in the exact form of the real question, first and unchanged, so
+every claim's prompt starts with the same tokens.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate, PromptTemplate, SelectorPromptTemplate
@@ -31,6 +38,7 @@ from llama_index.core.prompts.utils import is_chat_model
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
+from llama_index_carag.verdicts import VerdictLabel
 
 __all__ = [
     "FACT_CHECK_INSTRUCTIONS",
@@ -45,6 +53,10 @@ __all__ = [
     "EXPLAIN_CHAT_PROMPT",
     "evidence_texts",
     "hide_labels",
+    "VerdictExample",
+    "DEFAULT_EXAMPLES",
+    "example_turns",
+    "answer_text",
 ]
 
 _TAG = re.compile(r"<\s*/?\s*(claim|evidence)\b[^>]*>", re.IGNORECASE)
@@ -185,3 +197,73 @@ def hide_labels(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         else:
             out.append(n)
     return out
+
+
+@dataclass(frozen=True)
+class VerdictExample:
+    """One worked example: a claim, its passages (in rank order), the label and a short explanation."""
+
+    claim: str
+    passages: tuple[str, ...]
+    label: VerdictLabel
+    explanation: str
+
+    def __post_init__(self) -> None:
+        if not self.claim.strip() or not self.passages or not self.explanation.strip():
+            raise ValueError("A VerdictExample needs a claim, at least one passage and an explanation.")
+        object.__setattr__(self, "label", VerdictLabel(self.label))
+        object.__setattr__(self, "passages", tuple(self.passages))
+
+
+#: Three examples, one per label; written for this package, domain-neutral.
+DEFAULT_EXAMPLES: tuple[VerdictExample, ...] = (
+    VerdictExample(
+        claim="The city council approved the downtown bike lane plan.",
+        passages=(
+            "On Tuesday the city council voted 7 to 2 to approve the downtown bike lane plan.",
+            "Construction of the lanes is expected to start next spring.",
+        ),
+        label=VerdictLabel.SUPPORTED,
+        explanation="Passage [1] reports that the council voted 7 to 2 to approve the plan.",
+    ),
+    VerdictExample(
+        claim="The new river bridge opened to traffic in 2015.",
+        passages=(
+            "Delayed by funding disputes, the river bridge finally opened to traffic in March 2019.",
+            "The bridge carries about 20,000 vehicles a day.",
+        ),
+        label=VerdictLabel.REFUTED,
+        explanation="Passage [1] says the bridge opened in March 2019, not in 2015.",
+    ),
+    VerdictExample(
+        claim="The company's profits doubled last year.",
+        passages=(
+            "The company hired 200 new staff last year and opened an office in Lisbon.",
+            "Its chief executive said the market for its products keeps growing.",
+        ),
+        label=VerdictLabel.NOT_ENOUGH_INFO,
+        explanation="The passages describe hiring, a new office and a growing market, but say nothing about profits.",
+    ),
+)
+
+
+def answer_text(label: VerdictLabel, explanation: str) -> str:
+    """The answer in the prompt's two-line format: ``"Verdict: REFUTED\\nExplanation: ..."``."""
+    return f"Verdict: {VerdictLabel(label).value.replace('_', ' ')}\nExplanation: {explanation}"
+
+
+def example_turns(
+    examples: Sequence[VerdictExample], question: Callable[[str, Sequence[str]], Sequence[ChatMessage]]
+) -> list[ChatMessage]:
+    """Chat turns for ``examples``: for each, the question's user turn(s), then the assistant's answer.
+
+    Args:
+        examples: the worked examples, in order.
+        question: renders a claim and its passages as the real prompt's messages; its system
+            messages are dropped here (the real prompt keeps its own).
+    """
+    turns: list[ChatMessage] = []
+    for example in examples:
+        turns += [m for m in question(example.claim, example.passages) if m.role != MessageRole.SYSTEM]
+        turns.append(ChatMessage(role=MessageRole.ASSISTANT, content=answer_text(example.label, example.explanation)))
+    return turns

@@ -250,7 +250,7 @@ class FactCheckSynthesizer(BaseSynthesizer):
         messages = question(query_str, text_chunks, evidence_ids, numbers)
         if not self._settings.examples:
             return messages
-        from llama_index_carag.verdicts.few_shot import example_turns
+        from llama_index_carag.verdicts.prompts import example_turns
 
         system = [m for m in messages if m.role == MessageRole.SYSTEM]
         rest = [m for m in messages if m.role != MessageRole.SYSTEM]

@@ -1,6 +1,6 @@
-"""Pictures of CARAG's context: the SOI graph, cluster graphs and thematic maps.
+"""Pictures of CARAG's context: the SOI graph and cluster graphs.
 
-Three families of figures, after the CARAG and CARAG-u papers:
+Two families of figures, after the CARAG and CARAG-u papers:
 
 * **SOI graph** (Figure 6b): the claim at the centre and the items of its
   Subset of Interest around it, edges weighted by cosine similarity; a node's
@@ -14,12 +14,9 @@ Three families of figures, after the CARAG and CARAG-u papers:
 * **Cluster graph** (Figure 6a/c/d): every member of one cluster, edges between
   pairs above a similarity threshold (:func:`cluster_graph`,
   :func:`cluster_figure`, :func:`write_cluster_html`, :func:`write_cluster_png`).
-* **Thematic maps** (Figures 8-9 of CARAG, the 3-D view of CARAG-u): per-theme
-  density contours (or convex hulls in 3-D) of already projected corpus
-  embeddings, with each method's explanation points on top
-  (:func:`thematic_map`, :func:`thematic_panels`, :func:`thematic_map_3d`,
-  :func:`save_figure`); the explanations are read from a CSV (:func:`load_explanations`) and
-  projected together with the corpus (:func:`project_2d`), what ``carag map`` does.
+
+The papers' thematic maps of explanations (Figures 8-9) are research code beside the package
+(``python -m research.thematic_maps``).
 
 Security: claims, passages and ids come from the open web.  Plotly renders a
 subset of HTML in titles, texts and hover labels, so every user string is
@@ -34,22 +31,17 @@ GUI backend is ever selected.  All layouts are deterministic.
 
 Modules (this package exports the names used through it; the rest are imported from their module):
 
-* :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout;
-* :mod:`~llama_index_carag.visualize.passages` — the check's evidence as the SOI graph reads it (rank, stance);
+* :mod:`~llama_index_carag.visualize.soi_nodes` — the SOI graph's nodes, edges and layout, and the check's evidence
+  as the SOI graph reads it (rank, stance);
 * :mod:`~llama_index_carag.retrieval.soi_reason` — why an SOI is empty, in words (the caption of an empty SOI);
 * :mod:`~llama_index_carag.visualize.soi_plots` — the SOI graph's Plotly figure, HTML and PNG;
-* :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels, legends;
-* :mod:`~llama_index_carag.visualize.soi_png` — the SOI PNG's page: sized from its content, title, legend column;
-* :mod:`~llama_index_carag.visualize.framing` — axes limits computed from the drawn extents;
+* :mod:`~llama_index_carag.visualize.soi_drawing` — Matplotlib drawing of the SOI graph: stance colours, labels,
+  legends, axes limits computed from the drawn extents, the PNG's page sized from its content;
 * :mod:`~llama_index_carag.visualize.cluster_plots` — the cluster graph, HTML and PNG;
-* :mod:`~llama_index_carag.visualize.thematic_2d` — density-contour maps and per-theme panels;
-* :mod:`~llama_index_carag.visualize.thematic_3d` — the 3-D map with convex hulls;
-* :mod:`~llama_index_carag.visualize.thematic_common` — input checks and legends of the thematic maps;
-* :mod:`~llama_index_carag.visualize.explanations` — the explanations file and their joint projection with the corpus;
-* :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind;
-* :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles, theme and method colours;
-* :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text;
-* :mod:`~llama_index_carag.visualize.output` — Agg figures and atomic PNG / HTML writing.
+* :mod:`~llama_index_carag.visualize.graph_drawing` — hovers, edges, node traces and Matplotlib nodes by kind,
+  Agg figures and atomic HTML writing;
+* :mod:`~llama_index_carag.visualize.styles` — node-kind and stance styles;
+* :mod:`~llama_index_carag.visualize.text` — escaping and shortening of user text.
 """
 
 from __future__ import annotations
@@ -61,14 +53,9 @@ from llama_index_carag.visualize.cluster_plots import (
     write_cluster_html,
     write_cluster_png,
 )
-from llama_index_carag.visualize.explanations import load_explanations, project_2d
-from llama_index_carag.visualize.output import save_figure
-from llama_index_carag.visualize.passages import read_passages
-from llama_index_carag.visualize.soi_nodes import soi_graph, soi_layout
+from llama_index_carag.visualize.soi_nodes import read_passages, soi_graph, soi_layout
 from llama_index_carag.visualize.soi_plots import soi_figure, soi_png_figure, write_soi_html, write_soi_png
-from llama_index_carag.visualize.styles import STANCE_STYLES, theme_colors
-from llama_index_carag.visualize.thematic_2d import thematic_map, thematic_panels
-from llama_index_carag.visualize.thematic_3d import thematic_map_3d
+from llama_index_carag.visualize.styles import STANCE_STYLES
 
 __all__ = [
     "STANCE_STYLES",
@@ -84,11 +71,4 @@ __all__ = [
     "cluster_figure",
     "write_cluster_html",
     "write_cluster_png",
-    "thematic_map",
-    "thematic_panels",
-    "thematic_map_3d",
-    "load_explanations",
-    "project_2d",
-    "save_figure",
-    "theme_colors",
 ]

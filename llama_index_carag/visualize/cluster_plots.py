@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.visualize.graph_drawing import _draw_mpl_graph, _plotly_node_trace
-from llama_index_carag.visualize.output import _pixel_figure, _write_plotly_html
+from llama_index_carag.visualize.graph_drawing import (
+    _draw_mpl_graph,
+    _pixel_figure,
+    _plotly_node_trace,
+    _write_plotly_html,
+)
 from llama_index_carag.visualize.styles import _EDGE_GREY, KIND_STYLES
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _mpl_text
 

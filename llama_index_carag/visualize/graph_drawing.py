@@ -1,16 +1,21 @@
-"""Drawing of node-link graphs: hovers and edges (both graphs), Plotly node traces and Matplotlib nodes by kind."""
+"""Drawing of node-link graphs: hovers and edges (both graphs), Plotly node traces and Matplotlib nodes by kind, and
+the figures' canvases and files (Agg-backed Matplotlib figures, self-contained HTML written atomically)."""
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
+from llama_index_carag.core.atomic import atomic_write_text
 from llama_index_carag.visualize.styles import _EDGE_GREY, _KIND_ORDER, KIND_STYLES
 from llama_index_carag.visualize.text import _esc, _fmt_sim, _html, _wrap_html
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import matplotlib.axes
+    import matplotlib.figure
     import networkx
     import plotly.graph_objects
 
@@ -146,3 +151,49 @@ def _draw_mpl_edges(
                 zorder=3,
                 bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
             )
+
+
+def _write_plotly_html(fig: plotly.graph_objects.Figure, path: str | os.PathLike[str], div_id: str) -> Path:
+    """Write ``fig`` as a full, self-contained HTML page (plotly.js inlined)."""
+    import plotly.io as pio
+
+    page = pio.to_html(
+        fig,
+        include_plotlyjs=True,
+        include_mathjax=False,
+        full_html=True,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )
+    return atomic_write_text(path, page)
+
+
+def _new_figure(
+    width_in: float,
+    height_in: float,
+    dpi: float,
+    *,
+    layout: Literal["constrained", "compressed", "tight"] | None = None,
+) -> matplotlib.figure.Figure:
+    """A Matplotlib Figure on an Agg canvas (no pyplot, no GUI backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _pixel_figure(width: int, height: int, dpi: float) -> matplotlib.figure.Figure:
+    """A figure that saves to exactly ``width`` × ``height`` pixels at ``dpi``."""
+    if width <= 0 or height <= 0 or dpi <= 0:
+        raise ValueError(f"width, height and dpi must be positive; got {width}, {height}, {dpi}.")
+    fig = _new_figure(width / dpi, height / dpi, dpi)
+    _set_pixel_size(fig, width, height)
+    return fig
+
+
+def _set_pixel_size(fig: matplotlib.figure.Figure, width: int, height: int) -> None:
+    """Resize ``fig`` so that it saves to exactly ``width`` × ``height`` pixels at its dpi."""
+    # Agg truncates figsize*dpi to int: nudge up so e.g. 10.01 in * 100 dpi gives 1001, not 1000
+    fig.set_size_inches((width + 1e-3) / fig.dpi, (height + 1e-3) / fig.dpi)

@@ -2,7 +2,9 @@
 
 With the check's evidence, the retrieved passages join the graph: an SOI item that was retrieved
 takes the passage's rank and stance, a retrieved passage outside the SOI is a node of its own
-(kind ``"retrieved_evidence"``).  Drawing lives in :mod:`~llama_index_carag.visualize.soi_plots`.
+(kind ``"retrieved_evidence"``); :func:`read_passages` reads the check's evidence in each of its forms
+(``NodeWithScore``, result rows, dicts) into id, text, rank, cosine to the claim and stance.  Drawing lives in
+:mod:`~llama_index_carag.visualize.soi_plots`.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from llama_index_carag.core.soi import SOI_LIST_KEYS
-from llama_index_carag.visualize.passages import Passage, read_passages
 from llama_index_carag.visualize.styles import _KIND_ORDER, SOI_KIND_OF_KEY
 from llama_index_carag.visualize.text import _fmt_sim
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import networkx
 
     from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
+
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
       An id used twice (or equal to the claim's) gets a suffixed key; ``item_id``
       keeps the original;
     * with ``evidence`` (``NodeWithScore``, ``EvidenceRow`` or its dict, best
-      first; see :func:`~llama_index_carag.visualize.passages.read_passages`): an
+      first; see :func:`~llama_index_carag.visualize.soi_nodes.read_passages`): an
       SOI item that was retrieved takes the passage's ``rank``, ``stance`` and
       ``stance_score``; a passage outside the SOI is a node of kind
       ``"retrieved_evidence"`` with ``in_soi=False`` and its cosine to the claim
@@ -241,3 +244,82 @@ def soi_layout(graph: networkx.Graph) -> dict[Hashable, tuple[float, float]]:
         angle = math.pi / 2 - 2 * math.pi * s / total
         pos[node] = (radius * math.cos(angle), radius * math.sin(angle))
     return pos
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved passage.
+
+    Attributes:
+        id: node id.
+        text: the passage text.
+        rank: 1-based rank in the evidence.
+        similarity: cosine similarity to the claim (``nan`` when the provenance does not say).
+        stance: ``"SUPPORTED"``, ``"REFUTED"``, ``"NOT_ENOUGH_INFO"``, or ``None`` when not scored.
+        stance_score: the probability of that stance, or ``None``.
+    """
+
+    id: str
+    text: str
+    rank: int
+    similarity: float = math.nan
+    stance: str | None = None
+    stance_score: float | None = None
+
+
+def read_passages(evidence: Iterable[Any]) -> list[Passage]:
+    """``evidence`` (``NodeWithScore``, ``EvidenceRow`` or its dict, best first) as :class:`Passage` objects.
+
+    Raises:
+        TypeError: an element is none of the three forms.
+    """
+    return [_passage(hit, rank) for rank, hit in enumerate(evidence, start=1)]
+
+
+def _passage(hit: Any, rank: int) -> Passage:
+    """One element of the evidence; a row's own ``rank`` wins over its position."""
+    if hasattr(hit, "node") and hasattr(hit.node, "node_id"):
+        # Deferred: the stage imports LlamaIndex (and Pillow), which a NodeWithScore has loaded already; importing
+        # the visualize package stays light.
+        from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
+
+        provenance = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
+        row: Mapping[str, Any] = {"id": hit.node.node_id, "text": hit.node.get_content(), "carag": provenance}
+    elif hasattr(hit, "model_dump"):
+        row = hit.model_dump()
+    elif isinstance(hit, Mapping):
+        row = hit
+    else:
+        raise TypeError(f"evidence holds NodeWithScore, EvidenceRow or dict items; got {type(hit).__name__}.")
+    provenance = dict(row.get("carag") or {})
+    stance = row.get("stance") or provenance.get("stance")
+    score = row.get("stance_score", provenance.get("stance_score"))
+    return Passage(
+        id=str(row["id"]),
+        text=str(row.get("text", "")),
+        rank=int(row.get("rank") or rank),
+        similarity=_number(provenance.get("claim_similarity")),
+        stance=_stance(stance),
+        stance_score=None if score is None else _number(score),
+    )
+
+
+def _number(value: Any) -> float:
+    """``float(value)``, ``nan`` for ``None`` or anything not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _stance(value: Any) -> str | None:
+    """A stance label (``T``/``F``/``N`` or a full name) as a :class:`VerdictLabel` value; ``None`` if unknown."""
+    from llama_index_carag.verdicts.types import VerdictLabel
+
+    if value is None:
+        return None
+    try:
+        return VerdictLabel.from_fever(value).value
+    except ValueError:
+        logger.warning("Unknown stance %r; the passage is drawn as not scored.", value)
+        return None

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index_carag.core.atomic import atomic_write
 from llama_index_carag.retrieval.soi_reason import EmptySOIReason
-from llama_index_carag.visualize.graph_drawing import _edge_width, _hover
-from llama_index_carag.visualize.output import _new_figure, _write_plotly_html
+from llama_index_carag.visualize.graph_drawing import _edge_width, _hover, _new_figure, _write_plotly_html
+from llama_index_carag.visualize.soi_drawing import frame_soi_png
 from llama_index_carag.visualize.soi_nodes import Positions, soi_graph, soi_layout
-from llama_index_carag.visualize.soi_png import frame_soi_png
 from llama_index_carag.visualize.styles import (
     _EDGE_GREY,
     _KIND_ORDER,

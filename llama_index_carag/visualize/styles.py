@@ -1,4 +1,4 @@
-"""Shared styles of the figures: node kinds and stances of the SOI and cluster graphs, theme and method colours.
+"""Shared styles of the figures: node kinds and stances of the SOI and cluster graphs.
 
 Colours of node kinds and of stances are the Okabe-Ito palette; themes get the
 Tableau 10 palette in sorted order; methods keep the markers of the papers'
@@ -8,7 +8,6 @@ stance (:data:`STANCE_STYLES`); the cluster graph colours by kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 #: SOI key → node ``kind`` in :func:`soi_graph`.
@@ -100,54 +99,4 @@ MEMBER_EDGE = "#1A1A1A"
 #: :class:`~llama_index_carag.retrieval.soi_reason.EmptySOIReason`).
 EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"
 
-#: Qualitative palette for themes (Tableau 10), assigned to themes in sorted order.
-_THEME_PALETTE = (
-    "#4E79A7",
-    "#F28E2B",
-    "#59A14F",
-    "#B07AA1",
-    "#EDC948",
-    "#76B7B2",
-    "#FF9DA7",
-    "#9C755F",
-    "#BAB0AC",
-    "#E15759",
-)
-
-#: Method name (normalised) → (label colour, Matplotlib marker) as in the papers' figures.
-_METHOD_STYLES: dict[str, tuple[str, str]] = {
-    "rag": ("#D62728", "o"),
-    "carag": ("#2CA02C", "D"),
-    "caragu": ("#1F77B4", "^"),
-}
-_EXTRA_METHOD_STYLES = (
-    ("#9467BD", "s"),
-    ("#FF7F0E", "P"),
-    ("#8C564B", "X"),
-    ("#E377C2", "v"),
-    ("#7F7F7F", "h"),
-    ("#BCBD22", "p"),
-    ("#17BECF", "*"),
-)
-
 _EDGE_GREY = "#8C8C8C"
-
-
-def theme_colors(themes: Iterable[Any]) -> dict[str, str]:
-    """Theme (as ``str``) → colour, assigned in sorted order from a fixed qualitative palette."""
-    ordered = sorted({str(t) for t in themes})
-    return {t: _THEME_PALETTE[i % len(_THEME_PALETTE)] for i, t in enumerate(ordered)}
-
-
-def _method_styles(methods: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """Method → (colour, marker): RAG red circles, CARAG green diamonds, CARAG-u blue triangles, then others."""
-    out: dict[str, tuple[str, str]] = {}
-    extra = 0
-    for method in methods:
-        norm = "".join(ch for ch in str(method).lower() if ch.isalnum())
-        if norm in _METHOD_STYLES:
-            out[method] = _METHOD_STYLES[norm]
-        else:
-            out[method] = _EXTRA_METHOD_STYLES[extra % len(_EXTRA_METHOD_STYLES)]
-            extra += 1
-    return out

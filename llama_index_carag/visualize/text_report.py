@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.atomic import atomic_write_text
-from llama_index_carag.verdicts.text_check import LABELS, TextCheckResult, TextClaim
+from llama_index_carag.verdicts.bulk import LABELS, TextCheckResult, TextClaim
 
 logger = logging.getLogger(__name__)
 

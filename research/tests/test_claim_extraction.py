@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from llama_index_carag.evaluation.new_claims import claim_half
 from llama_index_carag.extraction import Assessment
 from research.claim_extraction import (
     CLAIM_KIND,
@@ -19,6 +18,7 @@ from research.claim_extraction import (
     split_claims,
 )
 from research.claim_extraction_pools import KINDS, REPORT_POOL, TUNING_POOL
+from research.new_claims import claim_half
 
 
 def test_pools_are_disjoint_and_large_enough():

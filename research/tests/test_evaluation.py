@@ -9,8 +9,8 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.datasets import ClaimEvidenceCorpus
-from llama_index_carag.visualize.explanations import ExplanationSet
 from research.alignment import centroid_distances, thematic_alignment
+from research.explanations import ExplanationSet
 from research.paper import paper_table
 from research.retrieval_metrics import (
     RetrievalResult,

@@ -1,15 +1,20 @@
-"""Run the new-claims protocol (:mod:`~llama_index_carag.evaluation.new_claims`) with every baseline and
-write the table: ``carag eval --protocol`` (FactVer) and ``carag eval --beir DIR``.
+"""The retrieval benchmark on new claims: every baseline and CARAG variant on the protocol of
+:mod:`research.new_claims`, written as a table (CSV + Markdown); formerly ``carag eval``.
 
 The stock baselines (dense, BM25, hybrid RRF) and the CARAG variants run in one process on the same
-index, the same BM25 tokenisation and the same query vectors.
+index, the same BM25 tokenisation and the same query vectors.  Run from the repository root::
+
+    python -m research.retrieval_bench --protocol --data ../shared/data/factver/factver_master.csv --cache-dir .cache/eval
+    python -m research.retrieval_bench --beir ../shared/data/scifact [--split tune --tune-half 0|1]
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import hashlib
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +23,7 @@ import numpy as np
 from llama_index.core.schema import MetadataMode
 
 from llama_index_carag.core.atomic import atomic_write
-from llama_index_carag.evaluation.new_claims import (
+from research.new_claims import (
     PreparedTask,
     RetrievalTask,
     carag_retrievers,
@@ -32,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["protocol_methods", "cached_evidence_vectors", "run_protocol", "write_protocol_results", "COLUMNS"]
+__all__ = ["protocol_methods", "cached_evidence_vectors", "run_protocol", "write_protocol_results", "COLUMNS", "main"]
 
 COLUMNS = ["method", "queries", "nDCG@10", "recall@6", "MRR@10", "theme_precision@6", "median_ms", "p95_ms", "build_s"]
 
@@ -40,8 +45,8 @@ COLUMNS = ["method", "queries", "nDCG@10", "recall@6", "MRR@10", "theme_precisio
 def protocol_methods() -> dict[str, Any]:
     """The CARAG variants of the table: the papers' CARAG-u, claim contrast alone, the package default
     (with the corpus claims, and without any), and the default calibrated on the corpus claims' links."""
-    from llama_index_carag.evaluation.new_claims import CaragMethod
     from llama_index_carag.settings import DEFAULT, PAPER
+    from research.new_claims import CaragMethod
 
     return {
         "CARAG-u, papers' settings (preset paper)": PAPER,
@@ -147,19 +152,57 @@ def write_protocol_results(
     return csv_path, md_path
 
 
-def run_protocol_command(args: Any) -> int:
-    """``carag eval --protocol`` (FactVer, or the demo corpus) / ``carag eval --beir DIR``: every baseline
-    and the CARAG variants on the new-claims protocol; writes ``<out>/protocol_<name>.{csv,md}``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of ``python -m research.retrieval_bench`` (formerly ``carag eval``)."""
+    p = argparse.ArgumentParser(
+        prog="python -m research.retrieval_bench",
+        description="the retrieval benchmark on new claims: dense, BM25, hybrid RRF and CARAG side by side",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--protocol", action="store_true", help="on --data (FactVer layout; the demo corpus by default)")
+    where.add_argument(
+        "--beir",
+        default=None,
+        metavar="DIR",
+        help="on a BEIR-format folder (e.g. ../shared/data/scifact): queries from --beir-split, corpus claims = "
+        "the train split's queries",
+    )
+    p.add_argument("--data", default=None, help="CSV in FactVer's layout (default: the packaged demo corpus)")
+    p.add_argument("--embed-model", default="minilm", help="minilm (default), mpnet, or a Hugging Face id/path")
+    p.add_argument("--out", default="carag_eval", help="output folder for the .csv / .md tables")
+    p.add_argument(
+        "--split",
+        choices=["report", "tune"],
+        default="report",
+        help="query claims: the held-out report half (default) or the tuning half",
+    )
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N query claims")
+    p.add_argument("--cache-dir", default=None, help="cache passage embeddings here (per model)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--beir-split", default="test", help="BEIR qrels split of the queries (default test)")
+    p.add_argument(
+        "--tune-half",
+        type=int,
+        choices=[0, 1],
+        default=0,
+        help="with --beir and --split tune: which half of the train queries are the queries",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Every baseline and the CARAG variants on the new-claims protocol; writes ``<out>/protocol_<name>.{csv,md}``."""
     import json
+    import os
     import re
 
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from llama_index_carag.datasets import demo_corpus_path
-    from llama_index_carag.evaluation.new_claims import beir_task, factver_task
     from llama_index_carag.models.resolve import embed_model_name, resolve_embed_model
+    from research.new_claims import beir_task, factver_task
 
-    split = "tune" if args.split == "tune" else "report"
-    if args.split == "all":
-        raise ValueError("--protocol/--beir evaluates new claims only: --split report (default) or tune")
+    args = build_parser().parse_args(argv)
+    split = args.split
     if args.beir:
         tune_half = None if split == "report" else args.tune_half
         task = beir_task(args.beir, split=args.beir_split, tune_half=tune_half)
@@ -192,3 +235,7 @@ def run_protocol_command(args: Any) -> int:
         print(md_path.read_text(encoding="utf-8"))
         print(f"wrote {csv_path}, {md_path}")
     return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

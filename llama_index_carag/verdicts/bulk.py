@@ -1,6 +1,7 @@
-"""A whole text checked: its check-worthy claims, each through the one claim check, and a summary.
+"""Many claims through the one claim check: a whole text's check-worthy claims, or a batch of claims; one outcome
+per claim, in order, and a summary.
 
-:func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
+A text: :func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
 that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.  Every claim
 goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>`: a text
 check is the claim checks of its claims, with their spans.  :func:`atext_outcomes` is the same loop around an
@@ -9,24 +10,28 @@ shape, :func:`~llama_index_carag.verdicts.check.failure_body`) and the text goin
 
 :class:`TextCheckResult` is the JSON of ``carag check-text --json``; its JSON Schema
 (:func:`text_check_result_json_schema`) is published as ``docs/schemas/text-check-result.json``.
+
+A batch: :func:`check_claims` is a generator: the checker (and so the model) is built once by the caller, and each
+claim yields its record as soon as it is checked (``carag check --claims`` writes it out at once).  A record is the
+claim's :class:`~llama_index_carag.verdicts.check.CheckResult` JSON with the claim's input ``line`` and ``id`` in
+front; a claim whose check fails gets an error record in the one error shape
+(:func:`~llama_index_carag.verdicts.check.failure_body`), and the batch goes on.  The loop itself is
+:func:`claim_outcomes` (:func:`aclaim_outcomes` around an async check, ``carag serve``'s ``POST /v1/check-batch``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple, TypeAlias
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
-from llama_index_carag.verdicts.check import CLAIM_FAILURES, CheckResult, failure_body
+from llama_index_carag.verdicts.check import CLAIM_FAILURES, CheckResult, ClaimChecker, failure_body
 from llama_index_carag.verdicts.types import VerdictLabel
-
-if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_carag.verdicts.check import ClaimChecker
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +49,13 @@ __all__ = [
     "iter_text_checks",
     "text_check_result",
     "text_check_result_json_schema",
+    "BatchClaim",
+    "BatchSummary",
+    "Outcome",
+    "aclaim_outcomes",
+    "check_claims",
+    "claim_outcomes",
+    "is_error",
 ]
 
 #: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
@@ -187,3 +199,112 @@ def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScore
     """
     found = find_claims(text, scorer=scorer)
     return text_check_result(found, list(iter_text_checks(checker, found)))
+
+
+#: What one claim of a batch comes to: its check result, or the error body of its failure.
+Outcome: TypeAlias = CheckResult | dict[str, Any]
+
+
+class BatchClaim(NamedTuple):
+    """One claim of a batch.
+
+    Attributes:
+        line: its 1-based line (``.txt``, ``.jsonl``) or data-row (``.csv``) number in the input, or its
+            1-based position in the batch.
+        claim: the claim, as read (anything: the check decides whether it is a claim).
+        id: the input's own id for it, if it has one.
+    """
+
+    line: int
+    claim: Any
+    id: Any = None
+
+
+class BatchSummary(BaseModel):
+    """How many claims a batch had, how many were checked and failed, and how many got each label."""
+
+    items: int = Field(description="claims in the batch")
+    checked: int = Field(description="claims checked")
+    failed: int = Field(description="claims whose check failed (an error instead of a result)")
+    labels: dict[str, int] = Field(description="checked claims per verdict label (every label, 0 when none)")
+    without_verdict: int = Field(description="claims checked without a verdict (no LLM)")
+
+    @classmethod
+    def of(cls, outcomes: Sequence[Outcome]) -> BatchSummary:
+        """The summary of a batch's ``outcomes``."""
+        labels = Counter(
+            None if o.verdict is None else VerdictLabel(o.verdict.label).value
+            for o in outcomes
+            if isinstance(o, CheckResult)
+        )
+        checked = sum(labels.values())
+        return cls(
+            items=len(outcomes),
+            checked=checked,
+            failed=len(outcomes) - checked,
+            labels={label: labels.get(label, 0) for label in LABELS},
+            without_verdict=labels.get(None, 0),
+        )
+
+
+def is_error(record: dict[str, Any]) -> bool:
+    """Whether ``record`` (from :func:`check_claims`) is an error record rather than a result."""
+    return "error" in record
+
+
+def _items(claims: Iterable[BatchClaim | Any]) -> Iterator[BatchClaim]:
+    for position, raw in enumerate(claims, start=1):
+        yield raw if isinstance(raw, BatchClaim) else BatchClaim(position, raw)
+
+
+def _failed(item: BatchClaim, exc: Exception) -> dict[str, Any]:
+    logger.info("Claim on line %d failed: %s", item.line, exc)
+    return failure_body(exc)
+
+
+def claim_outcomes(
+    check: Callable[[BatchClaim], CheckResult], claims: Iterable[BatchClaim | Any]
+) -> Iterator[tuple[BatchClaim, Outcome]]:
+    """``(item, outcome)`` per claim, in input order: ``check(item)``'s result, or the error body of its
+    failure (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`; other exceptions propagate).
+
+    ``claims`` are :class:`BatchClaim` items, or plain claims (numbered 1, 2, … by position).
+    """
+    for item in _items(claims):
+        try:
+            outcome: Outcome = check(item)
+        except CLAIM_FAILURES as exc:
+            outcome = _failed(item, exc)
+        yield item, outcome
+
+
+async def aclaim_outcomes(
+    check: Callable[[BatchClaim], Awaitable[CheckResult]], claims: Iterable[BatchClaim | Any]
+) -> AsyncIterator[tuple[BatchClaim, Outcome]]:
+    """:func:`claim_outcomes` around an async ``check`` (the server's: its limits, timeouts and LLM gate)."""
+    for item in _items(claims):
+        try:
+            outcome: Outcome = await check(item)
+        except CLAIM_FAILURES as exc:
+            outcome = _failed(item, exc)
+        yield item, outcome
+
+
+def check_claims(checker: ClaimChecker, claims: Iterable[BatchClaim | Any]) -> Iterator[dict[str, Any]]:
+    """Check each of ``claims`` with ``checker``, yielding one record per claim, in input order.
+
+    Args:
+        checker: the :class:`ClaimChecker` (built once: one model load for the whole batch).
+        claims: :class:`BatchClaim` items, or plain claims (numbered 1, 2, … by position).
+
+    Yields:
+        ``{"line": …, "id": …, **CheckResult.to_json_dict()}`` for a checked claim, or
+        ``{"line": …, "id": …, "claim": …, "error": {"code": "invalid_claim", "message": "ValueError: …"}}`` for
+        one the checker rejects (``TypeError``/``ValueError``: not a string, empty); other exceptions propagate.
+    """
+    for item, outcome in claim_outcomes(lambda item: checker.check(item.claim), claims):
+        if isinstance(outcome, CheckResult):
+            yield {"line": item.line, "id": item.id, **outcome.to_json_dict()}
+        else:
+            claim = item.claim if isinstance(item.claim, str) else repr(item.claim)
+            yield {"line": item.line, "id": item.id, "claim": claim, **outcome}

@@ -164,7 +164,7 @@ def beir_task(
     """
     from pathlib import Path
 
-    from llama_index_carag.evaluation.beir import load_beir
+    from research.beir import load_beir
 
     data = load_beir(folder)
     docs = {d.node_id for d in data.documents}

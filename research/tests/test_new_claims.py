@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_carag.datasets import demo_corpus_path
-from llama_index_carag.evaluation.new_claims import (
+from research.new_claims import (
     RetrievalTask,
     claim_half,
     evaluate_methods,
@@ -71,12 +71,12 @@ def test_stock_baselines_run_and_score(minilm):
         assert row["median_ms"] > 0
 
 
-def test_eval_protocol_command_on_the_demo_corpus(tmp_path, capsys):
+def test_retrieval_bench_on_the_demo_corpus(tmp_path, capsys):
     import json
 
-    from llama_index_carag.cli.main import main
+    from research.retrieval_bench import main
 
-    assert main(["eval", "--protocol", "--limit", "4", "--out", str(tmp_path), "--json"]) == 0
+    assert main(["--protocol", "--limit", "4", "--out", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     methods = [r["method"] for r in out["results"]]
     assert methods[:3] == ["dense (index.as_retriever)", "BM25 (BM25Retriever)", "hybrid RRF (QueryFusionRetriever)"]
@@ -85,4 +85,6 @@ def test_eval_protocol_command_on_the_demo_corpus(tmp_path, capsys):
     md = (tmp_path / "protocol_factver_report_half_first_4_queries_minilm.md").read_text(encoding="utf-8")
     assert "never the queries" in md and "| dense (index.as_retriever) |" in md
     assert (tmp_path / "protocol_factver_report_half_first_4_queries_minilm.csv").is_file()
-    assert main(["eval", "--protocol", "--split", "all", "--out", str(tmp_path)]) == 2  # new claims only
+    with pytest.raises(SystemExit) as exc:
+        main(["--protocol", "--split", "all", "--out", str(tmp_path)])  # new claims only
+    assert exc.value.code == 2

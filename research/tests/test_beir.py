@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_carag.evaluation.beir import load_beir
+from research.beir import load_beir
 
-SHARED = Path(os.environ.get("CARAG_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+SHARED = Path(os.environ.get("CARAG_SHARED", Path(__file__).resolve().parents[2].parent / "shared"))
 SCIFACT = SHARED / "data" / "scifact"
 
 

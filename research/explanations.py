@@ -1,11 +1,11 @@
 """The explanations a thematic map draws: read from a CSV, projected together with the corpus.
 
-An explanations file (``carag map --explanations``; the papers' ``paper_explanations.csv`` has this
+An explanations file (``python -m research.thematic_maps --explanations``; the papers' ``paper_explanations.csv`` has this
 layout) holds one row per claim: its ``Theme`` and one column per method (``Annotated``, ``RAG``,
 ``CARAG``, ``CARAG_U`` or any other name) with that method's explanation.  :func:`load_explanations`
 reads it; :func:`project_2d` fits one PCA or t-SNE on the explanations' and the corpus's embeddings
-together, so that the maps (:mod:`~llama_index_carag.visualize.thematic_2d`,
-:mod:`~llama_index_carag.visualize.thematic_3d`) draw both in the same plane.
+together, so that the maps (:mod:`research.thematic_maps`) and the alignment table (:mod:`research.alignment`)
+draw and score both in the same plane.
 """
 
 from __future__ import annotations
