@@ -107,7 +107,12 @@ class ClusterGroup:
         flags = keep.tolist()
         kept = len(self) - len(positions)
         growth = GrowthBuffer(np.empty((kept + growth_rows(kept), self.unit.shape[1]), np.float32), used=kept)
-        np.compress(keep, self.unit, axis=0, out=growth.rows[:kept])  # with room: a later insert appends
+        at = 0  # the runs between removed rows, copied as blocks (faster than a mask); with room for inserts
+        start = 0
+        for gone in [*sorted(positions), len(self)]:
+            growth.rows[at : at + gone - start] = self.unit[start:gone]
+            at += gone - start
+            start = gone + 1
         return ClusterGroup(
             [x for x, k in zip(self.ids, flags) if k],
             growth.rows[:kept],
