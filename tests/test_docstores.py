@@ -139,6 +139,27 @@ def _child(script: str, folder: Path, *args: str, **popen: Any) -> subprocess.Po
     return subprocess.Popen([sys.executable, "-c", code, str(folder), *args], env=env, cwd=ROOT, text=True, **popen)
 
 
+def _reloaded(folder: Path) -> tuple[list[str], list[list[list[Any]]]]:
+    """The docstore's ids and the results of :data:`QUERIES` after ``from_persist_dir`` in a fresh process."""
+    child = _child(
+        f"""
+        retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=embed)
+        queries = {QUERIES!r}
+        ids = sorted(retriever.index.docstore.docs)
+        print(json.dumps([ids, [[[n.node.node_id, round(float(n.score or 0.0), 5)] for n in retriever.retrieve(q)]
+                                for q in queries]]))
+        """,
+        folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = child.communicate(timeout=CHILD_TIMEOUT_S)
+    assert child.returncode == 0, err[-3000:]
+    assert "differ" not in err  # nothing for the crash reconciliation to do
+    ids, results = json.loads(out.strip().splitlines()[-1])
+    return ids, results
+
+
 # -- round trip ---------------------------------------------------------------------------------------------
 
 
@@ -162,20 +183,8 @@ def test_round_trip_in_a_fresh_process(tmp_path: Path, store_spec: str) -> None:
         import gc
 
         gc.collect()
-    child = _child(
-        f"""
-        retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=embed)
-        queries = {QUERIES!r}
-        print(json.dumps([[[n.node.node_id, round(float(n.score or 0.0), 5)] for n in retriever.retrieve(q)]
-                          for q in queries]))
-        """,
-        tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = child.communicate(timeout=CHILD_TIMEOUT_S)
-    assert child.returncode == 0, err[-3000:]
-    assert json.loads(out.strip().splitlines()[-1]) == expected
+    ids, results = _reloaded(tmp_path)
+    assert results == expected and len(ids) == N
 
 
 def test_a_journaled_persist_reloads_on_the_docstore(tmp_path: Path, store_spec: str) -> None:
@@ -192,22 +201,7 @@ def test_a_journaled_persist_reloads_on_the_docstore(tmp_path: Path, store_spec:
     import gc
 
     gc.collect()
-    child = _child(
-        f"""
-        retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=embed)
-        queries = {QUERIES!r}
-        ids = sorted(retriever.index.docstore.docs)
-        print(json.dumps([ids, [[[n.node.node_id, round(float(n.score or 0.0), 5)] for n in retriever.retrieve(q)]
-                          for q in queries]]))
-        """,
-        tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = child.communicate(timeout=CHILD_TIMEOUT_S)
-    assert child.returncode == 0, err[-3000:]
-    assert "differ" not in err  # nothing for the crash reconciliation to do
-    ids, results = json.loads(out.strip().splitlines()[-1])
+    ids, results = _reloaded(tmp_path)
     assert results == expected
     assert "new5" in ids and "e1" not in ids and len(ids) == N + 6 - 3
 
