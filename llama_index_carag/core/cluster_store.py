@@ -19,7 +19,11 @@ import numpy as np
 from llama_index_carag.core.soi import ClusterMembers, SOICore
 from llama_index_carag.core.vectors import growth_rows
 
+#: A delete copies a cluster without its dead rows once they would be more than this fraction of its rows.
+COMPACT_DEAD = 0.25
+
 __all__ = [
+    "COMPACT_DEAD",
     "GroupKey",
     "ClusterGroup",
     "GrowthBuffer",
@@ -57,10 +61,12 @@ class ClusterGroup:
 
     ``unit`` may be a view of the first rows of a larger buffer that later snapshots of the same cluster
     append into (:meth:`extended`): rows past a group's own length are never part of it, so an older
-    snapshot read by a concurrent query never changes.
+    snapshot read by a concurrent query never changes.  A delete marks rows dead (``live``, ``None``: all
+    live) and shares every array with the snapshot before it; the dead rows are dropped by a copy once they
+    are more than :data:`COMPACT_DEAD` of the rows.
     """
 
-    __slots__ = ("ids", "unit", "is_claim", "claim_of", "_buffer")
+    __slots__ = ("ids", "unit", "is_claim", "claim_of", "_buffer", "live")
 
     def __init__(
         self,
@@ -69,15 +75,32 @@ class ClusterGroup:
         is_claim: np.ndarray,
         claim_of: list[str | None],
         _buffer: GrowthBuffer | None = None,
+        live: np.ndarray | None = None,
     ) -> None:
         self.ids = ids
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self.is_claim = np.asarray(is_claim, dtype=bool)
         self.claim_of = claim_of
         self._buffer = _buffer
+        self.live = live
 
     def __len__(self) -> int:
+        """Rows, dead ones included (a row keeps its position until a compaction)."""
         return len(self.ids)
+
+    @property
+    def n_live(self) -> int:
+        return len(self.ids) if self.live is None else int(self.live.sum())
+
+    def live_rows(self) -> np.ndarray:
+        """Positions of the live rows."""
+        return np.arange(len(self.ids)) if self.live is None else np.flatnonzero(self.live)
+
+    def compacted(self) -> ClusterGroup:
+        """This group without its dead rows (itself when it has none)."""
+        if self.live is None:
+            return self
+        return self.copy_without(set(np.flatnonzero(~self.live).tolist()))
 
     def extended(self, other: ClusterGroup) -> ClusterGroup:
         """This group with ``other``'s members appended.
@@ -85,6 +108,7 @@ class ClusterGroup:
         The vectors go into spare rows of this group's buffer when this group is its latest snapshot (O(len(other))
         then); otherwise into a new buffer with room to grow (an eighth more), so appends are amortised O(batch).
         """
+        other = other.compacted()
         n, m = len(self), len(other)
         buffer = self._buffer
         if buffer is None or buffer.used != n or buffer.rows.shape[0] < n + m:
@@ -92,16 +116,30 @@ class ClusterGroup:
             buffer.rows[:n] = self.unit
         buffer.rows[n : n + m] = other.unit
         buffer.used = n + m
+        live = None if self.live is None else np.concatenate([self.live, np.ones(m, dtype=bool)])
         return ClusterGroup(
             self.ids + other.ids,
             buffer.rows[: n + m],
             np.concatenate([self.is_claim, other.is_claim]),
             self.claim_of + other.claim_of,
             buffer,
+            live,
         )
 
-    def without(self, positions: set[int]) -> ClusterGroup:
-        """This group without the members at ``positions``."""
+    def without(self, positions: set[int]) -> tuple[ClusterGroup, bool]:
+        """This group without the members at ``positions``, and whether its rows moved (a compaction).
+
+        The rows are marked dead (O(len(positions)) beside one flag per row), unless the dead rows would then
+        be more than :data:`COMPACT_DEAD` of the rows: the live rows are then copied, with room to grow.
+        """
+        live = np.ones(len(self), dtype=bool) if self.live is None else self.live.copy()
+        live[np.fromiter(positions, dtype=np.int64, count=len(positions))] = False
+        if len(self) - int(live.sum()) <= COMPACT_DEAD * len(self):
+            return ClusterGroup(self.ids, self.unit, self.is_claim, self.claim_of, self._buffer, live), False
+        return self.copy_without(set(np.flatnonzero(~live).tolist())), True
+
+    def copy_without(self, positions: set[int]) -> ClusterGroup:
+        """A copy of this group without the rows at ``positions``, with room to grow."""
         keep = np.ones(len(self), dtype=bool)
         keep[np.fromiter(positions, dtype=np.int64, count=len(positions))] = False
         flags = keep.tolist()
@@ -149,13 +187,15 @@ class MemoryClusters:
         _rows: Mapping[GroupKey, np.ndarray] | None = None,
     ) -> None:
         self.dim = dim
-        self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if len(g)}
+        self.groups: dict[GroupKey, ClusterGroup] = {k: g for k, g in groups.items() if g.n_live}
         #: ``{id: ((theme, cluster), slot)}``: a member keeps its slot while others are deleted, so an edit
         #: derives this map from the last snapshot's by adding and deleting only the ids it changed (``_where``)
         self.where: dict[str, tuple[GroupKey, int]] = (
             _where
             if _where is not None
-            else {node_id: (key, pos) for key, group in self.groups.items() for pos, node_id in enumerate(group.ids)}
+            else {
+                group.ids[pos]: (key, pos) for key, group in self.groups.items() for pos in group.live_rows().tolist()
+            }
         )
         #: ``{key: row of each slot (-1: deleted)}`` of the clusters a delete has shifted; elsewhere slot == row
         self.rows: dict[GroupKey, np.ndarray] = {k: r for k, r in (_rows or {}).items() if k in self.groups}
@@ -171,7 +211,8 @@ class MemoryClusters:
         return list(self.groups)
 
     def size(self, key: GroupKey) -> int:
-        return len(self.groups.get(key, ()))
+        group = self.groups.get(key)
+        return 0 if group is None else group.n_live
 
     def group(self, key: GroupKey) -> ClusterGroup | None:
         return self.groups.get(key)
@@ -197,13 +238,26 @@ class MemoryClusters:
         key, pos = found
         return self.groups[key].unit[pos]
 
-    def members(self, key: GroupKey, texts: Callable[[Sequence[str]], Sequence[str]] | None = None) -> ClusterMembers:
-        """The members of ``key`` as views (no copies); ``texts(ids)`` gives their texts, if asked."""
+    def members(
+        self, key: GroupKey, texts: Callable[[Sequence[str]], Sequence[str]] | None = None, *, with_dead: bool = False
+    ) -> ClusterMembers:
+        """The members of ``key``; ``texts(ids)`` gives their texts, if asked.
+
+        Views (no copies) when the cluster has no dead rows or ``with_dead`` (the SOI's scan: dead rows
+        flagged in ``live``); otherwise a copy of the live rows.
+        """
         group = self.groups.get(key)
         if group is None:
             return ClusterMembers([], [] if texts else None, np.zeros((0, self.dim), np.float32), np.zeros(0, bool), [])
+        if not with_dead:
+            group = group.compacted()
         return ClusterMembers(
-            group.ids, None if texts is None else texts(group.ids), group.unit, group.is_claim, group.claim_of
+            group.ids,
+            None if texts is None else texts(group.ids),
+            group.unit,
+            group.is_claim,
+            group.claim_of,
+            group.live,
         )
 
     def evidence_units(self) -> tuple[list[str], np.ndarray]:
@@ -219,7 +273,7 @@ class MemoryClusters:
         """``(ids, unit vectors of shape (k, d))`` of each cluster's evidence; a view of the cluster's block
         when its evidence comes first (as a fit lays it out), a copy of that cluster's rows otherwise."""
         for group in self.groups.values():
-            rows = np.flatnonzero(~group.is_claim)
+            rows = np.flatnonzero(~group.is_claim if group.live is None else ~group.is_claim & group.live)
             if not rows.size:
                 continue
             prefix = rows[-1] == rows.size - 1
@@ -227,7 +281,7 @@ class MemoryClusters:
 
     def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
         """Every member with its ``(theme, cluster)``, cluster by cluster in row order."""
-        return ((node_id, key) for key, group in self.groups.items() for node_id in group.ids)
+        return ((group.ids[r], key) for key, group in self.groups.items() for r in group.live_rows().tolist())
 
     # ---------------------------------------------------------------- writing
     def with_added(self, added: Mapping[GroupKey, ClusterGroup]) -> MemoryClusters:
@@ -270,11 +324,15 @@ class MemoryClusters:
             claims += [(group.ids[p], group.claim_of[p]) for p in positions if group.is_claim[p]]
             for p in positions:
                 del where[group.ids[p]]
-            groups[key] = group.without(positions)
+            groups[key], moved = group.without(positions)
+            if not moved:  # rows marked dead: every other row stays where it was
+                continue
+            dead = np.flatnonzero(~group.live) if group.live is not None else np.zeros(0, np.int64)
+            gone = np.union1d(dead, np.fromiter(positions, np.int64))  # every row the compaction dropped
             shifted = rows.get(key)
             slot_rows = np.arange(len(group), dtype=np.int64) if shifted is None else shifted.copy()
             alive = slot_rows >= 0
-            slot_rows[alive] -= np.searchsorted(np.sort(np.fromiter(positions, np.int64)), slot_rows[alive])
+            slot_rows[alive] -= np.searchsorted(gone, slot_rows[alive])
             slot_rows[np.fromiter(removed.values(), np.int64)] = -1
             rows[key] = slot_rows
         return MemoryClusters(groups, self.dim, _where=where, _rows=rows), claims
@@ -284,17 +342,21 @@ class MemoryClusters:
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> list[dict[str, Any]]:
-        """JSON-safe description of every group, without vectors."""
-        return [
-            {
-                "theme": key[0],
-                "cluster": key[1],
-                "ids": group.ids,
-                "is_claim": group.is_claim.astype(int).tolist(),
-                "claim_of": group.claim_of,
-            }
-            for key, group in self.groups.items()
-        ]
+        """JSON-safe description of every group's live members, without vectors."""
+        out = []
+        for key, group in self.groups.items():
+            rows = group.live_rows().tolist()
+            dead = group.live is not None
+            out.append(
+                {
+                    "theme": key[0],
+                    "cluster": key[1],
+                    "ids": [group.ids[r] for r in rows] if dead else group.ids,
+                    "is_claim": group.is_claim[rows].astype(int).tolist(),
+                    "claim_of": [group.claim_of[r] for r in rows] if dead else group.claim_of,
+                }
+            )
+        return out
 
     @classmethod
     def from_state(
@@ -427,7 +489,7 @@ class MemoryClusterStore:
         *,
         min_size: int = 0,
     ) -> ClusterMembers:
-        return self.clusters.members(key, texts)  # the whole cluster: the SOI builder filters it
+        return self.clusters.members(key, texts, with_dead=True)  # the whole cluster: the SOI builder filters it
 
     def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
         return core.cluster_size

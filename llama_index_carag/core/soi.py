@@ -220,6 +220,8 @@ class ClusterMembers:
         is_claim: shape ``(m,)`` bool, True for claims, False for evidence.
         claim_of: for evidence, the id of the claim it is annotated for (or
             ``None``); for claims, their own claim id.  Length ``m``.
+        live: shape ``(m,)`` bool, False for rows a delete marked dead (never part of an SOI, not counted
+            in the cluster's size), or ``None``: every row is live.
     """
 
     ids: Sequence[str]
@@ -227,11 +229,18 @@ class ClusterMembers:
     unit: np.ndarray
     is_claim: np.ndarray
     claim_of: Sequence[str | None]
+    live: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         m = len(self.ids)
         if self.unit.ndim != 2 or self.unit.shape[0] != m or len(self.is_claim) != m or len(self.claim_of) != m:
             raise ValueError("ClusterMembers fields must all describe the same m items.")
+        if self.live is not None and len(self.live) != m:
+            raise ValueError("ClusterMembers.live must have one flag per item.")
+
+    def alive(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` restricted to the live rows."""
+        return mask if self.live is None else mask & self.live
 
 
 def _items(members: ClusterMembers, rows: np.ndarray, sims: np.ndarray) -> list[SOIItem]:
@@ -337,7 +346,8 @@ def unsupervised_core(
     if not unit:
         claim_vector = _check_inputs(claim_vector, members, delta, top_m, min_size)
     sims = cosine_similarities(claim_vector, members.unit, normalized=unit)
-    evidence = ~np.asarray(members.is_claim, dtype=bool)
+    is_claim = np.asarray(members.is_claim, dtype=bool)
+    evidence = members.alive(~is_claim)
     keep = np.flatnonzero(_passing(sims, evidence, delta, min_size))
     keep = keep[np.argsort(-sims[keep], kind="stable")]
     if top_m is not None:
@@ -345,7 +355,7 @@ def unsupervised_core(
     related = np.zeros(0, dtype=np.int64)
     if n_related_claims > 0:
         claim_of = np.asarray(members.claim_of, dtype=object)
-        others = ~evidence & ((claim_of != claim_id) if claim_id is not None else True)
+        others = members.alive(is_claim & ((claim_of != claim_id) if claim_id is not None else True))
         related = np.flatnonzero(others)
         related = related[np.argsort(-sims[related], kind="stable")][:n_related_claims]
     rows = {"refined_cluster_evidences": keep, "related_claims": related}
@@ -370,12 +380,13 @@ def supervised_core(
     is_claim = np.asarray(members.is_claim, dtype=bool)
     claim_of = np.asarray(members.claim_of, dtype=object)
     is_self = is_claim & (claim_of == claim_id) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
-    related_mask = is_claim & ~is_self
+    is_self = members.alive(is_self)
+    related_mask = members.alive(is_claim & ~is_self)
     related_ids = list(set(claim_of[related_mask].tolist()))
-    annotated_mask = (
+    annotated_mask = members.alive(
         (~is_claim & (claim_of == claim_id)) if claim_id is not None else np.zeros(len(is_claim), dtype=bool)
     )
-    thematic_mask = ~is_claim & np.isin(claim_of, np.asarray(related_ids, dtype=object))
+    thematic_mask = members.alive(~is_claim & np.isin(claim_of, np.asarray(related_ids, dtype=object)))
     passes = _passing(sims, annotated_mask | related_mask | thematic_mask, delta, min_size)
 
     def pick(mask: np.ndarray) -> np.ndarray:
@@ -389,7 +400,8 @@ def supervised_core(
         annotated, related, thematic = (r[np.isin(r, best)] for r in (annotated, related, thematic))
     rows = {"annotated_evidences": annotated, "related_claims": related, "thematic_cluster_evidences": thematic}
     filled = _filled(sims, list(rows.values()), delta, min_size)
-    return _core(rows, sims, members, int(len(is_claim) - int(is_self.sum())), filled)
+    n_live = len(is_claim) if members.live is None else int(members.live.sum())
+    return _core(rows, sims, members, n_live - int(is_self.sum()), filled)
 
 
 def materialize_soi(

@@ -314,7 +314,7 @@ class QdrantClusterStore:
                 self.collection.set_payload(payload, [node_id])
             self.counts[key] = self.counts.get(key, 0) + len(evidence)
             if group.is_claim.any():
-                claim_groups[key] = group.without({p for p, c in enumerate(group.is_claim) if not c})
+                claim_groups[key] = group.copy_without({p for p, c in enumerate(group.is_claim) if not c})
         return self.claims.add(claim_groups, themes) if claim_groups else []
 
     def remove(self, node_ids: Sequence[str]) -> tuple[int, list[tuple[str, str | None]]]:
