@@ -170,3 +170,27 @@ def test_async_retrieve_without_an_async_client(corpus):
     r = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", claim_nodes=claims, n_clusters=3)
     got = asyncio.run(r.aretrieve(claims[0].text))
     assert [n.node.node_id for n in got] == [n.node.node_id for n in r.retrieve(claims[0].text)]
+
+
+def test_a_deleted_claim_leaves_the_qdrant_sois_as_it_leaves_faiss(rng):
+    """A claim delete marks its row dead in the claims kept in memory: no SOI keeps or counts it."""
+    evidence, claims, emb = planted_corpus(rng, claims_per_theme=12)
+    evidence = with_uuid_ids(evidence)
+    kwargs = dict(mode="supervised", claim_nodes=claims, n_clusters=2, delta=0.3, alpha=0.5)
+    on_faiss = ContextAwareRetriever.from_index(faiss_index(evidence, emb), "paper", **kwargs)
+    on_qdrant = ContextAwareRetriever.from_index(qdrant_index(evidence, emb), "paper", **kwargs)
+    in_memory = on_qdrant.context.cluster_store_.claims.clusters
+    key, group = max(in_memory.groups.items(), key=lambda kv: len(kv[1]))
+    assert len(group) >= 4  # one delete of four or more marks a row dead (no compaction)
+    gone = next(i for i, c in zip(group.ids, group.is_claim) if c)
+    for retriever in (on_faiss, on_qdrant):
+        retriever.context.remove_items([gone])
+    assert in_memory is not on_qdrant.context.cluster_store_.claims.clusters
+    assert on_qdrant.context.cluster_store_.claims.clusters.groups[key].live is not None
+    for claim in claims:
+        if claim.node_id == gone:
+            continue
+        a, b = on_faiss.build_soi(claim.text), on_qdrant.build_soi(claim.text)
+        assert gone not in b.to_dict()["similarities"]
+        assert a.to_dict()["similarities"].keys() == b.to_dict()["similarities"].keys()
+        assert a.cluster_size == b.cluster_size

@@ -263,19 +263,24 @@ class QdrantClusterStore:
             payload_str((p.payload or {}).get(self.collection.claim_key)) if self.supervised else None for p in points
         ]
         text_list = [_payload_text(p.payload or {}) for p in points] if texts is not None else None
+        live = None
         if claims is not None:
             ids += claims.ids
             vectors.append(claims.unit)
             claim_of += claims.claim_of
             if text_list is not None:
                 text_list += list(texts(claims.ids))  # type: ignore[misc]
+            if claims.live is not None:  # claims a delete marked dead stay rows, flagged
+                live = np.concatenate([np.ones(len(points), dtype=bool), claims.live])
         unit = np.vstack(vectors) if vectors else np.zeros((0, self.dim), np.float32)
         is_claim = np.array([False] * len(points) + [True] * (len(ids) - len(points)), dtype=bool)
-        return ClusterMembers(ids, text_list, unit, is_claim, claim_of)
+        return ClusterMembers(ids, text_list, unit, is_claim, claim_of, live)
 
     def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
         claims = self.claims.clusters.group(key)
-        other_claims = sum(1 for c in claims.claim_of if c != claim_id) if claims is not None else 0
+        other_claims = 0
+        if claims is not None:
+            other_claims = sum(1 for r in claims.live_rows().tolist() if claims.claim_of[r] != claim_id)
         return self.counts.get(key, 0) + (other_claims if self.supervised else 0)
 
     def iter_items(self) -> Iterator[tuple[str, GroupKey]]:
