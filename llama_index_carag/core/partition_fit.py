@@ -160,9 +160,7 @@ def sorted_groups(
     order = np.lexsort((is_claim, labels, theme_index))
     if copy:
         rows_buffer = np.empty((n + growth_rows(n), X.shape[1]), dtype=np.float32)
-        for start in range(0, n, 65_536):
-            stop = min(n, start + 65_536)
-            rows_buffer[start:stop] = X[order[start:stop]]
+        np.take(X, order, axis=0, out=rows_buffer[:n], mode="clip")  # 'clip': no buffered copy (valid rows)
     else:
         permute_rows_inplace(X, order)
         rows_buffer = X if buffer is None else _checked_buffer(buffer, X)
