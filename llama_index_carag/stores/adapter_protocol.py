@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
 
     from llama_index_carag.core.cluster_store import ClusterStore
     from llama_index_carag.core.context import ThematicContext
@@ -139,8 +140,11 @@ class VectorStoreAdapter(Protocol):
         ...
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
-        """Reload an index of this kind saved under ``folder`` (``persisted`` kinds only).
+    def load_index(
+        cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding, *, docstore: BaseDocumentStore | None = None
+    ) -> VectorStoreIndex:
+        """Reload an index of this kind saved under ``folder`` (``persisted`` kinds only), its nodes read from
+        ``docstore`` when given (DuckDB, Redis, …), else from the folder's ``docstore.json``.
 
         Raises:
             FileNotFoundError: nothing saved there.

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.schema import BaseNode
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
 
     from llama_index_carag.ranking.bm25 import BM25Placement
     from llama_index_carag.stores.adapter_protocol import StoreClustering
@@ -75,7 +76,9 @@ class StoreAdapter:
         return None
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
+    def load_index(
+        cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding, *, docstore: BaseDocumentStore | None = None
+    ) -> VectorStoreIndex:
         raise ValueError(f"A {cls.kind or 'custom'} index is not saved on disk; pass index=... to reload it.")
 
 

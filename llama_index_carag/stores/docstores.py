@@ -14,7 +14,7 @@ A DuckDB or Redis store opened here is wrapped in a :class:`BatchingDocumentStor
 its nodes in one call rather than one per node, and reads many nodes in one query.  It remembers its spec:
 ``ContextAwareRetriever.persist(..., persist_index=True)`` writes it to ``carag_docstore.json``
 (:func:`write_spec`, no credentials) and reloading opens the same store again (:func:`open_persisted_docstore`,
-:func:`load_index`).
+then the vector store's own ``load_index`` with it).
 
 The vector side is saved by ``persist``; the docstore is written at every edit.  After a crash the two can
 differ: :func:`reconcile_ids` says which nodes only one side knows, and
@@ -41,8 +41,7 @@ from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index_carag.stores.batching_docstore import BatchingDocumentStore, docstore_batch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,6 @@ __all__ = [
     "write_spec",
     "read_spec",
     "open_persisted_docstore",
-    "load_index",
     "reconcile_ids",
 ]
 
@@ -304,7 +302,7 @@ def write_spec(persist_dir: str | os.PathLike[str], docstore: BaseDocumentStore)
 
     Raises:
         ValueError: a docstore this module did not open and that is not a ``SimpleDocumentStore`` (reload such an
-            index with ``load_index(..., docstore=...)`` and pass it as ``index=``).
+            index with ``load_persisted_index(..., docstore=...)`` and pass it as ``index=``).
     """
     from llama_index_carag.core.atomic import atomic_write_bytes
 
@@ -314,7 +312,7 @@ def write_spec(persist_dir: str | os.PathLike[str], docstore: BaseDocumentStore)
         (folder / SPEC_NAME).unlink(missing_ok=True)  # a spec left from an earlier build would name another store
         if docstore_kind(docstore) != "simple":
             logger.warning(
-                "The %s docstore is not recorded in %s; reload with load_index(..., docstore=...).",
+                "The %s docstore is not recorded in %s; reload with load_persisted_index(..., docstore=...).",
                 type(docstore).__name__,
                 folder,
             )
@@ -350,49 +348,6 @@ def open_persisted_docstore(persist_dir: str | os.PathLike[str]) -> BaseDocument
     if kind == "redis":
         return open_docstore(str(spec["url"]), persist_dir, namespace=namespace)
     raise ValueError(f"{Path(persist_dir) / SPEC_NAME} names an unknown docstore kind {kind!r}.")
-
-
-def load_index(
-    persist_dir: str | os.PathLike[str],
-    embed_model: BaseEmbedding,
-    kind: str,
-    docstore: BaseDocumentStore,
-) -> VectorStoreIndex:
-    """Reload a persisted FAISS or simple-store index whose nodes live in ``docstore``.
-
-    The vector store and the index store are read from ``persist_dir`` as the vector-store adapters read them
-    (the index store as a :class:`~llama_index_carag.stores.index_store.DeferredIndexStore`); only the docstore
-    is the one given.
-
-    Raises:
-        ValueError: a kind other than ``"faiss_map"``, ``"faiss"`` and ``"simple"``.
-        FileNotFoundError: no persisted vector store in the folder.
-    """
-    from llama_index.core import StorageContext, load_index_from_storage
-    from llama_index.core.vector_stores.types import BasePydanticVectorStore
-
-    from llama_index_carag.stores.index_store import DeferredIndexStore
-
-    folder = str(persist_dir)
-    vector_store: BasePydanticVectorStore
-    if kind == "faiss_map":
-        from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
-
-        vector_store = SafeFaissMapVectorStore.from_persist_dir(folder)
-    elif kind == "faiss":
-        from llama_index.vector_stores.faiss import FaissVectorStore
-
-        vector_store = FaissVectorStore.from_persist_dir(folder)
-    elif kind == "simple":
-        from llama_index.core.vector_stores.simple import SimpleVectorStore
-
-        vector_store = SimpleVectorStore.from_persist_dir(folder)
-    else:
-        raise ValueError(f"A {kind} index is not saved on disk; pass index=... to reload it.")
-    storage = StorageContext.from_defaults(
-        vector_store=vector_store, index_store=DeferredIndexStore.from_persist_dir(folder), docstore=docstore
-    )
-    return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]
 
 
 def reconcile_ids(vector_ids: set[str], docstore: BaseDocumentStore) -> tuple[list[str], list[str]]:

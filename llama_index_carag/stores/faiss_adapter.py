@@ -27,6 +27,7 @@ from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +97,10 @@ class FaissAdapter(StoreAdapter):
         return "inner_product" if self.store.client.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
-        return load_faiss_index(folder, embed_model, id_map=False)
+    def load_index(
+        cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding, *, docstore: BaseDocumentStore | None = None
+    ) -> VectorStoreIndex:
+        return load_faiss_index(folder, embed_model, id_map=False, docstore=docstore)
 
 
 class FaissMapAdapter(FaissAdapter):
@@ -143,12 +146,18 @@ class FaissMapAdapter(FaissAdapter):
         return out
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
-        return load_faiss_index(folder, embed_model, id_map=True)
+    def load_index(
+        cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding, *, docstore: BaseDocumentStore | None = None
+    ) -> VectorStoreIndex:
+        return load_faiss_index(folder, embed_model, id_map=True, docstore=docstore)
 
 
 def load_faiss_index(
-    persist_dir: str | os.PathLike[str], embed_model: BaseEmbedding, *, id_map: bool | None = None
+    persist_dir: str | os.PathLike[str],
+    embed_model: BaseEmbedding,
+    *,
+    id_map: bool | None = None,
+    docstore: BaseDocumentStore | None = None,
 ) -> VectorStoreIndex:
     """Reload an index persisted with ``index.storage_context.persist(persist_dir)``.
 
@@ -161,6 +170,7 @@ def load_faiss_index(
         persist_dir: the folder.
         embed_model: the model the index was built with.
         id_map: whether it is a ``FaissMapVectorStore``; detected from the folder when ``None``.
+        docstore: where its nodes are (DuckDB, Redis, …); ``None``: the folder's ``docstore.json``.
 
     Raises:
         FileNotFoundError: the folder holds no persisted index.
@@ -171,7 +181,7 @@ def load_faiss_index(
     from llama_index_carag.stores.index_store import DeferredIndexStore
 
     folder = Path(persist_dir)
-    if not (folder / "docstore.json").is_file():
+    if docstore is None and not (folder / "docstore.json").is_file():
         raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
     if id_map is None:
         from llama_index.vector_stores.faiss.map_store import DEFAULT_ID_MAP_NAME
@@ -183,6 +193,9 @@ def load_faiss_index(
         else FaissVectorStore.from_persist_dir(str(folder))
     )
     storage = StorageContext.from_defaults(
-        persist_dir=str(folder), vector_store=vector_store, index_store=DeferredIndexStore.from_persist_dir(str(folder))
+        persist_dir=str(folder),
+        vector_store=vector_store,
+        index_store=DeferredIndexStore.from_persist_dir(str(folder)),
+        docstore=docstore,
     )
     return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]

@@ -18,6 +18,7 @@ from llama_index_carag.stores.base_adapter import StoreAdapter
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 __all__ = ["SimpleAdapter"]
 
@@ -48,14 +49,16 @@ class SimpleAdapter(StoreAdapter):
         return len(self.store.data.embedding_dict)
 
     @classmethod
-    def load_index(cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding) -> VectorStoreIndex:
+    def load_index(
+        cls, folder: str | os.PathLike[str], embed_model: BaseEmbedding, *, docstore: BaseDocumentStore | None = None
+    ) -> VectorStoreIndex:
         from llama_index.core import StorageContext, load_index_from_storage
 
         from llama_index_carag.stores.index_store import DeferredIndexStore
 
-        if not (Path(folder) / "docstore.json").is_file():
+        if docstore is None and not (Path(folder) / "docstore.json").is_file():
             raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
         storage = StorageContext.from_defaults(
-            persist_dir=str(folder), index_store=DeferredIndexStore.from_persist_dir(str(folder))
+            persist_dir=str(folder), index_store=DeferredIndexStore.from_persist_dir(str(folder)), docstore=docstore
         )
         return load_index_from_storage(storage, embed_model=embed_model)  # type: ignore[return-value]

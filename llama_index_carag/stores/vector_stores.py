@@ -94,9 +94,7 @@ def load_persisted_index(
     if docstore is None and not (folder / "docstore.json").is_file():
         raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
     try:
-        if docstore is not None:
-            return docstores.load_index(folder, embed_model, kind, docstore)
-        return cls.load_index(folder, embed_model)
+        return cls.load_index(folder, embed_model, docstore=docstore)
     except RuntimeError as exc:  # FAISS reports unreadable files this way
         raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None
 
