@@ -6,6 +6,7 @@ from llama_index_carag.core.soi import (
     SubsetOfInterest,
     build_supervised_soi,
     build_unsupervised_soi,
+    most_similar,
 )
 
 
@@ -100,6 +101,16 @@ def test_min_size_keeps_the_most_similar_when_too_few_pass_delta(cluster):
     expected_t = np.mean([angle_vec(a) for a in (5, 20, 30)], axis=0)
     np.testing.assert_allclose(soi.thematic_embedding, expected_t, rtol=1e-6)
     assert build_unsupervised_soi(angle_vec(0), cluster, 0.999).is_empty  # min_size 0: the papers' rule
+
+
+@pytest.mark.parametrize("m", [1, 3, 7, 40, 200])
+def test_most_similar_is_the_head_of_a_stable_sort(m):
+    # values from a small set: many ties at the cut, which a stable sort breaks by row order
+    rng = np.random.default_rng(m)
+    sims = rng.integers(0, 6, 120).astype(np.float32) / 5
+    rows = np.flatnonzero(rng.random(120) < 0.7)
+    expected = np.sort(rows[np.argsort(-sims[rows], kind="stable")[:m]])
+    np.testing.assert_array_equal(most_similar(sims, rows, m), expected)
 
 
 def test_min_size_changes_nothing_when_enough_pass_delta(cluster):

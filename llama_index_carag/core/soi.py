@@ -43,6 +43,7 @@ __all__ = [
     "build_unsupervised_soi",
     "SOICore",
     "materialize_soi",
+    "most_similar",
     "supervised_core",
     "unsupervised_core",
     "check_soi_query",
@@ -309,11 +310,21 @@ def _passing(sims: np.ndarray, eligible: np.ndarray, delta: float, min_size: int
     passes = eligible & (sims > delta)
     if min_size <= 0 or int(passes.sum()) >= min_size:
         return passes
-    rows = np.flatnonzero(eligible)
-    best = rows[np.argsort(-sims[rows], kind="stable")[:min_size]]
     out = np.zeros(len(sims), dtype=bool)
-    out[best] = True
+    out[most_similar(sims, np.flatnonzero(eligible), min_size)] = True
     return out
+
+
+def most_similar(sims: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
+    """The ``m`` of ``rows`` (ascending) with the highest ``sims``, ties broken by row order: the first ``m`` of
+    a stable sort by decreasing similarity, as a set (ascending), found by a partition (O(len(rows)))."""
+    if m >= rows.size:
+        return rows
+    values = sims[rows]
+    cut = -np.partition(-values, m - 1)[m - 1]  # the m-th highest similarity
+    above = np.flatnonzero(values > cut)
+    tied = np.flatnonzero(values == cut)[: m - above.size]  # the first in row order, as a stable sort keeps
+    return rows[np.union1d(above, tied)]
 
 
 def _core(
