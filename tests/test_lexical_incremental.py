@@ -260,3 +260,24 @@ def test_cached_contributions_score_as_computed_ones(rng, monkeypatch, min_posti
     cache = index.segments_.contributions(index.k1, index.b)
     assert cache.nbytes <= budget
     assert (len(cache) > 0) == (min_postings == 1)
+
+
+def test_indexed_text_is_the_embed_content():
+    """A node without metadata is indexed by its text; one with metadata by its MetadataMode.EMBED content (keys
+    excluded from embeddings left out); a node class with its own get_content by that."""
+    from llama_index.core.schema import MetadataMode
+
+    class Shouting(TextNode):
+        def get_content(self, metadata_mode: MetadataMode = MetadataMode.NONE) -> str:
+            return self.text.upper() + " megaphone"
+
+    nodes = [
+        TextNode(id_="plain", text="coral reefs bleach"),
+        TextNode(id_="meta", text="coral reefs bleach", metadata={"venue": "Nature", "label": "x"}),
+        Shouting(id_="own", text="coral reefs bleach"),
+    ]
+    nodes[1].excluded_embed_metadata_keys = ["label"]
+    index = BM25Index().fit(nodes)
+    assert index.all_scores("nature")[0] == 0 and index.all_scores("nature")[1] > 0
+    assert index.all_scores("label")[1] == 0  # excluded from embeddings, so from BM25 too
+    assert index.all_scores("megaphone")[2] > 0 and index.all_scores("megaphone")[:2].tolist() == [0, 0]

@@ -30,6 +30,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,7 +50,7 @@ from llama_index_carag.ranking.bm25.segments import (
     merge,
     score,
 )
-from llama_index_carag.ranking.bm25.tokens import Tokenizer
+from llama_index_carag.ranking.bm25.tokens import Runs, Tokenizer, run_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
@@ -146,9 +147,14 @@ class BM25Index(BaseEstimator):
 
     @staticmethod
     def _node_texts(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
-        from llama_index.core.schema import MetadataMode
+        from llama_index.core.schema import MetadataMode, TextNode
 
-        return [n.node_id for n in nodes], [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        def text(node: BaseNode) -> str:  # TextNode.get_content is its text when there is no metadata
+            if not node.metadata and type(node).get_content is TextNode.get_content:
+                return node.text  # type: ignore[attr-defined]
+            return node.get_content(metadata_mode=MetadataMode.EMBED)
+
+        return [n.node_id for n in nodes], [text(n) for n in nodes]
 
     def fit(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> BM25Index:
         """Index the passages' text.
@@ -183,7 +189,9 @@ class BM25Index(BaseEstimator):
     ) -> BM25Index:
         """Index passages given as consecutive ``(ids, texts)`` chunks (read lazily: a corpus's text need never
         be in memory at once).  Each chunk is tokenised, reduced to its distinct (term, row) counts and
-        dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).
+        dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).  A
+        second thread splits the next chunk into runs (:func:`~llama_index_carag.ranking.bm25.tokens.run_keys`)
+        meanwhile; the terms are numbered in chunk order, so the result does not depend on the threads.
 
         Args:
             total: the number of passages, for the progress bar.
@@ -194,25 +202,41 @@ class BM25Index(BaseEstimator):
         from tqdm.auto import tqdm
 
         self._validate_params()
+        tokenizer = self._tokens()
         vocab: dict[str, int] = {}
         blocks: list[Postings] = []
         row_ids: list[str] = []
-        with tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar:
+
+        def count(chunk_ids: Sequence[str], runs: Future[Runs]) -> None:
+            tokens, lengths = tokenizer.runs_term_ids(runs.result(), vocab)  # in chunk order: the vocabulary's
+            blocks.append(block_postings(tokens, lengths, first_row=len(row_ids)))
+            row_ids.extend(str(i) for i in chunk_ids)
+            bar.update(len(chunk_ids))
+
+        # the runs of the next chunk are found in a second thread (numpy, mostly without the GIL) while this
+        # one's terms are numbered and counted: a third less time on two cores, one more chunk in memory
+        with (
+            tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar,
+            ThreadPoolExecutor(1, thread_name_prefix="bm25-runs") as ahead,
+        ):
+            pending: tuple[Sequence[str], Future[Runs]] | None = None
             for chunk_ids, chunk_texts in chunks:
                 if len(chunk_ids) != len(chunk_texts):
                     raise ValueError(f"BM25Index.fit_chunks: {len(chunk_ids)} ids for {len(chunk_texts)} texts.")
                 if not len(chunk_ids):
                     continue
-                tokens, lengths = self.document_term_ids(chunk_texts, vocab)
-                blocks.append(block_postings(tokens, lengths, first_row=len(row_ids)))
-                row_ids += [str(i) for i in chunk_ids]
-                bar.update(len(chunk_ids))
+                submitted = (chunk_ids, ahead.submit(run_keys, chunk_texts))
+                if pending is not None:
+                    count(*pending)
+                pending = submitted
+            if pending is not None:
+                count(*pending)
         if not row_ids:
             raise ValueError("BM25Index.fit needs at least one passage.")
         if len(set(row_ids)) != len(row_ids):
             raise ValueError("BM25Index.fit: duplicated node ids.")
         index = Segments.empty().append(assemble_segment(0, blocks, len(vocab)))
-        del blocks
+        blocks.clear()  # the postings are in the segment now
         with self._lock:
             self.vocab_ = vocab
             self.segments_ = index

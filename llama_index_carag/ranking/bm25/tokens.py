@@ -46,7 +46,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_PATTERN", "Tokenizer", "import_bm25s"]
+__all__ = ["TOKEN_PATTERN", "Runs", "Tokenizer", "import_bm25s", "run_keys"]
 
 #: The token pattern of ``llama-index-retrievers-bm25`` (and bm25s's default).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -179,7 +179,11 @@ def batch_runs(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes
     return dense[first_of], run_count, [distinct[i] for i in by_first.tolist()]
 
 
-def run_keys(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+#: What :func:`run_keys` returns: each run's distinct run, the runs per text, the distinct runs' bytes.
+Runs = tuple[np.ndarray, np.ndarray, list[bytes]]
+
+
+def run_keys(texts: Sequence[str]) -> Runs:
     """:func:`batch_runs` of all ``texts``, batch by batch (bounded memory)."""
     if len(texts) <= _BATCH:
         return batch_runs(texts)
@@ -248,9 +252,13 @@ class Tokenizer:
         """The passages' term ids one text after the other, shape ``(sum of lengths,)`` int32, and the
         terms per text, shape ``(len(texts),)`` int32 (stop words removed).  Terms not in ``vocab`` join
         it (``vocab[term] = len(vocab)``, in bm25s's order)."""
-        run_key, run_count, distinct = run_keys(texts)
-        key_ids, key_start, key_n = self._resolve_runs(distinct, vocab)
-        return _expand(run_key, run_count, key_ids, key_start, key_n)
+        return self.runs_term_ids(run_keys(texts), vocab)
+
+    def runs_term_ids(self, runs: Runs, vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`document_term_ids` of the texts whose :func:`run_keys` are ``runs``: the part that reads and
+        grows ``vocab`` (:func:`run_keys` needs no vocabulary, so it may run ahead in another thread)."""
+        run_key, run_count, distinct = runs
+        return _expand(run_key, run_count, *self._resolve_runs(distinct, vocab))
 
     def _resolve_runs(self, distinct: list[bytes], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per distinct run (insertion order) its term ids: all of them one run after the other (int32),
