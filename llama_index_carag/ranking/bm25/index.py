@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,7 +50,7 @@ from llama_index_carag.ranking.bm25.segments import (
     merge,
     score,
 )
-from llama_index_carag.ranking.bm25.tokens import Runs, Tokenizer, run_keys
+from llama_index_carag.ranking.bm25.tokens import Runs, RunTerms, Tokenizer, expand_runs, run_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS"]
+__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS", "embed_text"]
 
 #: Passages tokenised at a time by :meth:`BM25Index.fit_texts`.
 FIT_CHUNK = 100_000
@@ -147,14 +147,7 @@ class BM25Index(BaseEstimator):
 
     @staticmethod
     def _node_texts(nodes: Sequence[BaseNode]) -> tuple[list[str], list[str]]:
-        from llama_index.core.schema import MetadataMode, TextNode
-
-        def text(node: BaseNode) -> str:  # TextNode.get_content is its text when there is no metadata
-            if not node.metadata and type(node).get_content is TextNode.get_content:
-                return node.text  # type: ignore[attr-defined]
-            return node.get_content(metadata_mode=MetadataMode.EMBED)
-
-        return [n.node_id for n in nodes], [text(n) for n in nodes]
+        return [n.node_id for n in nodes], [embed_text(n) for n in nodes]
 
     def fit(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> BM25Index:
         """Index the passages' text.
@@ -189,9 +182,9 @@ class BM25Index(BaseEstimator):
     ) -> BM25Index:
         """Index passages given as consecutive ``(ids, texts)`` chunks (read lazily: a corpus's text need never
         be in memory at once).  Each chunk is tokenised, reduced to its distinct (term, row) counts and
-        dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).  A
-        second thread splits the next chunk into runs (:func:`~llama_index_carag.ranking.bm25.tokens.run_keys`)
-        meanwhile; the terms are numbered in chunk order, so the result does not depend on the threads.
+        dropped; one segment is assembled from them at the end (the arrays :meth:`fit_texts` builds).  The
+        chunks go through a pipeline on two threads (runs, term ids in chunk order, counts): the result does
+        not depend on the threads.
 
         Args:
             total: the number of passages, for the progress bar.
@@ -204,33 +197,36 @@ class BM25Index(BaseEstimator):
         self._validate_params()
         tokenizer = self._tokens()
         vocab: dict[str, int] = {}
-        blocks: list[Postings] = []
+        words: dict[bytes, list[str]] = {}
         row_ids: list[str] = []
-
-        def count(chunk_ids: Sequence[str], runs: Future[Runs]) -> None:
-            tokens, lengths = tokenizer.runs_term_ids(runs.result(), vocab)  # in chunk order: the vocabulary's
-            blocks.append(block_postings(tokens, lengths, first_row=len(row_ids)))
-            row_ids.extend(str(i) for i in chunk_ids)
-            bar.update(len(chunk_ids))
-
-        # the runs of the next chunk are found in a second thread (numpy, mostly without the GIL) while this
-        # one's terms are numbered and counted: a third less time on two cores, one more chunk in memory
+        counted: list[Future[Postings]] = []
+        # a pipeline on two threads (numpy, mostly without the GIL): a chunk is split into runs, its runs get
+        # term ids here in chunk order (the vocabulary's order), and its (term, row) counts are made; at most
+        # two chunks' runs wait at a time.  Half the time on two cores; the result does not depend on it.
         with (
             tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar,
-            ThreadPoolExecutor(1, thread_name_prefix="bm25-runs") as ahead,
+            ThreadPoolExecutor(2, thread_name_prefix="bm25-fit") as pool,
         ):
-            pending: tuple[Sequence[str], Future[Runs]] | None = None
+            waiting: deque[tuple[Sequence[str], Future[Runs]]] = deque()
+
+            def number(chunk_ids: Sequence[str], runs: Future[Runs]) -> None:
+                done = runs.result()
+                terms = tokenizer.number_runs(done, vocab, words)
+                counted.append(pool.submit(_postings, done, terms, len(row_ids)))
+                row_ids.extend(str(i) for i in chunk_ids)
+                bar.update(len(chunk_ids))
+
             for chunk_ids, chunk_texts in chunks:
                 if len(chunk_ids) != len(chunk_texts):
                     raise ValueError(f"BM25Index.fit_chunks: {len(chunk_ids)} ids for {len(chunk_texts)} texts.")
                 if not len(chunk_ids):
                     continue
-                submitted = (chunk_ids, ahead.submit(run_keys, chunk_texts))
-                if pending is not None:
-                    count(*pending)
-                pending = submitted
-            if pending is not None:
-                count(*pending)
+                waiting.append((chunk_ids, pool.submit(run_keys, chunk_texts)))
+                if len(waiting) > 1:
+                    number(*waiting.popleft())
+            while waiting:
+                number(*waiting.popleft())
+            blocks = [c.result() for c in counted]
         if not row_ids:
             raise ValueError("BM25Index.fit needs at least one passage.")
         if len(set(row_ids)) != len(row_ids):
@@ -491,3 +487,19 @@ def _check_arrays(
         or len(set(terms)) != n_terms
     ):
         raise ValueError("the saved BM25 arrays do not match its ids and vocabulary")
+
+
+def _postings(runs: Runs, terms: RunTerms, first_row: int) -> Postings:
+    """The (term, row) counts of one chunk of passages from its runs and their term ids."""
+    tokens, lengths = expand_runs(runs, terms)
+    return block_postings(tokens, lengths, first_row=first_row)
+
+
+def embed_text(node: BaseNode) -> str:
+    """What BM25 indexes of a node: ``node.get_content(MetadataMode.EMBED)`` (a ``TextNode`` without metadata:
+    its text, read directly)."""
+    from llama_index.core.schema import MetadataMode, TextNode
+
+    if not node.metadata and type(node).get_content is TextNode.get_content:
+        return node.text  # type: ignore[attr-defined]
+    return node.get_content(metadata_mode=MetadataMode.EMBED)

@@ -42,7 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.ranking.bm25.index import BM25_PARAMETERS
+from llama_index_carag.ranking.bm25.index import BM25_PARAMETERS, embed_text
 from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable
 from llama_index_carag.ranking.bm25.tokens import Tokenizer
 from llama_index_carag.stores.qdrant_clusters import QdrantCollection
@@ -193,12 +193,10 @@ class QdrantBM25(BaseEstimator):
 
     def _pages(self, exclude: frozenset[str]) -> Iterable[tuple[list[str], list[str], list[str]]]:
         """``(ids, texts, excluded ids)`` of the collection, a page at a time."""
-        from llama_index.core.schema import MetadataMode
-
         for page in self.collection.scroll(with_vectors=False, payload=True):
             keep = [p for p in page if str(p.id) not in exclude]
             nodes = self.collection.vector_store.parse_to_query_result(keep).nodes if keep else []
-            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+            texts = [embed_text(n) for n in nodes]
             yield [str(p.id) for p in keep], texts, [str(p.id) for p in page if str(p.id) in exclude]
 
     def fit(self, exclude: Iterable[str] = (), *, show_progress: bool = False) -> QdrantBM25:
@@ -289,7 +287,6 @@ class QdrantBM25(BaseEstimator):
         """After an insert, delete or sync of ``changed``: the points still in the collection get their
         vectors from their current text (O(batch), ``avgdl`` frozen at fit time; new terms join the
         vocabulary), those the corpus excludes (claims) lose theirs, deleted points took theirs with them."""
-        from llama_index.core.schema import MetadataMode
 
         check_is_fitted(self)
         exclude = corpus.exclude_ids
@@ -298,7 +295,7 @@ class QdrantBM25(BaseEstimator):
         drop = [str(p.id) for p in points if str(p.id) in exclude]
         if keep:
             nodes = self.collection.vector_store.parse_to_query_result(keep).nodes
-            texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+            texts = [embed_text(n) for n in nodes]
             vocab = dict(self.vocab_)  # copy-on-write: queries read the current one meanwhile
             self._upsert([str(p.id) for p in keep], texts, vocab, self.avgdl_)
             with self._lock:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_carag.ranking.bm25.index import BM25Index
+from llama_index_carag.ranking.bm25.index import BM25Index, embed_text
 from llama_index_carag.ranking.bm25.placement import BM25PlacementUnavailable, FittedBM25, bm25_placement_of
 from llama_index_carag.ranking.bm25.source import BM25Source
 
@@ -146,15 +146,13 @@ class _EvidenceTexts:
         self.found = 0
 
     def __iter__(self) -> Iterator[tuple[list[str], list[str]]]:
-        from llama_index.core.schema import MetadataMode
-
         out_ids: list[str] = []
         texts: list[str] = []
         for start in range(0, len(self.ids), self.nodes_at_once):
             for node in self.corpus.nodes(self.ids[start : start + self.nodes_at_once]):
                 if node is not None:
                     out_ids.append(node.node_id)
-                    texts.append(node.get_content(metadata_mode=MetadataMode.EMBED))
+                    texts.append(embed_text(node))
             if len(out_ids) >= self.chunk:
                 self.found += len(out_ids)
                 yield out_ids, texts

@@ -46,7 +46,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_PATTERN", "Runs", "Tokenizer", "import_bm25s", "run_keys"]
+__all__ = ["TOKEN_PATTERN", "RunTerms", "Runs", "Tokenizer", "expand_runs", "import_bm25s", "run_keys"]
 
 #: The token pattern of ``llama-index-retrievers-bm25`` (and bm25s's default).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -251,20 +251,26 @@ class Tokenizer:
     def document_term_ids(self, texts: Sequence[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """The passages' term ids one text after the other, shape ``(sum of lengths,)`` int32, and the
         terms per text, shape ``(len(texts),)`` int32 (stop words removed).  Terms not in ``vocab`` join
-        it (``vocab[term] = len(vocab)``, in bm25s's order)."""
-        return self.runs_term_ids(run_keys(texts), vocab)
+        it (``vocab[term] = len(vocab)``, in bm25s's order).
 
-    def runs_term_ids(self, runs: Runs, vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`document_term_ids` of the texts whose :func:`run_keys` are ``runs``: the part that reads and
-        grows ``vocab`` (:func:`run_keys` needs no vocabulary, so it may run ahead in another thread)."""
-        run_key, run_count, distinct = runs
-        return _expand(run_key, run_count, *self._resolve_runs(distinct, vocab))
+        Three steps, which a fit over chunks runs in a pipeline: :func:`run_keys` (no vocabulary),
+        :meth:`number_runs` (reads and grows ``vocab``: in chunk order) and :func:`expand_runs`."""
+        runs = run_keys(texts)
+        return expand_runs(runs, self.number_runs(runs, vocab))
 
-    def _resolve_runs(self, distinct: list[bytes], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per distinct run (insertion order) its term ids: all of them one run after the other (int32),
-        where each run's start, and how many (int64, shape ``(len(distinct),)``)."""
+    def number_runs(self, runs: Runs, vocab: dict[str, int], words: dict[bytes, list[str]] | None = None) -> RunTerms:
+        """The term ids of each distinct run of ``runs`` (new terms join ``vocab``).
+
+        Args:
+            words: ``{run: its words, stop words removed}`` carried from chunk to chunk (filled here), so a
+                run seen before is not split again.
+        """
         stop = self._stop_words()
-        words_of = [[w for w in run_words(run) if w not in stop] for run in distinct]
+        memo: dict[bytes, list[str]] = {} if words is None else words
+        words_of = [
+            memo[run] if run in memo else memo.setdefault(run, [w for w in run_words(run) if w not in stop])
+            for run in runs[2]
+        ]
         surface = list(dict.fromkeys(chain.from_iterable(words_of)))  # distinct words, first occurrence order
         stems = self.stem(surface)
         new_terms: Iterable[str] = set(stems) if self.language is not None else stems
@@ -278,6 +284,17 @@ class Tokenizer:
         return key_ids, key_start, key_n
 
 
+#: What :meth:`Tokenizer.number_runs` returns, per distinct run (insertion order): the term ids of all of them one
+#: run after the other (int32), where each run's start and how many (int64, shape ``(distinct runs,)``).
+RunTerms = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def expand_runs(runs: Runs, terms: RunTerms) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' term ids one after the other (int32) and the terms per text (int32), from their runs and the
+    runs' term ids (no vocabulary: any thread)."""
+    return _expand(runs[0], runs[1], *terms)
+
+
 def _expand(
     run_key: np.ndarray, run_count: np.ndarray, key_ids: np.ndarray, key_start: np.ndarray, key_n: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -286,7 +303,7 @@ def _expand(
     Args:
         run_key: shape ``(runs,)``, each run's distinct run.
         run_count: shape ``(texts,)``, runs per text.
-        key_ids, key_start, key_n: :meth:`Tokenizer._resolve_runs`.
+        key_ids, key_start, key_n: :meth:`Tokenizer.number_runs`.
     """
     n = key_n[run_key]  # terms of each run (0: stop word / one character, >1: a run of several tokens)
     ends = np.cumsum(n)
