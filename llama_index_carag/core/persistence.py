@@ -54,6 +54,7 @@ __all__ = [
     "ids_checksum",
     "read_state",
     "JOURNAL_NAME",
+    "stale_state_files",
     "JournalSegment",
     "append_journal_segment",
     "read_journal",
@@ -138,16 +139,20 @@ def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arra
     raw = text.encode("utf-8")
     atomic_write_bytes(manifest_path, raw)
     _fsync_dir(folder)
-    keep = {meta["file"] for meta in files.values()}
-    stale_files = [p for p in folder.glob("*.npy") if p.name not in keep]
-    stale_files += [folder / JOURNAL_NAME, *folder.glob(f"{_JOURNAL_PREFIX}*")]  # the new manifest has no journal
-    for stale in stale_files:
+    for stale in stale_state_files(folder, {meta["file"] for meta in files.values()}):
         try:
             stale.unlink(missing_ok=True)
         except OSError:
             logger.debug("Could not remove stale state file %s", stale)
     logger.info("Saved CARAG state to %s (%d arrays)", folder, len(files))
     return hashlib.sha256(raw).hexdigest()
+
+
+def stale_state_files(folder: Path, keep: set[str]) -> list[Path]:
+    """The files of the state folder ``folder`` that a new manifest naming the array files ``keep`` leaves stale:
+    other arrays, and the journal (a new manifest starts without one)."""
+    stale = [p for p in folder.glob("*.npy") if p.name not in keep]
+    return stale + [p for p in [folder / JOURNAL_NAME, *folder.glob(f"{_JOURNAL_PREFIX}*")] if p.is_file()]
 
 
 def state_from_persist_dir(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

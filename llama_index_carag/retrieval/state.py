@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from pydantic import ValidationError
 
-from llama_index_carag.core.persistence import JOURNAL_NAME, StateError, ids_checksum, read_state, write_state
+from llama_index_carag.core.commit import replace_files, roll_forward
+from llama_index_carag.core.persistence import (
+    JOURNAL_NAME,
+    MANIFEST_NAME,
+    StateError,
+    ids_checksum,
+    read_state,
+    stale_state_files,
+    write_state,
+)
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.ranking.fitted_table import TableCorpus
@@ -255,7 +264,12 @@ def from_persist_dir(
 ) -> tuple[FittedCorpus, CaragSettings, BaseEmbedding, str]:
     """``(corpus, settings, embed model, manifest SHA-256)`` of the state :func:`persist` wrote into ``folder``
     (the index loaded from ``folder``'s parent when ``index`` is ``None``), as of its base: the caller replays
-    its journal (:func:`~llama_index_carag.retrieval.journal.replay`)."""
+    its journal (:func:`~llama_index_carag.retrieval.journal.replay`).  A full persist a crash interrupted after
+    its commit is finished first (:func:`~llama_index_carag.core.commit.roll_forward`)."""
+    try:
+        roll_forward(folder.parent)
+    except ValueError as exc:
+        raise StateError(str(exc)) from None
     info, arrays, token = read_state(folder)
     if not isinstance(info, dict) or "embed_model" not in info:
         raise StateError(f"{folder} lacks settings; the state is corrupt.")
@@ -309,14 +323,25 @@ def persist_retriever(retriever: Persistable, folder: Path, subdir: str, persist
     if persist_index and not compact and journal.persist_edits(folder, state_folder, settings, tables, model_name):
         return state_folder
     journal.invalidate()  # from here on the folder holds neither the old base nor the new one
-    if persist_index:
-        from llama_index_carag.stores.docstores import write_spec
+    if not persist_index:
+        persist(state_folder, corpus, settings, retriever.embed_model)  # the state alone: one atomic manifest
+        return state_folder
+    tokens: list[str] = []
 
-        retriever.index.storage_context.persist(persist_dir=str(folder))
-        write_spec(folder, retriever.index.docstore)  # DuckDB/Redis: where the nodes are, to reload them
-    token = persist(state_folder, corpus, settings, retriever.embed_model)
-    if persist_index:
-        journal.bind(folder, state_folder, token, retriever.index, settings, tables, model_name)
+    def write(staging: Path) -> list[str]:
+        """The index, its docstore record and the state, staged; returns the files they leave stale."""
+        from llama_index_carag.stores.docstores import SPEC_NAME, write_spec
+
+        retriever.index.storage_context.persist(persist_dir=str(staging))
+        spec = write_spec(staging, retriever.index.docstore)  # DuckDB/Redis: where the nodes are, to reload them
+        tokens.append(persist(staging / subdir, corpus, settings, retriever.embed_model))
+        staged = {p.name for p in (staging / subdir).glob("*.npy")}
+        stale = [f"{subdir}/{p.name}" for p in stale_state_files(state_folder, staged)]
+        return stale + ([SPEC_NAME] if spec is None and (folder / SPEC_NAME).is_file() else [])
+
+    # the index's files and the state are replaced as one: a crash leaves the old persist or the new one
+    replace_files(folder, write, last=[f"{subdir}/{MANIFEST_NAME}"])
+    journal.bind(folder, state_folder, tokens[0], retriever.index, settings, tables, model_name)
     return state_folder
 
 

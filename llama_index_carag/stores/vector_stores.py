@@ -83,9 +83,11 @@ def load_persisted_index(
         FileNotFoundError: nothing persisted there.
         ValueError: the kind is not saved on disk, or the files cannot be read as that kind of index.
     """
+    from llama_index_carag.core.commit import roll_forward
     from llama_index_carag.stores import docstores
 
     folder = Path(persist_dir)
+    roll_forward(folder)  # a full persist a crash interrupted after its commit: finished first
     cls = next((c for c in ADAPTERS if c.kind == kind and c.persisted), None)
     if cls is None:
         raise ValueError(f"A {kind} index is not saved on disk; pass index=... to reload it.")

@@ -1,0 +1,146 @@
+"""A full persist replaces the index's files and the state as one: a crash at any point leaves the old persist
+or the new one, never a mix (:mod:`llama_index_carag.core.commit`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llama_index_carag import ContextAwareRetriever
+from llama_index_carag.core import commit
+from llama_index_carag.core.commit import RECORD, STAGING, replace_files, roll_forward
+from tests.helpers import planted_corpus
+from tests.test_persist_journal import _assert_same, _fitted, _new_nodes
+
+
+@pytest.fixture
+def corpus(rng):
+    return planted_corpus(rng, evidence_per_claim=8)
+
+
+class Crash(Exception):
+    """A process killed here: nothing after it runs (no clean-up either)."""
+
+
+def _crash_after(monkeypatch, k: int) -> None:
+    """The commit's move raises once ``k`` files have moved."""
+    real, done = commit._move, []
+
+    def move(src, dst):
+        if len(done) == k:
+            raise Crash(f"killed after {k} moves")
+        done.append(dst)
+        real(src, dst)
+
+    monkeypatch.setattr(commit, "_move", move)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _write(files: dict[str, str], deletes: list[str] = ()):
+    def write(staging: Path) -> list[str]:
+        for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_text(text)
+        return list(deletes)
+
+    return write
+
+
+def test_files_move_in_with_the_named_ones_last_and_stale_ones_go(tmp_path, monkeypatch):
+    (tmp_path / "a.json").write_text("old a")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "old.npy").write_text("old array")
+    moved: list[str] = []
+    real = commit._move
+    monkeypatch.setattr(commit, "_move", lambda s, d: (moved.append(Path(d).name), real(s, d)))
+    new = {"a.json": "new a", "state/manifest.json": "names new.npy", "state/new.npy": "new array", "z.json": "z"}
+    replace_files(tmp_path, _write(new, ["state/old.npy"]), last=["state/manifest.json"])
+    assert _files(tmp_path) == new
+    assert moved[-1] == "manifest.json" and sorted(moved) == sorted(Path(n).name for n in new)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_a_crash_mid_commit_is_rolled_forward(tmp_path, monkeypatch, k):
+    (tmp_path / "a.json").write_text("old a")
+    (tmp_path / "b.json").write_text("old b")
+    (tmp_path / "stale.npy").write_text("old")
+    new = {"a.json": "new a", "b.json": "new b", "c.json": "new c"}
+    _crash_after(monkeypatch, k)
+    with pytest.raises(Crash):
+        replace_files(tmp_path, _write(new, ["stale.npy"]))
+    assert (tmp_path / RECORD).is_file()  # committed: the new version is the one a reader gets
+    monkeypatch.undo()
+    assert roll_forward(tmp_path)
+    assert _files(tmp_path) == new and not (tmp_path / STAGING).exists()
+    assert not roll_forward(tmp_path)  # done once
+
+
+def test_a_failure_before_the_commit_leaves_the_folder_as_it_was(tmp_path):
+    (tmp_path / "a.json").write_text("old a")
+
+    def write(staging: Path) -> list[str]:
+        (staging / "a.json").write_text("new a")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_files(tmp_path, write)
+    assert _files(tmp_path) == {"a.json": "old a"}
+
+
+def test_a_staging_folder_without_a_commit_is_left_to_the_next_writer(tmp_path):
+    (tmp_path / STAGING).mkdir()
+    (tmp_path / STAGING / "a.json").write_text("a write that never committed (or still running)")
+    assert not roll_forward(tmp_path) and (tmp_path / STAGING).exists()  # a reader leaves it
+    replace_files(tmp_path, _write({"b.json": "b"}))
+    assert _files(tmp_path) == {"b.json": "b"}
+
+
+def test_a_record_naming_files_outside_the_folder_is_refused(tmp_path):
+    (tmp_path / "outside.txt").write_text("keep me")
+    folder = tmp_path / "index"
+    folder.mkdir()
+    (folder / RECORD).write_text(json.dumps({"moves": [], "deletes": ["../outside.txt"]}))
+    with pytest.raises(ValueError, match="not a file inside"):
+        roll_forward(folder)
+    assert (tmp_path / "outside.txt").read_text() == "keep me"
+    (folder / RECORD).write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable"):
+        roll_forward(folder)
+
+
+def test_a_crash_during_a_full_persist_reloads_the_old_or_the_new_persist(corpus, rng, tmp_path, monkeypatch):
+    """Kill the full persist of an edited retriever after each of its moves, and once before its commit: the
+    folder reloads as the persist before it (killed before the commit) or as the edited retriever (after)."""
+    evidence, claims, emb = corpus
+    r = _fitted(corpus)
+    r.persist(tmp_path / "old", persist_index=True)
+    r.insert_nodes(_new_nodes(rng, evidence, 5))
+    r.delete_nodes([evidence[3].node_id])
+    r.persist(tmp_path / "new", persist_index=True)
+    old = ContextAwareRetriever.from_persist_dir(tmp_path / "old", embed_model=emb)
+    n_files = len([p for p in (tmp_path / "new").rglob("*") if p.is_file()])
+    for k in range(n_files):
+        folder = tmp_path / f"crash{k}"
+        old.persist(folder, persist_index=True)
+        _crash_after(monkeypatch, k)
+        with pytest.raises(Crash):
+            r.persist(folder, persist_index=True, compact=True)
+        monkeypatch.undo()
+        _assert_same(ContextAwareRetriever.from_persist_dir(folder, embed_model=emb), r, claims)
+
+    def killed(*args, **kwargs):
+        raise Crash("before the commit record")
+
+    folder = tmp_path / "killed_before_commit"
+    old.persist(folder, persist_index=True)
+    monkeypatch.setattr(commit, "atomic_write_text", killed)
+    with pytest.raises(Crash):
+        r.persist(folder, persist_index=True, compact=True)
+    monkeypatch.undo()
+    assert (folder / STAGING).is_dir()  # what the killed persist wrote, never committed
+    _assert_same(ContextAwareRetriever.from_persist_dir(folder, embed_model=emb), old, claims)
