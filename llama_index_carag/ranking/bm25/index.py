@@ -197,12 +197,12 @@ class BM25Index(BaseEstimator):
         self._validate_params()
         tokenizer = self._tokens()
         vocab: dict[str, int] = {}
-        words: dict[bytes, list[str]] = {}
         row_ids: list[str] = []
         counted: list[Future[Postings]] = []
         # a pipeline on two threads (numpy, mostly without the GIL): a chunk is split into runs, its runs get
         # term ids here in chunk order (the vocabulary's order), and its (term, row) counts are made; at most
-        # two chunks' runs wait at a time.  Half the time on two cores; the result does not depend on it.
+        # two chunks' runs wait at a time.  About 40 % less time on two cores (1M passages: 24 -> 15 s, ~150 MB more
+        # at the peak); the result does not depend on it.
         with (
             tqdm(total=total, desc="BM25 index", unit="passage", disable=not show_progress) as bar,
             ThreadPoolExecutor(2, thread_name_prefix="bm25-fit") as pool,
@@ -211,7 +211,7 @@ class BM25Index(BaseEstimator):
 
             def number(chunk_ids: Sequence[str], runs: Future[Runs]) -> None:
                 done = runs.result()
-                terms = tokenizer.number_runs(done, vocab, words)
+                terms = tokenizer.number_runs(done, vocab)
                 counted.append(pool.submit(_postings, done, terms, len(row_ids)))
                 row_ids.extend(str(i) for i in chunk_ids)
                 bar.update(len(chunk_ids))

@@ -29,7 +29,7 @@ character or not).  Stop words are dropped and the distinct words stemmed once (
 numpy expands the runs back to term ids and counts them per text (no Python object per token of <= 8 bytes).
 
 The stemmer is one per thread (PyStemmer's stemmers are not thread-safe); nothing else outlives a call.
-A call holds about 90 bytes per token of a batch of 50,000 texts at a time (~180 MB for passages of
+A call holds about 90 bytes per token of a batch of 25,000 texts at a time (~90 MB for passages of
 45 words), plus its distinct runs and its output.
 """
 
@@ -60,7 +60,7 @@ _HIGH_BITS = np.uint64(0x8080808080808080)
 _CODE6 = bytes(
     b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz".find(bytes([c])) + 1 for c in range(256)
 )
-_BATCH = 50_000  # texts keyed at a time (bounds the memory: ~90 bytes per token of a batch)
+_BATCH = 25_000  # texts keyed at a time (bounds the memory: ~90 bytes per token of a batch)
 
 
 def import_bm25s() -> Any:
@@ -258,19 +258,10 @@ class Tokenizer:
         runs = run_keys(texts)
         return expand_runs(runs, self.number_runs(runs, vocab))
 
-    def number_runs(self, runs: Runs, vocab: dict[str, int], words: dict[bytes, list[str]] | None = None) -> RunTerms:
-        """The term ids of each distinct run of ``runs`` (new terms join ``vocab``).
-
-        Args:
-            words: ``{run: its words, stop words removed}`` carried from chunk to chunk (filled here), so a
-                run seen before is not split again.
-        """
+    def number_runs(self, runs: Runs, vocab: dict[str, int]) -> RunTerms:
+        """The term ids of each distinct run of ``runs`` (new terms join ``vocab``)."""
         stop = self._stop_words()
-        memo: dict[bytes, list[str]] = {} if words is None else words
-        words_of = [
-            memo[run] if run in memo else memo.setdefault(run, [w for w in run_words(run) if w not in stop])
-            for run in runs[2]
-        ]
+        words_of = [[w for w in run_words(run) if w not in stop] for run in runs[2]]
         surface = list(dict.fromkeys(chain.from_iterable(words_of)))  # distinct words, first occurrence order
         stems = self.stem(surface)
         new_terms: Iterable[str] = set(stems) if self.language is not None else stems
