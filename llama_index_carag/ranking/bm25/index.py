@@ -61,7 +61,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS", "embed_text"]
 
-#: Passages tokenised at a time by :meth:`BM25Index.fit_texts`.
+#: Passages tokenised at a time by :meth:`BM25Index.fit_texts` (at most; a corpus of fewer than twice as many is cut
+#: in two, down to 10,000 a chunk, so that the fit's pipeline has two chunks to overlap).
 FIT_CHUNK = 100_000
 _FORMAT = 2
 _ARRAY_NAMES = ("indptr", "rows", "tf", "dl")
@@ -170,7 +171,8 @@ class BM25Index(BaseEstimator):
         """Index ``texts`` under ``ids`` (same length, ids unique)."""
         if len(ids) != len(texts) or not ids:
             raise ValueError(f"BM25Index.fit_texts: {len(ids)} ids for {len(texts)} texts.")
-        chunks = ((ids[s : s + FIT_CHUNK], texts[s : s + FIT_CHUNK]) for s in range(0, len(texts), FIT_CHUNK))
+        size = min(FIT_CHUNK, max(10_000, -(-len(texts) // 2)))  # two chunks at least: the pipeline overlaps them
+        chunks = ((ids[s : s + size], texts[s : s + size]) for s in range(0, len(texts), size))
         return self.fit_chunks(chunks, total=len(texts), show_progress=show_progress)
 
     def fit_chunks(
