@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir", "fsync_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
     tmp = Path(tmp_name)
     try:
         write(tmp)
-        _fsync_file(tmp)
+        fsync_file(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
@@ -56,9 +56,24 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_file(path: Path) -> None:
+    """Flush a file's content to disk."""
     fd = os.open(path, os.O_RDWR)  # writable: fsync needs it on some systems
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (a rename into it, say) to disk; a no-op where the file system cannot."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
     finally:
         os.close(fd)

@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from llama_index_carag.core.atomic import atomic_write_text
+from llama_index_carag.core.atomic import atomic_write_text, fsync_dir, fsync_file
 
 __all__ = ["RECORD", "STAGING", "replace_files", "roll_forward"]
 
@@ -70,7 +70,7 @@ def replace_files(
         _inside(target, relative)
     _sync_tree(staging)
     atomic_write_text(target / RECORD, json.dumps({"moves": ordered, "deletes": deletes}, indent=1))
-    _fsync_dir(target)
+    fsync_dir(target)
     roll_forward(target)
 
 
@@ -104,12 +104,12 @@ def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> boo
         if source.is_file():  # not yet moved
             destination.parent.mkdir(parents=True, exist_ok=True)
             _move(source, destination)
-            _fsync_dir(destination.parent)
+            fsync_dir(destination.parent)
     for relative in deletes:
         path = _inside(target, relative)
         if path.is_file():
             path.unlink()
-    _fsync_dir(target)
+    fsync_dir(target)
     record.unlink()
     shutil.rmtree(staging, ignore_errors=True)
     logger.info("Committed %d files into %s.", len(moves), target)
@@ -131,23 +131,6 @@ def _sync_tree(folder: Path) -> None:
     """Flush every file and folder under ``folder`` to disk (what the commit record makes reachable)."""
     for path in folder.rglob("*"):
         if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(path)
     for path in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
-        _fsync_dir(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems cannot sync a folder
-        pass
-    finally:
-        os.close(fd)
+        fsync_dir(path)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.core.atomic import atomic_write_bytes
+from llama_index_carag.core.atomic import atomic_write_bytes, fsync_dir
 
 logger = logging.getLogger(__name__)
 
@@ -79,19 +79,6 @@ def ids_checksum(ids: Any) -> str:
         digest.update(node_id.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")
     return digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _array_bytes(array: np.ndarray) -> bytes:
@@ -138,7 +125,7 @@ def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arra
     manifest_path = folder / MANIFEST_NAME
     raw = text.encode("utf-8")
     atomic_write_bytes(manifest_path, raw)
-    _fsync_dir(folder)
+    fsync_dir(folder)
     for stale in stale_state_files(folder, {meta["file"] for meta in files.values()}):
         try:
             stale.unlink(missing_ok=True)
@@ -352,7 +339,7 @@ def append_journal_segment(
         "segments": segments,
     }
     atomic_write_bytes(folder / JOURNAL_NAME, json.dumps(journal, indent=1, sort_keys=True).encode("utf-8"))
-    _fsync_dir(folder)
+    fsync_dir(folder)
     named = {e["file"] for seg in segments for e in seg["files"].values()}
     for orphan in folder.glob(f"{_JOURNAL_PREFIX}*"):  # files of segments a crash left uncommitted
         if orphan.name not in named:
