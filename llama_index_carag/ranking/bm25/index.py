@@ -26,6 +26,7 @@ the term and the provenance of one query share one scoring pass; an edit forgets
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import OrderedDict, deque
@@ -500,8 +501,15 @@ def _postings(runs: Runs, terms: RunTerms, first_row: int) -> Postings:
 def embed_text(node: BaseNode) -> str:
     """What BM25 indexes of a node: ``node.get_content(MetadataMode.EMBED)`` (a ``TextNode`` without metadata:
     its text, read directly)."""
+    embed_mode, text_node = _schema()
+    if not node.metadata and type(node).get_content is text_node.get_content:
+        return node.text  # type: ignore[attr-defined]
+    return node.get_content(metadata_mode=embed_mode)
+
+
+@functools.cache
+def _schema() -> tuple[Any, Any]:
+    """``(MetadataMode.EMBED, TextNode)``, imported once (:func:`embed_text` runs once per passage)."""
     from llama_index.core.schema import MetadataMode, TextNode
 
-    if not node.metadata and type(node).get_content is TextNode.get_content:
-        return node.text  # type: ignore[attr-defined]
-    return node.get_content(metadata_mode=MetadataMode.EMBED)
+    return MetadataMode.EMBED, TextNode
