@@ -26,6 +26,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from llama_index_carag.core.store_rows import StackedRows
 from llama_index_carag.core.vectors import as_matrix, l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
                 more clusters than points, or fewer distinct points than clusters.
         """
         self._validate_params()
-        matrix = as_matrix(X, name="X")
+        matrix = _rows(X)
         n_samples = matrix.shape[0]
         if n_samples == 0:
             raise ValueError("Cannot cluster an empty set of embeddings.")
@@ -276,7 +277,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
 
     def _checked(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "gmm_")
-        matrix = as_matrix(X, name="X")
+        matrix = _rows(X)
         if matrix.shape[0] and matrix.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has dimension {matrix.shape[1]} but the clusterer was fitted on dimension {self.n_features_in_}."
@@ -288,7 +289,7 @@ class ThematicClusterer(ClusterMixin, BaseEstimator):
         matrix = self._checked(X)
         n = matrix.shape[0]
         if n == 1 and self.gmm_.covariance_type == "diag":
-            return np.array([_diag_argmax(self.gmm_, self._transform(matrix))], dtype=np.int64)
+            return np.array([_diag_argmax(self.gmm_, self._transform(matrix[0:1]))], dtype=np.int64)
         out = np.empty(n, dtype=np.int64)
         starts = range(0, n, int(self.batch_size))
         for start in _progress(
@@ -430,6 +431,11 @@ def _precisions(precisions_cholesky: np.ndarray, covariance_type: str) -> np.nda
     if covariance_type == "tied":
         return precisions_cholesky @ precisions_cholesky.T
     return precisions_cholesky**2
+
+
+def _rows(X: Any) -> Any:
+    """``X`` as a checked float32 matrix; a :class:`StackedRows` (a store's rows lent in place) as it is."""
+    return X if isinstance(X, StackedRows) else as_matrix(X, name="X")
 
 
 def _count_distinct(matrix: np.ndarray, *, limit: int) -> int:

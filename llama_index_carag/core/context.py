@@ -50,8 +50,10 @@ from llama_index_carag.core.partition_fit import (
     groups_of,
     partition_clusterer,
     partitions_of,
+    row_groups,
     sorted_groups,
 )
+from llama_index_carag.core.row_clusters import RowClusterStore
 from llama_index_carag.core.soi import (
     ClusterMembers,
     SubsetOfInterest,
@@ -60,6 +62,7 @@ from llama_index_carag.core.soi import (
     supervised_core,
     unsupervised_core,
 )
+from llama_index_carag.core.store_rows import StackedRows
 from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize, row_norms
 
@@ -125,6 +128,11 @@ class ThematicContext(BaseEstimator):
     ) -> ThematicContext:
         """Cluster ``items`` and store their members per cluster.
 
+        ``items.vectors`` may be a :class:`~llama_index_carag.core.store_rows.StackedRows`: the vector
+        store's evidence rows, lent in place, then the claims'.  The clusters then keep each passage's store
+        key and norm and read its vector from the store (:class:`~llama_index_carag.core.row_clusters.RowClusterStore`):
+        no copy of the corpus (``copy`` and ``buffer`` do not apply).
+
         Args:
             copy: False lets the context sort and normalise ``items.vectors`` in place and keep it as its
                 store (scikit-learn's ``copy``): at a million vectors that saves one 1.5 GB copy.  Only for a
@@ -142,7 +150,9 @@ class ThematicContext(BaseEstimator):
         items.validate()
         if len(items.ids) == 0:
             raise ValueError("Cannot fit CARAG on an empty corpus (no evidence nodes).")
-        X = as_matrix(items.vectors, name="corpus embeddings")  # no copy for float32 input
+        X = items.vectors
+        if not isinstance(X, StackedRows):
+            X = as_matrix(X, name="corpus embeddings")  # no copy for float32 input
         norms = row_norms(X)
         zero = np.flatnonzero(norms == 0)
         if zero.size:
@@ -157,21 +167,29 @@ class ThematicContext(BaseEstimator):
         self.clusterers_, labels, theme_index = fit_partitions(
             X, ids, partitions, self.partition_clusterer, show_progress
         )
-        in_place = not copy and X.flags.writeable and X.flags.c_contiguous and X.dtype == np.float32
-        groups, centroids = sorted_groups(
-            X,
-            norms,
-            ids,
-            is_claim,
-            claim_of,
-            labels,
-            theme_index,
-            list(partitions),
-            copy=not in_place,
-            buffer=buffer if in_place else None,
-        )
+        store: ClusterStore
+        if isinstance(X, StackedRows):
+            evidence, claims, centroids = row_groups(
+                X, norms, ids, is_claim, claim_of, labels, theme_index, list(partitions)
+            )
+            store = RowClusterStore.from_groups(X.store, evidence, claims, supervised=self.mode == "supervised")
+        else:
+            in_place = not copy and X.flags.writeable and X.flags.c_contiguous and X.dtype == np.float32
+            groups, centroids = sorted_groups(
+                X,
+                norms,
+                ids,
+                is_claim,
+                claim_of,
+                labels,
+                theme_index,
+                list(partitions),
+                copy=not in_place,
+                buffer=buffer if in_place else None,
+            )
+            store = MemoryClusterStore(MemoryClusters(groups, self.dim_))
         self.theme_centroids_ = ThemeCentroids(centroids)
-        self.cluster_store_: ClusterStore = MemoryClusterStore(MemoryClusters(groups, self.dim_))
+        self.cluster_store_: ClusterStore = store
         logger.info("Fitted %s context: %d items, %d clusters", self.mode, self.n_items_, len(self.groups))
         return self
 

@@ -19,6 +19,8 @@ import numpy as np
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, GrowthBuffer
 from llama_index_carag.core.clustering import ThematicClusterer
 from llama_index_carag.core.corpus_items import CorpusItems
+from llama_index_carag.core.row_clusters import RowGroup
+from llama_index_carag.core.store_rows import StackedRows
 from llama_index_carag.core.vectors import (
     divide_rows_inplace,
     growth_rows,
@@ -29,7 +31,15 @@ from llama_index_carag.core.vectors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["partitions_of", "partition_clusterer", "fit_partitions", "sorted_groups", "assign_keys", "groups_of"]
+__all__ = [
+    "partitions_of",
+    "partition_clusterer",
+    "fit_partitions",
+    "sorted_groups",
+    "row_groups",
+    "assign_keys",
+    "groups_of",
+]
 
 
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
@@ -188,6 +198,57 @@ def sorted_groups(
             total = sum(m.sum(axis=0, dtype=np.float64) for m in members)
             centroids[theme] = l2_normalize(np.asarray(total, dtype=np.float32))
     return groups, centroids
+
+
+def row_groups(
+    X: StackedRows,
+    norms: np.ndarray,
+    ids: list[str],
+    is_claim: np.ndarray,
+    claim_of: list[str | None],
+    labels: np.ndarray,
+    theme_index: np.ndarray,
+    theme_names: list[str | None],
+) -> tuple[dict[GroupKey, RowGroup], dict[GroupKey, ClusterGroup], dict[str, np.ndarray]]:
+    """The corpus ``X`` (the store's evidence rows, then the claims) laid out cluster by cluster, in the order
+    :func:`sorted_groups` gives, without copying the evidence: each cluster's evidence as store keys and norms,
+    its claims as unit vectors.
+
+    Returns:
+        ``({key: evidence RowGroup}, {key: claims ClusterGroup}, {theme: unit centroid})``.
+    """
+    n = X.shape[0]
+    order = np.lexsort((is_claim, labels, theme_index))
+    keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
+    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), n]
+    evidence: dict[GroupKey, RowGroup] = {}
+    claims: dict[GroupKey, ClusterGroup] = {}
+    sums: dict[str, np.ndarray] = {}
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        rows = order[start:stop]
+        key: GroupKey = (theme_names[int(theme_index[rows[0]])], int(labels[rows[0]]))
+        stored = rows[rows < X.n_store]
+        own = rows[rows >= X.n_store]
+        if stored.size:
+            evidence[key] = RowGroup(
+                [ids[r] for r in stored.tolist()], X.keys[stored], norms[stored], [claim_of[r] for r in stored.tolist()]
+            )
+        if own.size:
+            unit = X[own]
+            divide_rows_inplace(unit, norms[own].astype(np.float32))
+            claims[key] = ClusterGroup(
+                [ids[r] for r in own.tolist()], unit, is_claim[own], [claim_of[r] for r in own.tolist()]
+            )
+        if key[0] is not None:
+            total = np.zeros(X.shape[1], dtype=np.float64)
+            for block in range(0, stop - start, 65_536):
+                part = rows[block : block + 65_536]
+                unit = X[part]
+                divide_rows_inplace(unit, norms[part].astype(np.float32))
+                total += unit.sum(axis=0, dtype=np.float64)
+            sums[key[0]] = sums.get(key[0], 0) + total
+    centroids = {t: l2_normalize(np.asarray(v, dtype=np.float32)) for t, v in sums.items()}
+    return evidence, claims, centroids
 
 
 def _checked_buffer(buffer: np.ndarray, X: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ __all__ = [
     "divide_rows_inplace",
     "spread_blocks_inplace",
     "growth_rows",
+    "scan_pool",
 ]
 
 
@@ -133,7 +134,7 @@ def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray, *, normalize
         return np.zeros(0, dtype=np.float32)
     # einsum, not BLAS: as fast single-threaded, and it never wakes BLAS's worker threads, whose
     # spinning on a few cores would slow down the vector store's (OpenMP) search that follows.
-    pool = _scan_pool() if n >= _PARALLEL_ROWS else None
+    pool = scan_pool() if n >= _PARALLEL_ROWS else None
     if pool is None:
         return np.clip(np.einsum("ij,j->i", unit_matrix, q), -1.0, 1.0)
     # A large cluster is scanned in slices on all cores (einsum releases the GIL): the scan is
@@ -152,7 +153,7 @@ _PARALLEL_ROWS = 16_384
 _POOL: Any = None
 
 
-def _scan_pool() -> Any:
+def scan_pool() -> Any:
     """A small thread pool for scanning large clusters (created on first use; ``None`` on one core)."""
     global _POOL
     if _POOL is None:

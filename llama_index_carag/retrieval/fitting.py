@@ -18,6 +18,8 @@ from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_carag.core.context import CorpusItems, ThematicContext
 from llama_index_carag.core.persistence import StateError
+from llama_index_carag.core.row_clusters import RowClusterStore
+from llama_index_carag.core.store_rows import StackedRows, StoreRows
 from llama_index_carag.core.vectors import as_matrix, growth_rows
 from llama_index_carag.datasets import LABEL_METADATA_KEYS
 from llama_index_carag.ranking.assembly import active_terms
@@ -125,7 +127,11 @@ def restore_context(
         )
     if backend is not None:
         return ThematicContext.from_state(info, arrays, vectors, store=backend.restore_store)
-    return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index))
+    lender = adapter_for(index).store_rows()
+    store = None
+    if lender is not None:  # evidence read from the store's rows; only the claims' vectors are read here
+        store = lambda info, dim, unit_vectors: RowClusterStore.from_state(info, dim, lender, unit_vectors)  # noqa: E731
+    return ThematicContext.from_state(info, arrays, vectors, text_lookup=docstore_text_lookup(index), store=store)
 
 
 def _meta(node: BaseNode | None, key: str) -> str | None:
@@ -152,13 +158,13 @@ def _memory_items(
     theme_key: str,
     claim_key: str,
     show_progress: bool,
-) -> tuple[CorpusItems, np.ndarray, np.ndarray, list[str]]:
+) -> tuple[CorpusItems, np.ndarray | None, np.ndarray, list[str]]:
     """Evidence (from the index) and claims as one :class:`CorpusItems`; also the buffer its vectors lead
-    (:func:`_stacked`), the claim vectors and the excluded ids."""
-    index_ids, index_vectors = get_node_embeddings(index, copy=False)
-    if not index_ids:
-        raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
-    index_vectors = as_matrix(index_vectors, name="index embeddings")
+    (:func:`_stacked`), the claim vectors and the excluded ids.
+
+    A store that lends its rows (:meth:`~llama_index_carag.stores.adapter_protocol.VectorStoreAdapter.store_rows`)
+    gives :class:`~llama_index_carag.core.store_rows.StackedRows` instead, and no buffer."""
+    lender, index_ids, index_vectors, index_keys = _index_vectors(index)
     claim_ids = [n.node_id for n in claim_nodes]
     claim_set = set(claim_ids)
     index_id_set = set(index_ids)
@@ -193,16 +199,46 @@ def _memory_items(
         evidence_themes = [_meta(n, theme_key) for n in evidence_nodes]
     else:  # CARAG-u uses no labels: none are read
         evidence_claims, evidence_themes = [None] * len(evidence_ids), [None] * len(evidence_ids)
-    buffer = _stacked(index_vectors, evidence_rows, claim_vectors)
+    if lender is not None and index_keys is not None:
+        buffer = None
+        vectors: np.ndarray | StackedRows = _lent(lender, index_keys, evidence_rows, claim_vectors)
+    else:
+        buffer = _stacked(index_vectors, evidence_rows, claim_vectors)
+        vectors = buffer[: len(evidence_ids) + len(claim_ids)]
     items = CorpusItems(
         ids=list(evidence_ids) + claim_ids,
-        vectors=buffer[: len(evidence_ids) + len(claim_ids)],
+        vectors=vectors,  # type: ignore[arg-type]
         is_claim=np.array([False] * len(evidence_ids) + [True] * len(claim_ids)),
         claim_of=evidence_claims + list(claims.claim_of),
         themes=evidence_themes + list(claims.themes or []),
         claim_texts=claims.claim_texts,
     )
     return items, buffer, claim_vectors, [i for i in claim_ids if i in index_id_set]
+
+
+def _index_vectors(index: VectorStoreIndex) -> tuple[StoreRows | None, list[str], np.ndarray, np.ndarray | None]:
+    """``(lender, node ids, vectors, keys)`` of the index: a store that lends its rows (FAISS flat: the clusters
+    read them in place, no copy) gives itself and the rows' keys, any other ``None`` for both."""
+    lender = adapter_for(index).store_rows()
+    keys = None
+    if lender is not None:
+        index_ids, keys = lender.ids_and_keys()
+        index_vectors = lender.matrix()
+    else:
+        index_ids, index_vectors = get_node_embeddings(index, copy=False)
+    if not index_ids:
+        raise ValueError("The index is empty: add evidence nodes before fitting CARAG.")
+    return lender, index_ids, as_matrix(index_vectors, name="index embeddings"), keys
+
+
+def _lent(
+    lender: StoreRows, index_keys: np.ndarray, evidence_rows: list[int] | None, claim_vectors: np.ndarray
+) -> StackedRows:
+    """The store's evidence rows (all, or ``evidence_rows`` of them) lent in place, then the claims' vectors."""
+    keys = index_keys if evidence_rows is None else index_keys[np.asarray(evidence_rows, dtype=np.int64)]
+    positions = lender.rows_of(keys)
+    in_order = len(keys) == lender.matrix().shape[0] and np.array_equal(positions, np.arange(len(keys)))
+    return StackedRows(lender, keys, None if in_order else positions, claim_vectors)
 
 
 def _stacked(index_vectors: np.ndarray, evidence_rows: list[int] | None, claim_vectors: np.ndarray) -> np.ndarray:

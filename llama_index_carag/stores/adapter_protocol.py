@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.cluster_store import ClusterStore
     from llama_index_carag.core.context import ThematicContext
     from llama_index_carag.core.corpus_items import CorpusItems
+    from llama_index_carag.core.store_rows import StoreRows
     from llama_index_carag.ranking.bm25 import BM25Placement
 
 __all__ = ["VectorStoreAdapter", "StoreClustering"]
@@ -137,6 +138,11 @@ class VectorStoreAdapter(Protocol):
 
     def bm25_placement(self, *, show_progress: bool = False) -> BM25Placement | None:
         """The placement that keeps the BM25 index in the store, or ``None`` (BM25 in process)."""
+        ...
+
+    def store_rows(self) -> StoreRows | None:
+        """The store's own vectors lent in place to the in-memory clusters (FAISS flat), or ``None`` (the
+        clusters keep a copy)."""
         ...
 
     @classmethod

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.schema import BaseNode
     from llama_index.core.storage.docstore.types import BaseDocumentStore
 
+    from llama_index_carag.core.store_rows import StoreRows
     from llama_index_carag.ranking.bm25 import BM25Placement
     from llama_index_carag.stores.adapter_protocol import StoreClustering
 
@@ -73,6 +74,9 @@ class StoreAdapter:
         return None
 
     def bm25_placement(self, *, show_progress: bool = False) -> BM25Placement | None:
+        return None
+
+    def store_rows(self) -> StoreRows | None:
         return None
 
     @classmethod

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_carag.stores.base_adapter import StoreAdapter
+from llama_index_carag.stores.faiss_rows import FaissRows
 from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,6 +91,9 @@ class FaissAdapter(StoreAdapter):
 
     def size(self) -> int | None:
         return int(self.store.client.ntotal)
+
+    def store_rows(self) -> FaissRows | None:
+        return FaissRows.of(self.index)
 
     def metric(self) -> str | None:
         import faiss
