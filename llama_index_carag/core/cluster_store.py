@@ -1,8 +1,9 @@
 """Where the members of each cluster live: the :class:`ClusterStore` protocol and its in-memory adapter.
 
 :class:`MemoryClusters` holds unit vectors contiguously per cluster in one immutable
-snapshot (evidence and claims of the in-memory stores; only the claims for Qdrant,
-whose evidence clusters live in the point payloads).  A snapshot never changes: a
+snapshot (evidence and claims of the stores that cannot lend their rows; only the claims for FAISS flat
+stores, whose rows the clusters read in place, and for Qdrant, whose evidence clusters live in the point
+payloads).  A snapshot never changes: a
 writer (add/remove) builds a new one and publishes it with one assignment, so a
 concurrent query always reads a consistent view.  :class:`MemoryClusterStore` is the
 :class:`ClusterStore` adapter over it.
@@ -381,9 +382,11 @@ class MemoryClusters:
 class ClusterStore(Protocol):
     """Where a fitted :class:`~llama_index_carag.core.context.ThematicContext` keeps its cluster members.
 
-    Two adapters implement it: :class:`MemoryClusterStore` (every member's unit vector
-    in memory) and :class:`~llama_index_carag.stores.qdrant_clusters.QdrantClusterStore` (evidence
-    clusters in a Qdrant collection's payloads, claims in memory).  The context holds one
+    Three adapters implement it: :class:`MemoryClusterStore` (every member's unit vector
+    in memory), :class:`~llama_index_carag.core.row_clusters.RowClusterStore` (evidence read in place from
+    a FAISS flat store's rows, claims in memory) and
+    :class:`~llama_index_carag.stores.qdrant_clusters.QdrantClusterStore` (evidence clusters in a Qdrant
+    collection's payloads, claims in memory).  The context holds one
     and never looks inside it.  ``texts`` arguments map member ids to their texts (or are
     ``None`` when no texts are wanted).
     """

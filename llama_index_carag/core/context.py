@@ -3,9 +3,9 @@
 :class:`ThematicContext` is what CARAG learns once, at fit time, and reads at
 query time:
 
-* the unit embeddings of every evidence passage and claim, stored **per
-  cluster** (contiguous arrays, so building an SOI touches one cluster and
-  copies nothing);
+* every evidence passage and claim, **per cluster**: their unit embeddings in
+  contiguous arrays, or, on a FAISS flat store, the passages' keys into the store's
+  own rows (no second copy of the corpus), so building an SOI reads one cluster;
 * the fitted :class:`~llama_index_carag.core.clustering.ThematicClusterer` — one for
   the whole corpus (CARAG-u) or one per theme (CARAG);
 * which claim each evidence passage is annotated for, and each item's theme.
@@ -94,7 +94,9 @@ class ThematicContext(BaseEstimator):
         clusterers_: ``{theme or None: ThematicClusterer}``.
         theme_centroids_: the themes' unit centroids (:class:`ThemeCentroids`; none in unsupervised mode).
         dim_: embedding dimension.
-        cluster_store_: where the members live (:class:`MemoryClusterStore`, or Qdrant's cluster store).
+        cluster_store_: where the members live (:class:`MemoryClusterStore`, a
+            :class:`~llama_index_carag.core.row_clusters.RowClusterStore` over a FAISS flat store's rows, or
+            Qdrant's cluster store).
         n_items_: number of clustered items.
     """
 
