@@ -129,7 +129,15 @@ def test_a_delete_on_the_index_directly_moves_no_vector(corpus, monkeypatch):
             np.testing.assert_array_equal(vector, before[node_id])
     for q in _queries(corpus):
         assert not set(gone) & set(lent.build_soi(q).item_ids)
-    assert lent.sync() == (0, 3)
+    lent.index.delete_nodes([evidence[20].node_id], delete_from_docstore=True)  # not seen by the clusters yet
+    lent.delete_nodes([evidence[30].node_id, evidence[31].node_id])  # the store now removed rows it never told
+    gone += [evidence[20].node_id, evidence[30].node_id, evidence[31].node_id]
+    for node_id, vector in zip(ids, lent.corpus.context.unit_vectors(ids)):
+        if node_id in gone:
+            assert vector is None
+        else:
+            np.testing.assert_array_equal(vector, before[node_id])
+    assert lent.sync() == (0, 4)
 
 
 def test_reload_reads_the_rows_again(corpus, monkeypatch, tmp_path):

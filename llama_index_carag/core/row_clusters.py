@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -49,15 +50,11 @@ class RowGroup:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def without(self, keys: np.ndarray) -> RowGroup:
-        """This group without the members whose key is in ``keys``."""
-        keep = ~np.isin(self.keys, keys)
+    def kept(self, keep: np.ndarray) -> RowGroup:
+        """The members where ``keep`` (one flag a member) is true."""
         flags = keep.tolist()
         return RowGroup(
-            [i for i, k in zip(self.ids, flags) if k],
-            self.keys[keep],
-            self.norms[keep],
-            [c for c, k in zip(self.claim_of, flags) if k],
+            list(compress(self.ids, flags)), self.keys[keep], self.norms[keep], list(compress(self.claim_of, flags))
         )
 
     def extended(self, other: RowGroup) -> RowGroup:
@@ -346,14 +343,21 @@ class RowClusterStore:
             for node_id in node_ids:
                 where.pop(node_id, None)
             rows = dict(snapshot.rows)
+            gone_rows: list[np.ndarray] = []  # the removed members' rows at the snapshot's version
             for key, keys in by_group.items():
-                gone = np.asarray(keys, dtype=np.int64)
-                kept = ~np.isin(groups[key].keys, gone)
-                groups[key] = groups[key].without(gone)
+                kept = ~np.isin(groups[key].keys, np.asarray(keys, dtype=np.int64))
+                gone_rows.append(rows[key][~kept])
+                groups[key] = groups[key].kept(kept)
                 rows[key] = rows[key][kept]
                 if not len(groups[key]):
                     del groups[key], rows[key]
                 removed += len(keys)
+            if self.store.version() != snapshot.version:
+                # The store removed rows (it compacts in order): if they are exactly these, every other row moved
+                # down by the removed rows before it.  ``at`` checks that guess before it searches every key.
+                gone = np.sort(np.concatenate(gone_rows))
+                gone = gone[gone >= 0]
+                rows = {k: np.where(r >= 0, r - np.searchsorted(gone, r), r) for k, r in rows.items()}
             self._published(replace(snapshot, groups=groups, where=where, rows=rows).at(self.store))
         return removed, claims
 
