@@ -139,6 +139,14 @@ def fit_partitions(
     return clusterers, labels, theme_index
 
 
+def _cluster_layout(is_claim: np.ndarray, labels: np.ndarray, theme_index: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The corpus's rows cluster after cluster (by theme, then cluster; evidence before claims, each in row
+    order), and where each cluster starts (with the end last)."""
+    order = np.lexsort((is_claim, labels, theme_index))
+    keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
+    return order, [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(order)]
+
+
 def sorted_groups(
     X: np.ndarray,
     norms: np.ndarray,
@@ -167,7 +175,7 @@ def sorted_groups(
         contiguous view of the copy (claims after evidence).
     """
     n = X.shape[0]
-    order = np.lexsort((is_claim, labels, theme_index))
+    order, bounds = _cluster_layout(is_claim, labels, theme_index)
     if copy:
         rows_buffer = np.empty((n + growth_rows(n), X.shape[1]), dtype=np.float32)
         np.take(X, order, axis=0, out=rows_buffer[:n], mode="clip")  # 'clip': no buffered copy (valid rows)
@@ -176,8 +184,6 @@ def sorted_groups(
         rows_buffer = X if buffer is None else _checked_buffer(buffer, X)
     unit = rows_buffer[:n]
     divide_rows_inplace(unit, norms[order].astype(np.float32))
-    keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
-    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), n]
     sizes = [stop - start for start, stop in zip(bounds[:-1], bounds[1:])]
     spare = rows_buffer.shape[0] - n
     room = [spare * size // n for size in sizes]
@@ -217,10 +223,7 @@ def row_groups(
     Returns:
         ``({key: evidence RowGroup}, {key: claims ClusterGroup}, {theme: unit centroid})``.
     """
-    n = X.shape[0]
-    order = np.lexsort((is_claim, labels, theme_index))
-    keys = theme_index[order] * (int(labels.max()) + 1) + labels[order]
-    bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), n]
+    order, bounds = _cluster_layout(is_claim, labels, theme_index)
     evidence: dict[GroupKey, RowGroup] = {}
     claims: dict[GroupKey, ClusterGroup] = {}
     sums: dict[str, np.ndarray] = {}
