@@ -163,3 +163,31 @@ def test_other_stores_keep_their_copy(corpus):
     evidence, claims, emb = corpus
     r = ContextAwareRetriever.from_index(simple_index(evidence, emb), claim_nodes=claims, **OPTIONS)
     assert isinstance(r.corpus.context.cluster_store_, MemoryClusterStore)
+
+
+def test_stacked_rows_read_as_the_stacked_matrix(rng):
+    """Slices (also across the store/claims boundary) and row arrays give what the stacked copy gives."""
+    import faiss
+
+    from llama_index_carag.core.store_rows import StackedRows
+    from llama_index_carag.stores.faiss_rows import FaissRows
+
+    evidence, _, emb = planted_corpus(rng)
+    index = faiss_index(evidence, emb)
+    lender = FaissRows.of(index)
+    assert lender is not None and isinstance(faiss.downcast_index(index.vector_store.client), faiss.IndexFlat)
+    matrix = lender.matrix()
+    claims = rng.normal(size=(5, matrix.shape[1])).astype(np.float32)
+    picked = np.array([4, 0, 7, 9, 2, 11], dtype=np.int64)
+    for positions, store_part in ((None, matrix), (picked, matrix[picked])):
+        keys = np.arange(len(store_part)) if positions is None else positions
+        stacked = StackedRows(lender, keys, positions, claims)
+        whole = np.vstack([store_part, claims])
+        assert stacked.shape == whole.shape
+        n = len(store_part)
+        for sl in (slice(0, 3), slice(n - 2, n + 3), slice(n, n + 5), slice(1, None), slice(0, 0)):
+            np.testing.assert_array_equal(stacked[sl], whole[sl])
+        rows = np.array([n + 4, 0, n, n - 1, 2], dtype=np.int64)
+        np.testing.assert_array_equal(stacked[rows], whole[rows])
+    with pytest.raises(IndexError):
+        stacked[::2]
