@@ -298,28 +298,27 @@ class RowClusterStore:
         are replaced."""
         _, replaced = self.remove([i for g in groups.values() for i in g.ids])
         claim_groups: dict[GroupKey, ClusterGroup] = {}
-        added: dict[GroupKey, RowGroup] = {}
+        added: dict[GroupKey, tuple[RowGroup, np.ndarray]] = {}  # the new members and their rows
         for key, group in groups.items():
             evidence = np.flatnonzero(~group.is_claim)
             if evidence.size:
                 ids = [group.ids[r] for r in evidence.tolist()]
                 keys = self.store.keys_of(ids)
                 rows = self.store.rows_of(keys)
-                added[key] = RowGroup(
-                    ids, keys, row_norms(self.store.matrix()[rows]), [group.claim_of[r] for r in evidence.tolist()]
-                )
+                norms = row_norms(self.store.matrix()[rows])
+                added[key] = (RowGroup(ids, keys, norms, [group.claim_of[r] for r in evidence.tolist()]), rows)
             if group.is_claim.any():
                 claim_groups[key] = group.copy_without(set(evidence.tolist()))
         if added:
-            snapshot = self._current()
+            snapshot = self._current()  # its rows are those of the store now: only the new members' are appended
             groups_now = dict(snapshot.groups)
             where = dict(snapshot.where)
             rows_now = dict(snapshot.rows)
             names = list(snapshot.names)
-            for key, extra in added.items():
+            for key, (extra, extra_rows) in added.items():
                 old = groups_now.get(key)
                 groups_now[key] = extra if old is None else old.extended(extra)
-                rows_now[key] = self.store.rows_of(groups_now[key].keys, rows_now.get(key))
+                rows_now[key] = extra_rows if old is None else np.concatenate([rows_now[key], extra_rows])
                 if key not in names:
                     names.append(key)
                 where.update(zip(extra.ids, _codes(extra.keys, names.index(key))))

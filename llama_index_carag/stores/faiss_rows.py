@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_carag.core.vectors import scan_pool
 from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,8 +158,6 @@ class FaissRows:
                 1,
                 stop - start,
             )
-
-        from llama_index_carag.core.vectors import scan_pool
 
         pool = scan_pool() if len(rows) >= _PARALLEL_ROWS else None
         if pool is None:
