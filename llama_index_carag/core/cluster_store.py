@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from llama_index_carag.core.soi import ClusterMembers, SOICore
+from llama_index_carag.core.store_rows import StoreHits
 from llama_index_carag.core.vectors import growth_rows
 
 #: A delete copies a cluster without its dead rows once they would be more than this fraction of its rows.
@@ -419,9 +420,12 @@ class ClusterStore(Protocol):
         texts: TextsOf | None,
         *,
         min_size: int = 0,
+        nearest: StoreHits | None = None,
     ) -> ClusterMembers:
         """The members an SOI of a unit query vector (shape ``(d,)``) is built from (at least those above
-        ``delta``, and the ``min_size`` most similar)."""
+        ``delta``, and the ``min_size`` most similar).  ``nearest``: the vector store's hits for the query's
+        own vector, when its dense search ran first (a store that reads the vector store's rows may build the
+        members from them instead of scanning the cluster; the others ignore it)."""
 
     def cluster_size(self, key: GroupKey, claim_id: str | None, core: SOICore) -> int:
         """The cluster size an SOI reports."""
@@ -491,6 +495,7 @@ class MemoryClusterStore:
         texts: TextsOf | None,
         *,
         min_size: int = 0,
+        nearest: StoreHits | None = None,
     ) -> ClusterMembers:
         return self.clusters.members(key, texts, with_dead=True)  # the whole cluster: the SOI builder filters it
 

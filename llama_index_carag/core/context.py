@@ -62,7 +62,7 @@ from llama_index_carag.core.soi import (
     supervised_core,
     unsupervised_core,
 )
-from llama_index_carag.core.store_rows import StackedRows
+from llama_index_carag.core.store_rows import StackedRows, StoreHits
 from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize, row_norms
 
@@ -387,12 +387,14 @@ class ThematicContext(BaseEstimator):
         n_related_claims: int = 0,
         include_texts: bool = False,
         unit: bool = False,
+        nearest: StoreHits | None = None,
     ) -> SOIQuery:
         """Locate the query and compute its SOI as rows (:class:`SOICore`) — retrieval's fast path.
 
         The query vector is checked and normalised once, here; ``unit=True`` says the caller
         did it already (a finite unit vector of the context's dimension; ``delta`` and
-        ``top_m``, ``min_size`` validated).
+        ``top_m``, ``min_size`` validated).  ``nearest``: the vector store's hits for this query's vector,
+        when its dense search ran first (they may spare the cluster store a scan; the SOI is the same).
         """
         check_is_fitted(self, "cluster_store_")
         q = query_vector if unit else l2_normalize(check_soi_query(query_vector, self.dim_, delta, top_m, min_size))
@@ -400,7 +402,7 @@ class ThematicContext(BaseEstimator):
             claim_id = self.match_claim(claim)
         key = self.locate(q, claim_id, unit=True)
         texts = self._texts() if include_texts else None
-        members = self.cluster_store_.query_members(key, q, delta, top_m, texts, min_size=min_size)
+        members = self.cluster_store_.query_members(key, q, delta, top_m, texts, min_size=min_size, nearest=nearest)
         if self.mode == "supervised":
             core = supervised_core(q, members, delta, claim_id=claim_id, top_m=top_m, min_size=min_size, unit=True)
         else:

@@ -27,7 +27,7 @@ import numpy as np
 
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, MemoryClusters, MemoryClusterStore, TextsOf
 from llama_index_carag.core.soi import ClusterMembers, SOICore
-from llama_index_carag.core.store_rows import StoreRows
+from llama_index_carag.core.store_rows import StoreHits, StoreRows
 from llama_index_carag.core.vectors import row_norms
 
 __all__ = ["MARGIN", "RowGroup", "RowClusters", "RowClusterStore"]
@@ -221,8 +221,10 @@ class RowClusterStore:
         texts: TextsOf | None,
         *,
         min_size: int = 0,
+        nearest: StoreHits | None = None,
     ) -> ClusterMembers:
-        """The cluster's evidence an SOI can keep (see the module docstring), then its claims."""
+        """The cluster's evidence an SOI can keep (see the module docstring), then its claims; read from
+        ``nearest`` when they prove it holds them all (:meth:`_hit_members`), else from a scan of the cluster."""
         snapshot = self._current()
         group = snapshot.groups.get(key)
         if group is None:
@@ -230,12 +232,54 @@ class RowClusterStore:
         rows = snapshot.rows[key]
         if self.supervised and min_size > 0:
             return self._with_claims(key, group, rows, np.arange(len(group)), texts)
+        if nearest is not None and self.store.searches_inner_product:
+            take = self._hit_members(snapshot, key, nearest, delta, min_size)
+            if take is not None:
+                return self._with_claims(key, group, rows, take, texts)
         sims = self.store.inner_products(rows, query_unit) / group.norms
         floor = float(delta) - MARGIN
         if min_size > 0 and int(np.count_nonzero(sims > floor)) < min_size:
             m = min(min_size, len(sims))
             floor = min(floor, float(np.partition(sims, len(sims) - m)[len(sims) - m]) - MARGIN)
         return self._with_claims(key, group, rows, np.flatnonzero(sims > floor), texts)
+
+    @staticmethod
+    def _hit_members(
+        snapshot: RowClusters, key: GroupKey, nearest: StoreHits, delta: float, min_size: int
+    ) -> np.ndarray | None:
+        """The positions in cluster ``key`` that a scan would keep (ascending), taken from the store's hits for the
+        query; ``None`` when the hits cannot prove that no other member passes the cut.
+
+        A member that is not a hit scores at most ``nearest.bound``, so its cosine is at most that over the
+        query's and the member's norms.  When that stays below the cut (``delta``, or the ``min_size``-th highest
+        cosine among the hits, less :data:`MARGIN` as in the scan), the hits hold every member the scan keeps.
+        """
+        group = snapshot.groups[key]
+        number = snapshot.names.index(key)
+        picked: list[int] = []
+        keys: list[int] = []
+        for h, node_id in enumerate(nearest.ids):
+            code = snapshot.where.get(node_id)
+            if code is not None and code & _GROUP_MASK == number:
+                picked.append(h)
+                keys.append(code >> _GROUP_BITS)
+        found = np.asarray(keys, dtype=np.int64)
+        pos = np.searchsorted(group.keys, found)
+        if len(pos) and (pos.max() >= len(group) or not np.array_equal(group.keys[pos], found)):
+            return None  # keys out of order (never after a fit, an insert or a delete): scan
+        sims = nearest.scores[picked].astype(np.float64) / (nearest.query_norm * group.norms[pos])
+        floor = float(delta) - MARGIN
+        if min_size > 0 and int(np.count_nonzero(sims > floor)) < min_size:
+            m = min(min_size, len(group))
+            if len(sims) < m:
+                return None
+            floor = min(floor, float(np.partition(sims, len(sims) - m)[len(sims) - m]) - MARGIN)
+        bound = nearest.bound
+        if bound > float("-inf"):
+            norm = float(group.norms.min() if bound > 0 else group.norms.max())
+            if norm <= 0 or not bound / (nearest.query_norm * norm) < floor:
+                return None
+        return np.sort(pos[sims > floor])
 
     def _with_claims(
         self, key: GroupKey, group: RowGroup, rows: np.ndarray, take: np.ndarray, texts: TextsOf | None

@@ -9,16 +9,20 @@ id for it) and reads the vector from the store when it needs one, instead of a s
   reallocate it), stable keys of node ids, the current rows of keys, and inner products by row.
 * :class:`StackedRows` is the matrix a context is fitted on: the store's evidence rows followed by the claims'
   own vectors, read as one ``(n, d)`` matrix without stacking them.
+* :class:`StoreHits` is the store's answer to a top-k search by inner product, which says something about every
+  row it did not return too: none scores above the last hit.  A query's dense search hands it to the SOI,
+  which then need not scan its cluster (:meth:`~llama_index_carag.core.row_clusters.RowClusterStore.query_members`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-__all__ = ["StoreRows", "StackedRows"]
+__all__ = ["StoreRows", "StackedRows", "StoreHits"]
 
 
 class StoreRows(Protocol):
@@ -32,6 +36,11 @@ class StoreRows(Protocol):
     @property
     def dim(self) -> int:
         """The vectors' dimension."""
+
+    @property
+    def searches_inner_product(self) -> bool:
+        """Whether the store's own search scores a row by its inner product with the query (its hits are then
+        :class:`StoreHits`)."""
 
     def matrix(self) -> np.ndarray:
         """Every stored vector, ``(ntotal, d)`` float32, read-only, in place: valid until the next write."""
@@ -56,6 +65,26 @@ class StoreRows(Protocol):
     def inner_products(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """``matrix()[rows] @ query`` without the gathered copy, float32 shape ``(len(rows),)``; ``-inf`` at a
         row ``-1``."""
+
+
+@dataclass(frozen=True)
+class StoreHits:
+    """A store's top-``limit`` search by inner product: the node ids found, best first, and their scores (the
+    inner products with the search vector, whose norm is ``query_norm``).  Every stored row not among them
+    scores at most :attr:`bound`."""
+
+    ids: list[str]
+    scores: np.ndarray
+    query_norm: float
+    limit: int
+
+    @property
+    def bound(self) -> float:
+        """The highest score a row not among the hits can have: the last hit's, or ``-inf`` when fewer than
+        ``limit`` came back (the store has no other row)."""
+        if len(self.ids) < self.limit:
+            return float("-inf")
+        return float(self.scores[-1]) if len(self.scores) else float("inf")
 
 
 class StackedRows:

@@ -15,9 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import numpy as np
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from llama_index_carag.core.store_rows import StoreHits
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -113,26 +116,36 @@ class DenseSource:
 
     def search_ids(self, request: SearchRequest, n: int) -> list[str]:
         """The ids :meth:`search` would return, best first, without reading any node from the docstore."""
+        return self.search_hits(request, n)[0]
+
+    def search_hits(self, request: SearchRequest, n: int) -> tuple[list[str], StoreHits | None]:
+        """:meth:`search_ids`, and the store's answer behind it: every id the search found (excluded ones too)
+        with its score (``None`` when the store gave no scores)."""
         excluded = self._excluded()
         fetch = self._fetch_size(n, excluded)
-        ids = self._query_ids(request.embedding, fetch)
+        ids, scores = self._query(request.embedding, fetch)
         kept = [i for i in ids if i not in excluded]
         if len(kept) < n and len(ids) == fetch:
-            kept = [i for i in self._query_ids(request.embedding, n + len(excluded)) if i not in excluded]
-        return kept
+            fetch = n + len(excluded)
+            ids, scores = self._query(request.embedding, fetch)
+            kept = [i for i in ids if i not in excluded]
+        if scores is None or len(scores) != len(ids):
+            return kept, None
+        norm = float(np.linalg.norm(np.asarray(request.embedding, dtype=np.float32)))
+        return kept, StoreHits(ids, np.asarray(scores, dtype=np.float32), norm, fetch)
 
-    def _query_ids(self, embedding: list[float], top_k: int) -> list[str]:
+    def _query(self, embedding: list[float], top_k: int) -> tuple[list[str], list[float] | None]:
         # What VectorIndexRetriever does, minus building the nodes: query, then map store ids to node ids.
         from llama_index.core.vector_stores.types import VectorStoreQuery
 
         store = self._index.vector_store
         result = store.query(VectorStoreQuery(query_embedding=embedding, similarity_top_k=top_k))
         if result.ids is None:
-            return [n.node_id for n in result.nodes or []]
+            return [n.node_id for n in result.nodes or []], result.similarities
         if not store.stores_text:
             nodes_dict = self._index.index_struct.nodes_dict
-            return [nodes_dict.get(i, i) for i in result.ids]
-        return list(result.ids)
+            return [nodes_dict.get(i, i) for i in result.ids], result.similarities
+        return list(result.ids), result.similarities
 
     async def asearch(self, request: SearchRequest, n: int) -> list[NodeWithScore]:
         if not self._native_async:

@@ -5,7 +5,8 @@ picks one of three searches from the settings: plain RAG's vector (``alpha = 1``
 without penalties), the blended vector ``alpha * q + (1 - alpha) * T``, or a candidate
 pool searched with ``q`` and re-ranked (``rerank_candidates``).  :func:`search_candidates` then searches the
 plan's sources (by id when they all can: then no node is read from the docstore, the pool is built from the
-fitted context's vectors and clusters) and builds the pool.
+fitted context's vectors and clusters) and builds the pool.  :func:`plan_and_search` is the two in one: a
+re-ranking plan's dense search does not depend on the SOI, so it runs first and its hits spare the SOI a scan.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.corpus_items import SOIQuery
 from llama_index_carag.core.soi import SubsetOfInterest, materialize_soi
+from llama_index_carag.core.store_rows import StoreHits
 from llama_index_carag.core.validation import check_query_text, sanitize_text
 from llama_index_carag.core.vectors import as_vector, blend_query, l2_normalize
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
@@ -35,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "QueryPlan",
     "plan_query",
+    "plan_and_search",
     "checked_vector",
     "embedding_strs",
     "check_bundle",
@@ -76,9 +79,11 @@ def plan_query(
     embedding: list[float],
     *,
     include_texts: bool = False,
+    nearest: StoreHits | None = None,
 ) -> QueryPlan:
     """The search plan of one query (``embedding``: its raw vector, checked here; ``include_texts``: the
-    plan's SOI can be materialised with its texts)."""
+    plan's SOI can be materialised with its texts; ``nearest``: the vector store's hits for ``embedding``,
+    when the dense search ran first, see :func:`plan_and_search`)."""
     s = settings
     q = checked_vector(embedding, context.dim_)
     q_unit = l2_normalize(q)  # the one normalisation of the query; everything below takes unit vectors
@@ -91,6 +96,7 @@ def plan_query(
         n_related_claims=s.soi_claims,
         include_texts=include_texts,
         unit=True,
+        nearest=nearest,
     )
     theme = soi.core.thematic_embedding
     query = RankQuery(
@@ -114,6 +120,43 @@ def plan_query(
     blend = 1.0 - thematic_weight(s, query)  # the claim's weight: alpha, or more when min_size widened the SOI
     search = list(embedding) if theme is None or blend >= 1.0 else blend_query(q, theme, blend).tolist()
     return QueryPlan(SearchRequest(query_str, search), query, s.similarity_top_k * factor, soi=soi)
+
+
+def plan_and_search(
+    settings: CaragSettings,
+    context: ThematicContext,
+    sources: Sequence[CandidateSource],
+    query_str: str,
+    embedding: list[float],
+    *,
+    include_texts: bool = False,
+) -> tuple[QueryPlan, Found | None]:
+    """The plan of one query and, when it re-ranks the claim's own nearest passages, its candidates too
+    (``None``: search them with :func:`search_candidates`).
+
+    Such a plan searches with the claim's vector whatever its SOI holds, so the dense search runs first and
+    hands its hits, with their scores, to the SOI: a cluster store that reads the vector store's rows then
+    need not scan the cluster.  The plan and the candidates are those of :func:`plan_query` and
+    :func:`search_candidates`.
+    """
+    n = _dense_first(settings, sources)
+    if n is None:
+        return plan_query(settings, context, query_str, embedding, include_texts=include_texts), None
+    dense_ids, hits = sources[0].search_hits(SearchRequest(query_str, list(embedding)), n)  # type: ignore[attr-defined]
+    plan = plan_query(settings, context, query_str, embedding, include_texts=include_texts, nearest=hits)
+    if not (plan.rerank and plan.n == n):  # an empty SOI without penalties: the plan searches otherwise
+        return plan, None
+    return plan, dense_ids + [i for src in sources[1:] for i in src.search_ids(plan.request, n)]  # type: ignore[attr-defined]
+
+
+def _dense_first(settings: CaragSettings, sources: Sequence[CandidateSource]) -> int | None:
+    """The re-ranking plan's candidate count when its dense search can run before the SOI, else ``None``."""
+    s = settings
+    if s.rerank_candidates is None or (s.alpha >= 1.0 and not s.penalties) or not sources:
+        return None
+    if not hasattr(sources[0], "search_hits") or not all(hasattr(src, "search_ids") for src in sources):
+        return None
+    return max(s.rerank_candidates, s.similarity_top_k) * (DEDUPE_OVERFETCH if s.dedupe else 1)
 
 
 def embedding_strs(query_bundle: QueryBundle) -> list[str]:

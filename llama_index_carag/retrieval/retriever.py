@@ -293,8 +293,12 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         return cls.from_index(index, claim_nodes=claim_nodes, embed_model=model, show_progress=show_progress, **kwargs)
 
     # ---------------------------------------------------------------- queries
-    def _plan(self, query_str: str, embedding: list[float]) -> query_plan.QueryPlan:
-        return query_plan.plan_query(self._settings, self.context, query_str, embedding)
+    def _plan(
+        self, query_str: str, embedding: list[float], *, include_texts: bool = False
+    ) -> tuple[query_plan.QueryPlan, Found | None]:
+        return query_plan.plan_and_search(
+            self._settings, self.context, self._sources, query_str, embedding, include_texts=include_texts
+        )
 
     def _rank(self, found: Found, plan: query_plan.QueryPlan) -> list[NodeWithScore]:
         pool = candidate_pool(found, plan, self.context, self._corpus.nodes)
@@ -350,24 +354,25 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         query_plan.check_bundle(query_bundle)
         self._maybe_sync()
         embedding, query_str = query_plan.query_embedding(self._embed_model, query_bundle), query_bundle.query_str
-        plan = query_plan.plan_query(self._settings, self.context, query_str, embedding, include_texts=True)
-        nodes = self._rank(search_candidates(self._sources, plan), plan)
+        plan, found = self._plan(query_str, embedding, include_texts=True)
+        nodes = self._rank(search_candidates(self._sources, plan) if found is None else found, plan)
         return query_plan.plan_soi(plan, self.context, self._settings, query_str), nodes
 
     @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_plan.check_bundle(query_bundle)
         self._maybe_sync()
-        plan = self._plan(query_bundle.query_str, query_plan.query_embedding(self._embed_model, query_bundle))
-        return self._rank(search_candidates(self._sources, plan), plan)
+        plan, found = self._plan(query_bundle.query_str, query_plan.query_embedding(self._embed_model, query_bundle))
+        return self._rank(search_candidates(self._sources, plan) if found is None else found, plan)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_plan.check_bundle(query_bundle)
         await asyncio.to_thread(self._maybe_sync)
         embedding = await query_plan.aquery_embedding(self._embed_model, query_bundle)
-        plan = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
-        found = await asearch_candidates(self._sources, plan)
+        plan, found = await asyncio.to_thread(self._plan, query_bundle.query_str, embedding)
+        if found is None:
+            found = await asearch_candidates(self._sources, plan)
         return await asyncio.to_thread(self._rank, found, plan)
 
     # ----------------------------------------------------- incremental updates

@@ -67,6 +67,12 @@ class FaissRows:
     def dim(self) -> int:
         return int(self._flat.d)
 
+    @property
+    def searches_inner_product(self) -> bool:
+        import faiss
+
+        return int(self._flat.metric_type) == int(faiss.METRIC_INNER_PRODUCT)
+
     def matrix(self) -> np.ndarray:
         import faiss
 

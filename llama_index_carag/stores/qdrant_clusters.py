@@ -31,6 +31,7 @@ import numpy as np
 
 from llama_index_carag.core.cluster_store import ClusterGroup, GroupKey, MemoryClusterStore, TextsOf
 from llama_index_carag.core.soi import ClusterMembers, SOICore
+from llama_index_carag.core.store_rows import StoreHits
 from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ class QdrantClusterStore:
         texts: TextsOf | None,
         *,
         min_size: int = 0,
+        nearest: StoreHits | None = None,
     ) -> ClusterMembers:
         """The cluster's points above ``delta`` (one filtered query, paged), then its claims; when fewer than
         ``min_size`` pass, the ``min_size`` nearest points instead (supervised: the whole cluster, as the
