@@ -102,9 +102,22 @@ def test_members_from_hits_equal_the_scan_or_are_refused(corpus, rng):
 
 def test_hits_bound_the_rows_they_do_not_hold():
     scores = np.asarray([0.9, 0.5, 0.2], dtype=np.float32)
-    assert StoreHits(["a", "b", "c"], scores, 1.0, 3).bound == pytest.approx(0.2)
-    assert StoreHits(["a", "b", "c"], scores, 1.0, 5).bound == float("-inf")  # fewer than asked: no other row
-    assert StoreHits([], scores[:0], 1.0, 0).bound == float("inf")  # nothing asked: nothing known
+    assert StoreHits(["a", "b", "c"], scores, 1.0, 3, None).bound == pytest.approx(0.2)
+    assert StoreHits(["a", "b", "c"], scores, 1.0, 5, None).bound == float("-inf")  # fewer than asked: no other row
+    assert StoreHits([], scores[:0], 1.0, 0, None).bound == float("inf")  # nothing asked: nothing known
+
+
+def test_hits_of_another_store_are_not_read(corpus, monkeypatch):
+    """Hits are read only when they are the answer of the store whose rows the clusters read (a retriever
+    given another index's dense source as its first source scans)."""
+    evidence, claims, emb = corpus
+    r = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, **OPTIONS)
+    other = ContextAwareRetriever.from_index(faiss_index(evidence, emb), claim_nodes=claims, **OPTIONS)
+    _, own = r._sources[0].search_hits(SearchRequest("q", list(evidence[0].embedding)), 10)
+    _, foreign = other._sources[0].search_hits(SearchRequest("q", list(evidence[0].embedding)), 10)
+    store = r.corpus.context.cluster_store_.store
+    assert own is not None and foreign is not None
+    assert store.bounds_rows(own) and not store.bounds_rows(foreign)
 
 
 def test_an_l2_index_scans(corpus, monkeypatch):
@@ -119,7 +132,8 @@ def test_an_l2_index_scans(corpus, monkeypatch):
     )
     r = ContextAwareRetriever.from_index(index, claim_nodes=claims, **OPTIONS)
     assert isinstance(r.corpus.context.cluster_store_, RowClusterStore)
-    assert not r.corpus.context.cluster_store_.store.searches_inner_product
+    _, hits = r._sources[0].search_hits(SearchRequest("q", list(evidence[0].embedding)), 5)
+    assert hits is not None and not r.corpus.context.cluster_store_.store.bounds_rows(hits)
     scans = _counting_scans(monkeypatch)
     queries = _queries(corpus)
     for q in queries:

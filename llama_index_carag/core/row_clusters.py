@@ -232,7 +232,7 @@ class RowClusterStore:
         rows = snapshot.rows[key]
         if self.supervised and min_size > 0:
             return self._with_claims(key, group, rows, np.arange(len(group)), texts)
-        if nearest is not None and self.store.searches_inner_product:
+        if nearest is not None and self.store.bounds_rows(nearest):
             take = self._hit_members(snapshot, key, nearest, delta, min_size)
             if take is not None:
                 return self._with_claims(key, group, rows, take, texts)

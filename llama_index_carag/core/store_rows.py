@@ -37,10 +37,9 @@ class StoreRows(Protocol):
     def dim(self) -> int:
         """The vectors' dimension."""
 
-    @property
-    def searches_inner_product(self) -> bool:
-        """Whether the store's own search scores a row by its inner product with the query (its hits are then
-        :class:`StoreHits`)."""
+    def bounds_rows(self, hits: StoreHits) -> bool:
+        """Whether ``hits`` are this store's own answer, scored by inner product (then no row they do not hold
+        scores above :attr:`StoreHits.bound`)."""
 
     def matrix(self) -> np.ndarray:
         """Every stored vector, ``(ntotal, d)`` float32, read-only, in place: valid until the next write."""
@@ -69,14 +68,15 @@ class StoreRows(Protocol):
 
 @dataclass(frozen=True)
 class StoreHits:
-    """A store's top-``limit`` search by inner product: the node ids found, best first, and their scores (the
-    inner products with the search vector, whose norm is ``query_norm``).  Every stored row not among them
-    scores at most :attr:`bound`."""
+    """A vector store's answer to a top-``limit`` search: the node ids found, best first, their scores, and the
+    search vector's norm.  When the store scores by inner product (:meth:`StoreRows.bounds_rows`), every stored
+    row not among the hits scores at most :attr:`bound`."""
 
     ids: list[str]
     scores: np.ndarray
     query_norm: float
     limit: int
+    store: object  # the vector store that answered (compared by identity)
 
     @property
     def bound(self) -> float:

@@ -132,7 +132,7 @@ class DenseSource:
         if scores is None or len(scores) != len(ids):
             return kept, None
         norm = float(np.linalg.norm(np.asarray(request.embedding, dtype=np.float32)))
-        return kept, StoreHits(ids, np.asarray(scores, dtype=np.float32), norm, fetch)
+        return kept, StoreHits(ids, np.asarray(scores, dtype=np.float32), norm, fetch, self._index.vector_store)
 
     def _query(self, embedding: list[float], top_k: int) -> tuple[list[str], list[float] | None]:
         # What VectorIndexRetriever does, minus building the nodes: query, then map store ids to node ids.

@@ -17,6 +17,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_carag.core.context import CorpusItems, ThematicContext
+from llama_index_carag.core.heap import release_free_memory
 from llama_index_carag.core.persistence import StateError
 from llama_index_carag.core.row_clusters import RowClusterStore
 from llama_index_carag.core.store_rows import StackedRows, StoreRows
@@ -101,6 +102,7 @@ def fit_corpus(
         dict(clusterer_params or {}),
     )
     corpus.fit_tables(settings, show_progress=show_progress)
+    release_free_memory()  # what the fit freed (decoded nodes, chunks of postings) leaves the process
     return corpus
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_carag.core.store_rows import StoreHits
 from llama_index_carag.core.vectors import scan_pool
 from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 
@@ -67,11 +68,10 @@ class FaissRows:
     def dim(self) -> int:
         return int(self._flat.d)
 
-    @property
-    def searches_inner_product(self) -> bool:
+    def bounds_rows(self, hits: StoreHits) -> bool:
         import faiss
 
-        return int(self._flat.metric_type) == int(faiss.METRIC_INNER_PRODUCT)
+        return hits.store is self.index.vector_store and int(self._flat.metric_type) == int(faiss.METRIC_INNER_PRODUCT)
 
     def matrix(self) -> np.ndarray:
         import faiss

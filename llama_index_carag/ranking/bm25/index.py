@@ -41,6 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from llama_index_carag.core.heap import release_free_memory
 from llama_index_carag.ranking.bm25.segments import (
     Postings,
     Segment,
@@ -230,6 +231,7 @@ class BM25Index(BaseEstimator):
             while waiting:
                 number(*waiting.popleft())
             blocks = [c.result() for c in counted]
+        release_free_memory()  # the pipeline's freed chunks: the segment is assembled next, on top of them
         if not row_ids:
             raise ValueError("BM25Index.fit needs at least one passage.")
         if len(set(row_ids)) != len(row_ids):
