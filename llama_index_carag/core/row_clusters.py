@@ -9,7 +9,9 @@ An SOI query scans its cluster in the store's matrix by row (:meth:`StoreRows.in
 SOI builder the rows it can keep (as the Qdrant store does): those above ``delta`` and the ``min_size`` most
 similar, with a margin of :data:`MARGIN` so that the builder's own cosines, computed again on those rows'
 unit vectors, decide.  Supervised SOIs with a ``min_size`` get the whole cluster (which rows may fill depends
-on the claim links the builder reads).
+on the claim links the builder reads).  When the query's dense search ran first, its hits
+(:class:`~llama_index_carag.core.store_rows.StoreHits`) often prove which rows those are, and the cluster is
+not scanned at all (:meth:`RowClusterStore._hit_members`).
 
 A snapshot (:class:`RowClusters`) never changes: a write builds a new one; a query that finds the store at
 another version than its snapshot (rows added or removed) maps the keys to rows again, once.
