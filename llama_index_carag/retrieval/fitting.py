@@ -60,10 +60,8 @@ def fit_corpus(
     for term in active_terms(settings):
         if term.needs_claims and not claim_nodes:
             raise ValueError(f"{term.weight_name} needs the corpus's claims: pass claim_nodes=[...].")
-    params = {"covariance_type": settings.covariance_type, **(clusterer_params or {})}
-    options: dict[str, Any] = dict(
-        n_clusters=settings.n_clusters, random_state=settings.random_state, clusterer_params=params
-    )
+    options: dict[str, Any] = dict(n_clusters=settings.n_clusters, random_state=settings.random_state)
+    options["clusterer_params"] = {"covariance_type": settings.covariance_type, **(clusterer_params or {})}
     claim_ids = [n.node_id for n in claim_nodes]
     if len(set(claim_ids)) != len(claim_ids):
         raise ValueError("claim_nodes contain duplicated node ids.")
