@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from itertools import compress
 from typing import Any
 
@@ -51,6 +52,11 @@ class RowGroup:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @cached_property
+    def norm_range(self) -> tuple[float, float]:
+        """The smallest and largest row norm (once per group: a group never changes)."""
+        return (float(self.norms.min()), float(self.norms.max())) if len(self.norms) else (0.0, 0.0)
 
     def kept(self, keep: np.ndarray) -> RowGroup:
         """The members where ``keep`` (one flag a member) is true."""
@@ -278,7 +284,7 @@ class RowClusterStore:
             floor = min(floor, float(np.partition(sims, len(sims) - m)[len(sims) - m]) - MARGIN)
         bound = nearest.bound
         if bound > float("-inf"):
-            norm = float(group.norms.min() if bound > 0 else group.norms.max())
+            norm = group.norm_range[0] if bound > 0 else group.norm_range[1]
             if norm <= 0 or not bound / (nearest.query_norm * norm) < floor:
                 return None
         return np.sort(pos[sims > floor])
