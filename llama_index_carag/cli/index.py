@@ -68,6 +68,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     retriever.persist(out, persist_index=True)
     if getattr(args, "calibrate", False):
         _fit_archive_verifier(corpus, retriever, out)
+    else:
+        _check_domain(corpus, retriever, out)
     print(
         f"indexed {len(corpus.evidence_nodes)} evidence passages and {len(corpus.claim_nodes)} claims "
         f"({args.mode}, {retriever.context.n_items_} items in {len(retriever.context.groups)} clusters) "
@@ -99,6 +101,30 @@ def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
 
     archive = archive_claims(corpus.claim_nodes, corpus.evidence_nodes, retriever.settings.similarity_top_k)
     print(_verifier_line(fit_archive_verifier(archive, out / VERIFIER_DIR)))
+
+
+def _check_domain(corpus: Any, retriever: Any, out: Path) -> None:
+    """The domain check (:mod:`~llama_index_carag.verifier.domain`): the corpus's claims, without their labels,
+    read with the passages the retriever gives them; the thresholds saved with the index; one line on it."""
+    import random
+
+    from llama_index_carag.verifier.archive import VERIFIER_DIR
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier
+
+    claims = [n.get_content() for n in corpus.claim_nodes]
+    if len(claims) < MIN_CLAIMS:
+        print(f"verifier: shipped thresholds ({len(claims)} corpus claims; the domain check needs {MIN_CLAIMS})")
+        return
+    chosen = sorted(random.Random(0).sample(range(len(claims)), min(MAX_CLAIMS, len(claims))))
+    reference = [(claims[i], [n.node.get_content() for n in retriever.retrieve(claims[i])]) for i in chosen]
+    record = fit_domain_verifier(reference, out / VERIFIER_DIR, max_claims=MAX_CLAIMS)
+    if record is not None:
+        lean = record["lean"]
+        print(
+            f"verifier: domain check on {record['claims']} corpus claims (no labels): the shipped threshold would "
+            f"call {lean['SUPPORTED']:.0%} SUPPORTED, {lean['REFUTED']:.0%} REFUTED; thresholds now "
+            f"{record['supported']:.2f} (SUPPORTED) / {record['refuted']:.2f} (REFUTED); {record['seconds']:.0f} s"
+        )
 
 
 def _verifier_line(record: dict[str, Any]) -> str:

@@ -60,30 +60,47 @@ class VerifierLabel:
     probabilities: np.ndarray
 
 
-def decide_label(probabilities: np.ndarray, threshold: float, head: LabelHead | None = None) -> VerifierLabel:
+def decide_label(
+    probabilities: np.ndarray,
+    threshold: float,
+    head: LabelHead | None = None,
+    *,
+    refuted_threshold: float | None = None,
+) -> VerifierLabel:
     """The claim's label from its passages' probabilities (rows: passages; columns: :data:`LABELS`).
 
-    Without ``head`` (the shipped rule): ``s``, ``r`` are the largest P(SUPPORTED) and P(REFUTED) over the
-    passages; NOT_ENOUGH_INFO when both are below ``threshold`` (or there is no passage), else SUPPORTED if
-    ``s >= r``, REFUTED otherwise.  With an archive's fitted :class:`~llama_index_carag.verifier.head.LabelHead`
-    the head's most probable label.  The label rests on the passages whose stance is the label's, strongest
-    first (for NOT_ENOUGH_INFO: the closest to a stance).
+    Without ``head`` (the threshold rule): ``s``, ``r`` are the largest P(SUPPORTED) and P(REFUTED) over the
+    passages; SUPPORTED needs ``s >= threshold``, REFUTED ``r >= refuted_threshold`` (default: ``threshold``);
+    when both pass, the one further above its threshold wins (SUPPORTED on a tie); when neither passes (or there
+    is no passage), NOT_ENOUGH_INFO.  With one threshold this is "NOT_ENOUGH_INFO when both are below it, else
+    SUPPORTED if ``s >= r``".  With an archive's fitted :class:`~llama_index_carag.verifier.head.LabelHead` the
+    head's most probable label.  The label rests on the passages whose stance is the label's, strongest first
+    (for NOT_ENOUGH_INFO: the closest to a stance).
     """
     probs = np.asarray(probabilities, dtype=np.float64).reshape(-1, len(LABELS))
     if not len(probs):
         return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs)
     s, r = float(probs[:, _SUPPORTED].max()), float(probs[:, _REFUTED].max())
+    t_s, t_r = threshold, threshold if refuted_threshold is None else refuted_threshold
     if head is not None:
         p_label = head.predict_proba([probs])[0]
         column = int(p_label.argmax())
         prefix = f"the archive's head on the passages' probabilities: P({LABELS[column]}) {p_label[column]:.2f}; "
     else:
-        column = _NEI if max(s, r) < threshold else _SUPPORTED if s >= r else _REFUTED
+        if s >= t_s and r >= t_r:
+            column = _SUPPORTED if s - t_s >= r - t_r else _REFUTED
+        else:
+            column = _SUPPORTED if s >= t_s else _REFUTED if r >= t_r else _NEI
         prefix = ""
     if column == _NEI:
         closest = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
         why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f}"
-        why += ")" if head is not None else f" < {threshold:.2f})"
+        if head is not None:
+            why += ")"
+        elif t_s == t_r:
+            why += f" < {t_s:.2f})"
+        else:
+            why += f"; support {s:.2f} < {t_s:.2f}, refutation {r:.2f} < {t_r:.2f})"
         return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), prefix + why, probs)
     stance = probs.argmax(axis=1)
     best = int(probs[:, column].argmax())
@@ -164,6 +181,10 @@ class ClaimVerifier:
         self.threshold = float(self.config["threshold"] if threshold is None else threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1]; got {self.threshold}.")
+        #: the REFUTED threshold when it differs from ``threshold`` (a domain check's, :mod:`.domain`), else ``None``
+        self.refuted_threshold = (
+            float(self.config["refuted_threshold"]) if self.config.get("refuted_threshold") is not None else None
+        )
         self.chunk_words = int(self.config.get("chunk_words", 64))
         #: the archive's claim-level head (``carag index --calibrate``), else ``None``: the threshold rule decides
         self.head = LabelHead.from_dict(self.config["head"]) if self.config.get("head") else None
@@ -225,9 +246,9 @@ class ClaimVerifier:
         return out
 
     def decide(self, probabilities: np.ndarray) -> VerifierLabel:
-        """The claim's label from its passages' probabilities (:func:`decide_label` with this verifier's threshold
-        and head)."""
-        return decide_label(probabilities, self.threshold, self.head)
+        """The claim's label from its passages' probabilities (:func:`decide_label` with this verifier's
+        thresholds and head)."""
+        return decide_label(probabilities, self.threshold, self.head, refuted_threshold=self.refuted_threshold)
 
     def label(self, claim: str, passages: Sequence[str]) -> VerifierLabel:
         """The claim's label from ``passages``: :meth:`probabilities`, then :meth:`decide`."""
@@ -246,6 +267,7 @@ class ClaimVerifier:
         finally:
             model.model.to(torch.float32)
         config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
+        config["refuted_threshold"] = self.refuted_threshold
         config["head"] = self.head.to_dict() if self.head is not None else None
         config.pop("weights", None)  # the weights are written here
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
