@@ -3,15 +3,21 @@
 Reads the claims and their evidence from ``benchmarks/verdict_evidence.py``'s JSON (annotated evidence and the
 package default retriever's top 6, new-claims protocol) and reports, per domain and evidence source:
 
-* ``verifier`` — the shipped verifier, out of the box (it never saw FactVer or SciFact);
+* ``verifier`` — the shipped verifier with its own threshold (it never saw FactVer or SciFact);
+* ``verifier + domain check`` — out of the box as ``carag index`` leaves it: the shipped verifier with the
+  thresholds of :mod:`~llama_index_carag.verifier.domain`, fitted on the archive's claims **without their labels**
+  (a seeded sample of 200, each with the evidence the retriever gives it);
 * ``verifier + archive`` — :func:`~llama_index_carag.verifier.archive.fit_archive_verifier` on the domain's
   archive (FactVer's tuning half, SciFact's train claims) with their annotated evidence, as
   ``carag index --calibrate`` does, then the report claims;
 * ``claim only`` — the same two verifiers with every passage replaced by an empty one: what the claim's wording
   alone gives away.
 
-Accuracy, macro-F1, recall per label, each predicted label's share, seconds per verdict, on all report claims
-and on a balanced subset (as many claims of each label as the rarest label has, the first in file order).
+Accuracy, macro-F1, recall per label, each predicted label's share, the share of claims called the opposite of
+the truth (``s_r``: SUPPORTED for a refuted claim or REFUTED for a supported one), seconds per verdict, on all
+report claims and on a balanced subset (as many claims of each label as the rarest label has, the first in file
+order).  Pair level, each annotated passage with its claim's label: the AUC of P(S) − P(R) between supporting
+and refuting pairs, and of P(NEI) between silent pairs and the rest (``pairs`` in the JSON).
 Writes ``docs/results/verifier_<domain>.json`` and prints Markdown tables.
 
     python benchmarks/verdict_evidence.py --out /tmp/evidence.json --cache-dir /tmp/emb
@@ -47,7 +53,36 @@ def metrics(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
         out[f"recall_{SHORT[k]}"] = tp / n if n else float("nan")
         out[f"share_{SHORT[k]}"] = sum(p == k for p in pred) / len(pred)
     out["macro_f1"] = float(np.mean(f1s))
+    opposite = {("SUPPORTED", "REFUTED"), ("REFUTED", "SUPPORTED")}
+    out["s_r"] = sum((g, p) in opposite for g, p in zip(gold, pred)) / len(gold)
     return out
+
+
+def pair_aucs(verifier: Any, items: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Pair level on the annotated evidence: AUC of P(S) - P(R), supporting against refuting pairs; AUC of P(NEI),
+    silent pairs against the rest."""
+    from sklearn.metrics import roc_auc_score
+
+    probs = verifier.batch_probabilities([(it["claim"], it["annotated"]) for it in items if it["annotated"]])
+    gold = [it["gold"] for it in items if it["annotated"] for _ in it["annotated"]]
+    rows = np.concatenate(probs)
+    labels = np.array(gold)
+    sr = labels != "NOT_ENOUGH_INFO"
+    return {
+        "pairs": len(gold),
+        "auc_s_vs_r": float(roc_auc_score(labels[sr] == "SUPPORTED", rows[sr, 0] - rows[sr, 1])),
+        "auc_nei": float(roc_auc_score(labels == "NOT_ENOUGH_INFO", rows[:, 2])),
+    }
+
+
+def domain_checked(items: Sequence[dict[str, Any]], folder: Path) -> Any:
+    """The shipped verifier with the domain check fitted on ``items`` (their retrieved evidence, no labels)."""
+    from llama_index_carag.verifier.domain import fit_domain_verifier
+    from llama_index_carag.verifier.model import ClaimVerifier
+
+    record = fit_domain_verifier([(it["claim"], it["retrieved"]) for it in items], folder)
+    print(f"domain check: {record}")
+    return ClaimVerifier(folder)
 
 
 def balanced(items: Sequence[dict[str, Any]]) -> list[int]:
@@ -70,7 +105,7 @@ def run(verifier: Any, items: Sequence[dict[str, Any]], source: str, claim_only:
 
 def table(rows: list[dict[str, Any]]) -> str:
     cols = ["method", "evidence", "subset", "claims", "accuracy", "macro_f1", "recall_S", "recall_R", "recall_N"]
-    cols += ["share_S", "share_R", "share_N", "s_per_verdict"]
+    cols += ["share_S", "share_R", "share_N", "s_r", "s_per_verdict"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
@@ -86,7 +121,10 @@ def bench_domain(
 
     report = data["report"]
     verifiers = {"verifier": shipped_verifier()}
+    verifiers["verifier + domain check"] = domain_checked(data["archive"], out_dir / f"domain_verifier_{name}")
     record: dict[str, Any] = {"domain": name, "report_claims": len(report), "rows": []}
+    record["domain_check"] = verifiers["verifier + domain check"].config["domain_check"]
+    record["pairs"] = pair_aucs(shipped_verifier(), report)
     if fitted is not None:  # an index's verifier, fitted by carag index --calibrate on this domain's archive
         found = index_verifier(fitted)
         record["archive"] = found.config["archive"] if found is not None else {"choice": "shipped"}
@@ -135,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     indexes = dict(item.split("=", 1) for item in args.index)
     for name in args.domains:
         record = bench_domain(name, evidence[name], not args.no_archive, work, indexes.get(name))
-        print(f"\n## {name} ({record['report_claims']} report claims)\n\n{table(record['rows'])}")
+        print(f"\n## {name} ({record['report_claims']} report claims; pairs {record['pairs']})")
+        print(f"\n{table(record['rows'])}")
         (out_dir / f"verifier_{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
