@@ -106,17 +106,17 @@ def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
 def _check_domain(corpus: Any, retriever: Any, out: Path) -> None:
     """The domain check (:mod:`~llama_index_carag.verifier.domain`): the corpus's claims, without their labels,
     read with the passages the retriever gives them; the thresholds saved with the index; one line on it."""
-    import random
-
     from llama_index_carag.verifier.archive import VERIFIER_DIR
-    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, reference_sample
 
     claims = [n.get_content() for n in corpus.claim_nodes]
     if len(claims) < MIN_CLAIMS:
         print(f"verifier: shipped thresholds ({len(claims)} corpus claims; the domain check needs {MIN_CLAIMS})")
         return
-    chosen = sorted(random.Random(0).sample(range(len(claims)), min(MAX_CLAIMS, len(claims))))
-    reference = [(claims[i], [n.node.get_content() for n in retriever.retrieve(claims[i])]) for i in chosen]
+    reference = [
+        (claims[i], [n.node.get_content() for n in retriever.retrieve(claims[i])])
+        for i in reference_sample(len(claims))
+    ]
     record = fit_domain_verifier(reference, out / VERIFIER_DIR, max_claims=MAX_CLAIMS)
     if record is not None:
         lean = record["lean"]

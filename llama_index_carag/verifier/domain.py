@@ -38,7 +38,7 @@ from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DomainThresholds", "fit_domain_verifier", "SHARE", "MIN_CLAIMS", "MAX_CLAIMS"]
+__all__ = ["DomainThresholds", "fit_domain_verifier", "reference_sample", "SHARE", "MIN_CLAIMS", "MAX_CLAIMS"]
 
 #: The share of a corpus's claims each of SUPPORTED and REFUTED may take at most (module docstring).
 SHARE = 0.25
@@ -98,6 +98,11 @@ def _strongest(probabilities: Any) -> tuple[float, float]:
     return (float(probs[:, 0].max()), float(probs[:, 1].max())) if len(probs) else (0.0, 0.0)
 
 
+def reference_sample(n: int, max_claims: int = MAX_CLAIMS, seed: int = 0) -> list[int]:
+    """The positions of the reference claims among ``n`` corpus claims (a seeded sample of at most ``max_claims``)."""
+    return sorted(random.Random(seed).sample(range(n), min(max_claims, n)))
+
+
 @validate_params(
     {"claims": ["array-like"], "out_dir": [str, Path], "max_claims": [Interval(Integral, 1, None, closed="left")]},
     prefer_skip_nested_validation=True,
@@ -120,7 +125,7 @@ def fit_domain_verifier(
         logger.info("domain check skipped: %d claims (needs %d)", len(claims), MIN_CLAIMS)
         return None
     base = verifier if verifier is not None else shipped_verifier()
-    chosen = sorted(random.Random(seed).sample(range(len(claims)), min(max_claims, len(claims))))
+    chosen = reference_sample(len(claims), max_claims, seed)
     probs = base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
     fitted = DomainThresholds(floor=base.threshold).fit(probs)
     config = {**base.config, **fitted.to_config()}
