@@ -104,13 +104,14 @@ class ScoredEvidence:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision's result: the label, the 1-based passages it rests on, a short reason and the passages' stances
-    it read (empty when it read none)."""
+    """A decision's result: the label, the 1-based passages it rests on, a short reason, the passages' stances
+    it read (empty when it read none) and P(the label is right) (``None`` when the decision has no calibration)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()
     reason: str = ""
     stances: tuple[PassageStance, ...] = ()
+    confidence: float | None = None
 
 
 def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageStance, ...]:
@@ -143,7 +144,13 @@ class VerifierDecision:
         probs = self.verifier.probabilities(evidence.claim, list(evidence.texts))
         found = self.verifier.decide(probs)
         stances = verifier_stances(probs, evidence.ids)
-        return Decision(VerdictLabel(found.label), found.passages, f"verifier: {found.reason}", stances=stances)
+        return Decision(
+            VerdictLabel(found.label),
+            found.passages,
+            f"verifier: {found.reason}",
+            stances=stances,
+            confidence=found.confidence,
+        )
 
 
 class LabelDecision(Protocol):

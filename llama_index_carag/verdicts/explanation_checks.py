@@ -13,6 +13,10 @@ the number of passages in the prompt and returns an :class:`ExplanationCheck`:
   for REFUTED a supporting or not-enough-info one ("does not support" fits
   REFUTED); for NOT_ENOUGH_INFO a supporting or refuting one.  If no sentence is left, a neutral sentence naming the label stands in
   and ``repaired`` is set.
+
+:func:`temper_explanation` keeps an explanation within its label's confidence: under :data:`SURE` its words of
+certainty ("clearly", "definitely", "proves" …) are softened or removed, and the explanation opens with the
+confidence in words ("Likely (74%): …").
 """
 
 from __future__ import annotations
@@ -23,7 +27,38 @@ from dataclasses import dataclass, field
 
 from llama_index_carag.verdicts import Verdict, VerdictLabel, answer_sentences, sentence_stance, trim_explanation
 
-__all__ = ["ExplanationCheck", "check_explanation", "checked_verdict", "cited_numbers", "CONTRADICTING_STANCES"]
+__all__ = [
+    "ExplanationCheck",
+    "check_explanation",
+    "checked_verdict",
+    "cited_numbers",
+    "temper_explanation",
+    "CONTRADICTING_STANCES",
+    "SURE",
+]
+
+#: Under this confidence an explanation may not sound certain (:func:`temper_explanation`).
+SURE = 0.9
+#: Words of certainty, and what they become under :data:`SURE` (``""``: removed).
+_CERTAINTY = {
+    "clearly": "",
+    "definitely": "",
+    "certainly": "",
+    "undoubtedly": "",
+    "unquestionably": "",
+    "conclusively": "",
+    "unequivocally": "",
+    "without a doubt": "",
+    "beyond doubt": "",
+    "proves": "suggests",
+    "proven": "indicated",
+    "prove": "suggest",
+    "confirms": "suggests",
+    "confirm": "suggest",
+    "demonstrates": "indicates",
+    "shows": "indicates",
+}
+_CERTAINTY_RE = re.compile(r"\b(" + "|".join(sorted(_CERTAINTY, key=len, reverse=True)) + r")\b,?\s*", re.IGNORECASE)
 
 _CITE_RE = re.compile(r"\[\s*(\d{1,4}(?:\s*(?:,|;|&|and|[-–])\s*\d{1,4})*)\s*\]")
 _PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
@@ -140,3 +175,19 @@ def checked_verdict(
         invalid_citations=check.invalid,
         explanation_repaired=check.repaired or bool(check.dropped),
     )
+
+
+def temper_explanation(text: str, confidence: float | None) -> str:
+    """``text`` within ``confidence`` (module docstring); unchanged at :data:`SURE` or more, or without one."""
+    from llama_index_carag.verdicts.types import confidence_words
+
+    if confidence is None or confidence >= SURE or not text:
+        return text
+
+    def soften(match: re.Match[str]) -> str:
+        word = _CERTAINTY[match.group(1).lower()]
+        return f"{word} " if word else ""
+
+    body = re.sub(r"[ \t]{2,}", " ", _CERTAINTY_RE.sub(soften, text)).strip()
+    words = confidence_words(confidence)
+    return f"{words[0].upper()}{words[1:].replace(', ', ' (', 1)}): {body}"

@@ -110,7 +110,8 @@ EXPLAIN_CHAT_PROMPT = ChatPromptTemplate(
             role=MessageRole.USER,
             content=_DATA_BLOCK
             + "Verdict: {label_str}\nWrite 'Explanation:' followed by at most two sentences that say why the "
-            "evidence leads to this verdict and cite the passages they rely on by number, like [2].",
+            "evidence leads to this verdict, no surer than the verdict's confidence, and cite the passages they "
+            "rely on by number, like [2].",
         ),
     ]
 )

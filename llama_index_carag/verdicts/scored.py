@@ -28,9 +28,9 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
-from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers
+from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers, temper_explanation
 from llama_index_carag.verdicts.parsing import parse_verdict
-from llama_index_carag.verdicts.types import PassageStance, Verdict
+from llama_index_carag.verdicts.types import PassageStance, Verdict, confidence_words
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def cite_passages(explanation: str, numbers: Sequence[int]) -> str:
 
 # --- the verifier's verdict: decided with no LLM, then explained -----------------------------------
 
-_KEPT = ("decision", "decision_passages", "decision_reason", "passage_stances")
+_KEPT = ("decision", "decision_passages", "decision_reason", "passage_stances", "confidence")
 
 
 def decided(decision: LabelDecision, claim: str, texts: Sequence[str], ids: Sequence[str]) -> Verdict:
@@ -82,21 +82,24 @@ def decided(decision: LabelDecision, claim: str, texts: Sequence[str], ids: Sequ
         decision_passages=list(made.passages),
         decision_reason=made.reason,
         passage_stances=[st.as_dict() for st in made.stances],
+        confidence=made.confidence,
     )
-    return verdict.model_copy(update={"raw": f"Verdict: {label_words(verdict)}\nExplanation: "})
+    return verdict.model_copy(update={"raw": f"Verdict: {verdict.label.value.replace('_', ' ')}\nExplanation: "})
 
 
 def label_words(verdict: Verdict) -> str:
-    """The label as the explanation prompt shows it (``NOT ENOUGH INFO``)."""
-    return verdict.label.value.replace("_", " ")
+    """The label as the explanation prompt shows it (``NOT ENOUGH INFO``, ``REFUTED (likely, 74%)``)."""
+    words = verdict.label.value.replace("_", " ")
+    return f"{words} ({confidence_words(verdict.confidence)})" if verdict.confidence is not None else words
 
 
 def explained(
     verdict: Verdict, text: str, ids: Sequence[str], *, max_sentences: int = 2, explain_passages: int = 3
 ) -> Verdict:
     """``verdict`` with the LLM's ``text`` as its explanation: the part after ``Explanation:`` if the model wrote
-    one, checked (at most ``max_sentences``, citations only to shown passages, no sentence against the label) and
-    citing the passages the label rests on when it cites none of them."""
+    one, checked (at most ``max_sentences``, citations only to shown passages, no sentence against the label),
+    citing the passages the label rests on when it cites none of them, and tempered to the label's confidence
+    (:func:`~llama_index_carag.verdicts.explanation_checks.temper_explanation`)."""
     body = parse_verdict(f"Verdict: {verdict.label.value}\n{text}" if "xplanation" in text else text).explanation
     rests_on = verdict.decision_passages[:explain_passages]
     checked = checked_verdict(
@@ -108,6 +111,7 @@ def explained(
         max_sentences=max_sentences,
     )
     kept: dict[str, Any] = {k: getattr(verdict, k) for k in _KEPT}
+    kept["explanation"] = temper_explanation(checked.explanation, verdict.confidence)
     return checked.model_copy(update=kept)
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "VERDICT_KEY",
     "NO_EVIDENCE_EXPLANATION",
     "UNEXPLAINED",
+    "CONFIDENCE_WORDS",
+    "confidence_words",
     "no_evidence_verdict",
     "with_answer_text",
     "label_value",
@@ -130,6 +132,8 @@ class Verdict(BaseModel):
         passage_stances: for the verifier, each passage's stance: ``{"number", "id", "stance", "score",
             "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability; ``probabilities`` all
             three).
+        confidence: for the verifier, P(the label is right): its score calibrated on held-out labelled claims
+            (:mod:`~llama_index_carag.verifier.confidence`); ``None`` when no verifier decided.
     """
 
     label: VerdictLabel = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
@@ -158,10 +162,25 @@ class Verdict(BaseModel):
         description="per passage: number (rank), id, stance, score (its probability), "
         "probabilities and logprobs per label; from the verifier; None when no passage was scored",
     )
+    confidence: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="P(the label is right), calibrated; None when no verifier decided"
+    )
 
     def to_fever(self) -> str:
         """The label as FactVer's ``"T"``/``"F"``/``"N"``."""
         return self.label.to_fever()
+
+
+#: Words for a confidence, from the surest: (lowest confidence, words).
+CONFIDENCE_WORDS = ((0.9, "very likely"), (0.7, "likely"), (0.5, "more likely than not"), (0.0, "unsure"))
+
+
+def confidence_words(confidence: float | None) -> str:
+    """``confidence`` in words with its percentage (``"likely, 74%"``); ``""`` for ``None``."""
+    if confidence is None:
+        return ""
+    words = next(w for floor, w in CONFIDENCE_WORDS if confidence >= floor)
+    return f"{words}, {confidence:.0%}"
 
 
 #: Explanation given when the retriever found no evidence (the LLM is not called).

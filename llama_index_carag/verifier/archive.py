@@ -1,33 +1,31 @@
 """The verifier adapted to an archive: a desk's own labelled claims, used to fit what they can afford.
 
 :func:`fit_archive_verifier` (``carag index --calibrate``) compares, out of fold, what an archive's labelled claims
-can buy over the shipped verifier, and keeps a change only where it wins.  The rule, fixed before any figure
-on a report set was looked at:
+can buy over the verifier the index would get without them, and keeps a change only where it wins.  The rule,
+fixed on the tuning data before any report figure was looked at:
 
-1. Examples: each labelled claim with its passages (its linked evidence).  A fine-tune needs at least
-   :data:`MIN_FINE_TUNE` claims with at least :data:`MIN_PER_LABEL` of each label; a new threshold at least
-   :data:`MIN_THRESHOLD` claims.  Below that the shipped verifier stays.
-2. Two folds, stratified by label (seed 0).  Per fold the shipped verifier is fine-tuned on the other fold
-   (:data:`FINE_TUNE`: two epochs) and scores this fold's claims: out-of-fold probabilities for every claim.
-3. Candidates, from the cheapest: **shipped** (its own threshold); **threshold** (the shipped verifier, the
-   threshold chosen on the archive); **head** (the shipped verifier's probabilities read by a
-   :class:`~llama_index_carag.verifier.head.LabelHead` fitted on the archive; at least :data:`MIN_FINE_TUNE`
-   claims with :data:`MIN_PER_LABEL` of each label); **fine-tune** (the threshold chosen on its out-of-fold
-   probabilities); **fine-tune + head** (a head on the fine-tune's out-of-fold probabilities).  Each is scored by
-   claim-level macro-F1 on the archive: the two thresholds are chosen on the probabilities they are scored on
-   (one number each); a head is scored out of fold (five folds, stratified, seed 0), its own strength chosen
-   inside each fold.
-4. Kept: going from the cheapest, a candidate replaces the one kept so far when it beats it by at least
-   :data:`MARGIN`.  A kept fine-tune is trained once more on every claim; a kept head is fitted on every claim's
-   (out-of-fold) probabilities; the verifier is saved with the index (``<index>/verifier``) with the record of
-   the comparison (a threshold or a head on the shipped weights is saved without a copy of them).
+1. Examples: each labelled claim with the passages the retriever gives it (what a new claim will get; not its
+   linked evidence).  A head needs at least :data:`MIN_HEAD` claims; a fine-tune at least :data:`MIN_FINE_TUNE`
+   with at least :data:`MIN_PER_LABEL` of each label.  Below :data:`MIN_HEAD` the out-of-the-box verifier stays.
+2. Candidates, from the cheapest: **shipped** (the shipped weights with the domain check's thresholds,
+   :mod:`~llama_index_carag.verifier.domain`, fitted on these claims without their labels: what ``carag index``
+   gives without ``--calibrate``); **head** (a :class:`~llama_index_carag.verifier.head.LabelHead` on the shipped
+   verifier's probabilities, out of fold over :data:`HEAD_FOLDS` stratified folds); **fine-tune** (two folds,
+   stratified by label, seed 0: the shipped verifier fine-tuned on one fold reads the other; each retrieved
+   passage is a pair with its claim's label, the labels balanced by resampling, :data:`FINE_TUNE`; a claim's
+   label is the arg-max of its passages' *mean* probabilities).  Each is scored by claim-level macro-F1 out of
+   fold, with the abstention of :meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide` applied through
+   its own out-of-fold confidence map.
+3. Kept: going from the cheapest, a candidate replaces the one kept so far when it beats it by at least
+   :data:`MARGIN`.  A kept fine-tune is trained once more on every claim; a kept head is fitted on every claim.
+   The kept candidate's confidence map (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`) is
+   fitted on its out-of-fold labels, so an archive verifier's confidence is the archive's rate of being right.
+   The verifier is saved with the index (``<index>/verifier``) with the record of the comparison (the shipped
+   weights are referenced, not copied, unless fine-tuned).
 
-This rule (the head candidates added to the first three, and "from the cheapest") was fixed before any figure
-of a head on a report set was looked at.
-
-Fine-tuning pairs: a passage of a SUPPORTED or REFUTED claim gives its most telling chunk (the one the shipped
-verifier finds most likely of the claim's label) with the claim's label; a NOT_ENOUGH_INFO claim's chunks are
-all NOT_ENOUGH_INFO.
+A passage longer than the verifier's chunk is one pair: for a SUPPORTED or REFUTED claim its chunk most likely of
+the claim's label, for a NOT_ENOUGH_INFO claim its most decisive chunk (the one the verifier will read at
+inference), both by the shipped verifier.
 """
 
 from __future__ import annotations
@@ -35,10 +33,11 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import random
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,44 +45,41 @@ from typing import Any
 import numpy as np
 
 from llama_index_carag.verdicts.types import VerdictLabel
+from llama_index_carag.verifier.domain import DomainThresholds
 from llama_index_carag.verifier.head import LabelHead
-from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier, chunk_passage
+from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier, VerifierLabel, chunk_passage, decide_label
 from llama_index_carag.verifier.pairs import LABELS, Pair
-from llama_index_carag.verifier.training import (
-    TrainingConfig,
-    choose_threshold,
-    claim_figures,
-    train_pairs,
-)
+from llama_index_carag.verifier.training import TrainingConfig, claim_figures, train_pairs
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ArchiveClaim",
     "archive_claims",
+    "labelled_claims",
     "fit_archive_verifier",
-    "fine_tune_pairs",
     "index_verifier",
     "VERIFIER_DIR",
     "FINE_TUNE",
+    "CANDIDATES",
 ]
 
-#: The index's sub-folder holding its archive verifier.
+#: The index's sub-folder holding its verifier (the domain check's or the archive's).
 VERIFIER_DIR = "verifier"
-MIN_FINE_TUNE, MIN_PER_LABEL, MIN_THRESHOLD = 30, 5, 12
+MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
 MARGIN = 0.02
 FOLDS = 2
 #: Folds of a head's out-of-fold score.
 HEAD_FOLDS = 5
 #: The candidates, from the cheapest (module docstring).
-CANDIDATES = ("shipped", "threshold", "head", "fine-tune", "fine-tune + head")
+CANDIDATES = ("shipped", "head", "fine-tune")
 #: The fine-tune's recipe (on top of the shipped verifier).
 FINE_TUNE = TrainingConfig(epochs=2.0, learning_rate=3e-5, max_length=160, eval_every=10**9, patience=1)
 
 
 @dataclass(frozen=True)
 class ArchiveClaim:
-    """One labelled claim of the archive with the passages it was checked against."""
+    """One labelled claim of the archive with the passages the retriever gives it."""
 
     claim_id: str
     claim: str
@@ -105,23 +101,20 @@ def labelled_claims(claim_nodes: Sequence[Any], label_key: str = "label") -> lis
     return out
 
 
-def archive_claims(claim_nodes: Sequence[Any], evidence_nodes: Sequence[Any], k: int = 6) -> list[ArchiveClaim]:
-    """The labelled claims of an index (``metadata["label"]``: T/F/N or a full name) with their linked evidence
-    (``metadata["evidence_ids"]``, at most ``k`` passages, in link order); claims without either are left out."""
-    from llama_index_carag.datasets import LINKS_KEY
-
-    texts = {n.node_id: n.get_content() for n in evidence_nodes}
+def archive_claims(claim_nodes: Sequence[Any], passages_of: Callable[[str], Sequence[str]]) -> list[ArchiveClaim]:
+    """The labelled claims of an index (``metadata["label"]``: T/F/N or a full name), each with the passages
+    ``passages_of(claim text)`` gives it (the index's retriever); claims without a passage are left out."""
     out = []
     for node, label in labelled_claims(claim_nodes):
-        linked = [texts[i] for i in (node.metadata or {}).get(LINKS_KEY, []) if i in texts][:k]
-        if linked:
-            out.append(ArchiveClaim(node.node_id, node.get_content(), label.value, tuple(linked)))
+        passages = tuple(str(t) for t in passages_of(node.get_content()))
+        if passages:
+            out.append(ArchiveClaim(node.node_id, node.get_content(), label.value, passages))
     return out
 
 
 def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
-    """The archive verifier ``carag index --calibrate`` saved with the index, or ``None`` (the shipped one);
-    one object per saved verifier (its weights load once, however many synthesizers use it)."""
+    """The verifier ``carag index`` saved with the index (its domain check, or the archive's fit of
+    ``--calibrate``), or ``None`` (the shipped one); one object per saved verifier (its weights load once)."""
     config = (Path(index_dir) / VERIFIER_DIR / CONFIG_NAME).resolve()
     if not config.is_file():
         return None
@@ -132,42 +125,63 @@ def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
 def _saved_verifier(folder: str, modified: int) -> ClaimVerifier:
     """The verifier saved in ``folder`` (``modified``: its config's mtime, so a re-fit is loaded anew)."""
     verifier = ClaimVerifier(folder)
-    logger.info("the index's archive verifier: %s", verifier.config.get("archive", {}).get("choice"))
+    logger.info("the index's verifier: %s", verifier.config.get("archive", {}).get("choice", "domain check"))
     return verifier
 
 
-def _folds(claims: Sequence[ArchiveClaim], seed: int = 0) -> list[int]:
-    """Each claim's fold (0 or 1), stratified by label."""
+def _folds(labels: Sequence[str], n_folds: int, seed: int = 0) -> np.ndarray:
+    """Each claim's fold, stratified by label."""
     rng = np.random.default_rng(seed)
-    fold = [0] * len(claims)
+    fold = np.zeros(len(labels), dtype=int)
     for label in LABELS:
-        idx = [i for i, c in enumerate(claims) if c.label == label]
+        idx = [i for i, k in enumerate(labels) if k == label]
         for j, i in enumerate(rng.permutation(idx)):
-            fold[int(i)] = j % FOLDS
+            fold[int(i)] = j % n_folds
     return fold
 
 
-def fine_tune_pairs(verifier: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> list[Pair]:
-    """The fine-tuning pairs of ``claims`` (module docstring)."""
-    pairs: list[Pair] = []
-    scored: list[tuple[ArchiveClaim, list[str]]] = []
-    for c in claims:
-        for passage in c.passages:
-            chunks = chunk_passage(passage, verifier.chunk_words)
-            if c.label == "NOT_ENOUGH_INFO":
-                pairs.extend(Pair(c.claim_id, c.claim, t, c.label, "archive") for t in chunks)
-            elif len(chunks) == 1:
-                pairs.append(Pair(c.claim_id, c.claim, chunks[0], c.label, "archive"))
-            else:
-                scored.append((c, chunks))
-    if scored:
-        probs = verifier.pair_probabilities([(c.claim, t) for c, chunks in scored for t in chunks])
-        at = 0
-        for c, chunks in scored:
-            block = probs[at : at + len(chunks), LABELS.index(c.label)]
-            pairs.append(Pair(c.claim_id, c.claim, chunks[int(block.argmax())], c.label, "archive"))
+@dataclass(frozen=True)
+class _Reading:
+    """The shipped verifier's reading of the archive: per claim its passages' probabilities (decisive chunk) and
+    per passage the chunk a fine-tune trains on (module docstring)."""
+
+    probabilities: list[np.ndarray]
+    chunks: list[list[str]]
+
+
+def _read(base: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> _Reading:
+    """One batched pass of ``base`` over every chunk of every claim's passages."""
+    split = [[chunk_passage(p, base.chunk_words) for p in c.passages] for c in claims]
+    pairs = [(c.claim, t) for c, passages in zip(claims, split) for chunks in passages for t in chunks]
+    probs = base.pair_probabilities(pairs)
+    readings, chosen, at = [], [], 0
+    for c, passages in zip(claims, split):
+        rows, picks = [], []
+        for chunks in passages:
+            block = probs[at : at + len(chunks)]
             at += len(chunks)
-    return pairs
+            decisive = int((1.0 - block[:, 2]).argmax())
+            rows.append(block[decisive])
+            own = decisive if c.label == "NOT_ENOUGH_INFO" else int(block[:, LABELS.index(c.label)].argmax())
+            picks.append(chunks[own])
+        readings.append(np.vstack(rows))
+        chosen.append(picks)
+    return _Reading(readings, chosen)
+
+
+def _balanced_pairs(claims: Sequence[ArchiveClaim], chunks: Sequence[Sequence[str]], seed: int = 0) -> list[Pair]:
+    """Each passage's chunk with its claim's label; each label resampled to a third of the pairs (seeded)."""
+    by_label: dict[str, list[Pair]] = {k: [] for k in LABELS}
+    for c, picks in zip(claims, chunks):
+        by_label[c.label].extend(Pair(c.claim_id, c.claim, t, c.label, "archive") for t in picks)
+    total = sum(len(v) for v in by_label.values())
+    rng = random.Random(seed)
+    out: list[Pair] = []
+    for label in LABELS:
+        have, want = by_label[label], round(total / len(LABELS))
+        if have:
+            out += rng.sample(have, want) if want <= len(have) else have + rng.choices(have, k=want - len(have))
+    return out
 
 
 def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: TrainingConfig) -> ClaimVerifier:
@@ -182,19 +196,30 @@ def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: 
         model_kwargs={"dtype": torch.float32},
     )
     train_pairs(model, pairs, [], work, config, show_progress=True)
-    return ClaimVerifier(base.path, threshold=base.threshold, cross_encoder=model)
+    tuned = ClaimVerifier(base.path, cross_encoder=model)
+    tuned.rule, tuned.head, tuned.confidence = "mean", None, None
+    return tuned
 
 
-def _head_out_of_fold(probs: Sequence[np.ndarray], gold: Sequence[str]) -> dict[str, float]:
-    """A :class:`LabelHead`'s claim-level figures out of fold (:data:`HEAD_FOLDS` stratified folds, seed 0)."""
-    from sklearn.model_selection import StratifiedKFold
+def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, float]:
+    """Claim-level figures of a candidate's out-of-fold labels, after the abstention with a confidence map fitted
+    out of fold (two folds, seed 1)."""
+    labels = [d.label for d in decided]
+    folds = _folds(gold, FOLDS, seed=1)
+    final: list[str] = list(labels)
+    from llama_index_carag.verifier.confidence import LabelConfidence
+    from llama_index_carag.verifier.model import MIN_CONFIDENCE
 
-    pred = np.empty(len(gold), dtype=object)
-    folds = StratifiedKFold(HEAD_FOLDS, shuffle=True, random_state=0)
-    for train, held in folds.split(np.zeros(len(gold)), gold):
-        head = LabelHead().fit([probs[i] for i in train], [gold[i] for i in train])
-        pred[held] = head.predict([probs[i] for i in held])
-    return claim_figures(gold, [str(p) for p in pred])
+    for f in range(FOLDS):
+        train = [i for i in range(len(gold)) if folds[i] != f]
+        conf = LabelConfidence().fit(
+            [(labels[i], decided[i].score) for i in train], [labels[i] == gold[i] for i in train]
+        )
+        for i in np.flatnonzero(folds == f):
+            d = decided[i]
+            if d.label != "NOT_ENOUGH_INFO" and conf.predict(d.label, d.score) < MIN_CONFIDENCE:
+                final[i] = "NOT_ENOUGH_INFO"
+    return claim_figures(gold, final)
 
 
 def fit_archive_verifier(
@@ -204,10 +229,10 @@ def fit_archive_verifier(
     base: ClaimVerifier | None = None,
     config: TrainingConfig = FINE_TUNE,
 ) -> dict[str, Any]:
-    """Fit what the archive can afford (module docstring) and save it to ``out_dir`` when it wins.
+    """Fit what the archive can afford (module docstring) and save it to ``out_dir``.
 
-    Returns the record: the choice (one of :data:`CANDIDATES`), each candidate's out-of-fold figures (and
-    threshold), the claim counts and the seconds it took.
+    Returns the record: the choice (one of :data:`CANDIDATES`), each candidate's out-of-fold figures, the claim
+    counts and the seconds it took.
     """
     from llama_index_carag.verifier.model import shipped_verifier
 
@@ -217,64 +242,83 @@ def fit_archive_verifier(
     gold = [c.label for c in claims]
     counts = {k: gold.count(k) for k in LABELS}
     record: dict[str, Any] = {"claims": len(claims), "labels": counts, "margin": MARGIN, "folds": FOLDS}
-    if len(claims) < MIN_THRESHOLD:
-        record.update(choice="shipped", why=f"fewer than {MIN_THRESHOLD} labelled claims with evidence")
+    if len(claims) < MIN_HEAD:
+        record.update(choice="shipped", why=f"fewer than {MIN_HEAD} labelled claims with evidence")
         return _finish(record, None, out_dir, started)
-    shipped_probs = base.batch_probabilities([(c.claim, list(c.passages)) for c in claims])
-    t_threshold, fig_threshold = choose_threshold(shipped_probs, gold)
-    found: dict[str, dict[str, Any]] = {
-        "shipped": {"threshold": base.threshold, **claim_figures(gold, [base.decide(p).label for p in shipped_probs])},
-        "threshold": {"threshold": t_threshold, **fig_threshold},
-    }
-    oof: list[np.ndarray] = []
-    if len(claims) >= MIN_FINE_TUNE and min(counts.values()) >= MIN_PER_LABEL:
-        found["head"] = _head_out_of_fold(shipped_probs, gold)
-        oof = _fine_tuned_out_of_fold(base, claims, config)
-        t_tuned, fig_tuned = choose_threshold(oof, gold)
-        found["fine-tune"] = {"threshold": t_tuned, **fig_tuned}
-        found["fine-tune + head"] = _head_out_of_fold(oof, gold)
+    reading = _read(base, claims)
+    domain = DomainThresholds(floor=base.threshold).fit(reading.probabilities)
+    shipped = ClaimVerifier(base.path)
+    shipped.threshold, shipped.refuted_threshold, shipped.confidence = domain.supported_, domain.refuted_, None
+    candidates = {"shipped": [shipped.decide(p) for p in reading.probabilities]}
+    found: dict[str, dict[str, Any]] = {"shipped": _score(candidates["shipped"], gold)}
+    enough = min(counts.values()) >= MIN_PER_LABEL
+    if enough:
+        candidates["head"] = _head_out_of_fold(base, reading.probabilities, gold)
+        found["head"] = _score(candidates["head"], gold)
     else:
-        why = f"needs {MIN_FINE_TUNE} claims with {MIN_PER_LABEL} of each label"
-        found.update({name: {"skipped": why} for name in CANDIDATES[2:]})
+        found["head"] = {"skipped": f"needs {MIN_PER_LABEL} claims of each label"}
+    if enough and len(claims) >= MIN_FINE_TUNE:
+        candidates["fine-tune"] = _fine_tuned_out_of_fold(base, claims, reading, config)
+        found["fine-tune"] = _score(candidates["fine-tune"], gold)
+    else:
+        found["fine-tune"] = {"skipped": f"needs {MIN_FINE_TUNE} claims with {MIN_PER_LABEL} of each label"}
     record["candidates"] = found
     best = "shipped"
     for name in CANDIDATES[1:]:
         if "macro_f1" in found[name] and found[name]["macro_f1"] >= found[best]["macro_f1"] + MARGIN:
             best = name
     record["choice"] = best
+    confidence = _confidence_of(candidates[best], gold)
     if best == "shipped":
-        return _finish(record, None, out_dir, started)
-    if best == "threshold":
-        return _finish(record, ClaimVerifier(base.path, threshold=t_threshold), out_dir, started)
-    if best == "head":
-        verifier = ClaimVerifier(base.path, threshold=base.threshold)
-        verifier.head = LabelHead().fit(shipped_probs, gold)
-        return _finish(record, verifier, out_dir, started)
-    with tempfile.TemporaryDirectory(prefix="carag-archive-") as tmp:
-        tuned = _fine_tuned(base, fine_tune_pairs(base, claims), Path(tmp) / "all", config)
-        tuned.threshold = found["fine-tune"]["threshold"]
-        if best == "fine-tune + head":
-            tuned.head = LabelHead().fit(oof, gold)
-        return _finish(record, tuned, out_dir, started)
+        verifier = shipped
+    elif best == "head":
+        verifier = ClaimVerifier(base.path)
+        verifier.head = LabelHead().fit(reading.probabilities, gold)
+    else:
+        with tempfile.TemporaryDirectory(prefix="carag-archive-") as tmp:
+            pairs = _balanced_pairs(claims, reading.chunks)
+            verifier = _fine_tuned(base, pairs, Path(tmp) / "all", config)
+            verifier.confidence = confidence
+            return _finish(record, verifier, out_dir, started)
+    verifier.confidence = confidence
+    return _finish(record, verifier, out_dir, started)
+
+
+def _confidence_of(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> Any:
+    from llama_index_carag.verifier.confidence import LabelConfidence
+
+    return LabelConfidence().fit([(d.label, d.score) for d in decided], [d.label == g for d, g in zip(decided, gold)])
+
+
+def _head_out_of_fold(base: ClaimVerifier, probs: Sequence[np.ndarray], gold: Sequence[str]) -> list[VerifierLabel]:
+    """Every claim read by a :class:`LabelHead` fitted on the other folds (:data:`HEAD_FOLDS`, stratified)."""
+    decided: list[Any] = [None] * len(gold)
+    folds = _folds(gold, HEAD_FOLDS)
+    for f in range(HEAD_FOLDS):
+        train = np.flatnonzero(folds != f)
+        head = LabelHead().fit([probs[i] for i in train], [gold[i] for i in train])
+        for i in np.flatnonzero(folds == f):
+            decided[i] = decide_label(probs[i], base.threshold, head)
+    return decided
 
 
 def _fine_tuned_out_of_fold(
-    base: ClaimVerifier, claims: Sequence[ArchiveClaim], config: TrainingConfig
-) -> list[np.ndarray]:
-    """Every claim's passage probabilities from the verifier fine-tuned on the other fold (:data:`FOLDS`)."""
-    folds = _folds(claims)
-    oof: list[np.ndarray] = [np.zeros((0, 3))] * len(claims)
+    base: ClaimVerifier, claims: Sequence[ArchiveClaim], reading: _Reading, config: TrainingConfig
+) -> list[VerifierLabel]:
+    """Every claim read (the mean rule) by the verifier fine-tuned on the other fold (:data:`FOLDS`)."""
+    folds = _folds([c.label for c in claims], FOLDS)
+    decided: list[Any] = [None] * len(claims)
     with tempfile.TemporaryDirectory(prefix="carag-archive-") as tmp:
         for f in range(FOLDS):
-            train = [c for c, k in zip(claims, folds) if k != f]
-            tuned = _fine_tuned(base, fine_tune_pairs(base, train), Path(tmp) / f"fold{f}", config)
-            held = [i for i, k in enumerate(folds) if k == f]
-            for i, p in zip(
-                held, tuned.batch_probabilities([(claims[i].claim, list(claims[i].passages)) for i in held])
-            ):
-                oof[i] = p
+            train = np.flatnonzero(folds != f)
+            pairs = _balanced_pairs([claims[i] for i in train], [reading.chunks[i] for i in train])
+            tuned = _fine_tuned(base, pairs, Path(tmp) / f"fold{f}", config)
+            held = np.flatnonzero(folds == f)
+            probs = tuned.batch_probabilities([(claims[i].claim, list(claims[i].passages)) for i in held])
+            for i, p in zip(held, probs):
+                decided[i] = decide_label(p, tuned.threshold, rule="mean")
             logger.info("archive fold %d/%d fine-tuned on %d claims", f + 1, FOLDS, len(train))
-    return oof
+    return decided
 
 
 def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str | Path, started: float) -> dict:
@@ -284,16 +328,23 @@ def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str
     if verifier is None:
         shutil.rmtree(folder, ignore_errors=True)
         return record
-    if record["choice"] in ("threshold", "head"):  # the shipped weights read anew: no copy of the weights
-        folder.mkdir(parents=True, exist_ok=True)
-        head = verifier.head.to_dict() if verifier.head is not None else None
-        config = {**verifier.config, "threshold": verifier.threshold, "head": head, "weights": "shipped"}
-        config["archive"] = record
-        (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return record
     staging = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    verifier.save(staging, archive=record)
+    if record["choice"] == "fine-tune":
+        verifier.save(staging, archive=record)
+    else:  # the shipped weights read anew: no copy of them
+        staging.mkdir(parents=True)
+        config = {
+            **verifier.config,
+            "threshold": verifier.threshold,
+            "refuted_threshold": verifier.refuted_threshold,
+            "head": verifier.head.to_dict() if verifier.head is not None else None,
+            "rule": verifier.rule,
+            "confidence": verifier.confidence.to_dict() if verifier.confidence is not None else None,
+            "weights": "shipped",
+            "archive": record,
+        }
+        (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return record

@@ -8,8 +8,14 @@ only: its ``MODEL_CARD.md``).  Nothing is downloaded.
 A passage longer than ``chunk_words`` words is cut into chunks of whole sentences (the project's sentence
 splitter); each chunk is scored with the claim and the passage takes the probabilities of its most decisive
 chunk (the one least likely NOT_ENOUGH_INFO), as MiniCheck does.  The claim's label from its passages is
-:func:`decide_label`: the strongest support against the strongest refutation, NOT_ENOUGH_INFO when neither
-reaches the threshold.
+:func:`decide_label`: by default the strongest support against the strongest refutation, NOT_ENOUGH_INFO when
+neither reaches its threshold (an archive-fitted verifier may read the passages' mean instead, or a head).
+
+:meth:`ClaimVerifier.decide` then weighs the cost of being wrong: the label's raw score becomes a confidence,
+P(right), through the folder's :class:`~llama_index_carag.verifier.confidence.LabelConfidence`, and a SUPPORTED
+or REFUTED whose confidence is under :data:`MIN_CONFIDENCE` is withheld: NOT_ENOUGH_INFO, with the reason.  With
+a wrong label costing :data:`COST_WRONG` and an abstention :data:`COST_ABSTAIN`, a label is worth giving only when
+``P(right) * 0 + (1 - P(right)) * COST_WRONG < COST_ABSTAIN``.
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ import functools
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from llama_index_carag.verifier.confidence import LabelConfidence
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.pairs import LABELS
 
@@ -37,6 +44,8 @@ __all__ = [
     "chunk_passage",
     "SHIPPED_DIR",
     "CONFIG_NAME",
+    "RULES",
+    "MIN_CONFIDENCE",
 ]
 
 #: The folder of the verifier shipped with the package.
@@ -44,6 +53,13 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
 #: The verifier's own settings and training record, beside the cross-encoder's files.
 CONFIG_NAME = "verifier.json"
 _SUPPORTED, _REFUTED, _NEI = range(3)
+#: How :func:`decide_label` reads the passages: the strongest support against the strongest refutation, each
+#: against its threshold; or the label of the passages' mean probabilities.
+RULES = ("strongest", "mean")
+#: What a wrong SUPPORTED or REFUTED costs, and what an abstention (NOT_ENOUGH_INFO) costs.
+COST_WRONG, COST_ABSTAIN = 2.0, 1.0
+#: A SUPPORTED or REFUTED is given only at this confidence or more (module docstring).
+MIN_CONFIDENCE = 1.0 - COST_ABSTAIN / COST_WRONG
 
 
 @dataclass(frozen=True)
@@ -51,13 +67,19 @@ class VerifierLabel:
     """The claim's label from its passages' probabilities.
 
     ``passages``: the 1-based passages the label rests on (strongest first); ``probabilities``: each passage's
-    P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) (shape ``(n, 3)``); ``reason``: one line that says why.
+    P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) (shape ``(n, 3)``); ``reason``: one line that says why;
+    ``score``: the rule's raw score for the label (its strongest passage's probability, the passages' mean
+    probability, or the head's probability; for the threshold rule's NOT_ENOUGH_INFO, one minus the strongest
+    stance); ``confidence``: P(the label is right) (:meth:`ClaimVerifier.decide`; ``None`` from
+    :func:`decide_label` alone).
     """
 
     label: str
     passages: tuple[int, ...]
     reason: str
     probabilities: np.ndarray
+    score: float = 0.0
+    confidence: float | None = None
 
 
 def decide_label(
@@ -66,10 +88,12 @@ def decide_label(
     head: LabelHead | None = None,
     *,
     refuted_threshold: float | None = None,
+    rule: str = "strongest",
 ) -> VerifierLabel:
     """The claim's label from its passages' probabilities (rows: passages; columns: :data:`LABELS`).
 
-    Without ``head`` (the threshold rule): ``s``, ``r`` are the largest P(SUPPORTED) and P(REFUTED) over the
+    ``rule="mean"``: the label whose mean probability over the passages is largest (the thresholds are not read).
+    Else, without ``head`` (the threshold rule): ``s``, ``r`` are the largest P(SUPPORTED) and P(REFUTED) over the
     passages; SUPPORTED needs ``s >= threshold``, REFUTED ``r >= refuted_threshold`` (default: ``threshold``);
     when both pass, the one further above its threshold wins (SUPPORTED on a tie); when neither passes (or there
     is no passage), NOT_ENOUGH_INFO.  With one threshold this is "NOT_ENOUGH_INFO when both are below it, else
@@ -77,38 +101,47 @@ def decide_label(
     head's most probable label.  The label rests on the passages whose stance is the label's, strongest first
     (for NOT_ENOUGH_INFO: the closest to a stance).
     """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}; got {rule!r}.")
     probs = np.asarray(probabilities, dtype=np.float64).reshape(-1, len(LABELS))
     if not len(probs):
-        return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs)
+        return VerifierLabel("NOT_ENOUGH_INFO", (), "no passage to read", probs, score=1.0)
     s, r = float(probs[:, _SUPPORTED].max()), float(probs[:, _REFUTED].max())
     t_s, t_r = threshold, threshold if refuted_threshold is None else refuted_threshold
     if head is not None:
         p_label = head.predict_proba([probs])[0]
         column = int(p_label.argmax())
-        prefix = f"the archive's head on the passages' probabilities: P({LABELS[column]}) {p_label[column]:.2f}; "
+        score = float(p_label[column])
+        prefix = f"the archive's head on the passages' probabilities: P({LABELS[column]}) {score:.2f}; "
+    elif rule == "mean":
+        mean = probs.mean(axis=0)
+        column = int(mean.argmax())
+        score = float(mean[column])
+        prefix = f"the passages' mean P({LABELS[column]}) {score:.2f}; "
     else:
         if s >= t_s and r >= t_r:
             column = _SUPPORTED if s - t_s >= r - t_r else _REFUTED
         else:
             column = _SUPPORTED if s >= t_s else _REFUTED if r >= t_r else _NEI
+        score = 1.0 - max(s, r) if column == _NEI else (s if column == _SUPPORTED else r)
         prefix = ""
     if column == _NEI:
         closest = np.argsort(-(1.0 - probs[:, _NEI]), kind="stable")
         why = f"no passage supports or refutes the claim (strongest {max(s, r):.2f}"
-        if head is not None:
+        if head is not None or rule == "mean":
             why += ")"
         elif t_s == t_r:
             why += f" < {t_s:.2f})"
         else:
             why += f"; support {s:.2f} < {t_s:.2f}, refutation {r:.2f} < {t_r:.2f})"
-        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), prefix + why, probs)
+        return VerifierLabel("NOT_ENOUGH_INFO", tuple(int(i) + 1 for i in closest[:3]), prefix + why, probs, score)
     stance = probs.argmax(axis=1)
     best = int(probs[:, column].argmax())
     same = [int(i) for i in np.argsort(-probs[:, column], kind="stable") if stance[i] == column and i != best]
     order = [best, *same]
     verb = "supports" if column == _SUPPORTED else "refutes"
     why = f"passage [{best + 1}] {verb} the claim (p={probs[best, column]:.2f})"
-    return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), prefix + why, probs)
+    return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), prefix + why, probs, score)
 
 
 def chunk_passage(passage: str, chunk_words: int) -> list[str]:
@@ -186,8 +219,16 @@ class ClaimVerifier:
             float(self.config["refuted_threshold"]) if self.config.get("refuted_threshold") is not None else None
         )
         self.chunk_words = int(self.config.get("chunk_words", 64))
-        #: the archive's claim-level head (``carag index --calibrate``), else ``None``: the threshold rule decides
+        #: the archive's claim-level head (``carag index --calibrate``), else ``None``: the rule decides
         self.head = LabelHead.from_dict(self.config["head"]) if self.config.get("head") else None
+        #: how the passages are read (:data:`RULES`)
+        self.rule = str(self.config.get("rule", "strongest"))
+        if self.rule not in RULES:
+            raise ValueError(f"{config_file}: rule {self.rule!r} is not one of {RULES}.")
+        #: raw score -> P(right) (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`), or ``None``
+        self.confidence = (
+            LabelConfidence.from_dict(self.config["confidence"]) if self.config.get("confidence") else None
+        )
         #: where the cross-encoder's files are: this folder, or the shipped model's (a threshold-only archive fit)
         self.weights_dir = SHIPPED_DIR if self.config.get("weights") == "shipped" else folder
         self.batch_size = batch_size
@@ -246,9 +287,27 @@ class ClaimVerifier:
         return out
 
     def decide(self, probabilities: np.ndarray) -> VerifierLabel:
-        """The claim's label from its passages' probabilities (:func:`decide_label` with this verifier's
-        thresholds and head)."""
-        return decide_label(probabilities, self.threshold, self.head, refuted_threshold=self.refuted_threshold)
+        """The claim's label from its passages' probabilities: :func:`decide_label` with this verifier's rule,
+        thresholds and head; then its confidence, P(right), and a SUPPORTED or REFUTED under
+        :data:`MIN_CONFIDENCE` withheld as NOT_ENOUGH_INFO (module docstring).  Without a fitted confidence map
+        the raw score stands in for the confidence."""
+        found = decide_label(
+            probabilities, self.threshold, self.head, refuted_threshold=self.refuted_threshold, rule=self.rule
+        )
+        sure = self._confidence(found.label, found.score)
+        if found.label == "NOT_ENOUGH_INFO" or sure >= MIN_CONFIDENCE:
+            return replace(found, confidence=sure)
+        probs = found.probabilities
+        nei = float(probs[:, _NEI].mean()) if self.rule == "mean" else 1.0 - float(probs[:, :_NEI].max())
+        reason = (
+            f"{found.reason}, but only {sure:.0%} sure, under the {MIN_CONFIDENCE:.0%} a {found.label} needs "
+            f"(a wrong one costs {COST_WRONG / COST_ABSTAIN:g}x an abstention)"
+        )
+        withheld = self._confidence("NOT_ENOUGH_INFO", nei)
+        return replace(found, label="NOT_ENOUGH_INFO", reason=reason, score=nei, confidence=withheld)
+
+    def _confidence(self, label: str, score: float) -> float:
+        return self.confidence.predict(label, score) if self.confidence is not None else float(score)
 
     def label(self, claim: str, passages: Sequence[str]) -> VerifierLabel:
         """The claim's label from ``passages``: :meth:`probabilities`, then :meth:`decide`."""
@@ -269,6 +328,8 @@ class ClaimVerifier:
         config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
         config["refuted_threshold"] = self.refuted_threshold
         config["head"] = self.head.to_dict() if self.head is not None else None
+        config["rule"] = self.rule
+        config["confidence"] = self.confidence.to_dict() if self.confidence is not None else None
         config.pop("weights", None)  # the weights are written here
         (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return folder

