@@ -101,16 +101,6 @@ def verdict_llm(args: argparse.Namespace, stages: Stages) -> Any | None:
     return _llm(args, stages)
 
 
-def _checker(retriever: Any, llm: Any | None) -> Any:
-    """The :class:`~llama_index_carag.verdicts.check.ClaimChecker` of ``carag demo``: nothing fitted, the shipped
-    verifier decides (without an LLM, retrieval only)."""
-    from llama_index_carag.verdicts.check import ClaimChecker
-    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
-
-    synthesizer = None if llm is None else FactCheckSynthesizer(llm)
-    return ClaimChecker(retriever, synthesizer)
-
-
 def _index_checker(
     index_dir: str, retriever: Any, llm: Any | None, explain: bool = True, decision: str = "verifier"
 ) -> Any:
@@ -141,11 +131,14 @@ def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> Non
 
 
 def _print_check(result: dict[str, Any]) -> None:
+    from llama_index_carag.verdicts.types import confidence_words
+
     verdict, soi, s = result["verdict"], result["soi"], result["settings"]
     print(f"Claim: {result['claim']}")
     if verdict is not None:
         note = "" if verdict["parsed"] else "  (no label found in the model's answer)"
-        print(f"Verdict: {verdict['label']}{note}")
+        sure = f" ({confidence_words(verdict['confidence'])})" if verdict.get("confidence") is not None else ""
+        print(f"Verdict: {verdict['label']}{sure}{note}")
         print(f"Explanation: {verdict['explanation']}")
         if verdict.get("decision"):
             print(

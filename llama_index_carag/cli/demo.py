@@ -14,8 +14,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index_carag.cli.check import _checker, _print_check, check_one
+from llama_index_carag.cli.check import _index_checker, _print_check, check_one
 from llama_index_carag.cli.common import _llm, _stages
+from llama_index_carag.cli.index import check_domain
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,8 @@ def _fit_demo(out: Path, stages: Any) -> tuple[Any, Any]:
             show_progress=not stages.quiet,
         )
     carag_u.persist(out / "index", persist_index=True)
+    with stages.stage("the domain check of the verifier"):
+        check_domain(corpus, carag_u, out / "index")
     return corpus, carag_u
 
 
@@ -104,7 +107,7 @@ def _compare(carag_u: Any, claim: Any, llm: Any, args: argparse.Namespace, stage
     result: dict[str, Any] = {}
     for name, alpha in (("RAG (alpha=1)", 1.0), ("CARAG-u (alpha=0.5)", 0.5)):
         with_llm = llm if (alpha == 0.5 or args.rag_verdicts) else None  # one verdict per claim by default
-        checker = _checker(carag_u.with_settings(alpha=alpha), with_llm)
+        checker = _index_checker(str(Path(args.out) / "index"), carag_u.with_settings(alpha=alpha), with_llm)
         result = check_one(checker, claim.text, stages, say_retrieving=False)
         skipped = with_llm is None and llm is not None
         print(f"\n--- {name}" + (" (retrieval only; --rag-verdicts adds its verdict)" if skipped else ""))
@@ -125,18 +128,27 @@ def _draw(out: Path, claim: Any, result: dict[str, Any]) -> tuple[Path, Path]:
     return html, png
 
 
-def _verifier_accuracy(retriever: Any, claims: Sequence[Any], stages: Any) -> str:
-    """The verifier's labels for every labelled demo claim (CARAG-u's evidence, no explanation): accuracy and
-    the per-label report."""
+def _verifier_accuracy(retriever: Any, claims: Sequence[Any], index_dir: Path, stages: Any) -> str:
+    """The index's verifier on every labelled demo claim (CARAG-u's evidence, no explanation): accuracy, the
+    per-label report, and the mean confidence of its right and its wrong labels."""
+    from llama_index_carag.verifier.archive import index_verifier
     from llama_index_carag.verifier.model import shipped_verifier
 
     labelled = [c for c in claims if _label(c) is not None]
-    verifier = shipped_verifier()
+    verifier = index_verifier(index_dir) or shipped_verifier()
     with stages.stage(f"the verifier on all {len(labelled)} labelled demo claims"):
         evidence = [[n.node.get_content() for n in retriever.retrieve(c.text)] for c in labelled]
-        said = [verifier.label(c.text, texts).label for c, texts in zip(labelled, evidence)]
+        found = [verifier.label(c.text, texts) for c, texts in zip(labelled, evidence)]
+    said = [f.label for f in found]
     right = sum(s == _label(c) for c, s in zip(labelled, said))
-    lines = [f"The verifier on all {len(labelled)} labelled demo claims: {right} of {len(labelled)} right"]
+    lines = [
+        f"The verifier on all {len(labelled)} labelled demo claims: {right} of {len(labelled)} right "
+        f"(accuracy {right / max(len(labelled), 1):.2f})"
+    ]
+    for kind, keep in (("right", True), ("wrong", False)):
+        sure = [f.confidence for f, c in zip(found, labelled) if (f.label == _label(c)) == keep]
+        if sure:
+            lines.append(f"  mean confidence of its {len(sure)} {kind} labels: {sum(sure) / len(sure):.0%}")
     counts = {k: sum(_label(c) == k for c in labelled) for k in LABELS}
     lines += [
         f"  {k:<16} {sum(s == k and _label(c) == k for c, s in zip(labelled, said))} of {counts[k]} right"
@@ -160,7 +172,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\nCARAG-u verdicts against the demo corpus's labels, per label (a model that always gives the")
         print("same label gets the claims of that label right and no other):")
         print("\n".join(label_report(checked)))
-    print("\n" + _verifier_accuracy(carag_u, corpus.claim_nodes, stages))  # no LLM needed: also with --no-llm
+    print(
+        "\n" + _verifier_accuracy(carag_u, corpus.claim_nodes, out / "index", stages)
+    )  # no LLM needed: also with --no-llm
     html, png = _draw(out, claims[0], results[0])
     print(f"\nSOI graph of {claims[0].node_id}: {html} and {png}")
     print(f'Index saved in {out / "index"}; try: carag check "<claim>" --index {out / "index"}')

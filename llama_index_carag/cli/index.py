@@ -1,10 +1,11 @@
 """``carag index``: build and save an index from a CSV (``carag demo`` is :mod:`~llama_index_carag.cli.demo`).
 
-With ``--calibrate`` the index is fitted to its archive: the retrieval weights (by the retriever), then the claim
-verifier on the corpus claims that carry a verdict label, with their linked evidence
-(:func:`~llama_index_carag.verifier.archive.fit_archive_verifier`: a new threshold or a fine-tune, kept only where
-it wins out of fold), saved in the index folder, where ``carag check``, ``check-text``, ``serve`` and ``chat`` find
-it.
+Without ``--calibrate`` the shipped verifier gets the domain check (:mod:`~llama_index_carag.verifier.domain`:
+thresholds from the corpus's claims, no labels).  With ``--calibrate`` the index is fitted to its archive: the
+retrieval weights (by the retriever), then the claim verifier on the corpus claims that carry a verdict label,
+each with the passages the retriever gives it (:func:`~llama_index_carag.verifier.archive.fit_archive_verifier`:
+the domain check, a head or a fine-tune, kept only where it wins out of fold).  Either is saved in the index
+folder, where ``carag check``, ``check-text``, ``serve`` and ``chat`` find it.
 """
 
 from __future__ import annotations
@@ -66,16 +67,23 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{calibration.cv_gain:+.4f}; {calibration.seconds:.1f} s (fit {fit_s:.1f} s)"
         )
     retriever.persist(out, persist_index=True)
-    if getattr(args, "calibrate", False):
-        _fit_archive_verifier(corpus, retriever, out)
-    else:
-        _check_domain(corpus, retriever, out)
+    _fit_verifier(corpus, retriever, out, args)
     print(
         f"indexed {len(corpus.evidence_nodes)} evidence passages and {len(corpus.claim_nodes)} claims "
         f"({args.mode}, {retriever.context.n_items_} items in {len(retriever.context.groups)} clusters) "
         f"into {out} in {time.perf_counter() - t0:.1f} s"
     )
     return 0
+
+
+def _fit_verifier(corpus: Any, retriever: Any, out: Path, args: argparse.Namespace) -> None:
+    """The verdict half of the index: the archive fit (``--calibrate``) or the domain check; the suggested labels."""
+    if getattr(args, "calibrate", False):
+        _fit_archive_verifier(corpus, retriever, out)
+    else:
+        check_domain(corpus, retriever, out)
+    if getattr(args, "suggest_labels", None):
+        suggest(corpus, retriever, out, args.suggest_labels)
 
 
 def _open_docstore(spec: str | None, out: Path, *, force: bool) -> Any:
@@ -99,11 +107,11 @@ def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
     """Fit and save the archive verifier of ``--calibrate``; print one line on it."""
     from llama_index_carag.verifier.archive import VERIFIER_DIR, archive_claims, fit_archive_verifier
 
-    archive = archive_claims(corpus.claim_nodes, corpus.evidence_nodes, retriever.settings.similarity_top_k)
+    archive = archive_claims(corpus.claim_nodes, lambda claim: [n.node.get_content() for n in retriever.retrieve(claim)])
     print(_verifier_line(fit_archive_verifier(archive, out / VERIFIER_DIR)))
 
 
-def _check_domain(corpus: Any, retriever: Any, out: Path) -> None:
+def check_domain(corpus: Any, retriever: Any, out: Path) -> None:
     """The domain check (:mod:`~llama_index_carag.verifier.domain`): the corpus's claims, without their labels,
     read with the passages the retriever gives them; the thresholds saved with the index; one line on it."""
     from llama_index_carag.verifier.archive import VERIFIER_DIR
@@ -125,6 +133,40 @@ def _check_domain(corpus: Any, retriever: Any, out: Path) -> None:
             f"call {lean['SUPPORTED']:.0%} SUPPORTED, {lean['REFUTED']:.0%} REFUTED; thresholds now "
             f"{record['supported']:.2f} (SUPPORTED) / {record['refuted']:.2f} (REFUTED); {record['seconds']:.0f} s"
         )
+
+
+#: Where ``--suggest-labels`` writes its list, in the index folder.
+SUGGESTED_LABELS = "suggested_labels.csv"
+
+
+def suggest(corpus: Any, retriever: Any, out: Path, n: int) -> None:
+    """``--suggest-labels N``: the N unlabelled corpus claims to label first
+    (:func:`~llama_index_carag.verifier.suggest.suggest_labels`), printed and written to ``out/suggested_labels.csv``
+    with an empty ``label`` column."""
+    import csv
+
+    from llama_index.core.schema import QueryBundle
+    from llama_index_carag.verifier.archive import labelled_claims
+    from llama_index_carag.verifier.suggest import suggest_labels
+
+    labelled = {node.node_id for node, _ in labelled_claims(corpus.claim_nodes)}
+    todo = []
+    for node in corpus.claim_nodes:
+        if node.node_id not in labelled:
+            soi, found = retriever.retrieve_with_soi(QueryBundle(node.get_content()))
+            todo.append((node.node_id, node.get_content(), soi.cluster, [n.node.get_content() for n in found]))
+    if not todo:
+        print("suggest-labels: every corpus claim has a label already")
+        return
+    chosen = suggest_labels(todo, n)
+    with open(out / SUGGESTED_LABELS, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["claim_id", "claim", "cluster", "entropy", "label"])
+        writer.writerows([s.claim_id, s.claim, s.cluster, f"{s.entropy:.3f}", ""] for s in chosen)
+    print(f"label these {len(chosen)} claims first (the verifier is torn on them; spread over the clusters):")
+    for s in chosen:
+        print(f"  {s.claim_id}  [cluster {s.cluster}, entropy {s.entropy:.2f}]  {s.claim}")
+    print(f"written to {out / SUGGESTED_LABELS} (fill in the label column: T, F or N)")
 
 
 def _verifier_line(record: dict[str, Any]) -> str:

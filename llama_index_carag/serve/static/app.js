@@ -84,10 +84,18 @@ function checkView() {
   return { label: $("verdict-label"), explanation: $("explanation"), table: $("evidence"), soi: $("soi-summary") };
 }
 
+// " (likely, 74%)": the verdict's calibrated confidence in words, as the CLI prints it ("" without one).
+function confidenceText(confidence) {
+  if (confidence === null || confidence === undefined) return "";
+  const words = confidence >= 0.9 ? "very likely" : confidence >= 0.7 ? "likely" : confidence >= 0.5 ? "more likely than not" : "unsure";
+  return ` (${words}, ${Math.round(confidence * 100)}%)`;
+}
+
 function renderVerdict(verdict, view = checkView()) {
   const label = view.label;
-  label.textContent = verdict ? verdict.label : "no verdict (retrieval only)";
+  label.textContent = verdict ? verdict.label + confidenceText(verdict.confidence) : "no verdict (retrieval only)";
   label.className = "badge " + (verdict ? verdict.label : "");
+  label.title = verdict && verdict.decision_reason ? verdict.decision_reason : "";
   view.explanation.textContent = verdict ? verdict.explanation + (verdict.parsed ? "" : " (no label found in the model's answer)") : "";
   const cited = new Set(verdict ? verdict.evidence_ids : []);
   const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
