@@ -1,6 +1,7 @@
-"""Three ways to plug CARAG into LlamaIndex query engines (offline; stub-free, uses SmolLM2).
+"""Three ways to plug CARAG into LlamaIndex query engines (offline).
 
-    python examples/query_engines.py
+    python examples/query_engines.py                 # the offline Qwen 1.5B explains
+    python examples/query_engines.py --llm smollm2   # the small offline SmolLM2: faster, weaker explanations
 
 1. RetrieverQueryEngine with ContextAwareRetriever + the fact-check synthesizer;
 2. the default query engine with its retriever swapped for ours;
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,7 +24,7 @@ from llama_index_carag import (
     get_fact_check_synthesizer,
     load_demo_corpus,
 )
-from llama_index_carag.models.resolve import default_llm
+from llama_index_carag.models.resolve import resolve_llm
 
 
 def show(title: str, response) -> None:
@@ -34,11 +36,14 @@ def show(title: str, response) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--llm", default=None, help="qwen1.5b (default), smollm2, a .gguf file or a Hugging Face id")
+    args = parser.parse_args()
     corpus = load_demo_corpus()
     retriever = ContextAwareRetriever.from_defaults(
         corpus.evidence_nodes, claim_nodes=corpus.claim_nodes, n_clusters=3, delta=0.5
     )
-    llm = default_llm()  # the offline Qwen 1.5B: shows the pipeline; pass a stronger LLM for real use
+    llm = resolve_llm(args.llm)  # offline by default: shows the pipeline; pass a stronger LLM for real use
     claim = corpus.claim_nodes[0].text
     synthesizer = get_fact_check_synthesizer(llm)  # the claim verifier decides, the LLM explains
 

@@ -107,7 +107,9 @@ def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
     """Fit and save the archive verifier of ``--calibrate``; print one line on it."""
     from llama_index_carag.verifier.archive import VERIFIER_DIR, archive_claims, fit_archive_verifier
 
-    archive = archive_claims(corpus.claim_nodes, lambda claim: [n.node.get_content() for n in retriever.retrieve(claim)])
+    archive = archive_claims(
+        corpus.claim_nodes, lambda claim: [n.node.get_content() for n in retriever.retrieve(claim)]
+    )
     print(_verifier_line(fit_archive_verifier(archive, out / VERIFIER_DIR)))
 
 
@@ -146,6 +148,7 @@ def suggest(corpus: Any, retriever: Any, out: Path, n: int) -> None:
     import csv
 
     from llama_index.core.schema import QueryBundle
+
     from llama_index_carag.verifier.archive import labelled_claims
     from llama_index_carag.verifier.suggest import suggest_labels
 

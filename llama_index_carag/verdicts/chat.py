@@ -60,10 +60,10 @@ class FactCheckChatBot:
 
     @classmethod
     def from_retriever(cls, retriever: Any, llm: LLM, **synthesizer_options: Any) -> FactCheckChatBot:
-        """A bot over ``retriever`` whose verdicts come from a ``FactCheckSynthesizer`` on ``llm``."""
+        """A bot over ``retriever`` whose verdicts come from a ``FactCheckSynthesizer`` on ``llm``
+        (``synthesizer_options``: :class:`~llama_index_carag.verdicts.decision.VerdictSettings` fields)."""
         from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-        synthesizer_options.setdefault("embed_model", retriever.embed_model)
         return cls(ClaimChecker(retriever, FactCheckSynthesizer(llm, **synthesizer_options)), llm)
 
     def standalone_claim(self, message: str) -> str:
