@@ -146,7 +146,7 @@ def _verifier_accuracy(retriever: Any, claims: Sequence[Any], index_dir: Path, s
         f"(accuracy {right / max(len(labelled), 1):.2f})"
     ]
     for kind, keep in (("right", True), ("wrong", False)):
-        sure = [f.confidence for f, c in zip(found, labelled) if (f.label == _label(c)) == keep]
+        sure = [f.confidence or 0.0 for f, c in zip(found, labelled) if (f.label == _label(c)) == keep]
         if sure:
             lines.append(f"  mean confidence of its {len(sure)} {kind} labels: {sum(sure) / len(sure):.0%}")
     counts = {k: sum(_label(c) == k for c in labelled) for k in LABELS}

@@ -215,7 +215,7 @@ def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, f
         conf = LabelConfidence().fit(
             [(labels[i], decided[i].score) for i in train], [labels[i] == gold[i] for i in train]
         )
-        for i in np.flatnonzero(folds == f):
+        for i in np.flatnonzero(folds == f).tolist():
             d = decided[i]
             if d.label != "NOT_ENOUGH_INFO" and conf.predict(d.label, d.score) < MIN_CONFIDENCE:
                 final[i] = "NOT_ENOUGH_INFO"
@@ -295,9 +295,9 @@ def _head_out_of_fold(base: ClaimVerifier, probs: Sequence[np.ndarray], gold: Se
     decided: list[Any] = [None] * len(gold)
     folds = _folds(gold, HEAD_FOLDS)
     for f in range(HEAD_FOLDS):
-        train = np.flatnonzero(folds != f)
+        train = np.flatnonzero(folds != f).tolist()
         head = LabelHead().fit([probs[i] for i in train], [gold[i] for i in train])
-        for i in np.flatnonzero(folds == f):
+        for i in np.flatnonzero(folds == f).tolist():
             decided[i] = decide_label(probs[i], base.threshold, head)
     return decided
 
@@ -310,10 +310,10 @@ def _fine_tuned_out_of_fold(
     decided: list[Any] = [None] * len(claims)
     with tempfile.TemporaryDirectory(prefix="carag-archive-") as tmp:
         for f in range(FOLDS):
-            train = np.flatnonzero(folds != f)
+            train = np.flatnonzero(folds != f).tolist()
             pairs = _balanced_pairs([claims[i] for i in train], [reading.chunks[i] for i in train])
             tuned = _fine_tuned(base, pairs, Path(tmp) / f"fold{f}", config)
-            held = np.flatnonzero(folds == f)
+            held = np.flatnonzero(folds == f).tolist()
             probs = tuned.batch_probabilities([(claims[i].claim, list(claims[i].passages)) for i in held])
             for i, p in zip(held, probs):
                 decided[i] = decide_label(p, tuned.threshold, rule="mean")
