@@ -48,3 +48,29 @@ def test_example_runs(name: str) -> None:
     assert "Traceback" not in proc.stderr
     for text in shown:
         assert text in proc.stdout, (text, proc.stdout[-2000:])
+
+
+def _python_blocks(path: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, in order."""
+    blocks, current = [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if current is None and line.strip() == "```python":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def test_the_readme_snippets_run():
+    blocks = _python_blocks(EXAMPLES.parent / "README.md")
+    assert blocks, "the README shows Python usage"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    for code in blocks:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env, cwd=EXAMPLES.parent
+        )
+        assert proc.returncode == 0, (code, proc.stderr[-3000:])
+        assert proc.stdout.strip(), code
