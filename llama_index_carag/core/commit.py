@@ -14,7 +14,8 @@ makes the set atomic:
 
 :func:`roll_forward` finishes a commit whose record exists (moving what is still staged; every step can be
 repeated).  Readers call it before they read the folder, so a crash at any point leaves either the whole old
-version or the whole new one; a staging folder without a record is deleted by the next writer.
+version or the whole new one; a staging folder without a record (and a record's temporary file whose write was
+killed) is deleted by the next writer.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> boo
         if writer and staging.exists():
             logger.info("Dropping %s: a write into %s was interrupted before its commit.", staging, target)
             shutil.rmtree(staging, ignore_errors=True)
+        if writer:  # a record whose atomic write was killed before its rename: a temporary file, never read
+            for orphan in target.glob(f".{RECORD}.*.tmp"):
+                orphan.unlink(missing_ok=True)
         return False
     try:
         plan = json.loads(record.read_text(encoding="utf-8"))

@@ -31,10 +31,8 @@ inference), both by the shipped verifier.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import random
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +45,15 @@ import numpy as np
 from llama_index_carag.verdicts.types import VerdictLabel
 from llama_index_carag.verifier.domain import DomainThresholds
 from llama_index_carag.verifier.head import LabelHead
-from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier, VerifierLabel, chunk_passage, decide_label
+from llama_index_carag.verifier.model import (
+    CONFIG_NAME,
+    ClaimVerifier,
+    VerifierLabel,
+    chunk_passage,
+    decide_label,
+    remove_verifier_folder,
+    write_verifier_folder,
+)
 from llama_index_carag.verifier.pairs import LABELS, Pair
 from llama_index_carag.verifier.training import TrainingConfig, claim_figures, train_pairs
 
@@ -322,29 +328,13 @@ def _fine_tuned_out_of_fold(
 
 
 def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str | Path, started: float) -> dict:
-    """Save ``verifier`` (or remove a stale one) with ``record``; the record with its cost."""
-    folder = Path(out_dir)
+    """Save ``verifier`` (or remove a stale one) with ``record``; the record with its cost.  Either is one commit
+    (:func:`~llama_index_carag.verifier.model.write_verifier_folder`): a crash leaves the old folder or the new."""
     record["seconds"] = round(time.perf_counter() - started, 1)
     if verifier is None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return record
-    staging = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    if record["choice"] == "fine-tune":
-        verifier.save(staging, archive=record)
+        remove_verifier_folder(out_dir)
+    elif record["choice"] == "fine-tune":
+        verifier.save(out_dir, archive=record)
     else:  # the shipped weights read anew: no copy of them
-        staging.mkdir(parents=True)
-        config = {
-            **verifier.config,
-            "threshold": verifier.threshold,
-            "refuted_threshold": verifier.refuted_threshold,
-            "head": verifier.head.to_dict() if verifier.head is not None else None,
-            "rule": verifier.rule,
-            "confidence": verifier.confidence.to_dict() if verifier.confidence is not None else None,
-            "weights": "shipped",
-            "archive": record,
-        }
-        (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    shutil.rmtree(folder, ignore_errors=True)
-    staging.rename(folder)
+        write_verifier_folder(out_dir, {**verifier.to_config(archive=record), "weights": "shipped"})
     return record

@@ -19,7 +19,6 @@ was the largest share of 0.25, 1/3, 0.4 that kept claims called the opposite of 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -33,7 +32,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.verifier.model import CONFIG_NAME, SHIPPED_DIR, ClaimVerifier
+from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, write_verifier_folder
 from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
@@ -134,9 +133,5 @@ def fit_domain_verifier(
         config["weights"] = "shipped"
     elif config.get("weights") != "shipped":
         raise ValueError("fit_domain_verifier writes thresholds only: pass the shipped verifier (or none).")
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (CONFIG_NAME + ".tmp")
-    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(folder / CONFIG_NAME)
+    write_verifier_folder(out_dir, config)
     return config["domain_check"] | {"supported": fitted.supported_, "refuted": fitted.refuted_}

@@ -46,6 +46,8 @@ __all__ = [
     "CONFIG_NAME",
     "RULES",
     "MIN_CONFIDENCE",
+    "write_verifier_folder",
+    "remove_verifier_folder",
 ]
 
 #: The folder of the verifier shipped with the package.
@@ -166,6 +168,45 @@ def chunk_passage(passage: str, chunk_words: int) -> list[str]:
     return chunks or [passage]
 
 
+def write_verifier_folder(folder: str | Path, config: dict[str, Any], weights: str | Path | None = None) -> Path:
+    """The one writer of a verifier folder: ``config`` as its ``verifier.json`` and, with ``weights``, the
+    cross-encoder's files copied from that folder (without: the config names its weights, e.g. the shipped ones).
+    Written beside the old files and committed as one (:func:`~llama_index_carag.core.commit.replace_files`,
+    ``verifier.json`` last; files of the old folder that the new one lacks are deleted): a process killed at any
+    point leaves the old verifier or the new one."""
+    import shutil
+
+    from llama_index_carag.core.commit import RECORD, STAGING, replace_files
+
+    target = Path(folder)
+
+    def write(staging: Path) -> list[str]:
+        if weights is not None:
+            source = Path(weights)
+            for path in sorted(source.rglob("*")):
+                if path.is_file() and path.name != CONFIG_NAME:
+                    (staging / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, staging / path.relative_to(source))
+        text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        (staging / CONFIG_NAME).write_text(text, encoding="utf-8")
+        new = {p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()}
+        old = (p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+        return sorted(r for r in old if r not in new and r != RECORD and not r.startswith(STAGING + "/"))
+
+    replace_files(target, write, last=[CONFIG_NAME])
+    return target
+
+
+def remove_verifier_folder(folder: str | Path) -> None:
+    """Remove a verifier folder: its ``verifier.json`` first (one atomic unlink: from then on it is no verifier
+    folder), then the rest."""
+    import shutil
+
+    target = Path(folder)
+    (target / CONFIG_NAME).unlink(missing_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+
+
 @functools.lru_cache(maxsize=1)
 def shipped_verifier() -> ClaimVerifier:
     """The verifier shipped with the package (loaded once per process; its weights on first use)."""
@@ -202,6 +243,7 @@ class ClaimVerifier:
         cross_encoder: Any = None,
     ) -> None:
         folder = Path(path) if path is not None else SHIPPED_DIR
+        _finish_commit(folder)
         config_file = folder / CONFIG_NAME
         if not config_file.is_file():
             raise FileNotFoundError(
@@ -314,22 +356,35 @@ class ClaimVerifier:
         return self.decide(self.probabilities(claim, passages))
 
     def save(self, path: str | Path, **record: Any) -> Path:
-        """Write this verifier (weights as float16 safetensors, tokenizer, ``verifier.json`` with ``record``)."""
+        """Write this verifier (weights as float16 safetensors, tokenizer, ``verifier.json`` with ``record``) with
+        :func:`write_verifier_folder` (a crash leaves the old folder or the new one)."""
+        import tempfile
+
         import torch
 
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        model = self.cross_encoder
-        model.model.to(torch.float16)
-        try:
-            model.save_pretrained(str(folder), safe_serialization=True)
-        finally:
-            model.model.to(torch.float32)
+        with tempfile.TemporaryDirectory(prefix="carag-verifier-") as tmp:
+            model = self.cross_encoder
+            model.model.to(torch.float16)
+            try:
+                model.save_pretrained(tmp, safe_serialization=True)
+            finally:
+                model.model.to(torch.float32)
+            return write_verifier_folder(path, self.to_config(**record), weights=tmp)
+
+    def to_config(self, **record: Any) -> dict[str, Any]:
+        """This verifier's ``verifier.json``: its settings (thresholds, rule, head, confidence map) and ``record``."""
         config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
         config["refuted_threshold"] = self.refuted_threshold
         config["head"] = self.head.to_dict() if self.head is not None else None
         config["rule"] = self.rule
         config["confidence"] = self.confidence.to_dict() if self.confidence is not None else None
-        config.pop("weights", None)  # the weights are written here
-        (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return folder
+        config.pop("weights", None)  # the weights are written with it (save), or named by the caller
+        return config
+
+
+def _finish_commit(folder: Path) -> None:
+    """A write into ``folder`` that a crash interrupted after its commit is finished before it is read."""
+    from llama_index_carag.core.commit import RECORD, roll_forward
+
+    if (folder / RECORD).is_file():
+        roll_forward(folder)
