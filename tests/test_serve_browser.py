@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from llama_index_carag.verdicts.types import confidence_words
 from tests.serve_helpers import (
     CHROMIUM,
     CSP_RECORDER,
@@ -131,7 +133,8 @@ def test_check_a_claim_in_the_browser(server, browser, tmp_path):
             timeout=120,
         ).read()
     )
-    assert page["label"] == api["verdict"]["label"] == "REFUTED"
+    verdict = api["verdict"]
+    assert verdict["label"] == "REFUTED" and page["label"] == f"REFUTED ({confidence_words(verdict['confidence'])})"
     assert page["explanation"] == api["verdict"]["explanation"]
     assert page["answer"] == DEFAULT_ANSWER  # every streamed token arrived, in order
     assert [rid for rid, _ in page["rows"]] == [row["id"] for row in api["evidence"]]
@@ -183,7 +186,10 @@ def test_conversation_in_the_browser(server, browser, tmp_path):
     }))()""")
     assert chat["state"] == "done" and chat["status"] == "turn 2"
     assert [m.split("|")[0] for m in chat["messages"]] == ["msg user", "msg bot", "msg user", "msg bot"]
-    assert chat["messages"][1].startswith("msg bot|REFUTED: Passage [1] contradicts the claim.")
+    assert re.match(
+        r"msg bot\|REFUTED \(\d+%\): (?:(?:Likely|More likely than not): )?Passage \[1\] contradicts",
+        chat["messages"][1],
+    )
     keep_screenshot(browser, tmp_path, "serve_chat.png")
     browser.evaluate("document.getElementById('chat-reset').click()")
     browser.wait_for("document.body.dataset.chat === 'idle' && !document.querySelector('#chat-log .msg')")

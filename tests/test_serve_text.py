@@ -230,7 +230,7 @@ def test_the_serve_options_set_the_limits():
     args = parser.parse_args(["--max-text-chars", "900", "--max-text-claims", "7", "--max-batch-claims", "9"])
     s = settings_from_args(args)
     assert (s.max_text_chars, s.max_text_claims, s.max_batch_claims) == (900, 7, 9)
-    assert settings_from_args(parser.parse_args([])) == ServeSettings()
+    assert settings_from_args(parser.parse_args([])) == ServeSettings(max_client_requests=2)  # half of 4 workers
     with pytest.raises(SystemExit):
         parser.parse_args(["--max-batch-claims", "0"])
 

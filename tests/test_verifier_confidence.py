@@ -88,7 +88,7 @@ def test_mean_rule_reads_the_passages_mean():
 def test_an_explanation_never_sounds_surer_than_its_label():
     text = "Passage [1] clearly proves that the tower is in Paris."
     tempered = temper_explanation(text, 0.62)
-    assert tempered.startswith("More likely than not (62%): ")
+    assert tempered.startswith("More likely than not: ")
     assert "clearly" not in tempered and "proves" not in tempered and "suggests" in tempered and "[1]" in tempered
     assert temper_explanation(text, SURE) == text and temper_explanation(text, None) == text
     assert confidence_words(0.93) == "very likely, 93%" and confidence_words(None) == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CLIError("--no-llm cannot be combined with --llm or --llm-factory")
     if not Path(args.index).is_dir():
         raise CLIError(f"no index at {args.index} (build one with: carag index DATA.csv --out {args.index})")
-    sock = bind_socket(args.host, args.port)  # before loading models: a taken port fails fast
+    from llama_index_carag.serve.access import read_token
+
+    try:
+        token = read_token(args.token_file)
+        sock = bind_socket(args.host, args.port, token=token is not None, insecure=args.insecure)  # a taken port
+    except ValueError as exc:  # fails fast, before the models load
+        raise CLIError(str(exc)) from None
     pool = None
     try:
         if args.no_llm:
             retriever, name = _load_retriever(args), None
-            app = create_app(retriever, settings=settings)
+            app = create_app(retriever, settings=settings, token=token)
         elif args.llm_in_process:
-            retriever, app, name = _in_process(args, settings, create_app)
+            retriever, app, name = _in_process(args, settings, partial(create_app, token=token))
         else:
             retriever, pool = _with_workers(args, settings)
-            app, name = create_app(retriever, settings=settings, llm_pool=pool), pool.info["name"]
+            app, name = create_app(retriever, settings=settings, llm_pool=pool, token=token), pool.info["name"]
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
@@ -47,13 +54,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         elif name is not None:
             adapted = index_verifier(args.index)
             verdicts = (
-                f"; verdicts: the archive verifier ({adapted.config['archive']['choice']})"
+                f"; verdicts: the index's verifier ({adapted.config.get('archive', {}).get('choice', 'domain check')})"
                 if adapted is not None
                 else "; verdicts: the shipped verifier (carag index --calibrate adapts it to the archive)"
             )
+        secured = "; token required" if token is not None else ""
         print(
             f"carag serve: http://{shown}:{port}/ ({retriever.mode}, {retriever.context.n_items_} items, "
-            f"{'no LLM' if name is None else 'LLM ' + name + workers}{verdicts})",
+            f"{'no LLM' if name is None else 'LLM ' + name + workers}{verdicts}{secured})",
             flush=True,
         )
         run_server(app, sock, log_level="info" if args.verbose else "warning")

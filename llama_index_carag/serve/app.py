@@ -1,6 +1,7 @@
 """``create_app``: the FastAPI application of ``carag serve``.
 
-Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``, see :mod:`.errors`):
+Endpoints (JSON unless noted; every error is ``{"error": {"code", "message"}}``, see :mod:`.errors`).  With a
+token (:mod:`.access`) every one but ``/healthz`` and ``/login`` answers 401 without it:
 
 * ``GET /`` — the chat page (self-contained: its own JS/CSS and plotly.js from the ``plotly`` package).
 * ``GET /healthz`` — ``{"status": "ok"}``.
@@ -38,6 +39,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
+from llama_index_carag.serve.access import AccessMiddleware
 from llama_index_carag.serve.bulk import bulk_routes
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
@@ -69,6 +71,7 @@ def create_app(
     settings: ServeSettings | None = None,
     clock: Callable[[], float] | None = None,
     llm_pool: Any | None = None,
+    token: str | None = None,
 ) -> FastAPI:
     """The HTTP API and chat page over one retriever.
 
@@ -85,6 +88,7 @@ def create_app(
         llm_pool: a started :class:`~llama_index_carag.serve.llm_pool.LLMPool`: verdicts and chat turns
             run in its worker processes (leave ``synthesizer``, ``stream_synthesizer`` and ``llm`` None);
             while no worker is ready they get 503 ``llm_unavailable``; chat sessions stay here.
+        token: the access token every path but ``/healthz`` and ``/login`` needs (:mod:`.access`); ``None``: open.
     """
     settings = settings or ServeSettings()
     if llm_pool is not None:
@@ -103,6 +107,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     _security_headers(app)
+    app.add_middleware(AccessMiddleware, token=token, max_client_requests=settings.max_client_requests)  # outermost
     app.include_router(page_router())
     _api_routes(
         app,

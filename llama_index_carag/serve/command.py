@@ -43,7 +43,22 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         help="run the LLM in the server process (default: in supervised worker processes, restarted "
         "if the model crashes; chat sessions survive the restart)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1, this machine only; another address needs --token-file or --insecure)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="require this file's token (one line, 16+ characters) on every request: Authorization: Bearer TOKEN, "
+        "or the page's sign-in; default: the CARAG_SERVE_TOKEN environment variable, if set",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host without a token (anyone who reaches the port can use the API)",
+    )
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
     d = ServeSettings()
     p.add_argument(
@@ -70,6 +85,13 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         type=float,
         default=d.request_timeout_s,
         help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})",
+    )
+    p.add_argument(
+        "--max-client-requests",
+        type=positive_int("--max-client-requests"),
+        default=None,
+        help="requests one client may have running at once before 429 (default: half the retrieval workers, "
+        "at least 1)",
     )
     _add_size_limits(p, positive_int)
 
@@ -104,6 +126,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         max_text_chars=args.max_text_chars,
         max_text_claims=args.max_text_claims,
         max_batch_claims=args.max_batch_claims,
+        max_client_requests=args.max_client_requests or max(1, args.retrieval_workers // 2),
     )
 
 
@@ -141,10 +164,19 @@ def load_llm_factory(spec: str) -> Any:
     return llm
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+def bind_socket(host: str, port: int, *, token: bool = False, insecure: bool = False) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one).
+
+    Raises:
+        ValueError: a port out of range, or a non-loopback ``host`` without a ``token`` unless ``insecure``.
+    """
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be in [0, 65535], not {port}")
+    if not _is_loopback(host) and not token and not insecure:
+        raise ValueError(
+            f"--host {host} is reachable from other machines and the API has no token: pass --token-file FILE "
+            f"(or set CARAG_SERVE_TOKEN), or --insecure to serve it open"
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -154,12 +186,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
-    if not _is_loopback(host):
-        logger.warning(
-            "listening on %s: the API has no authentication; anyone who can reach this address "
-            "can use it (put it behind an authenticating proxy)",
-            host,
-        )
+    if not _is_loopback(host) and not token:
+        logger.warning("listening on %s with no token (--insecure): anyone who can reach it can use the API", host)
     return sock
 
 

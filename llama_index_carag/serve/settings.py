@@ -58,6 +58,12 @@ class ServeSettings(BaseModel):
     max_batch_claims: StrictInt = Field(
         100, ge=1, description="claims in one POST /v1/check-batch; more gets 422 too_many_claims"
     )
+    max_client_requests: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="POST/DELETE requests under /v1/ one client (by address) may have running at once; one more "
+        "gets 429 too_many_requests; None: no per-client limit (carag serve sets one)",
+    )
 
     def __init__(self, **limits: Any) -> None:
         try:

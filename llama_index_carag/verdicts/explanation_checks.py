@@ -16,7 +16,7 @@ the number of passages in the prompt and returns an :class:`ExplanationCheck`:
 
 :func:`temper_explanation` keeps an explanation within its label's confidence: under :data:`SURE` its words of
 certainty ("clearly", "definitely", "proves" …) are softened or removed, and the explanation opens with the
-confidence in words ("Likely (74%): …").
+confidence in words ("Likely: …"; the percentage is the verdict's ``confidence``).
 """
 
 from __future__ import annotations
@@ -189,5 +189,5 @@ def temper_explanation(text: str, confidence: float | None) -> str:
         return f"{word} " if word else ""
 
     body = re.sub(r"[ \t]{2,}", " ", _CERTAINTY_RE.sub(soften, text)).strip()
-    words = confidence_words(confidence)
-    return f"{words[0].upper()}{words[1:].replace(', ', ' (', 1)}): {body}"
+    words = confidence_words(confidence).split(",")[0]
+    return f"{words[0].upper()}{words[1:]}: {body}"

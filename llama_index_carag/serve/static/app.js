@@ -235,7 +235,8 @@ async function sendChat(event) {
   try {
     if (!sessionId) sessionId = (await postJSON("/v1/sessions", {})).session_id;
     const turn = await postJSON(`/v1/sessions/${encodeURIComponent(sessionId)}/messages`, { message });
-    const div = chatMessage("bot", `${turn.verdict.label}: ${turn.verdict.explanation}`);
+    const sure = turn.verdict.confidence == null ? "" : ` (${Math.round(turn.verdict.confidence * 100)}%)`;
+    const div = chatMessage("bot", `${turn.verdict.label}${sure}: ${turn.verdict.explanation}`);
     const list = el("ol");
     const cited = new Set(turn.verdict.evidence_ids);
     for (const row of turn.evidence) {
