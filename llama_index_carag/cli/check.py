@@ -357,14 +357,20 @@ def read_claims(path: str, claim_col: str | None = None) -> tuple[list[BatchClai
     Blank ``.txt``/``.jsonl`` lines are not claims and are not reported.
 
     Raises:
-        CLIError: an unknown extension, or a ``.csv`` without the claim column.
+        CLIError: an unknown extension, a file that cannot be read or is not UTF-8, or a ``.csv`` without the claim
+            column.
     """
     if path == "-":
         return _txt(sys.stdin.read())
     suffix = Path(path).suffix.lower()
     if suffix not in (".txt", ".csv", ".jsonl"):
         raise CLIError(f"--claims: {path} is not a .txt, .csv or .jsonl file")
-    text = Path(path).read_text(encoding="utf-8-sig")
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CLIError(f"--claims: {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise CLIError(f"--claims: cannot read {path} ({exc.strerror or exc})") from None
     if suffix == ".csv":
         return _csv(text, claim_col)
     return _jsonl(text) if suffix == ".jsonl" else _txt(text)

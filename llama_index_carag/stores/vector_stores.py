@@ -97,8 +97,13 @@ def load_persisted_index(
         raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
     try:
         return cls.load_index(folder, embed_model, docstore=docstore)
-    except RuntimeError as exc:  # FAISS reports unreadable files this way
-        raise ValueError(f"Cannot read the {kind} index in {folder}: {str(exc).splitlines()[0]}") from None
+    except (RuntimeError, ValueError, KeyError, TypeError, SyntaxError) as exc:  # FAISS: RuntimeError; LlamaIndex's
+        # JSON / literal_eval of a damaged file: the rest
+        first = (str(exc).splitlines() or [""])[0]
+        raise ValueError(
+            f"Cannot read the {kind} index in {folder}: its files are damaged ({type(exc).__name__}: {first}); "
+            "restore the folder from a copy or rebuild it with carag index"
+        ) from None
 
 
 def vector_store_kind(index: VectorStoreIndex) -> str:
