@@ -1,6 +1,6 @@
 """The fuzzing run of issue 46: ``tests/test_fuzz.py`` with thousands of generated inputs per property.
 
-    python benchmarks/bench_fuzz.py [--examples 2500]
+    python benchmarks/bench_fuzz.py [--examples 3000]
 
 Each of the four properties (claim files, corpus CSVs, HTTP bodies, damaged persisted files — the last at a third
 of the count: each example reloads an index) gets ``--examples`` inputs; prints the total, the failures and the
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--examples", type=int, default=2500, help="inputs per property (default 2500)")
+    parser.add_argument("--examples", type=int, default=3000, help="inputs per property (default 3000: 10,000 in all)")
     args = parser.parse_args()
     env = {**os.environ, "FUZZ_EXAMPLES": str(args.examples), "HF_HUB_OFFLINE": "1"}
     started = time.perf_counter()

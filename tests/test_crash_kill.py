@@ -195,3 +195,86 @@ def test_a_verifier_folder_killed_at_any_write_is_the_old_one_or_the_new_one(tmp
         write_verifier_folder(folder, new_config, new_weights)  # the next writer leaves no debris
         assert sorted(p.name for p in folder.iterdir()) == sorted(reference["new"])
     assert outcomes["old"] and writes >= 5
+
+
+#: ``carag index`` under an audit hook that SIGKILLs it before write ``KILL_AT`` into ``KILL_IN`` (0: count them).
+_KILLABLE_CLI = """
+import os, signal, sys
+sys.path.insert(0, os.environ["KILL_TESTS"])
+from tests.test_crash_kill import _is_write
+limit, inside, count = int(os.environ["KILL_AT"]), os.path.realpath(os.environ["KILL_IN"]), [0]
+
+def _paths(event, args):
+    picked = args[:2] if event == "os.rename" else args[:1]
+    return [os.path.realpath(os.fsdecode(p)) for p in picked if isinstance(p, (str, bytes, os.PathLike))]
+
+def hook(event, args):
+    if _is_write(event, args) and any(p.startswith(inside) for p in _paths(event, args)):
+        count[0] += 1
+        if count[0] == limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+sys.addaudithook(hook)
+from llama_index_carag.cli.main import main
+code = main(sys.argv[1:])
+os.write(2, f"\\nWRITES {count[0]}\\n".encode())
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+def test_carag_index_over_an_existing_index_killed_at_its_writes(tmp_path):
+    """``carag index --out DIR --force`` over an index: killed before a spread of its writes into DIR, the folder
+    loads as the old index or the new one, and its verifier folder is the old one or the new one."""
+    import subprocess
+
+    from llama_index_carag.datasets import demo_corpus_path, load_demo_corpus
+    from llama_index_carag.verifier.archive import VERIFIER_DIR
+
+    root = Path(__file__).resolve().parents[1]
+    claims = [c.text for c in load_demo_corpus().claim_nodes]
+
+    def index(out: Path, settings: str, kill_at: int) -> subprocess.CompletedProcess:
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "KILL_AT": str(kill_at),
+            "KILL_IN": str(out),
+            "KILL_TESTS": str(root),
+        }
+        args = [
+            "index",
+            str(demo_corpus_path()),
+            "--out",
+            str(out),
+            "--force",
+            *settings.split(),
+        ]
+        return subprocess.run(
+            [sys.executable, "-c", _KILLABLE_CLI, *args], capture_output=True, text=True, timeout=600, env=env
+        )
+
+    def seen(out: Path) -> tuple[list, bytes]:
+        r = ContextAwareRetriever.from_persist_dir(out)
+        top = [[h.node.node_id for h in r.retrieve(c)] for c in claims]
+        return top, _files(out / VERIFIER_DIR).get("verifier.json", b"")
+
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    old_settings, new_settings = "--clusters 3 --delta 0.5", "--clusters 2 --delta 0.3 --alpha 0.9 --k 4"
+    assert index(old_dir, old_settings, 0).returncode == 0
+    built = index(new_dir, new_settings, 0)
+    assert built.returncode == 0, built.stderr[-2000:]
+    old, new = seen(old_dir), seen(new_dir)
+    assert old[0] != new[0]
+    shutil.copytree(old_dir, tmp_path / "count")
+    counted = index(tmp_path / "count", new_settings, 0)
+    writes = int(counted.stderr.rsplit("WRITES", 1)[1].split()[0])
+    points = sorted({1, writes, *(round(i * writes / 8) for i in range(1, 8))})
+    for n in points:
+        out = tmp_path / f"kill{n}"
+        shutil.copytree(old_dir, out)
+        proc = index(out, new_settings, n)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+        top, verifier = seen(out)
+        assert top in (old[0], new[0]), f"killed before write {n} of {writes}"
+        assert verifier in (old[1], new[1]), f"killed before write {n} of {writes}: the verifier folder is a mix"
