@@ -339,9 +339,6 @@ class MemoryClusters:
             rows[key] = slot_rows
         return MemoryClusters(groups, self.dim, _where=where, _rows=rows), claims
 
-    def removed_count(self, before: MemoryClusters) -> int:
-        return len(before) - len(self)
-
     # ------------------------------------------------------------------ state
     def get_state(self) -> list[dict[str, Any]]:
         """JSON-safe description of every group's live members, without vectors."""

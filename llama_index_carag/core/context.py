@@ -272,12 +272,6 @@ class ThematicContext(BaseEstimator):
     def __contains__(self, node_id: object) -> bool:
         return hasattr(self, "cluster_store_") and node_id in self.cluster_store_
 
-    @property
-    def claim_node_ids(self) -> list[str]:
-        """Node ids of the clustered claims."""
-        check_is_fitted(self, "cluster_store_")
-        return list(self._claims.node_of.values())
-
     def claim_node_of(self) -> dict[str, str]:
         """``{claim id: its node id}`` of the clustered claims (a copy)."""
         check_is_fitted(self, "cluster_store_")

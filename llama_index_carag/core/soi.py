@@ -142,10 +142,6 @@ class SubsetOfInterest:
         """True when no item passed the threshold (retrieval then falls back to the claim vector)."""
         return len(self) == 0
 
-    def kind_of(self, item_id: str) -> str | None:
-        """Which SOI key holds ``item_id`` (``None`` if it is not in the SOI)."""
-        return self.kinds().get(item_id)
-
     def kinds(self) -> dict[str, str]:
         """``{item id: SOI key}`` for all items (one pass; use it for many lookups)."""
         return {item.id: key for key in SOI_LIST_KEYS for item in getattr(self, key)}

@@ -40,8 +40,6 @@ __all__ = [
     "index_node_ids",
     "get_node_embeddings",
     "nodes_by_id",
-    "vector_store_kind",
-    "faiss_metric",
     "store_size",
     "PERSISTED_KINDS",
 ]
@@ -106,19 +104,9 @@ def load_persisted_index(
         ) from None
 
 
-def vector_store_kind(index: VectorStoreIndex) -> str:
-    """``"faiss_map"``, ``"faiss"``, ``"simple"`` or the store's class name (``"QdrantVectorStore"``, …)."""
-    return adapter_for(index).kind
-
-
 def store_size(index: VectorStoreIndex) -> int | None:
     """Cheap change signal: the number of vectors in the store (``None`` if unknown, e.g. Qdrant)."""
     return adapter_for(index).size()
-
-
-def faiss_metric(index: VectorStoreIndex) -> str | None:
-    """``"inner_product"``/``"l2"`` for FAISS-backed indexes, else ``None``."""
-    return adapter_for(index).metric()
 
 
 def index_node_ids(index: VectorStoreIndex) -> list[str]:
