@@ -48,18 +48,7 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         default="127.0.0.1",
         help="address to bind (default 127.0.0.1, this machine only; another address needs --token-file or --insecure)",
     )
-    p.add_argument(
-        "--token-file",
-        metavar="FILE",
-        help="require this file's token (one line, 16+ characters) on every request: Authorization: Bearer TOKEN, "
-        "or the page's sign-in; default: the CARAG_SERVE_TOKEN environment variable, if set",
-    )
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow a non-loopback --host without a token (anyone who reaches the port can use the API)",
-    )
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
+    _add_access_arguments(p)
     d = ServeSettings()
     p.add_argument(
         "--retrieval-workers",
@@ -94,6 +83,22 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         "at least 1)",
     )
     _add_size_limits(p, positive_int)
+
+
+def _add_access_arguments(p: argparse.ArgumentParser) -> None:
+    """Who may use the server: the token and the escape hatch for an open non-loopback bind."""
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="require this file's token (one line, 16+ characters) on every request: Authorization: Bearer TOKEN, "
+        "or the page's sign-in; default: the CARAG_SERVE_TOKEN environment variable, if set",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host without a token (anyone who reaches the port can use the API)",
+    )
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port, printed at start)")
 
 
 #: The size limits as options: (flag, the ServeSettings field it sets, what it bounds).
