@@ -43,13 +43,13 @@ from typing import Any
 import numpy as np
 
 from llama_index_carag.verdicts.types import VerdictLabel
+from llama_index_carag.verifier.confidence import confidence_of
 from llama_index_carag.verifier.domain import DomainThresholds
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.model import (
     CONFIG_NAME,
     ClaimVerifier,
     VerifierLabel,
-    chunk_passage,
     decide_label,
     remove_verifier_folder,
     write_verifier_folder,
@@ -157,15 +157,10 @@ class _Reading:
 
 def _read(base: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> _Reading:
     """One batched pass of ``base`` over every chunk of every claim's passages."""
-    split = [[chunk_passage(p, base.chunk_words) for p in c.passages] for c in claims]
-    pairs = [(c.claim, t) for c, passages in zip(claims, split) for chunks in passages for t in chunks]
-    probs = base.pair_probabilities(pairs)
-    readings, chosen, at = [], [], 0
-    for c, passages in zip(claims, split):
+    readings, chosen = [], []
+    for c, passages in zip(claims, base.chunk_probabilities([(c.claim, c.passages) for c in claims])):
         rows, picks = [], []
-        for chunks in passages:
-            block = probs[at : at + len(chunks)]
-            at += len(chunks)
+        for chunks, block in passages:
             decisive = int((1.0 - block[:, 2]).argmax())
             rows.append(block[decisive])
             own = decisive if c.label == "NOT_ENOUGH_INFO" else int(block[:, LABELS.index(c.label)].argmax())
@@ -213,14 +208,11 @@ def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, f
     labels = [d.label for d in decided]
     folds = _folds(gold, FOLDS, seed=1)
     final: list[str] = list(labels)
-    from llama_index_carag.verifier.confidence import LabelConfidence
     from llama_index_carag.verifier.model import MIN_CONFIDENCE
 
     for f in range(FOLDS):
         train = [i for i in range(len(gold)) if folds[i] != f]
-        conf = LabelConfidence().fit(
-            [(labels[i], decided[i].score) for i in train], [labels[i] == gold[i] for i in train]
-        )
+        conf = confidence_of([decided[i] for i in train], [gold[i] for i in train])
         for i in np.flatnonzero(folds == f).tolist():
             d = decided[i]
             if d.label != "NOT_ENOUGH_INFO" and conf.predict(d.label, d.score) < MIN_CONFIDENCE:
@@ -274,7 +266,7 @@ def fit_archive_verifier(
         if "macro_f1" in found[name] and found[name]["macro_f1"] >= found[best]["macro_f1"] + MARGIN:
             best = name
     record["choice"] = best
-    confidence = _confidence_of(candidates[best], gold)
+    confidence = confidence_of(candidates[best], gold)
     if best == "shipped":
         verifier = shipped
     elif best == "head":
@@ -288,12 +280,6 @@ def fit_archive_verifier(
             return _finish(record, verifier, out_dir, started)
     verifier.confidence = confidence
     return _finish(record, verifier, out_dir, started)
-
-
-def _confidence_of(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> Any:
-    from llama_index_carag.verifier.confidence import LabelConfidence
-
-    return LabelConfidence().fit([(d.label, d.score) for d in decided], [d.label == g for d, g in zip(decided, gold)])
 
 
 def _head_out_of_fold(base: ClaimVerifier, probs: Sequence[np.ndarray], gold: Sequence[str]) -> list[VerifierLabel]:

@@ -30,7 +30,7 @@ from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LabelConfidence"]
+__all__ = ["LabelConfidence", "confidence_of"]
 
 
 class LabelConfidence(BaseEstimator):
@@ -95,3 +95,9 @@ class LabelConfidence(BaseEstimator):
         fitted.intercept_ = {k: float(state[k]["intercept"]) for k in LABELS}
         fitted.n_claims_ = {k: int(state[k].get("claims", 0)) for k in LABELS}
         return fitted
+
+
+def confidence_of(decided: Sequence[Any], gold: Sequence[str]) -> LabelConfidence:
+    """A :class:`LabelConfidence` fitted on held-out claims' decisions (each with ``.label`` and its raw
+    ``.score``) and their ``gold`` labels."""
+    return LabelConfidence().fit([(d.label, d.score) for d in decided], [d.label == g for d, g in zip(decided, gold)])

@@ -310,23 +310,29 @@ class ClaimVerifier:
         are chunked and take their most decisive chunk's probabilities."""
         return self.batch_probabilities([(claim, list(passages))])[0]
 
-    def batch_probabilities(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-        """:meth:`probabilities` for many claims at once (one batched pass over all their chunks)."""
-        pairs: list[tuple[str, str]] = []
-        owner: list[tuple[int, int]] = []
-        for i, (claim, passages) in enumerate(items):
-            for j, passage in enumerate(passages):
-                for chunk in chunk_passage(str(passage), self.chunk_words):
-                    pairs.append((claim, chunk))
-                    owner.append((i, j))
+    def chunk_probabilities(
+        self, items: Sequence[tuple[str, Sequence[str]]]
+    ) -> list[list[tuple[list[str], np.ndarray]]]:
+        """Per claim, per passage: its chunks and each chunk's P(label) (shape ``(chunks, 3)``), from one batched
+        pass over every chunk of every claim."""
+        split = [[chunk_passage(str(p), self.chunk_words) for p in passages] for _, passages in items]
+        pairs = [(claim, t) for (claim, _), passages in zip(items, split) for chunks in passages for t in chunks]
         probs = self.pair_probabilities(pairs)
-        out = [np.zeros((len(p), len(LABELS))) for _, p in items]
-        decisive = [np.full(len(p), -1.0) for _, p in items]
-        for (i, j), row in zip(owner, probs):
-            strength = 1.0 - row[_NEI]
-            if strength > decisive[i][j]:
-                decisive[i][j], out[i][j] = strength, row
+        out, at = [], 0
+        for passages in split:
+            claim_chunks = []
+            for chunks in passages:
+                claim_chunks.append((chunks, probs[at : at + len(chunks)]))
+                at += len(chunks)
+            out.append(claim_chunks)
         return out
+
+    def batch_probabilities(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """:meth:`probabilities` for many claims at once: each passage takes its most decisive chunk's row."""
+        return [
+            np.array([block[int((1.0 - block[:, _NEI]).argmax())] for _, block in passages]).reshape(-1, len(LABELS))
+            for passages in self.chunk_probabilities(items)
+        ]
 
     def decide(self, probabilities: np.ndarray) -> VerifierLabel:
         """The claim's label from its passages' probabilities: :func:`decide_label` with this verifier's rule,

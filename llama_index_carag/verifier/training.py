@@ -296,7 +296,7 @@ CLAIMS_PER_DATASET: dict[str, int] = {"fever": 6000, "covid_fact": 2400}
 def fit_confidence(verifier: Any, probabilities: Sequence[np.ndarray], gold: Sequence[str]) -> Any:
     """The :class:`~llama_index_carag.verifier.confidence.LabelConfidence` of ``verifier``'s rule (thresholds,
     head; no confidence yet), fitted on held-out claims' passage probabilities and their ``gold`` labels."""
-    from llama_index_carag.verifier.confidence import LabelConfidence
+    from llama_index_carag.verifier.confidence import confidence_of
     from llama_index_carag.verifier.model import decide_label
 
     decided = [
@@ -305,7 +305,7 @@ def fit_confidence(verifier: Any, probabilities: Sequence[np.ndarray], gold: Seq
         )
         for p in probabilities
     ]
-    return LabelConfidence().fit([(d.label, d.score) for d in decided], [d.label == g for d, g in zip(decided, gold)])
+    return confidence_of(decided, gold)
 
 
 def sample_claims(pairs: Sequence[Pair], per_dataset: dict[str, int], seed: int) -> list[Pair]:
