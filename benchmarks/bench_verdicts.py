@@ -146,8 +146,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 def bench_domain(
     name: str, data: dict[str, Any], labels: Sequence[int], out_dir: Path, fitted: str | None = None
 ) -> dict[str, Any]:
-    from llama_index_carag.verifier.archive import ArchiveClaim, fit_archive_verifier, index_verifier
-    from llama_index_carag.verifier.model import ClaimVerifier, shipped_verifier
+    from llama_index_carag.verifier.archive import ArchiveClaim, fit_archive_verifier
+    from llama_index_carag.verifier.model import ClaimVerifier, index_verifier, shipped_verifier
 
     report = data["report"]
     verifiers = {"verifier": shipped_verifier()}

@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from llama_index_carag.cli.common import Stages
-from llama_index_carag.cli.demo import LABELS, demo_claims, label_report
+from llama_index_carag.cli.demo import demo_claims, label_report
 from llama_index_carag.core.soi import SOIItem, SubsetOfInterest
 from llama_index_carag.retrieval.soi_reason import EmptySOIReason
+from llama_index_carag.verdicts.types import LABELS
 
 
 # ------------------------------------------------------------------ stages

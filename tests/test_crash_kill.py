@@ -229,7 +229,7 @@ def test_carag_index_over_an_existing_index_killed_at_its_writes(tmp_path):
     import subprocess
 
     from llama_index_carag.datasets import demo_corpus_path, load_demo_corpus
-    from llama_index_carag.verifier.archive import VERIFIER_DIR
+    from llama_index_carag.verifier.model import VERIFIER_DIR
 
     root = Path(__file__).resolve().parents[1]
     claims = [c.text for c in load_demo_corpus().claim_nodes]

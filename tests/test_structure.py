@@ -219,6 +219,22 @@ def test_no_import_cycle() -> None:
     assert not cycles, "import cycles (deferred imports included):\n" + "\n".join(cycles)
 
 
+#: What only training needs: the verifier's runtime (loading a folder, scoring, deciding) never reaches it.
+TRAINING_MODULES = ("verifier.training", "verifier.pairs", "verifier.archive", "verifier.domain", "verifier.suggest")
+
+
+def test_the_verifier_runtime_needs_no_training_module() -> None:
+    graph = import_graph()
+    seen, todo = set(), ["llama_index_carag.verifier.model"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    reached = sorted(_short(m) for m in seen if _short(m) in TRAINING_MODULES)
+    assert not reached, f"loading a verifier imports training modules: {reached}"
+
+
 def test_cycle_finder_sees_a_cycle() -> None:
     """The check above can fail: a made-up graph with one cycle and one chain."""
     graph = {

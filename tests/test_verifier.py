@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from llama_index_carag.verdicts.types import LABELS
 from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, chunk_passage, decide_label
-from llama_index_carag.verifier.pairs import LABELS, Pair, is_validation, mine_unrelated, read_pairs
+from llama_index_carag.verifier.pairs import Pair, is_validation, mine_unrelated, read_pairs
 from llama_index_carag.verifier.training import (
     REFERENCE_PAIRS,
     choose_threshold,

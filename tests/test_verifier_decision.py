@@ -10,18 +10,16 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts import VerdictLabel
-from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer
+from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthesizer, get_fact_check_synthesizer
 from llama_index_carag.verifier.archive import (
     CANDIDATES,
     MIN_HEAD,
-    VERIFIER_DIR,
     ArchiveClaim,
     archive_claims,
     fit_archive_verifier,
-    index_verifier,
     labelled_claims,
 )
-from llama_index_carag.verifier.model import ClaimVerifier
+from llama_index_carag.verifier.model import VERIFIER_DIR, ClaimVerifier, index_verifier, shipped_verifier
 from tests.helpers import StubLLM
 
 CLAIM = "The Eiffel Tower is in Berlin."
@@ -139,6 +137,14 @@ def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
     assert (config.get("weights") == "shipped") == (record["choice"] != "fine-tune")
     verdict = saved.label(CLAIM, PASSAGES)
     assert 0.0 <= verdict.confidence <= 1.0
+    synthesizer = get_fact_check_synthesizer(StubLLM(), index=tmp_path)  # the one door to the index's verdict half
+    assert synthesizer.decision.verifier is saved
+    with pytest.raises(ValueError, match="not both"):
+        get_fact_check_synthesizer(StubLLM(), index=tmp_path, verifier=saved)
+
+
+def test_an_index_without_a_verifier_gets_the_shipped_one(tmp_path):
+    assert get_fact_check_synthesizer(StubLLM(), index=tmp_path).decision.verifier is shipped_verifier()
 
 
 def test_archive_claims_take_labelled_claims_with_the_passages_the_retriever_gives_them():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
+from llama_index_carag.verdicts.types import LABELS
 from llama_index_carag.verifier.head import FEATURE_NAMES, LabelHead, claim_features
 from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, decide_label
-from llama_index_carag.verifier.pairs import LABELS
 
 
 def _leaning_claims(n: int = 90, seed: int = 0) -> tuple[list[np.ndarray], list[str]]:

@@ -104,16 +104,14 @@ def verdict_llm(args: argparse.Namespace, stages: Stages) -> Any | None:
 def _index_checker(
     index_dir: str, retriever: Any, llm: Any | None, explain: bool = True, decision: str = "verifier"
 ) -> Any:
-    """The checker with the verifier saved in ``index_dir``
-    (:meth:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer.from_persist_dir`); without an LLM,
-    retrieval only."""
+    """The checker with the index's own verifier (:func:`~llama_index_carag.verdicts.synthesizer.get_fact_check_synthesizer`
+    with ``index=``); without an LLM, retrieval only."""
     from llama_index_carag.verdicts.check import ClaimChecker
-    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
     if llm is None:
         return ClaimChecker(retriever, None)
-    synthesizer = FactCheckSynthesizer.from_persist_dir(index_dir, llm, explain=explain, decision=decision)
-    return ClaimChecker(retriever, synthesizer)
+    return ClaimChecker(retriever, get_fact_check_synthesizer(llm, index=index_dir, explain=explain, decision=decision))
 
 
 def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> None:

@@ -17,13 +17,13 @@ from typing import Any
 from llama_index_carag.cli.check import _index_checker, _print_check, check_one
 from llama_index_carag.cli.common import _llm, _stages
 from llama_index_carag.cli.index import check_domain
+from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["cmd_demo", "demo_claims", "label_report", "LABELS"]
+__all__ = ["cmd_demo", "demo_claims", "label_report"]
 
 #: The labels, in the order the demo takes its claims.
-LABELS = ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")
 
 
 def _label(node: Any) -> str | None:
@@ -131,8 +131,7 @@ def _draw(out: Path, claim: Any, result: dict[str, Any]) -> tuple[Path, Path]:
 def _verifier_accuracy(retriever: Any, claims: Sequence[Any], index_dir: Path, stages: Any) -> str:
     """The index's verifier on every labelled demo claim (CARAG-u's evidence, no explanation): accuracy, the
     per-label report, and the mean confidence of its right and its wrong labels."""
-    from llama_index_carag.verifier.archive import index_verifier
-    from llama_index_carag.verifier.model import shipped_verifier
+    from llama_index_carag.verifier.model import index_verifier, shipped_verifier
 
     labelled = [c for c in claims if _label(c) is not None]
     verifier = index_verifier(index_dir) or shipped_verifier()

@@ -105,7 +105,8 @@ def _open_docstore(spec: str | None, out: Path, *, force: bool) -> Any:
 
 def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
     """Fit and save the archive verifier of ``--calibrate``; print one line on it."""
-    from llama_index_carag.verifier.archive import VERIFIER_DIR, archive_claims, fit_archive_verifier
+    from llama_index_carag.verifier.archive import archive_claims, fit_archive_verifier
+    from llama_index_carag.verifier.model import VERIFIER_DIR
 
     archive = archive_claims(
         corpus.claim_nodes, lambda claim: [n.node.get_content() for n in retriever.retrieve(claim)]
@@ -116,8 +117,8 @@ def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
 def check_domain(corpus: Any, retriever: Any, out: Path) -> None:
     """The domain check (:mod:`~llama_index_carag.verifier.domain`): the corpus's claims, without their labels,
     read with the passages the retriever gives them; the thresholds saved with the index; one line on it."""
-    from llama_index_carag.verifier.archive import VERIFIER_DIR
     from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, reference_sample
+    from llama_index_carag.verifier.model import VERIFIER_DIR
 
     claims = [n.get_content() for n in corpus.claim_nodes]
     if len(claims) < MIN_CLAIMS:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
-from llama_index_carag.verifier.archive import index_verifier
+from llama_index_carag.verifier.model import index_verifier
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -59,7 +59,7 @@ class LLMWorkerSpec:
         llm_factory: ``MODULE:CALLABLE`` returning a LlamaIndex LLM (replaces ``llm``).
         log_level: logging level of the worker (its records go to the server's stderr).
         index_dir: the index folder whose archive verifier the worker loads
-            (``FactCheckSynthesizer.from_persist_dir``), or ``None`` (the shipped verifier, nothing fitted).
+            (``get_fact_check_synthesizer(index=)``), or ``None`` (the shipped verifier, nothing fitted).
         decision: who decides the label, ``"verifier"`` (default) or ``"llm"`` (``carag serve --decision``).
     """
 
@@ -92,16 +92,14 @@ def build_llm(spec: LLMWorkerSpec) -> Any:
 
 def serve_synthesizers(llm: Any, index_dir: str | None = None, decision: str = "verifier") -> tuple[Any, Any]:
     """``(synthesizer, streaming synthesizer)`` of ``carag serve`` — the one place they are built, in the server
-    (``--llm-in-process``) and in a worker alike, with the archive verifier saved in ``index_dir``
-    (``FactCheckSynthesizer.from_persist_dir``; ``None``: the shipped verifier, nothing fitted); ``decision``:
+    (``--llm-in-process``) and in a worker alike, with the verifier saved in ``index_dir``
+    (``get_fact_check_synthesizer(index=)``; ``None``: the shipped verifier, nothing fitted); ``decision``:
     ``"verifier"`` or ``"llm"`` (the LLM's own label)."""
     from llama_index_carag.verdicts.decision import VerifierDecision
-    from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
+    from llama_index_carag.verdicts.synthesizer import get_fact_check_synthesizer
 
     def build(**options: Any) -> Any:
-        if index_dir is None:
-            return FactCheckSynthesizer(llm, decision=decision, **options)
-        return FactCheckSynthesizer.from_persist_dir(index_dir, llm, decision=decision, **options)
+        return get_fact_check_synthesizer(llm, index=index_dir, decision=decision, **options)
 
     synthesizer = build()
     verifier = synthesizer.decision.verifier if isinstance(synthesizer.decision, VerifierDecision) else None

@@ -31,12 +31,11 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
 from llama_index_carag.verdicts.check import CLAIM_FAILURES, CheckResult, ClaimChecker, failure_body
-from llama_index_carag.verdicts.types import VerdictLabel
+from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "LABELS",
     "TEXT_CHECK_SCHEMA_VERSION",
     "ClaimsInText",
     "TextCheckResult",
@@ -61,9 +60,6 @@ __all__ = [
 #: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
 #: 2: its claims' checks are :class:`CheckResult` 3 (the archive decision's refutation cues are gone).
 TEXT_CHECK_SCHEMA_VERSION = 2
-
-#: The verdict labels a summary counts, in this order.
-LABELS: tuple[str, ...] = tuple(label.value for label in VerdictLabel)
 
 
 class TextCue(BaseModel):

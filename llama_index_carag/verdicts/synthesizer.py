@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Literal
 
 import llama_index.core.instrumentation as instrument
@@ -151,19 +151,6 @@ class FactCheckSynthesizer(BaseSynthesizer):
         if self._label_mode == "score":
             assert self._decision is not None
             self._scored_verdicts = ScoredVerdicts(self._scorer, self._decision, settings, self.messages)
-
-    @classmethod
-    def from_persist_dir(cls, persist_dir: str | Path, llm: LLM | None = None, **kwargs: Any) -> FactCheckSynthesizer:
-        """The synthesizer with the verifier saved in an index folder (``carag index --calibrate``'s archive verifier;
-        else the shipped one; ``decision="llm"`` reads nothing).  The one door through which ``carag check``,
-        ``chat``, ``check-text`` and ``carag serve`` (in process and in its workers) load it.  ``kwargs``: as for
-        the constructor (``decision``, ``streaming``, ``explain``, …)."""
-        from llama_index_carag.verifier.archive import index_verifier
-
-        decision = kwargs.get("decision") or (kwargs.get("settings") or VerdictSettings()).decision
-        if decision == "verifier":
-            return cls(llm, verifier=index_verifier(persist_dir), **kwargs)
-        return cls(llm, **kwargs)
 
     def _resolve_mode(self, mode: str, max_tokens: int | None) -> str:
         from llama_index_carag.verdicts.label_scores import scorer_for
@@ -504,9 +491,10 @@ def get_fact_check_synthesizer(
     fact_check_template: BasePromptTemplate | None = None,
     callback_manager: CallbackManager | None = None,
     verifier: Any = None,
+    index: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> FactCheckSynthesizer:
-    """Build a :class:`FactCheckSynthesizer`.
+    """Build a :class:`FactCheckSynthesizer`: the one door to an index's verdict half.
 
     Args:
         llm: a LlamaIndex LLM, a Hugging Face id/path, ``"qwen1.5b"``/``"smollm2"``,
@@ -515,10 +503,25 @@ def get_fact_check_synthesizer(
         settings: :class:`VerdictSettings` (default: the claim verifier decides; ``decision="llm"``: the LLM's own label).
         fact_check_template: prompt override (``query_str``, ``context_str``).
         verifier: the claim verifier of the default decision (see :class:`FactCheckSynthesizer`).
+        index: an index folder (what ``ContextAwareRetriever.from_persist_dir`` and ``carag check --index`` read):
+            its own verifier decides — the archive's fit of ``carag index --calibrate`` or the domain check of
+            ``carag index`` (:func:`~llama_index_carag.verifier.model.index_verifier`); the shipped one when it
+            has none.  ``carag check``, ``chat``, ``check-text`` and ``carag serve`` build theirs here.
         **options: :class:`VerdictSettings` fields (e.g. ``max_sentences``, ``label_mode``, ``decision``).
+
+    Raises:
+        ValueError: both ``verifier`` and ``index``.
     """
     from llama_index_carag.models.resolve import resolve_llm
 
+    if index is not None:
+        if verifier is not None:
+            raise ValueError("Pass verifier or index (whose verifier decides), not both.")
+        decision = options.get("decision") or (settings or VerdictSettings()).decision
+        if decision == "verifier":
+            from llama_index_carag.verifier.model import index_verifier
+
+            verifier = index_verifier(index)
     return FactCheckSynthesizer(
         resolve_llm(llm),
         settings=settings,

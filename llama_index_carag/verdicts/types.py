@@ -18,6 +18,7 @@ __all__ = [
     "Verdict",
     "VerdictLabel",
     "PassageStance",
+    "LABELS",
     "STANCE_ORDER",
     "VERDICT_KEY",
     "NO_EVIDENCE_EXPLANATION",
@@ -67,8 +68,11 @@ _FEVER_NAMES = {
 }
 
 
-#: The labels in their fixed order (a passage's three probabilities; ties go to the earlier one).
-STANCE_ORDER = (VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO)
+#: The labels in their fixed order: the verifier's output columns, a passage's three probabilities (ties go to the
+#: earlier one) and every count by label.
+STANCE_ORDER: tuple[VerdictLabel, ...] = tuple(VerdictLabel)
+#: :data:`STANCE_ORDER` as strings.
+LABELS: tuple[str, ...] = tuple(label.value for label in STANCE_ORDER)
 
 
 @dataclass(frozen=True)

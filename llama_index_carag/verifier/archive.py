@@ -30,7 +30,6 @@ inference), both by the shipped verifier.
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import tempfile
@@ -42,19 +41,18 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.verdicts.types import VerdictLabel
+from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 from llama_index_carag.verifier.confidence import confidence_of
 from llama_index_carag.verifier.domain import DomainThresholds
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.model import (
-    CONFIG_NAME,
     ClaimVerifier,
     VerifierLabel,
     decide_label,
     remove_verifier_folder,
     write_verifier_folder,
 )
-from llama_index_carag.verifier.pairs import LABELS, Pair
+from llama_index_carag.verifier.pairs import Pair
 from llama_index_carag.verifier.training import TrainingConfig, claim_figures, train_pairs
 
 logger = logging.getLogger(__name__)
@@ -64,14 +62,10 @@ __all__ = [
     "archive_claims",
     "labelled_claims",
     "fit_archive_verifier",
-    "index_verifier",
-    "VERIFIER_DIR",
     "FINE_TUNE",
     "CANDIDATES",
 ]
 
-#: The index's sub-folder holding its verifier (the domain check's or the archive's).
-VERIFIER_DIR = "verifier"
 MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
 MARGIN = 0.02
 FOLDS = 2
@@ -116,23 +110,6 @@ def archive_claims(claim_nodes: Sequence[Any], passages_of: Callable[[str], Sequ
         if passages:
             out.append(ArchiveClaim(node.node_id, node.get_content(), label.value, passages))
     return out
-
-
-def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
-    """The verifier ``carag index`` saved with the index (its domain check, or the archive's fit of
-    ``--calibrate``), or ``None`` (the shipped one); one object per saved verifier (its weights load once)."""
-    config = (Path(index_dir) / VERIFIER_DIR / CONFIG_NAME).resolve()
-    if not config.is_file():
-        return None
-    return _saved_verifier(str(config.parent), config.stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _saved_verifier(folder: str, modified: int) -> ClaimVerifier:
-    """The verifier saved in ``folder`` (``modified``: its config's mtime, so a re-fit is loaded anew)."""
-    verifier = ClaimVerifier(folder)
-    logger.info("the index's verifier: %s", verifier.config.get("archive", {}).get("choice", "domain check"))
-    return verifier
 
 
 def _folds(labels: Sequence[str], n_folds: int, seed: int = 0) -> np.ndarray:

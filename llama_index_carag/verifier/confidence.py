@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from llama_index_carag.verifier.pairs import LABELS
+from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 

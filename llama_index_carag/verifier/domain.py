@@ -32,8 +32,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted
 
+from llama_index_carag.verdicts.types import LABELS
 from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, write_verifier_folder
-from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_carag.verdicts.types import LABELS
 from llama_index_carag.verifier.confidence import LabelConfidence
 from llama_index_carag.verifier.head import LabelHead
-from llama_index_carag.verifier.pairs import LABELS
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +42,10 @@ __all__ = [
     "VerifierLabel",
     "decide_label",
     "chunk_passage",
+    "index_verifier",
     "SHIPPED_DIR",
     "CONFIG_NAME",
+    "VERIFIER_DIR",
     "RULES",
     "MIN_CONFIDENCE",
     "write_verifier_folder",
@@ -54,6 +56,8 @@ __all__ = [
 SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
 #: The verifier's own settings and training record, beside the cross-encoder's files.
 CONFIG_NAME = "verifier.json"
+#: The index's sub-folder holding its verifier (the domain check's or the archive's fit).
+VERIFIER_DIR = "verifier"
 _SUPPORTED, _REFUTED, _NEI = range(3)
 #: How :func:`decide_label` reads the passages: the strongest support against the strongest refutation, each
 #: against its threshold; or the label of the passages' mean probabilities.
@@ -211,6 +215,23 @@ def remove_verifier_folder(folder: str | Path) -> None:
 def shipped_verifier() -> ClaimVerifier:
     """The verifier shipped with the package (loaded once per process; its weights on first use)."""
     return ClaimVerifier()
+
+
+def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
+    """The verifier ``carag index`` saved with the index (its domain check, or the archive's fit of
+    ``--calibrate``), or ``None`` (the shipped one); one object per saved verifier (its weights load once)."""
+    config = (Path(index_dir) / VERIFIER_DIR / CONFIG_NAME).resolve()
+    if not config.is_file():
+        return None
+    return _saved_verifier(str(config.parent), config.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _saved_verifier(folder: str, modified: int) -> ClaimVerifier:
+    """The verifier saved in ``folder`` (``modified``: its config's mtime, so a re-fit is loaded anew)."""
+    verifier = ClaimVerifier(folder)
+    logger.info("the index's verifier: %s", verifier.config.get("archive", {}).get("choice", "domain check"))
+    return verifier
 
 
 def _clean(text: Any) -> str:

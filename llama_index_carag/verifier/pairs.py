@@ -19,13 +19,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from llama_index_carag.verdicts.types import LABELS
+
 logger = logging.getLogger(__name__)
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
 
-__all__ = ["LABELS", "Pair", "read_pairs", "is_validation", "mine_unrelated", "file_sha256"]
-
-#: The verifier's classes, in the order of its output columns.
-LABELS: tuple[str, ...] = ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")
+__all__ = ["Pair", "read_pairs", "is_validation", "mine_unrelated", "file_sha256"]
 
 
 @dataclass(frozen=True)

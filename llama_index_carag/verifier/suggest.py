@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.verifier.pairs import LABELS
+from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_carag.verifier.pairs import LABELS, Pair, label_counts
+from llama_index_carag.verdicts.types import LABELS
+from llama_index_carag.verifier.pairs import Pair, label_counts
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.atomic import atomic_write_text
-from llama_index_carag.verdicts.bulk import LABELS, TextCheckResult, TextClaim
+from llama_index_carag.verdicts.bulk import TextCheckResult, TextClaim
+from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
