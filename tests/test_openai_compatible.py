@@ -310,6 +310,21 @@ def test_scored_labels_sum_the_label_tokens_and_probe_once():
     assert not server.calls("POST /v1/chat/completions")
 
 
+def test_a_label_decided_by_the_verifier_is_explained_without_scoring_labels():
+    from llama_index_carag.verdicts.label_scores import scorer_for
+
+    routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": _echo_completions()}
+    with FakeServer(routes) as server:
+        scorer = scorer_for(resolve_llm(f"openai-compatible:{server.url}"))
+        probes = len(server.calls("POST /v1/completions"))
+        messages = get_fact_check_synthesizer(scorer.llm).messages(CLAIM, PASSAGES)
+        explanation = scorer.explain_label(messages, VerdictLabel.REFUTED)
+        asked = server.calls("POST /v1/completions")[probes:]
+    assert explanation == "The passage places the tower in Paris [1]. It is not in Berlin."
+    assert len(asked) == 1 and not asked[0].get("echo")  # one completion, no label scored
+    assert asked[0]["prompt"].endswith("Verdict: REFUTED\nExplanation:")
+
+
 def test_the_synthesizer_scores_labels_on_a_server_with_logprobs():
     routes = {"GET /v1/models": _models(_name()), "POST /v1/completions": _echo_completions()}
     with FakeServer(routes) as server:

@@ -42,6 +42,10 @@ class KeywordScorer:
         label = decide(scores)
         return label, scores, "The passage says so."
 
+    def explain_label(self, messages, label):
+        self.explained.append(messages[-1].content)
+        return "The passage says so."
+
 
 class KeywordVerifier:
     """A fake claim verifier: a passage containing "denies" refutes the claim (0.9), any other says neither."""
@@ -107,7 +111,7 @@ def test_scored_verdicts_explain_from_the_passages_the_verifiers_label_rests_on(
     assert verdict.method == "verifier" and [s["stance"] for s in verdict.passage_stances][1] == "REFUTED"
     assert "[2] The minister denies it." in scorer.explained[-1] and "Unrelated" not in scorer.explained[-1]
     assert verdict.cited_passages == [2] and verdict.evidence_ids == ["E2"]  # cited at the end
-    assert verdict.label_scores is None
+    assert verdict.label_scores is None and scorer.calls == 0  # the verifier decides: no label is scored
 
 
 def test_scored_verdicts_of_the_llm_read_the_whole_evidence():

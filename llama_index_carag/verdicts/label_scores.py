@@ -129,12 +129,14 @@ class LabelScorer:
         return self.backend.render(messages, prefix)
 
     # ----------------------------------------------------------- scoring
-    def score(self, messages: Sequence[Any]) -> tuple[LabelScores, Any, list[int]]:
-        """``(scores, state, prompt_ids)``: the three labels scored after the rendered prompt and ``Verdict:``.
+    def score(self, messages: Sequence[Any], labels: bool = True) -> tuple[LabelScores, Any, list[int]]:
+        """``(scores, state, prompt_ids)``: the three labels scored after the rendered prompt and ``Verdict:``
+        (``labels=False``: the prompt alone is evaluated, the scores are empty).
 
         ``state`` is what :meth:`explain` continues from (the backend's: a KV cache, the prompt text, ``None``).
         """
-        logprobs, state, prompt_ids = self.backend.score_options(messages, LABEL_STRINGS, ANSWER_PREFIX)
+        options = LABEL_STRINGS if labels else {}
+        logprobs, state, prompt_ids = self.backend.score_options(messages, options, ANSWER_PREFIX)
         return LabelScores(logprobs), state, prompt_ids
 
     # ----------------------------------------------------------- explaining
@@ -161,3 +163,13 @@ class LabelScorer:
             scores, state, prompt_ids = self.score(messages)
             label = decide(scores)
             return label, scores, self.explain(label, state, prompt_ids) if self.with_explanation else ""
+
+    def explain_label(self, messages: Sequence[Any], label: VerdictLabel) -> str:
+        """The explanation of a label decided elsewhere (the claim verifier's): the prompt evaluated, no label
+        scored, the explanation generated after ``Verdict: <label>\\nExplanation:``; ``""`` when
+        :attr:`with_explanation` is off (nothing is asked of the LLM)."""
+        if not self.with_explanation:
+            return ""
+        with self.backend.session():
+            _, state, prompt_ids = self.score(messages, labels=False)
+            return self.explain(label, state, prompt_ids)

@@ -10,7 +10,8 @@ streamed text is the explanation).
 :class:`~llama_index_carag.verdicts.synthesizer.FactCheckSynthesizer` runs:
 
 1. the decision (:class:`~llama_index_carag.verdicts.decision.LabelDecision`): ``decision="llm"``'s arg-max reads the
-   whole-evidence label log-likelihoods; the verifier reads the passages itself;
+   whole-evidence label log-likelihoods; the verifier reads the passages itself (the LLM then scores no label:
+   :meth:`~llama_index_carag.verdicts.label_scores.LabelScorer.explain_label`);
 2. the explanation generated for that label — after the whole evidence for the arg-max (the prompt already
    evaluated for the scores), after the passages the verifier's label rests on (at most ``explain_passages``,
    with their own numbers) — checked by :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`;
@@ -151,7 +152,7 @@ class ScoredVerdicts:
                 range(1, min(len(texts), self.settings.explain_passages) + 1)
             )
             messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
-            label, scores, explanation = self.scorer.verdict(messages, decide=lambda _: made[0].label)
+            scores, explanation = None, self.scorer.explain_label(messages, made[0].label)
         return self._checked(made[-1], explanation, ids, scores, list(made[-1].stances) or None)
 
     def _checked(
@@ -165,7 +166,7 @@ class ScoredVerdicts:
             ids,
             raw="",
             method=method,
-            label_scores=scores.as_dict() if "joint" in self.decision.needs else None,
+            label_scores=None if scores is None else scores.as_dict(),
             max_sentences=self.settings.max_sentences,
         )
         cited = cite_passages(verdict.explanation, rests_on) if stances is not None else verdict.explanation
