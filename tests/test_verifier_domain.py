@@ -49,3 +49,21 @@ def test_fit_domain_verifier_writes_a_loadable_folder(tmp_path):
     assert loaded.weights_dir == ClaimVerifier().weights_dir  # thresholds only: the shipped weights
     assert (loaded.threshold, loaded.refuted_threshold) == (record["supported"], record["refuted"])
     assert min(loaded.threshold, loaded.refuted_threshold) >= ClaimVerifier().threshold
+
+
+def test_fit_index_verifier_is_the_domain_check_without_calibrate(tmp_path):
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.verifier.archive import fit_index_verifier
+    from llama_index_carag.verifier.model import index_verifier
+
+    class Retriever:  # the passages a retriever would give every claim
+        def retrieve(self, claim):
+            return [NodeWithScore(node=TextNode(text="Wind farms were built offshore in the North Sea."), score=1.0)]
+
+    claims = [TextNode(text=f"Offshore wind farm {i} harms fish.", id_=f"c{i}") for i in range(MIN_CLAIMS)]
+    assert fit_index_verifier(Retriever(), claims[:-1], tmp_path / "few") is None
+    assert index_verifier(tmp_path / "few") is None  # the shipped verifier stays
+    record = fit_index_verifier(Retriever(), claims, tmp_path / "index")
+    assert record is not None and record["kind"] == "domain" and record["claims"] == MIN_CLAIMS
+    assert index_verifier(tmp_path / "index").threshold == record["supported"]

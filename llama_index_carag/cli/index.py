@@ -3,7 +3,7 @@
 Without ``--calibrate`` the shipped verifier gets the domain check (:mod:`~llama_index_carag.verifier.domain`:
 thresholds from the corpus's claims, no labels).  With ``--calibrate`` the index is fitted to its archive: the
 retrieval weights (by the retriever), then the claim verifier on the corpus claims that carry a verdict label,
-each with the passages the retriever gives it (:func:`~llama_index_carag.verifier.archive.fit_archive_verifier`:
+each with the passages the retriever gives it (:func:`~llama_index_carag.verifier.archive.fit_index_verifier`:
 the domain check, a head or a fine-tune, kept only where it wins out of fold).  Either is saved in the index
 folder, where ``carag check``, ``check-text``, ``serve`` and ``chat`` find it.
 """
@@ -77,11 +77,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _fit_verifier(corpus: Any, retriever: Any, out: Path, args: argparse.Namespace) -> None:
-    """The verdict half of the index: the archive fit (``--calibrate``) or the domain check; the suggested labels."""
-    if getattr(args, "calibrate", False):
-        _fit_archive_verifier(corpus, retriever, out)
-    else:
-        check_domain(corpus, retriever, out)
+    """The verdict half of the index (:func:`~llama_index_carag.verifier.archive.fit_index_verifier`: the archive
+    fit with ``--calibrate``, else the domain check), one line on it; the suggested labels."""
+    check_domain(corpus, retriever, out, calibrate=getattr(args, "calibrate", False))
     if getattr(args, "suggest_labels", None):
         suggest(corpus, retriever, out, args.suggest_labels)
 
@@ -103,33 +101,19 @@ def _open_docstore(spec: str | None, out: Path, *, force: bool) -> Any:
     return store
 
 
-def _fit_archive_verifier(corpus: Any, retriever: Any, out: Path) -> None:
-    """Fit and save the archive verifier of ``--calibrate``; print one line on it."""
-    from llama_index_carag.verifier.archive import archive_claims, fit_archive_verifier
-    from llama_index_carag.verifier.model import VERIFIER_DIR
+def check_domain(corpus: Any, retriever: Any, out: Path, *, calibrate: bool = False) -> None:
+    """Fit and save the index's verifier (:func:`~llama_index_carag.verifier.archive.fit_index_verifier`); one
+    line on it."""
+    from llama_index_carag.verifier.archive import fit_index_verifier
+    from llama_index_carag.verifier.domain import MIN_CLAIMS
 
-    archive = archive_claims(
-        corpus.claim_nodes, lambda claim: [n.node.get_content() for n in retriever.retrieve(claim)]
-    )
-    print(_verifier_line(fit_archive_verifier(archive, out / VERIFIER_DIR)))
-
-
-def check_domain(corpus: Any, retriever: Any, out: Path) -> None:
-    """The domain check (:mod:`~llama_index_carag.verifier.domain`): the corpus's claims, without their labels,
-    read with the passages the retriever gives them; the thresholds saved with the index; one line on it."""
-    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, reference_sample
-    from llama_index_carag.verifier.model import VERIFIER_DIR
-
-    claims = [n.get_content() for n in corpus.claim_nodes]
-    if len(claims) < MIN_CLAIMS:
-        print(f"verifier: shipped thresholds ({len(claims)} corpus claims; the domain check needs {MIN_CLAIMS})")
-        return
-    reference = [
-        (claims[i], [n.node.get_content() for n in retriever.retrieve(claims[i])])
-        for i in reference_sample(len(claims))
-    ]
-    record = fit_domain_verifier(reference, out / VERIFIER_DIR, max_claims=MAX_CLAIMS)
-    if record is not None:
+    record = fit_index_verifier(retriever, corpus.claim_nodes, out, calibrate=calibrate)
+    if record is None:
+        n = len(corpus.claim_nodes)
+        print(f"verifier: shipped thresholds ({n} corpus claims; the domain check needs {MIN_CLAIMS})")
+    elif record["kind"] == "archive":
+        print(_verifier_line(record))
+    else:
         lean = record["lean"]
         print(
             f"verifier: domain check on {record['claims']} corpus claims (no labels): the shipped threshold would "

@@ -46,6 +46,7 @@ from llama_index_carag.verifier.confidence import confidence_of
 from llama_index_carag.verifier.domain import DomainThresholds
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.model import (
+    VERIFIER_DIR,
     ClaimVerifier,
     VerifierLabel,
     decide_label,
@@ -62,6 +63,7 @@ __all__ = [
     "archive_claims",
     "labelled_claims",
     "fit_archive_verifier",
+    "fit_index_verifier",
     "FINE_TUNE",
     "CANDIDATES",
 ]
@@ -301,3 +303,30 @@ def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str
     else:  # the shipped weights read anew: no copy of them
         write_verifier_folder(out_dir, {**verifier.to_config(archive=record), "weights": "shipped"})
     return record
+
+
+def fit_index_verifier(
+    retriever: Any, claim_nodes: Sequence[Any], index_dir: str | Path, *, calibrate: bool = False
+) -> dict[str, Any] | None:
+    """The verdict half of an index, saved in ``index_dir/verifier`` where every check finds it
+    (:func:`~llama_index_carag.verifier.model.index_verifier`): with ``calibrate``, fitted to the archive's labelled
+    claims (:func:`fit_archive_verifier`, each claim with the passages ``retriever`` gives it; ``kind="archive"``),
+    as ``ContextAwareRetriever.from_index(calibrate=True)`` fits the ranking half; without, the domain check on the
+    claims' texts alone (:func:`~llama_index_carag.verifier.domain.fit_domain_verifier`; ``kind="domain"``).
+    ``carag index [--calibrate]`` is this after the retriever.  Returns the fit's record, or ``None`` when the
+    corpus has too few claims for a domain check (the shipped verifier stays)."""
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, reference_sample
+
+    def passages(claim: str) -> list[str]:
+        return [n.node.get_content() for n in retriever.retrieve(claim)]
+
+    folder = Path(index_dir) / VERIFIER_DIR
+    if calibrate:
+        return {"kind": "archive", **fit_archive_verifier(archive_claims(claim_nodes, passages), folder)}
+    claims = [n.get_content() for n in claim_nodes]
+    if len(claims) < MIN_CLAIMS:
+        logger.info("domain check skipped: %d corpus claims (needs %d)", len(claims), MIN_CLAIMS)
+        return None
+    reference = [(claims[i], passages(claims[i])) for i in reference_sample(len(claims))]
+    record = fit_domain_verifier(reference, folder, max_claims=MAX_CLAIMS)
+    return None if record is None else {"kind": "domain", **record}
