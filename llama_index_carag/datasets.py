@@ -38,25 +38,6 @@ from llama_index_carag.core.validation import sanitize_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "THEME_KEY",
-    "CLAIM_KEY",
-    "LINKS_KEY",
-    "EVIDENCE_KEY",
-    "LABEL_KEY",
-    "KIND_KEY",
-    "LABEL_METADATA_KEYS",
-    "SkippedRow",
-    "ClaimEvidenceCorpus",
-    "load_claim_evidence_csv",
-    "load_factver",
-    "demo_corpus_path",
-    "load_demo_corpus",
-    "factver_theme",
-    "FACTVER_COLUMNS",
-    "uuid_node_id",
-]
-
 THEME_KEY = "theme"
 CLAIM_KEY = "claim_id"
 EVIDENCE_KEY = "evidence_id"

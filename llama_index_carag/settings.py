@@ -43,19 +43,6 @@ from llama_index_carag.core.validation import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "CaragSettings",
-    "DEFAULT",
-    "PAPER",
-    "TUNED",
-    "PRESETS",
-    "FIT_FIELDS",
-    "SettingsView",
-    "package_default",
-    "term_weight_fields",
-    "weight_range",
-]
-
 
 def _positive(name: str) -> Any:
     return BeforeValidator(lambda v: check_top_k(v, name))

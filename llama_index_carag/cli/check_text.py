@@ -11,8 +11,6 @@ from typing import Any
 
 from llama_index_carag.cli.common import CLIError
 
-__all__ = ["cmd_check_text"]
-
 
 def _read_text(source: str | None) -> str:
     """The text of ``source``: a file, or standard input for ``-``."""

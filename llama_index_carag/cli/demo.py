@@ -21,8 +21,6 @@ from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["cmd_demo", "demo_claims", "label_report"]
-
 #: The labels, in the order the demo takes its claims.
 
 

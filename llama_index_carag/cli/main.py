@@ -32,8 +32,6 @@ from llama_index_carag.cli.serve import cmd_serve
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["main", "build_parser"]
-
 EXIT_USAGE = 2
 
 

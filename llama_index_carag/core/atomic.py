@@ -14,8 +14,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir", "fsync_file"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -24,18 +24,6 @@ from llama_index_carag.core.vectors import growth_rows
 #: A delete copies a cluster without its dead rows once they would be more than this fraction of its rows.
 COMPACT_DEAD = 0.25
 
-__all__ = [
-    "COMPACT_DEAD",
-    "GroupKey",
-    "ClusterGroup",
-    "GrowthBuffer",
-    "MemoryClusters",
-    "LazyTexts",
-    "ClusterStore",
-    "MemoryClusterStore",
-    "TextsOf",
-]
-
 #: ``(theme or None, cluster)``.
 GroupKey = tuple[str | None, int]
 #: member ids -> their texts (a lazy sequence is fine).

@@ -31,8 +31,6 @@ from llama_index_carag.core.vectors import as_matrix, l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ThematicClusterer", "COVARIANCE_TYPES", "clusterers_state", "clusterers_from_state"]
-
 COVARIANCE_TYPES = ("diag", "full", "spherical", "tied")
 _STATE_VERSION = 1
 

@@ -29,8 +29,6 @@ from pathlib import Path
 
 from llama_index_carag.core.atomic import atomic_write_text, fsync_dir, fsync_file
 
-__all__ = ["RECORD", "STAGING", "replace_files", "roll_forward"]
-
 logger = logging.getLogger(__name__)
 
 #: The folder the new files are written into, inside the target folder.

@@ -68,8 +68,6 @@ from llama_index_carag.core.vectors import as_matrix, as_vector, l2_normalize, r
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CorpusItems", "ThematicContext", "MODES", "GroupKey", "ClaimTable"]
-
 MODES = ("unsupervised", "supervised")
 Mode = Literal["unsupervised", "supervised"]
 

@@ -11,8 +11,6 @@ from llama_index_carag.core.cluster_store import GroupKey
 from llama_index_carag.core.soi import ClusterMembers, SOICore
 from llama_index_carag.core.vectors import as_matrix, l2_normalize
 
-__all__ = ["CorpusItems", "SOIQuery"]
-
 
 @dataclass
 class CorpusItems:

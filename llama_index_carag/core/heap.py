@@ -14,8 +14,6 @@ import ctypes.util
 import functools
 from collections.abc import Callable
 
-__all__ = ["release_free_memory"]
-
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:

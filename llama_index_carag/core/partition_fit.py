@@ -31,16 +31,6 @@ from llama_index_carag.core.vectors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "partitions_of",
-    "partition_clusterer",
-    "fit_partitions",
-    "sorted_groups",
-    "row_groups",
-    "assign_keys",
-    "groups_of",
-]
-
 
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
     if not enabled:

@@ -43,23 +43,6 @@ from llama_index_carag.core.atomic import atomic_write_bytes, fsync_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "StateError",
-    "persist_state",
-    "write_state",
-    "state_from_persist_dir",
-    "MANIFEST_NAME",
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
-    "ids_checksum",
-    "read_state",
-    "JOURNAL_NAME",
-    "stale_state_files",
-    "JournalSegment",
-    "append_journal_segment",
-    "read_journal",
-]
-
 MANIFEST_NAME = "carag_manifest.json"
 FORMAT_NAME = "llama-index-carag"
 FORMAT_VERSION = 1

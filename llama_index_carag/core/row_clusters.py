@@ -33,8 +33,6 @@ from llama_index_carag.core.soi import ClusterMembers, SOICore
 from llama_index_carag.core.store_rows import StoreHits, StoreRows
 from llama_index_carag.core.vectors import row_norms
 
-__all__ = ["MARGIN", "RowGroup", "RowClusters", "RowClusterStore"]
-
 #: Cosines within this of a cut (``delta``, or the ``min_size``-th highest) are handed to the SOI builder too.
 MARGIN = 1e-4
 #: Rows gathered at a time when a whole cluster's unit vectors are read.

@@ -35,21 +35,6 @@ from llama_index_carag.core.vectors import as_vector, cosine_similarities, thema
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "SOIItem",
-    "SubsetOfInterest",
-    "ClusterMembers",
-    "build_supervised_soi",
-    "build_unsupervised_soi",
-    "SOICore",
-    "materialize_soi",
-    "most_similar",
-    "supervised_core",
-    "unsupervised_core",
-    "check_soi_query",
-    "SOI_LIST_KEYS",
-]
-
 Mode = Literal["supervised", "unsupervised"]
 
 #: The SOI's list-valued keys, in the papers' order.

@@ -22,8 +22,6 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["StoreRows", "StackedRows", "StoreHits"]
-
 
 class StoreRows(Protocol):
     """A vector store's own rows, lent to a fitted context (see the module docstring).

@@ -11,18 +11,6 @@ import math
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = [
-    "sanitize_text",
-    "normalize_text",
-    "check_delta",
-    "check_top_k",
-    "check_count",
-    "check_n_clusters",
-    "check_query_text",
-    "check_unit_interval",
-    "check_interval",
-]
-
 
 def _real(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):

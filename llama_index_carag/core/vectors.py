@@ -29,21 +29,6 @@ logger = logging.getLogger(__name__)
 
 _FINITE_BLOCK = 65_536
 
-__all__ = [
-    "as_matrix",
-    "as_vector",
-    "l2_normalize",
-    "cosine_similarities",
-    "thematic_embedding",
-    "blend_query",
-    "row_norms",
-    "permute_rows_inplace",
-    "divide_rows_inplace",
-    "spread_blocks_inplace",
-    "growth_rows",
-    "scan_pool",
-]
-
 
 def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, *, name: str = "embeddings") -> np.ndarray:
     """Return ``vectors`` as a finite float32 matrix of shape ``(n, d)``.

@@ -18,8 +18,6 @@ from llama_index_carag.extraction.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExtractedClaim", "extract_claims", "Assessment", "CheckWorthinessScorer", "CueScorer", "RULE_THRESHOLD"]
-
 
 @dataclass(frozen=True)
 class ExtractedClaim:

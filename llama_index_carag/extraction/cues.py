@@ -15,28 +15,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = [
-    "SentenceWords",
-    "Cue",
-    "CueHit",
-    "CUES",
-    "MIN_CONTENT_WORDS",
-    "MAX_VAGUE_WORDS",
-    "content_words",
-    "STOPWORDS",
-    "VAGUE_WORDS",
-    "NUMBER_WORDS",
-    "MONTHS",
-    "WEEKDAYS",
-    "TIME_WORDS",
-    "COMPARISON_WORDS",
-    "MEASUREMENT_VERBS",
-    "OPINION_PHRASES",
-    "EVALUATIVE_WORDS",
-    "GREETING_PHRASES",
-    "HEDGE_PHRASES",
-]
-
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())

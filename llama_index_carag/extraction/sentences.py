@@ -14,8 +14,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SentenceSpan", "split_sentences"]
-
 
 @dataclass(frozen=True)
 class SentenceSpan:

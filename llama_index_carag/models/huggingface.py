@@ -20,8 +20,6 @@ from llama_index_carag.models.files import INT8_SUFFIX, LLM_ALIASES, offline_llm
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HuggingFaceBackend", "load_hf_model", "quantize_int8", "stopping_ids", "generation_kwargs", "chat_wrapper"]
-
 K = TypeVar("K")
 
 

@@ -57,24 +57,6 @@ from llama_index_carag.models.files import gguf_model_name, is_offline_qwen, qwe
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LlamaCppBackend",
-    "log_softmax",
-    "model_lock",
-    "llamacpp_installed",
-    "llamacpp_available",
-    "load_llamacpp",
-    "GGUFChatPrompt",
-    "llamacpp_generate_kwargs",
-    "ProbeResult",
-    "build_fingerprint",
-    "probe_llamacpp",
-    "llamacpp_usable",
-    "probe_pending",
-    "PROBE_FILE",
-    "PROBE_NOTE",
-]
-
 K = TypeVar("K")
 
 

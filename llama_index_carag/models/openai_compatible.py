@@ -54,24 +54,6 @@ from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_clas
 logger = logging.getLogger(__name__)
 K = TypeVar("K")
 
-__all__ = [
-    "OpenAICompatibleBackend",
-    "supports_prompt_logprobs",
-    "echoed_tail_logprobs",
-    "MIN_PROBE_LOGPROB",
-    "PREFIX",
-    "READ_TIMEOUT",
-    "CONNECT_TIMEOUT",
-    "PROBE_TIMEOUT",
-    "is_openai_compatible",
-    "parse_server_url",
-    "request_json",
-    "list_models",
-    "ChatTemplatePrompt",
-    "openai_compatible_llm",
-    "resolve_openai_compatible",
-]
-
 #: What ``resolve_llm`` strings for a server start with.
 PREFIX = "openai-compatible:"
 #: Seconds to wait for a generation (a CPU server may take a while on a long prompt).

@@ -42,22 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "EMBED_MODEL_ALIASES",
-    "resolve_embed_model_path",
-    "resolve_embed_model",
-    "embed_model_name",
-    "llm_name",
-    "resolve_llm",
-    "default_llm",
-    "LLM_BACKENDS",
-    "register_backend",
-    "backend_class",
-    "select_backend",
-    "backend_for",
-    "load_description",
-]
-
 #: Short names accepted wherever an embed model is asked for.
 EMBED_MODEL_ALIASES = {
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",

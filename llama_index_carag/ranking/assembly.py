@@ -36,26 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LEXICAL",
-    "HUBNESS",
-    "CLAIM_CONTRAST",
-    "rerank_terms",
-    "register_term",
-    "unregister_term",
-    "registered_term",
-    "active_terms",
-    "table_type",
-    "wanted_tables",
-    "fit_tables",
-    "update_tables",
-    "default_sources",
-    "term_sources",
-    "settings_scorers",
-    "term_details",
-    "bm25_source",
-]
-
 
 # ------------------------------------------------------------------------------------ the package's terms
 def _lexical_values(settings: CaragSettings, table: Any, sources: Sequence[CandidateSource]) -> TermValues | None:

@@ -32,8 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClaimContrast"]
-
 _BLOCK_CELLS = 1 << 22  # passage x claim similarities held at once while tabulating (16 MB; with argpartition ~80 MB)
 
 

@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.sources import CandidateSource
     from llama_index_carag.settings import CaragSettings
 
-__all__ = ["TableCorpus", "FittedTable", "check_table_key"]
-
 
 @runtime_checkable
 class TableCorpus(Protocol):

@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Hubness"]
-
 
 class Hubness:
     """Hubness ``r(n)``: mean cosine of a passage to its ``k`` nearest evidence passages.

@@ -11,8 +11,6 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_index_carag.core.vectors import l2_normalize
 
-__all__ = ["RankQuery", "CandidatePool"]
-
 
 @dataclass(frozen=True)
 class RankQuery:

@@ -39,8 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RerankTerm", "TermValues", "TermScorer", "BASE_TERMS"]
-
 #: The stage's own terms (claim and thematic similarity, weighted by ``alpha``): no registered term takes their names.
 BASE_TERMS = ("dense", "thematic")
 

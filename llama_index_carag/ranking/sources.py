@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-__all__ = ["SearchRequest", "CandidateSource", "DenseSource"]
-
 
 @dataclass(frozen=True)
 class SearchRequest:

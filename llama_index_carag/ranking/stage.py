@@ -32,17 +32,6 @@ from llama_index_carag.core.validation import normalize_text
 from llama_index_carag.ranking.pool import CandidatePool, RankQuery
 from llama_index_carag.settings import CaragSettings
 
-__all__ = [
-    "CARAG_METADATA_KEY",
-    "with_carag_metadata",
-    "Scorer",
-    "DenseSimilarity",
-    "ThematicSimilarity",
-    "thematic_weight",
-    "RerankStage",
-]
-
-
 #: Key of the provenance dict attached to every returned node.
 CARAG_METADATA_KEY = "carag"
 

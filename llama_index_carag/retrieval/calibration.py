@@ -66,15 +66,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "NDCG_K",
-    "Calibration",
-    "LeaveOneOutTerms",
-    "StageCalibrator",
-    "claim_links",
-    "calibrate_corpus",
-]
-
 # LINKS_KEY (:mod:`llama_index_carag.datasets`): the claim-node metadata key of the ids of the evidence passages
 # linked to the claim (a list of node ids; the loaders write it).  Links are also read from the evidence side:
 # an evidence node whose ``claim_key`` metadata names a corpus claim (what supervised CARAG reads) is linked to it.

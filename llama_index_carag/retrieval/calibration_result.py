@@ -20,8 +20,6 @@ from llama_index_carag.settings import CaragSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Calibration", "THEMATIC_WEIGHT", "calibrated_terms", "calibrated_weights"]
-
 #: The settings field of the stage's own calibrated weight: the thematic weight is ``1 - alpha``.
 THEMATIC_WEIGHT = "alpha"
 

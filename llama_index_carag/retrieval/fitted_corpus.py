@@ -35,8 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FittedCorpus"]
-
 
 @dataclass
 class FittedCorpus:

@@ -34,8 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["fit_corpus", "restore_context", "warn_on_embedded_labels", "docstore_text_lookup"]
-
 
 def fit_corpus(
     index: VectorStoreIndex,

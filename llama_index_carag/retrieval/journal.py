@@ -55,8 +55,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EditJournal", "COMPACT_FRACTION", "JOURNALED_KINDS", "replay"]
-
 #: A persist writes a full base once the journal holds more than this fraction of the base's passages
 #: (inserted and deleted ones counted).
 COMPACT_FRACTION = 0.25

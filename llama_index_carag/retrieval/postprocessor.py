@@ -47,8 +47,6 @@ from llama_index_carag.settings import PAPER, CaragSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ThematicContextPostprocessor"]
-
 
 class ThematicContextPostprocessor(BaseNodePostprocessor):
     """Re-rank any retriever's nodes by claim and thematic similarity (CARAG as a postprocessor).

@@ -34,21 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
 
-__all__ = [
-    "QueryPlan",
-    "plan_query",
-    "plan_and_search",
-    "checked_vector",
-    "embedding_strs",
-    "check_bundle",
-    "query_embedding",
-    "aquery_embedding",
-    "searches_by_id",
-    "search_candidates",
-    "asearch_candidates",
-    "candidate_pool",
-]
-
 #: With ``dedupe``, fetch this many times k so that k distinct texts usually remain.
 DEDUPE_OVERFETCH = 4
 

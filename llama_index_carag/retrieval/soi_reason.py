@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmptySOIReason", "closest_item", "empty_reason", "REASON_KEY"]
-
 
 @dataclass(frozen=True)
 class EmptySOIReason:

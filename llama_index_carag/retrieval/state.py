@@ -56,19 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "get_state",
-    "from_state",
-    "persist",
-    "from_persist_dir",
-    "settings_from_state",
-    "get_tables_state",
-    "tables_from_state",
-    "persist_retriever",
-    "replay_into",
-    "Persistable",
-]
-
 #: Keys kept beside the settings in the state's "settings" block (not options).
 _KEYS = ("theme_key", "claim_key", "exclude_ids")
 

@@ -32,8 +32,6 @@ from llama_index_carag.verdicts.check import error_body
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AccessMiddleware", "read_token", "TOKEN_ENV", "MIN_TOKEN_CHARS", "COOKIE"]
-
 #: The environment variable that holds the token when no ``--token-file`` is given.
 TOKEN_ENV = "CARAG_SERVE_TOKEN"
 #: A shorter token is refused (a guessable one would be no lock).

@@ -59,8 +59,6 @@ from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION, CheckResult, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["create_app", "page_router", "CONTENT_SECURITY_POLICY"]
-
 
 def create_app(
     retriever: Any,

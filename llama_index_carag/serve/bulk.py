@@ -58,8 +58,6 @@ from llama_index_carag.verdicts.check import CheckResult, error_body
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["bulk_routes", "batch_events", "find_text_claims", "text_events"]
-
 _JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object", type(None): "null"}
 
 

@@ -18,15 +18,6 @@ from llama_index_carag.serve.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "add_serve_arguments",
-    "load_llm_factory",
-    "check_llm_factory",
-    "settings_from_args",
-    "bind_socket",
-    "run_server",
-]
-
 
 def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], Callable[[str], int]]) -> None:
     """The serve-only options (the caller adds ``--index``, the retrieval overrides and ``--llm``)."""

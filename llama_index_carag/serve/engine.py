@@ -27,8 +27,6 @@ from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, Evidence
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckEngine"]
-
 T = TypeVar("T")
 _END = object()
 

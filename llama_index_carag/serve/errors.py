@@ -37,8 +37,6 @@ from llama_index_carag.verdicts.check import CheckFailed, error_body
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ApiError", "install_error_handlers", "BodyLimitMiddleware"]
-
 _HTTP_CODES = {
     400: "bad_request",
     404: "not_found",

@@ -35,8 +35,6 @@ from llama_index_carag.serve.llm_worker import FINAL, LLMWorkerSpec, worker_main
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLMPool", "LLMUnavailable", "LLMCallTimeout", "LLMCallError", "LLMStartupError", "restart_delay"]
-
 _GRACE_S = 30.0  # how much longer than call_timeout_s a caller waits for the supervisor to act
 
 

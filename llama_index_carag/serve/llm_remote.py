@@ -30,8 +30,6 @@ from llama_index_carag.serve.llm_pool import LLMPool
 from llama_index_carag.verdicts.scored import with_stances
 from llama_index_carag.verdicts.types import VERDICT_KEY
 
-__all__ = ["RemoteLLM", "RemoteSynthesizer"]
-
 
 class RemoteLLM(CustomLLM):
     """The LLM of a started :class:`LLMPool`'s workers, as a LlamaIndex LLM in the server.

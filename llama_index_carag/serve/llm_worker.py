@@ -33,16 +33,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LLMWorkerSpec",
-    "OPS",
-    "FINAL",
-    "worker_main",
-    "build_llm",
-    "serve_synthesizers",
-    "model_info",
-]
-
 #: Requests a worker answers: verdicts (the synthesizers) and raw LLM calls (the chat sessions' proxy LLM).
 OPS = ("verdict", "stream_verdict", "chat", "stream_chat", "complete", "stream_complete")
 #: Reply kinds that end a request.

@@ -9,18 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from llama_index_carag.verdicts.check import EvidenceRow
 from llama_index_carag.verdicts.types import Verdict
 
-__all__ = [
-    "ClaimRequest",
-    "TextRequest",
-    "BatchRequest",
-    "MessageRequest",
-    "SessionInfo",
-    "ChatTurnOut",
-    "SessionOut",
-    "GraphOut",
-    "InfoOut",
-]
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")

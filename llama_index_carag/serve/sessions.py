@@ -14,8 +14,6 @@ from llama_index_carag.serve.errors import ApiError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Session", "SessionStore"]
-
 
 @dataclass
 class Session:

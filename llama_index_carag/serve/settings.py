@@ -6,8 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-__all__ = ["ServeSettings"]
-
 
 class ServeSettings(BaseModel):
     """Limits of the HTTP API: counts are integers >= 1, durations finite seconds > 0 (``ValueError`` otherwise)."""

@@ -14,8 +14,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Events", "sse_event", "sse_response"]
-
 #: What a streamed endpoint produces: ``(event name, JSON data)`` pairs.
 Events = AsyncIterator[tuple[str, dict[str, Any]]]
 

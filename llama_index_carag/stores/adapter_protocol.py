@@ -39,8 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.core.store_rows import StoreRows
     from llama_index_carag.ranking.bm25 import BM25Placement
 
-__all__ = ["VectorStoreAdapter", "StoreClustering"]
-
 
 @runtime_checkable
 class StoreClustering(Protocol):

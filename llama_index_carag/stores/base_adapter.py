@@ -29,8 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["StoreAdapter", "GenericAdapter"]
-
 
 class StoreAdapter:
     """Shared defaults of the adapters (see :class:`~llama_index_carag.stores.adapter_protocol.VectorStoreAdapter`).

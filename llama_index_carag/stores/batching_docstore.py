@@ -17,8 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BatchingDocumentStore", "docstore_batch"]
-
 
 class BatchingDocumentStore(BaseDocumentStore):
     """A ``BaseDocumentStore`` that writes the nodes added inside :meth:`batch` in one call to the store it wraps.

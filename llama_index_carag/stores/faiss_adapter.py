@@ -32,8 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FaissAdapter", "FaissMapAdapter", "load_faiss_index"]
-
 #: Below ``ntotal / _FEW`` ids an id-mapped index reads vectors one by one (O(batch)) instead of mapping every row.
 _FEW = 16
 

@@ -26,8 +26,6 @@ from llama_index_carag.stores.faiss_store import SafeFaissMapVectorStore
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
 
-__all__ = ["FaissRows"]
-
 #: Rows from which one cluster's inner products are split over the scan threads.
 _PARALLEL_ROWS = 16_384
 

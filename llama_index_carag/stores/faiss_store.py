@@ -22,8 +22,6 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.vector_stores.faiss import FaissMapVectorStore
 
-__all__ = ["SafeFaissMapVectorStore"]
-
 
 class SafeFaissMapVectorStore(FaissMapVectorStore):
     """``FaissMapVectorStore`` with collision-free ids and replace-on-re-add."""

@@ -27,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import fsspec
     from llama_index.core.data_structs.data_structs import IndexStruct
 
-__all__ = ["DeferredIndexStore"]
-
 
 class DeferredIndexStore(BaseIndexStore):
     """A ``BaseIndexStore`` that defers writing an ``IndexDict`` until the store is read (see the module).

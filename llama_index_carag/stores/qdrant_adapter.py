@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QdrantAdapter", "QdrantClustering"]
-
 
 class QdrantClustering:
     """Clusters kept in a Qdrant collection's payloads (a :class:`~llama_index_carag.stores.adapter_protocol.StoreClustering`)."""

@@ -36,8 +36,6 @@ from llama_index_carag.core.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QdrantClusterStore", "QdrantCollection", "CLUSTER_PAYLOAD_KEY", "is_qdrant_store", "payload_str"]
-
 #: Payload key that holds each point's cluster.
 CLUSTER_PAYLOAD_KEY = "carag_cluster"
 _PAGE = 1024

@@ -28,8 +28,6 @@ from llama_index_carag.stores.qdrant_clusters import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["fit_qdrant_context"]
-
 
 def fit_qdrant_context(
     vector_store: Any,

@@ -20,8 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-__all__ = ["SimpleAdapter"]
-
 
 class SimpleAdapter(StoreAdapter):
     """``SimpleVectorStore``: its ``embedding_dict`` is the node list and the vectors."""

@@ -33,17 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "ADAPTERS",
-    "adapter_for",
-    "load_persisted_index",
-    "index_node_ids",
-    "get_node_embeddings",
-    "nodes_by_id",
-    "store_size",
-    "PERSISTED_KINDS",
-]
-
 #: The adapters, most specific first (the id-mapped FAISS store is a FAISS store too); any other
 #: store gets :class:`GenericAdapter`.  A new backend: one adapter class, listed here.
 ADAPTERS: tuple[type[FaissMapAdapter | FaissAdapter | SimpleAdapter | QdrantAdapter], ...] = (

@@ -35,28 +35,6 @@ from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "TEXT_CHECK_SCHEMA_VERSION",
-    "ClaimsInText",
-    "TextCheckResult",
-    "TextCheckSummary",
-    "TextClaim",
-    "TextCue",
-    "atext_outcomes",
-    "check_text",
-    "find_claims",
-    "iter_text_checks",
-    "text_check_result",
-    "text_check_result_json_schema",
-    "BatchClaim",
-    "BatchSummary",
-    "Outcome",
-    "aclaim_outcomes",
-    "check_claims",
-    "claim_outcomes",
-    "is_error",
-]
-
 #: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
 #: 2: its claims' checks are :class:`CheckResult` 3 (the archive decision's refutation cues are gone).
 TEXT_CHECK_SCHEMA_VERSION = 2

@@ -27,8 +27,6 @@ from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FactCheckChatBot", "ChatTurn"]
-
 _CONDENSE_PROMPT = PromptTemplate(DEFAULT_CONDENSE_PROMPT_TEMPLATE)
 
 

@@ -62,21 +62,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "CHECK_SCHEMA_VERSION",
-    "CLAIM_FAILURES",
-    "CheckFailed",
-    "CheckResult",
-    "ClaimChecker",
-    "EvidenceRow",
-    "Retrieved",
-    "VerdictSynthesizer",
-    "check_claim",
-    "check_result_json_schema",
-    "error_body",
-    "failure_body",
-]
-
 #: Version of the :class:`CheckResult` layout (bumped when a field is removed or changes meaning).
 #: 2: ``settings`` is the full :class:`CaragSettings` (was ``mode``, ``alpha``, ``delta``, ``k``).
 #: 3: the archive decision's refutation cues are gone (``evidence[].cues``, ``verdict.passage_cues``).

@@ -24,20 +24,6 @@ from typing import Any, Protocol
 
 from llama_index_carag.verdicts.types import STANCE_ORDER, PassageStance, VerdictLabel
 
-__all__ = [
-    "VerdictSettings",
-    "ScoredEvidence",
-    "Decision",
-    "LabelDecision",
-    "ArgMaxDecision",
-    "VerifierDecision",
-    "verifier_stances",
-    "DECISIONS",
-    "LABEL_MODES",
-    "with_options",
-    "resolve_decision",
-]
-
 #: Names of the decisions :class:`VerdictSettings` can ask for: the claim verifier, or the LLM's own label.
 DECISIONS = ("verifier", "llm")
 #: Ways to obtain the label (see :mod:`~llama_index_carag.verdicts.synthesizer`).

@@ -27,16 +27,6 @@ from dataclasses import dataclass, field
 
 from llama_index_carag.verdicts import Verdict, VerdictLabel, answer_sentences, sentence_stance, trim_explanation
 
-__all__ = [
-    "ExplanationCheck",
-    "check_explanation",
-    "checked_verdict",
-    "cited_numbers",
-    "temper_explanation",
-    "CONTRADICTING_STANCES",
-    "SURE",
-]
-
 #: Under this confidence an explanation may not sound certain (:func:`temper_explanation`).
 SURE = 0.9
 #: Words of certainty, and what they become under :data:`SURE` (``""``: removed).

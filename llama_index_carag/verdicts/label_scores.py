@@ -27,16 +27,6 @@ from llama_index_carag.verdicts import VerdictLabel, answer_sentences
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LABEL_STRINGS",
-    "ANSWER_PREFIX",
-    "LabelScores",
-    "LabelScorer",
-    "scorer_for",
-    "explanation_complete",
-    "clean_explanation",
-]
-
 #: The text each label is scored as, after ``Verdict:``.
 LABEL_STRINGS: dict[VerdictLabel, str] = {
     VerdictLabel.SUPPORTED: " SUPPORTED",

@@ -58,8 +58,6 @@ from llama_index_carag.verdicts.types import Verdict, VerdictLabel
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["answer_sentences", "trim_explanation", "parse_verdict", "sentence_stance"]
-
 # --- citations ----------------------------------------------------------------------------------
 _NUM = r"(?:E\s*|#)?\d{1,6}"
 _BRACKET_CITE_RE = re.compile(rf"\[\s*(?:evidence|passage|doc)?\s*{_NUM}(?:\s*(?:[,;&–-]|and)\s*{_NUM})*\s*\]", re.I)

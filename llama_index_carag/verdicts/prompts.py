@@ -40,25 +40,6 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts import VerdictLabel
 
-__all__ = [
-    "FACT_CHECK_INSTRUCTIONS",
-    "FACT_CHECK_PROMPT",
-    "FACT_CHECK_CHAT_PROMPT",
-    "FACT_CHECK_PROMPT_SEL",
-    "FACT_CHECK_CHAT_SYSTEM_PROMPT",
-    "FACT_CHECK_CONTEXT_PROMPT",
-    "fence",
-    "format_evidence",
-    "chat_variant",
-    "EXPLAIN_CHAT_PROMPT",
-    "evidence_texts",
-    "hide_labels",
-    "VerdictExample",
-    "DEFAULT_EXAMPLES",
-    "example_turns",
-    "answer_text",
-]
-
 _TAG = re.compile(r"<\s*/?\s*(claim|evidence)\b[^>]*>", re.IGNORECASE)
 
 #: The task, stated once; shared by the completion and chat variants.

@@ -35,16 +35,6 @@ from llama_index_carag.verdicts.types import PassageStance, Verdict, confidence_
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "ScoredVerdicts",
-    "cite_passages",
-    "decided",
-    "explained",
-    "label_words",
-    "with_stances",
-    "STANCE_KEYS",
-]
-
 #: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them): the stance, its
 #: probability, and the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``).
 STANCE_KEYS = ("stance", "stance_score", "stance_probabilities")

@@ -14,22 +14,6 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
-__all__ = [
-    "Verdict",
-    "VerdictLabel",
-    "PassageStance",
-    "LABELS",
-    "STANCE_ORDER",
-    "VERDICT_KEY",
-    "NO_EVIDENCE_EXPLANATION",
-    "UNEXPLAINED",
-    "CONFIDENCE_WORDS",
-    "confidence_words",
-    "no_evidence_verdict",
-    "with_answer_text",
-    "label_value",
-]
-
 #: Key of the verdict in a synthesizer's ``Response.metadata``.
 VERDICT_KEY = "verdict"
 

@@ -58,16 +58,6 @@ from llama_index_carag.verifier.training import TrainingConfig, claim_figures, t
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "ArchiveClaim",
-    "archive_claims",
-    "labelled_claims",
-    "fit_archive_verifier",
-    "fit_index_verifier",
-    "FINE_TUNE",
-    "CANDIDATES",
-]
-
 MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
 MARGIN = 0.02
 FOLDS = 2

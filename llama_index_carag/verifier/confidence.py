@@ -30,8 +30,6 @@ from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LabelConfidence", "confidence_of"]
-
 
 class LabelConfidence(BaseEstimator):
     """Per label, P(the label is right | its raw score): Platt scaling fitted on held-out claims.

@@ -37,8 +37,6 @@ from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, write_v
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DomainThresholds", "fit_domain_verifier", "reference_sample", "SHARE", "MIN_CLAIMS", "MAX_CLAIMS"]
-
 #: The share of a corpus's claims each of SUPPORTED and REFUTED may take at most (module docstring).
 SHARE = 0.25
 #: Fewer reference claims than this: no domain check (the verifier's own threshold decides).

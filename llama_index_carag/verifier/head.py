@@ -29,8 +29,6 @@ from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LabelHead", "claim_features", "FEATURE_NAMES"]
-
 #: What :func:`claim_features` returns, in order.
 FEATURE_NAMES = tuple(f"{kind}_{label}" for kind in ("max", "mean") for label in LABELS)
 _NO_PASSAGE = np.array([0.0, 0.0, 1.0])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,22 +36,6 @@ from llama_index_carag.verifier.confidence import LabelConfidence
 from llama_index_carag.verifier.head import LabelHead
 
 logger = logging.getLogger(__name__)
-
-__all__ = [
-    "ClaimVerifier",
-    "shipped_verifier",
-    "VerifierLabel",
-    "decide_label",
-    "chunk_passage",
-    "index_verifier",
-    "SHIPPED_DIR",
-    "CONFIG_NAME",
-    "VERIFIER_DIR",
-    "RULES",
-    "MIN_CONFIDENCE",
-    "write_verifier_folder",
-    "remove_verifier_folder",
-]
 
 #: The folder of the verifier shipped with the package.
 SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
@@ -217,7 +202,7 @@ def shipped_verifier() -> ClaimVerifier:
     return ClaimVerifier()
 
 
-def index_verifier(index_dir: str | Path) -> ClaimVerifier | None:
+def index_verifier(index_dir: str | os.PathLike[str]) -> ClaimVerifier | None:
     """The verifier ``carag index`` saved with the index (its domain check, or the archive's fit of
     ``--calibrate``), or ``None`` (the shipped one); one object per saved verifier (its weights load once)."""
     config = (Path(index_dir) / VERIFIER_DIR / CONFIG_NAME).resolve()

@@ -24,8 +24,6 @@ from llama_index_carag.verdicts.types import LABELS
 logger = logging.getLogger(__name__)
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
 
-__all__ = ["Pair", "read_pairs", "is_validation", "mine_unrelated", "file_sha256"]
-
 
 @dataclass(frozen=True)
 class Pair:

@@ -26,8 +26,6 @@ from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Suggestion", "suggest_labels", "torn", "MAX_READ"]
-
 #: At most this many claims are read (a seeded sample), so the cost stays bounded on a large corpus.
 MAX_READ = 2000
 

@@ -27,8 +27,6 @@ from llama_index_carag.verifier.pairs import Pair, label_counts
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainingConfig", "train_pairs", "pair_macro_f1", "claim_figures", "choose_threshold"]
-
 
 @dataclass(frozen=True)
 class TrainingConfig:

@@ -25,8 +25,6 @@ from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REPORT_SUFFIXES", "html_report", "markdown_report", "soi_size", "top_evidence_ids", "write_text_report"]
-
 #: Report formats by file suffix.
 REPORT_SUFFIXES = (".md", ".html", ".htm")
 

@@ -61,8 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Index", "BM25QueryScores", "FIT_CHUNK", "BM25_PARAMETERS", "embed_text"]
-
 #: Passages tokenised at a time by :meth:`BM25Index.fit_texts` (at most; a corpus of fewer than twice as many is cut
 #: in two, down to 10,000 a chunk, so that the fit's pipeline has two chunks to overlap).
 FIT_CHUNK = 100_000

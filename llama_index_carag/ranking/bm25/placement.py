@@ -19,8 +19,6 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.ranking.fitted_table import TableCorpus
 
-__all__ = ["FittedBM25", "BM25Placement", "BM25PlacementUnavailable", "bm25_placement_of"]
-
 
 class BM25PlacementUnavailable(ValueError):
     """The store could keep BM25 but cannot here (an older server or client): BM25 stays in process."""

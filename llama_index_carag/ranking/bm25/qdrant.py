@@ -52,8 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["QdrantBM25", "QdrantBM25Placement", "BM25_VECTOR_NAME", "ensure_bm25_vector"]
-
 #: The sparse vector that holds BM25 in the collection.
 BM25_VECTOR_NAME = "carag_bm25"
 _FORMAT = 1

@@ -24,8 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Relevance", "scaled_lexical", "lexical_provenance"]
-
 
 def scaled_lexical(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
     """BM25 scores min-max scaled within the pool, times the pool's range of dense cosines.

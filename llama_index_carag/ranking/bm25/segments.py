@@ -32,18 +32,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = [
-    "ContributionCache",
-    "Postings",
-    "Segment",
-    "Segments",
-    "assemble_segment",
-    "block_postings",
-    "build_segment",
-    "merge",
-    "score",
-]
-
 #: Bytes of cached contributions a snapshot keeps at most (per ``(k1, b)``): 4 bytes per cached posting (8 for
 #: a segment with deleted rows); at 1M passages every posting of the index takes about 140 MB.
 CONTRIBUTION_CACHE_BYTES = 128 << 20

@@ -19,8 +19,6 @@ from llama_index_carag.ranking.sources import SearchRequest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Source"]
-
 
 class BM25Source:
     """The top-``n`` BM25 passages of the query (a :class:`~llama_index_carag.ranking.sources.CandidateSource`,

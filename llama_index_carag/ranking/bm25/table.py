@@ -34,8 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BM25Table", "bm25_source"]
-
 
 def bm25_source(sources: Sequence[CandidateSource]) -> BM25Source | None:
     """The BM25 source among ``sources``, if any."""

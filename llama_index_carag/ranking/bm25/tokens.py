@@ -46,8 +46,6 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TOKEN_PATTERN", "RunTerms", "Runs", "Tokenizer", "expand_runs", "import_bm25s", "run_keys"]
-
 #: The token pattern of ``llama-index-retrievers-bm25`` (and bm25s's default).
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _FINDALL = re.compile(TOKEN_PATTERN).findall
