@@ -9,7 +9,7 @@ once into ``--index`` if missing, as ``bench_serve.py`` does), with the stub LLM
 (``--llm-factory benchmarks.bench_serve:make_stub_llm``) in its supervised LLM worker process.  ``--concurrency``
 clients send, one request after another, the routes in turn: ``POST /v1/check``, ``/v1/check/stream``,
 ``/v1/check-text`` (two demo claims as one text), ``/v1/check-batch`` (three demo claims) and
-``/v1/graph``, until ``--minutes`` have passed.
+``/v1/graph``, until ``--minutes`` have passed (the requests in flight then finish).
 
 Every ``--sample-s`` seconds the RSS (``VmRSS`` of ``/proc/PID/status``) and open file descriptors
 (``/proc/PID/fd``) of the server and of each of its child processes (the LLM worker, multiprocessing's
@@ -441,9 +441,12 @@ def failure_reasons(soak: Soak, args: argparse.Namespace, log_path: Path) -> lis
 
 
 def per_minute(outcomes: list[Outcome]) -> list[float]:
-    """Requests per second answered in each minute of the run."""
+    """Requests per second answered in each minute of the run (the last, partial minute over its own length)."""
+    if not outcomes:
+        return []
+    end = max(o.ended for o in outcomes)
     minutes = Counter(int(o.ended // 60) for o in outcomes)
-    return [round(minutes[m] / 60, 2) for m in range(max(minutes) + 1)] if minutes else []
+    return [round(minutes[m] / max(1.0, min(60.0, end - m * 60)), 2) for m in range(int(end // 60) + 1)]
 
 
 def _fmt(x: Any, spec: str = ".0f") -> str:
