@@ -106,6 +106,47 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
     assert data["verdict"]["label"] == "REFUTED" and CheckResult.model_validate(data) == result
 
 
+def test_a_streamed_verdict_gives_the_evidence_rows_their_stances(demo_index, demo_corpus):
+    """A streamed response's source nodes are set before its verdict (``FactCheckSynthesizer(streaming=True)``,
+    the server's ``RemoteSynthesizer``): the rows take the stances from ``verdict.passage_stances``, so the
+    ``done`` event of ``/v1/check/stream`` equals ``POST /v1/check`` (found by ``benchmarks/bench_soak.py``)."""
+    from llama_index.core.base.response.schema import Response, StreamingResponse
+
+    from llama_index_carag import Verdict, VerdictLabel
+    from llama_index_carag.verdicts.check import ClaimChecker
+    from llama_index_carag.verdicts.scored import with_stances
+
+    def verdict_on(nodes):
+        stances = [{"number": i, "stance": "REFUTED", "score": 0.5 + i / 100} for i in range(1, len(nodes) + 1)]
+        return Verdict(label=VerdictLabel.REFUTED, explanation="No [1].", raw="x", passage_stances=stances)
+
+    class Synth:
+        def synthesize(self, query, nodes):
+            verdict = verdict_on(nodes)
+            return Response(
+                "No [1].", source_nodes=with_stances(nodes, verdict.passage_stances), metadata={"verdict": verdict}
+            )
+
+    class StreamSynth:
+        def synthesize(self, query, nodes):
+            response = StreamingResponse(iter(()), source_nodes=list(nodes), metadata={})
+
+            def gen():
+                yield "No [1]."
+                response.metadata = {"verdict": verdict_on(nodes)}
+
+            response.response_gen = gen()
+            return response
+
+    checker = ClaimChecker(_default(demo_index, demo_corpus), Synth(), StreamSynth())
+    retrieved = checker.retrieve(CLAIM)
+    streamed = checker.stream(retrieved)
+    assert "".join(streamed.response_gen) == "No [1]."
+    result = checker.result(retrieved, streamed)
+    assert [(r.stance, r.stance_score) for r in result.evidence[:2]] == [("REFUTED", 0.51), ("REFUTED", 0.52)]
+    assert result == checker.check(CLAIM)
+
+
 def test_the_chat_bot_checks_each_message_and_condenses_follow_ups(demo_index, demo_corpus):
     from llama_index_carag import FactCheckChatBot
     from llama_index_carag.verdicts.check import ClaimChecker

@@ -14,7 +14,7 @@ so that a server can run them under different limits and stream between them:
    needs claim-passage cosines reads the retriever's (``claim_similarity``) instead of embedding again.
 
 :meth:`ClaimChecker.result` turns the two into the JSON result: the :class:`~llama_index_carag.verdicts.Verdict`
-as it is, one row per evidence node (its stance, if the synthesizer scored one, from its provenance), and the
+as it is, one row per evidence node (its stance, if the synthesizer scored one, from the verdict's ``passage_stances``), and the
 SOI with ``empty_reason`` (``None`` when it holds items).
 
 The result — retrieval, SOI and (optionally) a verdict — is one versioned JSON schema.
@@ -54,7 +54,7 @@ from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.scored import STANCE_KEYS
+from llama_index_carag.verdicts.scored import STANCE_KEYS, with_stances
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -218,11 +218,14 @@ class ClaimChecker:
     def result(retrieved: Retrieved, response: Any = None) -> CheckResult:
         """The :class:`CheckResult` of ``retrieved`` and the synthesizer's ``response`` (``None``: no verdict).
 
-        The evidence rows are the response's ``source_nodes`` (they carry the passages' stances) when it
-        has a verdict, else the retrieved nodes.
+        The evidence rows are the response's ``source_nodes`` when it has a verdict, else the retrieved nodes;
+        each row carries its passage's stance from ``verdict.passage_stances`` (a streamed response's source
+        nodes are set before its verdict, so they do not hold the stances themselves).
         """
         verdict: Verdict | None = None if response is None else (response.metadata or {}).get(VERDICT_KEY)
-        nodes = retrieved.nodes if verdict is None else response.source_nodes[: len(retrieved.nodes)]
+        nodes = retrieved.nodes
+        if verdict is not None:
+            nodes = with_stances(response.source_nodes[: len(retrieved.nodes)], verdict.passage_stances)
         reason = retrieved.empty_reason or EmptySOIReason.of(
             retrieved.soi, dense_only=retrieved.settings.rerank_candidates is None
         )
