@@ -439,6 +439,9 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         For a docstore written at every edit (DuckDB, Redis): nodes it holds that the saved vectors lack (inserted
         after the last ``persist``) are embedded and inserted, nodes it lacks are deleted.
         :meth:`from_persist_dir` calls it for such an index; a no-op for LlamaIndex's in-memory docstore.
+        Only this process's vectors and context change: the docstore is written nothing (it holds these edits),
+        so a reader can call it between queries to catch up with a writer's edits on a shared Redis docstore
+        (not while another thread queries; ids are compared, not texts).
         """
         if not updates.docstore_holds_nodes(self._index):
             return 0, 0

@@ -95,7 +95,7 @@ class SharedIndex:
         self.stamp: Stamp | None = None
         self.generation: int | None = docstore_generation(docstore)
         self.holding = False  # the folder's writer lock, kept until the edits are persisted
-        self._paused = 0
+        self._pause = threading.local()  # per thread: another thread's edit meanwhile is still checked
         self._last_poll = 0.0
         self._warned: set[str] = set()
         self._finalizer: weakref.finalize | None = None
@@ -114,14 +114,17 @@ class SharedIndex:
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Edits in the block are not the process's own (a journal replayed, a docstore reconciled at load)."""
-        with self._lock:
-            self._paused += 1
+        """Edits this thread makes in the block are not the process's own (a journal replayed, a docstore
+        reconciled): no lock, no check, no generation moved."""
+        self._pause.depth = self._paused + 1
         try:
             yield
         finally:
-            with self._lock:
-                self._paused -= 1
+            self._pause.depth -= 1
+
+    @property
+    def _paused(self) -> int:
+        return int(getattr(self._pause, "depth", 0))
 
     # ------------------------------------------------------------------------------- writing
     def start_edit(self) -> None:
