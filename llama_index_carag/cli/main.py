@@ -29,6 +29,7 @@ from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _posit
 from llama_index_carag.cli.demo import cmd_demo
 from llama_index_carag.cli.index import cmd_index
 from llama_index_carag.cli.serve import cmd_serve
+from llama_index_carag.core.writer_lock import IndexBusyError
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("carag: interrupted", file=sys.stderr)
         return 130
-    except (CLIError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, OSError) as exc:
+    except (CLIError, ValueError, TypeError, OSError, IndexBusyError) as exc:  # IndexBusyError: another writer
         if debug:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

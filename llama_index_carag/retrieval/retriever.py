@@ -45,6 +45,7 @@ from llama_index_carag.retrieval import query_plan, updates
 from llama_index_carag.retrieval.fitted_corpus import FittedCorpus
 from llama_index_carag.retrieval.fitting import fit_corpus
 from llama_index_carag.retrieval.query_plan import Found, asearch_candidates, candidate_pool, search_candidates
+from llama_index_carag.retrieval.shared_index import load_stamp, shared_index_of
 from llama_index_carag.settings import FIT_FIELDS, PAPER, CaragSettings, SettingsView, package_default
 from llama_index_carag.stores.vector_stores import adapter_for
 
@@ -116,6 +117,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         self._stage = RerankStage(self._settings, self._scorers())
         self._seen_size = updates.store_size(index)
         self._calibration_info = self._calibration_summary()
+        self._shared = shared_index_of(index)  # the folder and docstore it shares with other processes
         super().__init__(callback_manager=callback_manager, object_map=object_map, verbose=verbose)
 
     def _default_sources(self) -> list[CandidateSource]:
@@ -393,6 +395,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         in SOIs at once.  A node id that already exists is replaced, not duplicated.
         """
         nodes = list(nodes)
+        if nodes:
+            self._shared.start_edit()  # one writer per folder, and not from a stale copy
         with self._corpus.journal.editing():  # a half-made edit cannot be replayed: the next persist is full
             if updates.insert_nodes(self._index, self._corpus, nodes, **insert_kwargs):
                 self._corpus.journal.record_insert(self._index, [n.node_id for n in nodes])
@@ -405,6 +409,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         ``SimpleVectorStore``, …; the plain ``FaissVectorStore`` cannot).
         """
         node_ids = list(node_ids)
+        if node_ids:
+            self._shared.start_edit()
         with self._corpus.journal.editing():
             if updates.delete_nodes(self._index, self._corpus, node_ids, **delete_kwargs):
                 self._corpus.journal.record_delete(node_ids)
@@ -433,17 +439,37 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         For a docstore written at every edit (DuckDB, Redis): nodes it holds that the saved vectors lack (inserted
         after the last ``persist``) are embedded and inserted, nodes it lacks are deleted.
         :meth:`from_persist_dir` calls it for such an index; a no-op for LlamaIndex's in-memory docstore.
+        Only this process's vectors and context change: the docstore is written nothing (it holds these edits),
+        so a reader can call it between queries to catch up with a writer's edits on a shared Redis docstore
+        (not while another thread queries; ids are compared, not texts).
         """
         if not updates.docstore_holds_nodes(self._index):
             return 0, 0
-        nodes, gone = updates.reconcile_docstore(self._index, self._corpus)
-        if gone:
-            self.delete_nodes(gone)
-        if nodes:
-            self.insert_nodes([n.model_copy(update={"embedding": None}) for n in nodes])
+        from llama_index_carag.stores.docstores import docstore_generation, docstore_replay
+
+        generation = docstore_generation(self._index.docstore)  # read first: a later edit reads as a change
+        # the docstore holds these edits already: only this process's vectors and context change
+        with self._shared.paused(), docstore_replay(self._index.docstore):
+            nodes, gone = updates.reconcile_docstore(self._index, self._corpus)
+            if gone:
+                self.delete_nodes(gone)
+            if nodes:
+                self.insert_nodes([n.model_copy(update={"embedding": None}) for n in nodes])
+        self._shared.in_line_with_docstore(generation)
         return len(nodes), len(gone)
 
+    def changed_elsewhere(self) -> str | None:
+        """What another writer changed since this retriever loaded (or last persisted) its index: the folder
+        persisted again, or the shared Redis docstore edited; ``None`` when nothing.
+
+        Such edits are not retrieved here until the retriever is reloaded with :meth:`from_persist_dir`
+        (queries log one warning when they notice).  docs/GUIDE.md, "Several processes", says which layouts
+        share what.
+        """
+        return self._shared.changed_elsewhere()
+
     def _maybe_sync(self) -> None:
+        self._shared.poll()  # another process's edits: a warning (at most one check a second)
         size = updates.store_size(self._index)
         if size is not None and size != self._seen_size:
             with self.context.lock:
@@ -457,6 +483,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         A calibrated retriever is calibrated again (from the same global preset, the saved claim links
         and the links of evidence inserted since, through its ``claim_key``).
         """
+        self._shared.start_edit()
         self._corpus = updates.refit_corpus(
             self._index, self._corpus, self._settings, self._embed_model, show_progress=show_progress
         )
@@ -493,7 +520,8 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         from llama_index_carag.retrieval import state
 
         self._maybe_sync()  # nodes added to the index directly must be in the saved state too
-        return state.persist_retriever(self, Path(persist_dir), STATE_SUBDIR, persist_index, compact)
+        with self._shared.persisting(persist_dir, STATE_SUBDIR):  # the folder's writer; not from a stale copy
+            return state.persist_retriever(self, Path(persist_dir), STATE_SUBDIR, persist_index, compact)
 
     @classmethod
     def from_persist_dir(
@@ -525,12 +553,18 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 settings this version cannot read (re-fit then).
         """
         from llama_index_carag.retrieval import state
+        from llama_index_carag.stores.docstores import docstore_replay
 
         folder = Path(persist_dir)
+        stamp = load_stamp(folder, STATE_SUBDIR)  # before reading: a persist meanwhile reads as a change
         corpus, settings, model, token = state.from_persist_dir(folder / STATE_SUBDIR, index, embed_model)
         retriever = cls(
             corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
         )
-        state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
-        retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash)
+        shared = retriever._shared
+        # the journal's edits are in a DuckDB/Redis docstore already: replayed into this process's vectors only
+        with shared.paused(), docstore_replay(corpus.index.docstore):
+            state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
+        retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash, a writer)
+        shared.bind(folder, STATE_SUBDIR, stamp)
         return retriever

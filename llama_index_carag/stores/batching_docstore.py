@@ -28,6 +28,10 @@ class BatchingDocumentStore(BaseDocumentStore):
     other call writes what is pending first, so reads see every node added.  Outside a batch, calls go straight
     through.
 
+    Inside :meth:`replaying` (in the thread that opened it) writes are dropped: a reload replays edits this store
+    recorded when they were made, and writing them again would undo a later edit another process made meanwhile
+    (a node it deleted since would come back).
+
     Args:
         inner: the docstore written to.
         get_many: reads many nodes in one query (``{id: node}``, missing ids left out); default the wrapped
@@ -51,6 +55,21 @@ class BatchingDocumentStore(BaseDocumentStore):
         self._depth = 0
         self._pending: dict[str, BaseNode] = {}
         self._store_text = True
+        self._replay = threading.local()
+
+    @property
+    def _dropping(self) -> bool:
+        return bool(getattr(self._replay, "depth", 0))
+
+    @contextmanager
+    def replaying(self) -> Iterator[None]:
+        """Drop the writes this thread makes in the block (the store holds them already; see the class)."""
+        self.flush()
+        self._replay.depth = getattr(self._replay, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._replay.depth -= 1
 
     @property
     def inner(self) -> BaseDocumentStore:
@@ -91,6 +110,8 @@ class BatchingDocumentStore(BaseDocumentStore):
         batch_size: int = DEFAULT_BATCH_SIZE,
         store_text: bool = True,
     ) -> None:
+        if self._dropping:
+            return
         with self._lock:
             if self._depth == 0 or not allow_update:
                 self.flush()
@@ -113,27 +134,43 @@ class BatchingDocumentStore(BaseDocumentStore):
         self.add_documents(docs, allow_update=allow_update, batch_size=batch_size, store_text=store_text)
 
     def delete_document(self, doc_id: str, raise_error: bool = True) -> None:
+        if self._dropping:
+            return
         self.inner.delete_document(doc_id, raise_error=raise_error)
 
     async def adelete_document(self, doc_id: str, raise_error: bool = True) -> None:
+        if self._dropping:
+            return
         await self.inner.adelete_document(doc_id, raise_error=raise_error)
 
     def delete_ref_doc(self, ref_doc_id: str, raise_error: bool = True) -> None:
+        if self._dropping:
+            return
         self.inner.delete_ref_doc(ref_doc_id, raise_error=raise_error)
 
     async def adelete_ref_doc(self, ref_doc_id: str, raise_error: bool = True) -> None:
+        if self._dropping:
+            return
         await self.inner.adelete_ref_doc(ref_doc_id, raise_error=raise_error)
 
     def set_document_hash(self, doc_id: str, doc_hash: str) -> None:
+        if self._dropping:
+            return
         self.inner.set_document_hash(doc_id, doc_hash)
 
     async def aset_document_hash(self, doc_id: str, doc_hash: str) -> None:
+        if self._dropping:
+            return
         await self.inner.aset_document_hash(doc_id, doc_hash)
 
     def set_document_hashes(self, doc_hashes: dict[str, str]) -> None:
+        if self._dropping:
+            return
         self.inner.set_document_hashes(doc_hashes)
 
     async def aset_document_hashes(self, doc_hashes: dict[str, str]) -> None:
+        if self._dropping:
+            return
         await self.inner.aset_document_hashes(doc_hashes)
 
     def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: fsspec.AbstractFileSystem | None = None) -> None:
@@ -196,6 +233,14 @@ class BatchingDocumentStore(BaseDocumentStore):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._inner!r}, pending={len(self._pending)})"
+
+
+def docstore_replay(docstore: BaseDocumentStore) -> AbstractContextManager[None]:
+    """``docstore.replaying()`` for a :class:`BatchingDocumentStore` (DuckDB, Redis), else a block that does
+    nothing (an in-memory docstore is the process's own: replaying into it is how it is rebuilt)."""
+    if isinstance(docstore, BatchingDocumentStore):
+        return docstore.replaying()
+    return nullcontext()
 
 
 def docstore_batch(docstore: BaseDocumentStore) -> AbstractContextManager[None]:

@@ -7,7 +7,11 @@ passage.  The key-value docstores of the ecosystem write each node when it is ad
 * ``"duckdb"``: ``DuckDBDocumentStore`` (``llama-index-storage-docstore-duckdb``, extra ``[duckdb]``) in a
   file beside the index (``docstore.duckdb``) or at ``duckdb:PATH``; one process opens it at a time.
 * ``"redis://HOST:PORT[/DB][?namespace=NAME]"``: ``RedisDocumentStore`` (``llama-index-storage-docstore-redis``,
-  extra ``[redis]``) on a Redis server, where several processes (a desk) share one corpus.
+  extra ``[redis]``) on a Redis server, which several processes can open: one of them edits, the others read
+  (each keeps its own vectors; docs/GUIDE.md, "Several processes").  Every edit made through the package moves
+  the namespace's generation (:func:`docstore_generation`, checked and moved in one atomic step by
+  :func:`advance_docstore_generation`), so a process can tell that another one edited the passages since it
+  loaded them.
 
 :func:`open_docstore` is the one door: a spec string, or any LlamaIndex ``BaseDocumentStore`` (returned as is).
 A DuckDB or Redis store opened here is wrapped in a :class:`BatchingDocumentStore`, so that an insert writes
@@ -38,7 +42,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from llama_index_carag.stores.batching_docstore import BatchingDocumentStore, docstore_batch
+from llama_index_carag.stores.batching_docstore import BatchingDocumentStore, docstore_batch, docstore_replay
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -52,6 +56,7 @@ __all__ = [
     "DocstoreHandle",
     "BatchingDocumentStore",
     "docstore_batch",
+    "docstore_replay",
     "open_docstore",
     "docstore_kind",
     "docstore_spec",
@@ -61,6 +66,9 @@ __all__ = [
     "read_spec",
     "open_persisted_docstore",
     "reconcile_ids",
+    "docstore_generation",
+    "advance_docstore_generation",
+    "GENERATION_SUFFIX",
 ]
 
 #: The file in a persist dir that names its docstore (absent: the docstore is ``docstore.json``).
@@ -69,6 +77,8 @@ SPEC_NAME = "carag_docstore.json"
 DUCKDB_FILE = "docstore.duckdb"
 #: The namespace (key prefix) the package gives the nodes in a key-value docstore.
 DEFAULT_NAMESPACE = "carag"
+#: The key, after ``<namespace>/``, of a Redis docstore's edit generation (:func:`docstore_generation`).
+GENERATION_SUFFIX = "carag_generation"
 
 
 @dataclass
@@ -81,12 +91,17 @@ class DocstoreHandle:
             where they lie inside it; no password).
         node_ids: lists the ids of the stored nodes (keys only; no node is parsed).
         clear: deletes every node, hash and ref-doc entry of the namespace.
+        generation: reads the namespace's edit generation (Redis; ``None`` where one process opens the store).
+        advance: ``advance(expected)`` moves the generation from ``expected`` to ``expected + 1`` atomically;
+            returns ``(True, new)``, or ``(False, current)`` when another writer moved it first.
     """
 
     kind: str
     spec: dict[str, Any]
     node_ids: Callable[[], set[str]] = field(repr=False)
     clear: Callable[[], None] = field(repr=False)
+    generation: Callable[[], int] | None = field(default=None, repr=False)
+    advance: Callable[[int], tuple[bool, int]] | None = field(default=None, repr=False)
 
 
 _HANDLES: weakref.WeakKeyDictionary[Any, DocstoreHandle] = weakref.WeakKeyDictionary()
@@ -126,7 +141,19 @@ def _duckdb_connection(path: Path) -> Any:
         except OSError as exc:  # a read-only home: INSTALL downloads (or fails offline, saying why)
             logger.warning("Cannot write the DuckDB extension marker %s (%s).", marker, exc)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return duckdb.connect(str(path), config=config)
+    try:
+        return duckdb.connect(str(path), config=config)
+    except duckdb.IOException as exc:
+        if "lock" not in str(exc).lower():
+            raise
+        from llama_index_carag.core.writer_lock import IndexBusyError
+
+        first = (str(exc).splitlines() or [""])[0]
+        raise IndexBusyError(
+            f"The DuckDB docstore {path} is open in another process ({first}). DuckDB lets one process open it, "
+            "readers included: serve or edit it from that process, or use a Redis docstore where several "
+            "processes read one index (docs/GUIDE.md, Several processes)."
+        ) from None
 
 
 def _open_duckdb(path: Path, namespace: str, persist_dir: Path | None) -> BaseDocumentStore:
@@ -178,6 +205,29 @@ def _open_duckdb(path: Path, namespace: str, persist_dir: Path | None) -> BaseDo
     return store
 
 
+#: Moves ``KEYS[1]`` from ``ARGV[1]`` to ``ARGV[1] + 1`` in one step: the new value, or ``-1 - current`` when it
+#: is not ``ARGV[1]`` (another writer edited first).
+_ADVANCE_SCRIPT = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current ~= tonumber(ARGV[1]) then return -1 - current end
+return redis.call('INCR', KEYS[1])
+"""
+
+
+def _redis_generation(client: Any, key: str) -> tuple[Callable[[], int], Callable[[int], tuple[bool, int]]]:
+    """The namespace's edit generation: a counter every package edit moves by one, checked and moved atomically."""
+
+    def generation() -> int:
+        value = client.get(key)
+        return int(value) if value is not None else 0
+
+    def advance(expected: int) -> tuple[bool, int]:
+        result = int(client.eval(_ADVANCE_SCRIPT, 1, key, int(expected)))
+        return (True, result) if result >= 0 else (False, -1 - result)
+
+    return generation, advance
+
+
 def _open_redis(url: str, namespace: str) -> BaseDocumentStore:
     try:
         from llama_index.storage.docstore.redis import RedisDocumentStore
@@ -202,14 +252,18 @@ def _open_redis(url: str, namespace: str) -> BaseDocumentStore:
         keys: list[Any] = client.hkeys(collections[0])  # type: ignore[assignment]  # the sync client's list
         return {k.decode() if isinstance(k, bytes) else str(k) for k in keys}
 
+    generation_key = f"{namespace}/{GENERATION_SUFFIX}"
+    generation, advance = _redis_generation(client, generation_key)
+
     def clear() -> None:
         client.delete(*collections)
+        client.incr(generation_key)  # never reset: a process that loaded the old corpus must see a change
 
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host  # no user name or password in the saved spec
     spec = {"kind": "redis", "url": urlunsplit((parts.scheme, netloc, parts.path, "", "")), "namespace": namespace}
-    _HANDLES[store] = DocstoreHandle("redis", spec, node_ids, clear)
+    _HANDLES[store] = DocstoreHandle("redis", spec, node_ids, clear, generation, advance)
     logger.info("Redis docstore %s (namespace %r)", spec["url"], namespace)
     return store
 
@@ -259,6 +313,21 @@ def open_docstore(
         f"Unknown docstore {docstore!r}: use 'simple', 'duckdb', 'duckdb:PATH', 'redis://HOST:PORT[/DB]' "
         "or a LlamaIndex BaseDocumentStore."
     )
+
+
+def docstore_generation(docstore: BaseDocumentStore) -> int | None:
+    """The edit generation of a docstore several processes can write (Redis: every edit made through the package
+    moves it by one); ``None`` for the others (in memory, or DuckDB, which one process opens at a time)."""
+    handle = _HANDLES.get(docstore)
+    return None if handle is None or handle.generation is None else handle.generation()
+
+
+def advance_docstore_generation(docstore: BaseDocumentStore, expected: int) -> tuple[bool, int] | None:
+    """Claim the next edit of a shared docstore: ``(True, expected + 1)`` when its generation was ``expected``
+    (moved in one atomic step), ``(False, current)`` when another writer edited it since; ``None`` for a store
+    without a generation (:func:`docstore_generation`)."""
+    handle = _HANDLES.get(docstore)
+    return None if handle is None or handle.advance is None else handle.advance(expected)
 
 
 def docstore_kind(docstore: BaseDocumentStore) -> str:

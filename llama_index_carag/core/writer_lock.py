@@ -1,0 +1,190 @@
+"""One writer per index folder: an advisory lock file that the kernel releases when its process dies.
+
+A persisted index is written by one process at a time.  Two processes that both edit a copy of it and persist
+into the same folder lose one another's edits (the second persist rewrites the folder from its own memory), and
+two full persists at once share the folder's staging area (:mod:`~llama_index_carag.core.commit`).  So a writer
+takes :data:`LOCK_NAME` in the folder with ``flock(LOCK_EX | LOCK_NB)``:
+
+* a second process that asks for it gets :class:`IndexBusyError` at once, naming the holder (its pid, host and
+  command line, which the holder writes into the file);
+* the lock belongs to the open file, so it is released when the holder calls :func:`release_writer`, closes it,
+  or dies in any way (SIGKILL included): a crashed writer never leaves a stale lock behind;
+* the lock is the process's: each *owner* in it (a token the caller chooses, one per index object) that asks
+  for it is recorded, and the lock goes back when the last one releases it (two index objects in one process
+  that edit one folder are kept apart by the state's stamp, not by this lock:
+  :mod:`~llama_index_carag.retrieval.shared_index`).  A child forked while the lock is held shares it with its
+  parent; releasing it there only closes the child's copy.
+
+Readers take nothing: loading and querying never wait for the writer, and a folder on a read-only file system
+can be read.  ``flock`` is advisory and local: it does not protect a folder on a network file system that
+lacks it (NFS without ``local_lock``), and on a platform without ``fcntl`` (Windows) nothing is enforced (a
+warning says so once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:  # POSIX only
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+#: The lock file inside an index folder.
+LOCK_NAME = ".carag-writer.lock"
+
+
+class IndexBusyError(RuntimeError):
+    """Another process is the folder's writer."""
+
+
+@dataclass
+class _Held:
+    fd: int
+    pid: int  # the process that took it (a forked child sees its parent's pid here)
+    owners: set[str]
+
+
+_HELD: dict[Path, _Held] = {}
+_GUARD = threading.Lock()
+_warned_no_fcntl = False
+
+
+def _key(folder: str | os.PathLike[str]) -> Path:
+    return Path(folder).expanduser().resolve()
+
+
+def _describe(info: dict[str, Any] | None) -> str:
+    if not info:
+        return "another process"
+    since = info.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since))) if since else "?"
+    command = " ".join(str(a) for a in info.get("argv") or [])[:200]
+    return f"process {info.get('pid')} on {info.get('host')} (since {when}: {command or '?'})"
+
+
+def _read_info(fd: int) -> dict[str, Any] | None:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        info = json.loads(raw.decode("utf-8")) if raw else None
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def writer_holder(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who holds the folder's writer lock now (``{"pid", "host", "since", "argv"}``), or ``None`` when nobody does.
+
+    Probes the lock without taking it for long (a shared lock, at once released); reads only.
+    """
+    path = _key(folder) / LOCK_NAME
+    if fcntl is None or not path.is_file():
+        return None
+    with _GUARD:
+        held = _HELD.get(path.parent)
+        if held is not None and held.pid == os.getpid():
+            return _read_info(held.fd)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_info(fd) or {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def holds_writer(folder: str | os.PathLike[str], owner: str) -> bool:
+    """Whether ``owner`` holds the folder's writer lock in this process."""
+    with _GUARD:
+        held = _HELD.get(_key(folder))
+        return held is not None and owner in held.owners
+
+
+def acquire_writer(folder: str | os.PathLike[str], owner: str) -> bool:
+    """Become the folder's writer; ``True`` when ``owner`` holds it now and did not before.
+
+    Raises:
+        IndexBusyError: another process holds it.
+        OSError: the folder cannot be created or the lock file opened for writing (a read-only folder).
+    """
+    global _warned_no_fcntl
+    key = _key(folder)
+    with _GUARD:
+        held = _HELD.get(key)
+        if held is not None and (owner in held.owners or held.pid == os.getpid()):
+            if owner in held.owners:
+                return False
+            held.owners.add(owner)  # the process holds it already: one more owner
+            return True
+        if fcntl is None:  # pragma: no cover - Windows
+            if not _warned_no_fcntl:
+                logger.warning("No file locks on this platform: one writer per index folder is not enforced.")
+                _warned_no_fcntl = True
+            _HELD[key] = _Held(-1, os.getpid(), {owner})
+            return True
+        key.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            info = _read_info(fd)
+            os.close(fd)
+            raise IndexBusyError(
+                f"{key} is being edited by {_describe(info)}: one process writes an index at a time. Edit through "
+                "that process, or stop it (its lock goes with it) and reload the folder."
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "argv": sys.argv[:8]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+        _HELD[key] = _Held(fd, os.getpid(), {owner})
+    logger.debug("Writer lock of %s taken by %s", key, owner)
+    return True
+
+
+def release_writer(folder: str | os.PathLike[str], owner: str) -> None:
+    """Give the folder's writer lock back (no-op when ``owner`` does not hold it)."""
+    key = _key(folder)
+    with _GUARD:
+        held = _HELD.get(key)
+        if held is None or owner not in held.owners:
+            return
+        held.owners.discard(owner)
+        if held.owners:
+            return
+        del _HELD[key]
+    if held.fd < 0:  # pragma: no cover - no fcntl
+        return
+    try:
+        if held.pid == os.getpid() and fcntl is not None:  # a forked child only closes its copy
+            fcntl.flock(held.fd, fcntl.LOCK_UN)
+    finally:
+        os.close(held.fd)
+    logger.debug("Writer lock of %s released by %s", key, owner)
+
+
+def release_all(owner: str) -> None:
+    """Give back every folder lock ``owner`` holds (its index object is gone)."""
+    with _GUARD:
+        folders = [key for key, held in _HELD.items() if owner in held.owners]
+    for folder in folders:
+        release_writer(folder, owner)
