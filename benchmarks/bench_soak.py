@@ -506,13 +506,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-client-requests",
         type=int,
         default=None,
-        help="the server's --max-client-requests (default 2 x concurrency: a request still counts for a moment "
-        "after its client has read the answer, so with exactly --concurrency a client that sends its next "
-        "request at once sometimes gets 429)",
+        help="the server's --max-client-requests (default --concurrency: every client here is one address, "
+        "so the limit is met exactly and a 429 is a failure)",
     )
     p.add_argument("--json-out", type=Path, default=None, help="write the figures to this JSON file")
     args = p.parse_args(argv)
-    args.max_client_requests = args.max_client_requests or 2 * args.concurrency
+    args.max_client_requests = args.max_client_requests or args.concurrency
     if args.warmup_s is None:
         args.warmup_s = min(30.0, args.minutes * 60 / 4)
     if not 0 < args.warmup_s < args.minutes * 60 or args.concurrency < 1:

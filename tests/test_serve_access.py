@@ -214,3 +214,43 @@ def test_carag_serve_refuses_another_machine_without_a_token(live_index):
         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 2 and "--token-file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_request_counts_until_its_last_byte_is_sent_not_until_the_app_returns():
+    """A client that asks again as soon as it has its answer is never refused (the soak found it was)."""
+    from llama_index_carag.serve.access import AccessMiddleware
+
+    answered, later = anyio.Event(), anyio.Event()
+
+    async def app(scope, receive, send):
+        if scope["path"] == "/v1/slow":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+            answered.set()
+            await later.wait()  # the app has not returned yet
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    middleware = AccessMiddleware(app, max_client_requests=1)
+    statuses: list[int] = []
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    def scope(path):
+        return {"type": "http", "path": path, "method": "POST", "headers": [], "client": ("127.0.0.1", 5)}
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(middleware, scope("/v1/slow"), receive, send)
+            await answered.wait()
+            await middleware(scope("/v1/next"), receive, send)
+            later.set()
+
+    anyio.run(main)
+    assert statuses == [200, 200]

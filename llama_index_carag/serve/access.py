@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llama_index_carag.verdicts.check import error_body
 
@@ -115,12 +115,25 @@ class AccessMiddleware:
             await _send(send, 429, error_body("too_many_requests", message), [(b"retry-after", b"1")])
             return
         self._running[client] += 1
+        done = False
+
+        def release() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._running[client] -= 1
+                if self._running[client] <= 0:
+                    del self._running[client]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()  # before the last byte: a client that asks again once answered is never refused
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, sending)
         finally:
-            self._running[client] -= 1
-            if self._running[client] <= 0:
-                del self._running[client]
+            release()
 
     def _allowed(self, scope: Scope) -> bool:
         assert self._token is not None and self._session is not None

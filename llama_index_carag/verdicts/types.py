@@ -120,8 +120,8 @@ class Verdict(BaseModel):
         passage_stances: for the verifier, each passage's stance: ``{"number", "id", "stance", "score",
             "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability; ``probabilities`` all
             three).
-        confidence: for the verifier, P(the label is right): its score calibrated on held-out labelled claims
-            (:mod:`~llama_index_carag.verifier.confidence`); ``None`` when no verifier decided.
+        confidence: for the verifier, P(the label is right): its score through a confidence map fitted on held-out
+            labelled claims (:mod:`~llama_index_carag.verifier.confidence`); ``None`` when no verifier decided.
     """
 
     label: VerdictLabel = Field(description="SUPPORTED, REFUTED or NOT_ENOUGH_INFO")
@@ -151,7 +151,10 @@ class Verdict(BaseModel):
         "probabilities and logprobs per label; from the verifier; None when no passage was scored",
     )
     confidence: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="P(the label is right), calibrated; None when no verifier decided"
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="P(the label is right), from a confidence map fitted on held-out claims; None when no verifier decided",
     )
 
     def to_fever(self) -> str:

@@ -1,4 +1,4 @@
-"""How sure a verdict is: the verifier's score for its label, calibrated on labelled claims it did not learn from.
+"""How sure a verdict is: the verifier's score for its label, mapped to P(right) on labelled claims it did not learn from.
 
 The verifier's rule gives each claim's label a raw score (:attr:`~llama_index_carag.verifier.model.VerifierLabel.
 score`: the strongest passage's probability of the label, the passages' mean probability, or the archive head's
