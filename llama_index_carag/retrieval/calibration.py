@@ -271,9 +271,8 @@ def _hit_ids(source: CandidateSource, plan: Any) -> list[str]:
 class StageCalibrator:
     """Chooses the stage's weights from leave-one-out nDCG@10 (the rule in the module docstring).
 
-    The search space and the rule are declared here, before any report number was looked at
-    (2026-12-01 23:44 UTC, commit 9a32cf3, issue 22; ``z`` and ``min_claims`` chosen on the tuning sets only:
-    FactVer's tuning half, SciFact's two train halves; docs/RESULTS.md §0.5).
+    The search space and the rule are declared here; ``z`` and ``min_claims`` were chosen on the tuning sets only
+    (FactVer's tuning half, SciFact's two train halves; docs/RESULTS.md §0.5).
 
     Args:
         grids: ``{term name: multiples of the preset's weight tried}`` (capped at the top of the weight's range),

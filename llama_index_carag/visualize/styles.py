@@ -95,8 +95,5 @@ STANCE_STYLES: dict[str | None, dict[str, str]] = {
 #: Outline of the SOI's members (non-members are drawn hollow, in their stance colour).
 MEMBER_EDGE = "#1A1A1A"
 
-#: The short words for an empty SOI (0.1's caption; the figures now say why it is empty:
-#: :class:`~llama_index_carag.retrieval.soi_reason.EmptySOIReason`).
-EMPTY_SOI_MESSAGE = "empty SOI – retrieval falls back to the claim vector"
 
 _EDGE_GREY = "#8C8C8C"
