@@ -141,3 +141,17 @@ def test_stances_reach_the_source_nodes_metadata():
     assert CARAG_METADATA_KEY in out[0].node.excluded_llm_metadata_keys
     assert nodes[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1}  # copies
     assert with_stances(nodes, None) == nodes
+
+
+def test_scored_verdicts_carry_the_verifiers_confidence_and_temper_the_explanation():
+    """The default local LLM's path (score mode): the label's confidence reaches the verdict, as on every other."""
+    from dataclasses import replace
+
+    class UnsureVerifier(KeywordVerifier):
+        def decide(self, probabilities):
+            return replace(super().decide(probabilities), confidence=0.7)
+
+    pipeline = ScoredVerdicts(KeywordScorer(), VerifierDecision(UnsureVerifier()), VerdictSettings(), _messages_fn)
+    verdict = pipeline.verdict("A claim.", ["The minister denies it."], ["E1"])
+    assert verdict.label is R and verdict.confidence == 0.7
+    assert verdict.explanation == "Likely: The passage says so [1]."

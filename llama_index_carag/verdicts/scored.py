@@ -176,6 +176,8 @@ class ScoredVerdicts:
                 "decision_passages": list(decision.passages),
                 "decision_reason": decision.reason,
                 "passage_stances": None if stances is None else [s.as_dict() for s in stances],
+                "confidence": decision.confidence,
+                "explanation": temper_explanation(verdict.explanation, decision.confidence),
             }
         )
 
