@@ -16,7 +16,7 @@ from typing import Any
 
 from llama_index_carag.cli.check import _index_checker, _print_check, check_one
 from llama_index_carag.cli.common import _llm, _stages
-from llama_index_carag.cli.index import check_domain
+from llama_index_carag.cli.index import fit_verifier
 from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def _fit_demo(out: Path, stages: Any) -> tuple[Any, Any]:
         )
     carag_u.persist(out / "index", persist_index=True)
     with stages.stage("the domain check of the verifier"):
-        check_domain(corpus, carag_u, out / "index")
+        fit_verifier(corpus, carag_u, out / "index")
     return corpus, carag_u
 
 

@@ -79,7 +79,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _fit_verifier(corpus: Any, retriever: Any, out: Path, args: argparse.Namespace) -> None:
     """The verdict half of the index (:func:`~llama_index_carag.verifier.archive.fit_index_verifier`: the archive
     fit with ``--calibrate``, else the domain check), one line on it; the suggested labels."""
-    check_domain(corpus, retriever, out, calibrate=getattr(args, "calibrate", False))
+    fit_verifier(corpus, retriever, out, calibrate=getattr(args, "calibrate", False))
     if getattr(args, "suggest_labels", None):
         suggest(corpus, retriever, out, args.suggest_labels)
 
@@ -101,7 +101,7 @@ def _open_docstore(spec: str | None, out: Path, *, force: bool) -> Any:
     return store
 
 
-def check_domain(corpus: Any, retriever: Any, out: Path, *, calibrate: bool = False) -> None:
+def fit_verifier(corpus: Any, retriever: Any, out: Path, *, calibrate: bool = False) -> None:
     """Fit and save the index's verifier (:func:`~llama_index_carag.verifier.archive.fit_index_verifier`); one
     line on it."""
     from llama_index_carag.verifier.archive import fit_index_verifier

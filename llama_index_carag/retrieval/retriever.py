@@ -445,11 +445,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         """
         if not updates.docstore_holds_nodes(self._index):
             return 0, 0
-        from llama_index_carag.stores.docstores import docstore_generation, docstore_replay
+        from llama_index_carag.stores.docstores import docstore_generation
 
         generation = docstore_generation(self._index.docstore)  # read first: a later edit reads as a change
         # the docstore holds these edits already: only this process's vectors and context change
-        with self._shared.paused(), docstore_replay(self._index.docstore):
+        with self._shared.paused():
             nodes, gone = updates.reconcile_docstore(self._index, self._corpus)
             if gone:
                 self.delete_nodes(gone)
@@ -553,7 +553,6 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
                 settings this version cannot read (re-fit then).
         """
         from llama_index_carag.retrieval import state
-        from llama_index_carag.stores.docstores import docstore_replay
 
         folder = Path(persist_dir)
         stamp = load_stamp(folder, STATE_SUBDIR)  # before reading: a persist meanwhile reads as a change
@@ -563,7 +562,7 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         )
         shared = retriever._shared
         # the journal's edits are in a DuckDB/Redis docstore already: replayed into this process's vectors only
-        with shared.paused(), docstore_replay(corpus.index.docstore):
+        with shared.paused():
             state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
         retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash, a writer)
         shared.bind(folder, STATE_SUBDIR, stamp)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from llama_index_carag.core.commit import roll_forward
 from llama_index_carag.core.persistence import JOURNAL_NAME, MANIFEST_NAME, StateError
 from llama_index_carag.core.writer_lock import acquire_writer, release_all, release_writer
-from llama_index_carag.stores.docstores import advance_docstore_generation, docstore_generation
+from llama_index_carag.stores.docstores import advance_docstore_generation, docstore_generation, docstore_replay
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core import VectorStoreIndex
@@ -113,10 +113,12 @@ class SharedIndex:
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Edits this thread makes in the block are not the process's own (a journal replayed, a docstore
-        reconciled): no lock, no check, no generation moved."""
+        reconciled): no lock, no check, no generation moved, and nothing written to a shared docstore
+        (:func:`~llama_index_carag.stores.docstores.docstore_replay`: it holds them already)."""
         self._pause.depth = self._paused + 1
         try:
-            yield
+            with docstore_replay(self._docstore):
+                yield
         finally:
             self._pause.depth -= 1
 
