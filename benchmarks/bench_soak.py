@@ -18,7 +18,7 @@ resource tracker) are read.  The load pauses twice — after the first ``--warmu
 process tree is read while it is idle: those two readings are "after warm-up" and "end".
 
 A request fails unless it answers 200 with what the route promises: a check result with a verdict, a
-stream ending with ``done`` (or a ``summary`` with no ``claim_error``/``item_error``), a graph with its
+stream ending with ``done`` (or a ``summary`` with no ``claim_error``), a graph with its
 figure; every check result of a claim must equal the first one seen for it (by any route).
 
 Printed: per route the requests, status codes, failures and latency p50/p99/max (the whole run); per

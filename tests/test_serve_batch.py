@@ -45,13 +45,13 @@ def test_one_result_per_claim_in_order_and_bad_items_reported(retriever):
         events = sse_events(response.text)
         assert [e for e, _ in events] == [
             "result",
-            "item_error",
-            "item_error",
+            "claim_error",
+            "claim_error",
             "result",
-            "item_error",
-            "item_error",
-            "item_error",
-            "item_error",
+            "claim_error",
+            "claim_error",
+            "claim_error",
+            "claim_error",
             "result",
             "summary",
         ]
@@ -68,7 +68,7 @@ def test_one_result_per_claim_in_order_and_bad_items_reported(retriever):
             {k: v for k, v in r.items() if k not in ("line", "id")} for r in expected
         ]
         assert [d["verdict"]["label"] for d in results] == ["REFUTED", "SUPPORTED", "NOT_ENOUGH_INFO"]
-        errors = {d["index"]: (d["claim"], d["error"]) for e, d in events if e == "item_error"}
+        errors = {d["index"]: (d["claim"], d["error"]) for e, d in events if e == "claim_error"}
         assert {i: e["code"] for i, (_, e) in errors.items()} == dict.fromkeys([1, 2, 4, 5, 6, 7], "invalid_request")
         assert errors[1] == (3, {"code": "invalid_request", "message": "claims[1]: is a JSON number, not a string"})
         assert errors[4][1]["message"] == "claims[4]: is a JSON null, not a string"
@@ -107,9 +107,9 @@ def test_an_llm_failure_fails_its_item_not_the_batch(retriever):
     with TestClient(make_app(retriever, ServeStubLLM(fail=True)), raise_server_exceptions=False) as c:
         events = sse_events(c.post("/v1/check-batch", json={"claims": [WIND, 7, SOLAR]}).text)
         assert [(e, d["error"]["code"]) for e, d in events[:-1]] == [
-            ("item_error", "llm_error"),
-            ("item_error", "invalid_request"),
-            ("item_error", "llm_error"),
+            ("claim_error", "llm_error"),
+            ("claim_error", "invalid_request"),
+            ("claim_error", "llm_error"),
         ]
         assert events[-1][1]["failed"] == 3 and events[-1][1]["checked"] == 0
 

@@ -16,12 +16,13 @@ from llama_index_carag.verdicts.bulk import (
     LABELS,
     TEXT_CHECK_SCHEMA_VERSION,
     TextCheckResult,
+    check_claims,
     check_text,
     find_claims,
     iter_text_checks,
     text_check_result_json_schema,
 )
-from llama_index_carag.verdicts.check import CheckResult, EvidenceRow
+from llama_index_carag.verdicts.check import CheckFailed, CheckResult, EvidenceRow
 from llama_index_carag.verdicts.types import Verdict
 from llama_index_carag.visualize.text_report import html_report, markdown_report, write_text_report
 from tests.helpers import run_cli
@@ -38,12 +39,14 @@ TEXT = (
 class KeywordChecker:
     """A stand-in ClaimChecker: REFUTED when the claim names Germany, SUPPORTED when it has a %, else NEI."""
 
-    def __init__(self, with_verdict: bool = True) -> None:
-        self.with_verdict = with_verdict
+    def __init__(self, with_verdict: bool = True, fail_on: str | None = None) -> None:
+        self.with_verdict, self.fail_on = with_verdict, fail_on
         self.claims: list[str] = []
 
     def check(self, claim: str) -> CheckResult:
         self.claims.append(claim)
+        if self.fail_on is not None and self.fail_on in claim:
+            raise CheckFailed("llm_error", "the language model failed (RuntimeError)")
         label = "REFUTED" if "Germany" in claim else "SUPPORTED" if "%" in claim else "NOT_ENOUGH_INFO"
         verdict = Verdict(label=label, explanation=f"Because <b>{label}</b> & [1].", raw=label, evidence_ids=["e<1>"])
         evidence = [
@@ -95,6 +98,21 @@ def test_the_generator_checks_one_claim_at_a_time():
     first = next(steps)
     assert checker.claims == [first.text] and first.label == "SUPPORTED"
     assert [c.label for c in steps] == ["REFUTED", "NOT_ENOUGH_INFO"]
+
+
+def test_a_failed_claim_is_reported_in_place_and_the_text_goes_on(tmp_path):
+    """The sync text check reports a failing claim as the batch and the server do: ``{"claim", "error"}``."""
+    result = check_text(KeywordChecker(fail_on="Germany"), TEXT)  # type: ignore[arg-type]
+    assert [c.label for c in result.claims] == ["SUPPORTED", "NOT_ENOUGH_INFO"]
+    (failed,) = result.failed
+    assert TEXT[failed.start : failed.end] == failed.claim and failed.claim.startswith("Germany built")
+    assert failed.error.code == "llm_error" and result.summary.failed == 1 and result.summary.claims == 2
+    batch = list(check_claims(KeywordChecker(fail_on="Germany"), [failed.claim, 7]))  # type: ignore[arg-type]
+    shape = {k: v for k, v in failed.model_dump(mode="json").items() if k not in ("start", "end")}
+    assert {k: v for k, v in batch[0].items() if k not in ("line", "id")} == shape
+    assert batch[1]["claim"] == 7 and batch[1]["error"]["code"] == "invalid_claim"
+    assert "[NOT_CHECKED]" in markdown_report(result) and "1 not checked" in markdown_report(result)
+    assert '<details class="claim not_checked">' in html_report(result)
 
 
 def test_a_text_without_claims():
@@ -204,7 +222,13 @@ def test_check_text_cli_without_llm(index_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     _required_keys_hold(data, text_check_result_json_schema())
-    assert data["summary"] == {"sentences": 6, "claims": 3, "labels": dict.fromkeys(LABELS, 0), "without_verdict": 3}
+    assert data["summary"] == {
+        "sentences": 6,
+        "claims": 3,
+        "failed": 0,
+        "labels": dict.fromkeys(LABELS, 0),
+        "without_verdict": 3,
+    }
     for claim in data["claims"]:
         assert TEXT[claim["start"] : claim["end"]] == claim["text"] and len(claim["check"]["evidence"]) == 3
     assert "checking claims" in proc.stderr and "3/3" in proc.stderr  # the progress bar

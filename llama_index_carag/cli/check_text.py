@@ -44,10 +44,14 @@ def _print_summary(result: Any) -> None:
             f"SOI {size} items" if size else f"SOI empty: nothing of its cluster above δ={claim.check.soi['delta']:.2f}"
         )
         print(f"    evidence: {evidence}  ({soi})")
+    for failed in result.failed:
+        print(f"[-] chars {failed.start}-{failed.end}  NOT CHECKED  {textwrap.shorten(failed.claim, 200)}")
+        print(f"    error: {failed.error.code}: {failed.error.message}")
     s = result.summary
     counts = ", ".join(f"{label} {count}" for label, count in s.labels.items())
     no_verdict = f", without a verdict {s.without_verdict}" if s.without_verdict else ""
-    print(f"Summary: {s.claims} claims checked in {s.sentences} sentences: {counts}{no_verdict}")
+    failed = f"; {s.failed} failed" if s.failed else ""
+    print(f"Summary: {s.claims} claims checked in {s.sentences} sentences: {counts}{no_verdict}{failed}")
 
 
 def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
@@ -56,12 +60,12 @@ def _check_with_bar(checker: Any, found: Any, quiet: bool = False) -> Any:
 
     from llama_index_carag.verdicts.bulk import iter_text_checks, text_check_result
 
-    checked = []
+    outcomes = []
     with tqdm(total=len(found.claims), desc="checking claims", unit="claim", file=sys.stderr, disable=quiet) as bar:
-        for claim in iter_text_checks(checker, found):
-            checked.append(claim)
+        for outcome in iter_text_checks(checker, found):
+            outcomes.append(outcome)
             bar.update(1)
-    return text_check_result(found, checked)
+    return text_check_result(found, outcomes)
 
 
 def cmd_check_text(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ token (:mod:`.access`) every one but ``/healthz`` and ``/login`` answers 401 wit
   with their spans), one ``claim`` (or ``claim_error``) per claim as it is checked, ``summary``
   (:mod:`.bulk`).
 * ``POST /v1/check-batch`` ``{"claims": [...]}`` — Server-Sent Events: one ``result`` (the
-  ``/v1/check`` result) or ``item_error`` per claim, in order, then ``summary`` (:mod:`.bulk`).
+  ``/v1/check`` result) or ``claim_error`` per claim, in order, then ``summary`` (:mod:`.bulk`).
 * ``GET /v1/schema/text-check-result`` — JSON Schema of ``carag check-text --json``.
 * ``POST /v1/graph`` ``{"claim"}`` — the SOI and its Plotly figure.
 * ``POST /v1/sessions`` — a chat session; ``GET``/``DELETE /v1/sessions/{id}``;

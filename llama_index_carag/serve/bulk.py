@@ -1,12 +1,11 @@
 """Many claims in one request: ``POST /v1/check-text`` and ``POST /v1/check-batch``, streamed as Server-Sent Events.
 
-Both run the package's loops — :func:`~llama_index_carag.verdicts.bulk.atext_outcomes` and
-:func:`~llama_index_carag.verdicts.bulk.aclaim_outcomes` (those of ``carag check-text`` and ``carag check
---claims``) — around :meth:`CheckEngine.check <llama_index_carag.serve.engine.CheckEngine.check>`, the path of
+Both run the package's one loop, :func:`~llama_index_carag.verdicts.bulk.acheck_each` (that of ``carag
+check-text`` and ``carag check --claims``), around :meth:`CheckEngine.check <llama_index_carag.serve.engine.CheckEngine.check>`, the path of
 ``POST /v1/check``: the same ``ClaimChecker``, worker limits, LLM gate and worker pool, and its own
 ``request_timeout_s`` per claim.  A claim that fails (the LLM's error, a timeout, a worker restart, a bad batch
-item: an :class:`~llama_index_carag.serve.errors.ApiError`) gets an error event of its own, in the package's one
-error shape (``{"error": {"code", "message"}}``), and the stream goes on.  The whole stream counts as one
+item: an :class:`~llama_index_carag.serve.errors.ApiError`) gets a ``claim_error`` event in the package's one
+shape of a failed claim (``{"claim", "error": {"code", "message"}}``, with where it was), and the stream goes on.  The whole stream counts as one
 request against ``max_pending``; this module adds only the HTTP side (routes, limits, events).
 
 ``/v1/check-text`` events (``index`` numbers the text's claims from 0):
@@ -15,12 +14,12 @@ request against ``max_pending``; this module adds only the HTTP side (routes, li
    the text as checked (``text[start:end]`` is each claim) and its check-worthy claims, before any is checked;
 2. per claim, in order: ``claim`` — ``{"index", **TextClaim}`` (one claim of ``carag check-text --json``:
    span, check-worthiness, cues, and its check result) — or ``claim_error`` —
-   ``{"index", "start", "end", "text", "error": {"code", "message"}}``;
+   ``{"index", "start", "end", "claim", "error": {"code", "message"}}``;
 3. ``summary`` — :class:`~llama_index_carag.verdicts.bulk.TextCheckSummary` (``claims``: those
-   checked) plus ``failed`` (those with ``claim_error``).
+   checked; ``failed``: those with ``claim_error``).
 
 ``/v1/check-batch`` events (``index`` is the item's position in ``claims``, from 0): ``result`` —
-``{"index", **CheckResult}`` (what ``POST /v1/check`` returns) — or ``item_error`` — ``{"index",
+``{"index", **CheckResult}`` (what ``POST /v1/check`` returns) — or ``claim_error`` — ``{"index",
 "claim", "error"}`` — per item, in order; then ``summary``, the
 :class:`~llama_index_carag.verdicts.bulk.BatchSummary` ``{"items", "checked", "failed", "labels",
 "without_verdict"}``.  A failure of the stream itself ends it with ``error``.
@@ -49,8 +48,9 @@ from llama_index_carag.verdicts.bulk import (
     Outcome,
     TextCheckSummary,
     TextClaim,
-    aclaim_outcomes,
-    atext_outcomes,
+    TextOutcome,
+    abatch_outcomes,
+    atext_checks,
     find_claims,
     text_check_result_json_schema,
 )
@@ -137,15 +137,12 @@ async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
             ],
         },
     )
-    checked: list[TextClaim] = []
-    async for index, claim, outcome in atext_outcomes(lambda text: _check(engine, text), found):
-        if isinstance(outcome, TextClaim):
-            checked.append(outcome)
-            yield "claim", {"index": index, **outcome.model_dump(mode="json")}
-        else:
-            yield "claim_error", {"index": index, "start": claim.start, "end": claim.end, "text": claim.text, **outcome}
-    summary = TextCheckSummary.of(found.sentences, checked)
-    yield "summary", {**summary.model_dump(mode="json"), "failed": len(found.claims) - len(checked)}
+    outcomes: list[TextOutcome] = []
+    async for outcome in atext_checks(lambda text: _check(engine, text), found):
+        event = "claim" if isinstance(outcome, TextClaim) else "claim_error"
+        yield event, {"index": len(outcomes), **outcome.model_dump(mode="json")}
+        outcomes.append(outcome)
+    yield "summary", TextCheckSummary.of(found.sentences, outcomes).model_dump(mode="json")
 
 
 async def batch_events(engine: CheckEngine, claims: list[Any]) -> Events:
@@ -155,12 +152,12 @@ async def batch_events(engine: CheckEngine, claims: list[Any]) -> Events:
         return await _check(engine, _batch_claim(engine, item.claim, item.line - 1))
 
     outcomes: list[Outcome] = []
-    async for item, outcome in aclaim_outcomes(check, claims):
+    async for item, outcome in abatch_outcomes(check, claims):
         outcomes.append(outcome)
         if isinstance(outcome, CheckResult):
             yield "result", {"index": item.line - 1, **outcome.to_json_dict()}
         else:
-            yield "item_error", {"index": item.line - 1, "claim": item.claim, **outcome}
+            yield "claim_error", {"index": item.line - 1, **outcome}
     yield "summary", BatchSummary.of(outcomes).model_dump(mode="json")
 
 

@@ -1,22 +1,22 @@
 """Many claims through the one claim check: a whole text's check-worthy claims, or a batch of claims; one outcome
 per claim, in order, and a summary.
 
-A text: :func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
-that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.  Every claim
-goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>`: a text
-check is the claim checks of its claims, with their spans.  :func:`atext_outcomes` is the same loop around an
-async check (``carag serve``'s ``POST /v1/check-text``), a failed claim giving its error body (the one error
-shape, :func:`~llama_index_carag.verdicts.check.failure_body`) and the text going on.
+Every claim goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>` (or, in
+``carag serve``, an async check around it), in one loop: :func:`check_each` (:func:`acheck_each` for an async
+check).  A claim whose check fails (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`) does not stop the
+others: it becomes a failure in the one shape of a failed claim, ``{"claim", "error": {"code", "message"}}``
+(:func:`claim_failure`), with where the claim was (a text's ``start``/``end``, a batch's ``line``/``id`` or
+``index``).  Python, the CLI and the HTTP API report a failed claim the same way.
 
+A text: :func:`check_text` is the one call; :func:`find_claims` then :func:`iter_text_checks` are its two steps, so
+that a caller can show progress (``carag check-text``'s bar) or stream one claim at a time.
 :class:`TextCheckResult` is the JSON of ``carag check-text --json``; its JSON Schema
 (:func:`text_check_result_json_schema`) is published as ``docs/schemas/text-check-result.json``.
 
 A batch: :func:`check_claims` is a generator: the checker (and so the model) is built once by the caller, and each
 claim yields its record as soon as it is checked (``carag check --claims`` writes it out at once).  A record is the
 claim's :class:`~llama_index_carag.verdicts.check.CheckResult` JSON with the claim's input ``line`` and ``id`` in
-front; a claim whose check fails gets an error record in the one error shape
-(:func:`~llama_index_carag.verdicts.check.failure_body`), and the batch goes on.  The loop itself is
-:func:`claim_outcomes` (:func:`aclaim_outcomes` around an async check, ``carag serve``'s ``POST /v1/check-batch``).
+front, or its failure.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
@@ -36,8 +36,49 @@ from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 logger = logging.getLogger(__name__)
 
 #: Version of the :class:`TextCheckResult` layout (bumped when a field is removed or changes meaning).
-#: 2: its claims' checks are :class:`CheckResult` 3 (the archive decision's refutation cues are gone).
-TEXT_CHECK_SCHEMA_VERSION = 2
+#: 3: a claim whose check failed is in ``failed``, no longer counted in ``summary.claims``.
+TEXT_CHECK_SCHEMA_VERSION = 3
+
+T = TypeVar("T")
+_JSON_VALUES = (str, int, float, bool, list, dict, type(None))
+
+#: What one claim comes to: its check result, or its failure (:func:`claim_failure`).
+Outcome: TypeAlias = CheckResult | dict[str, Any]
+
+
+def claim_failure(claim: Any, exc: Exception) -> dict[str, Any]:
+    """The one shape of a failed claim: ``{"claim", "error": {"code", "message"}}`` (``claim`` as sent, or its
+    ``repr`` if JSON cannot hold it), the error from :func:`~llama_index_carag.verdicts.check.failure_body`."""
+    as_sent = claim if isinstance(claim, _JSON_VALUES) else repr(claim)
+    return {"claim": as_sent, **failure_body(exc)}
+
+
+def check_each(
+    check: Callable[[T], CheckResult], items: Iterable[T], claim: Callable[[T], Any]
+) -> Iterator[tuple[T, Outcome]]:
+    """``(item, outcome)`` per item, in order: ``check(item)``'s result, or :func:`claim_failure` of
+    ``claim(item)`` when it raises one of :data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES` (other
+    exceptions propagate)."""
+    for item in items:
+        try:
+            outcome: Outcome = check(item)
+        except CLAIM_FAILURES as exc:
+            logger.info("a claim check failed: %s", exc)
+            outcome = claim_failure(claim(item), exc)
+        yield item, outcome
+
+
+async def acheck_each(
+    check: Callable[[T], Awaitable[CheckResult]], items: Iterable[T], claim: Callable[[T], Any]
+) -> AsyncIterator[tuple[T, Outcome]]:
+    """:func:`check_each` around an async ``check`` (``carag serve``'s: its limits, timeouts and LLM gate)."""
+    for item in items:
+        try:
+            outcome: Outcome = await check(item)
+        except CLAIM_FAILURES as exc:
+            logger.info("a claim check failed: %s", exc)
+            outcome = claim_failure(claim(item), exc)
+        yield item, outcome
 
 
 class TextCue(BaseModel):
@@ -73,21 +114,43 @@ class TextClaim(BaseModel):
         return None if verdict is None else VerdictLabel(verdict.label).value
 
 
+class ClaimError(BaseModel):
+    """Why a claim's check failed (the one error shape's inner object)."""
+
+    code: str = Field(description="machine-readable: invalid_claim, llm_error, timeout, …")
+    message: str = Field(description="for a person")
+
+
+class FailedTextClaim(BaseModel):
+    """A check-worthy claim of the text whose check failed: where it is, and why."""
+
+    start: int = Field(description="character offset of the claim in the text")
+    end: int = Field(description="character offset just past the claim")
+    claim: str = Field(description="the claim, exactly as it stands in the text")
+    error: ClaimError
+
+
+TextOutcome: TypeAlias = TextClaim | FailedTextClaim
+
+
 class TextCheckSummary(BaseModel):
-    """How many sentences and claims the text has, and how many claims got each label."""
+    """How many sentences and claims the text has, how many claims got each label, and how many failed."""
 
     sentences: int = Field(description="sentences in the text")
-    claims: int = Field(description="check-worthy claims found (and checked)")
+    claims: int = Field(description="check-worthy claims checked")
+    failed: int = Field(description="check-worthy claims whose check failed")
     labels: dict[str, int] = Field(description="claims per verdict label (every label, 0 when none)")
     without_verdict: int = Field(description="claims checked without a verdict (no LLM)")
 
     @classmethod
-    def of(cls, sentences: int, claims: Sequence[TextClaim]) -> TextCheckSummary:
-        """The summary of ``claims`` found among ``sentences`` sentences."""
-        counts = Counter(claim.label for claim in claims)
+    def of(cls, sentences: int, outcomes: Sequence[TextOutcome]) -> TextCheckSummary:
+        """The summary of a text's claim ``outcomes`` found among ``sentences`` sentences."""
+        counts = Counter(claim.label for claim in outcomes if isinstance(claim, TextClaim))
+        checked = sum(counts.values())
         return cls(
             sentences=sentences,
-            claims=len(claims),
+            claims=checked,
+            failed=len(outcomes) - checked,
             labels={label: counts.get(label, 0) for label in LABELS},
             without_verdict=counts.get(None, 0),
         )
@@ -98,7 +161,8 @@ class TextCheckResult(BaseModel):
 
     schema_version: int = Field(default=TEXT_CHECK_SCHEMA_VERSION, description="layout version of this object")
     text: str = Field(description="the text as received; every claim's start/end index into it")
-    claims: list[TextClaim] = Field(description="the check-worthy claims, in the order of the text")
+    claims: list[TextClaim] = Field(description="the check-worthy claims checked, in the order of the text")
+    failed: list[FailedTextClaim] = Field(default_factory=list, description="those whose check failed, in order")
     summary: TextCheckSummary
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -131,31 +195,35 @@ def find_claims(text: str, *, scorer: CheckWorthinessScorer | None = None) -> Cl
     return ClaimsInText(text, len(split_sentences(text)), claims)
 
 
-def iter_text_checks(checker: ClaimChecker, found: ClaimsInText) -> Iterator[TextClaim]:
-    """Check each claim of ``found`` with ``checker``, yielding one :class:`TextClaim` as each is done."""
-    for claim in found.claims:
-        logger.debug("checking claim at %d-%d", claim.start, claim.end)
-        yield TextClaim.of(claim, checker.check(claim.text))
+def _text_outcome(claim: ExtractedClaim, outcome: Outcome) -> TextOutcome:
+    if isinstance(outcome, CheckResult):
+        return TextClaim.of(claim, outcome)
+    return FailedTextClaim(start=claim.start, end=claim.end, **outcome)
 
 
-async def atext_outcomes(
+def iter_text_checks(checker: ClaimChecker, found: ClaimsInText) -> Iterator[TextOutcome]:
+    """Check each claim of ``found`` with ``checker``, yielding its :class:`TextClaim` (or
+    :class:`FailedTextClaim`) as each is done."""
+    for claim, outcome in check_each(lambda c: checker.check(c.text), found.claims, lambda c: c.text):
+        yield _text_outcome(claim, outcome)
+
+
+async def atext_checks(
     check: Callable[[str], Awaitable[CheckResult]], found: ClaimsInText
-) -> AsyncIterator[tuple[int, ExtractedClaim, TextClaim | dict[str, Any]]]:
-    """:func:`iter_text_checks` around an async ``check`` (the server's): ``(index, claim, outcome)`` per claim of
-    ``found``, the outcome its :class:`TextClaim` or the error body of its failure
-    (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`; other exceptions propagate)."""
-    for index, claim in enumerate(found.claims):
-        try:
-            outcome: TextClaim | dict[str, Any] = TextClaim.of(claim, await check(claim.text))
-        except CLAIM_FAILURES as exc:
-            logger.info("claim at %d-%d failed: %s", claim.start, claim.end, exc)
-            outcome = failure_body(exc)
-        yield index, claim, outcome
+) -> AsyncIterator[TextOutcome]:
+    """:func:`iter_text_checks` around an async ``check`` of a claim's text (the server's)."""
+    async for claim, outcome in acheck_each(lambda c: check(c.text), found.claims, lambda c: c.text):
+        yield _text_outcome(claim, outcome)
 
 
-def text_check_result(found: ClaimsInText, checked: Sequence[TextClaim]) -> TextCheckResult:
-    """The :class:`TextCheckResult` of ``found`` and its ``checked`` claims."""
-    return TextCheckResult(text=found.text, claims=list(checked), summary=TextCheckSummary.of(found.sentences, checked))
+def text_check_result(found: ClaimsInText, outcomes: Sequence[TextOutcome]) -> TextCheckResult:
+    """The :class:`TextCheckResult` of ``found`` and its claims' ``outcomes``."""
+    return TextCheckResult(
+        text=found.text,
+        claims=[o for o in outcomes if isinstance(o, TextClaim)],
+        failed=[o for o in outcomes if isinstance(o, FailedTextClaim)],
+        summary=TextCheckSummary.of(found.sentences, outcomes),
+    )
 
 
 def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScorer | None = None) -> TextCheckResult:
@@ -169,14 +237,10 @@ def check_text(checker: ClaimChecker, text: str, *, scorer: CheckWorthinessScore
             :func:`~llama_index_carag.extraction.extract_claims`).
 
     Returns:
-        the text, per claim its span, check-worthiness and :class:`CheckResult`, and a summary.
+        the text, per claim its span, check-worthiness and :class:`CheckResult` (or its failure), and a summary.
     """
     found = find_claims(text, scorer=scorer)
     return text_check_result(found, list(iter_text_checks(checker, found)))
-
-
-#: What one claim of a batch comes to: its check result, or the error body of its failure.
-Outcome: TypeAlias = CheckResult | dict[str, Any]
 
 
 class BatchClaim(NamedTuple):
@@ -231,37 +295,19 @@ def _items(claims: Iterable[BatchClaim | Any]) -> Iterator[BatchClaim]:
         yield raw if isinstance(raw, BatchClaim) else BatchClaim(position, raw)
 
 
-def _failed(item: BatchClaim, exc: Exception) -> dict[str, Any]:
-    logger.info("Claim on line %d failed: %s", item.line, exc)
-    return failure_body(exc)
-
-
-def claim_outcomes(
+def batch_outcomes(
     check: Callable[[BatchClaim], CheckResult], claims: Iterable[BatchClaim | Any]
 ) -> Iterator[tuple[BatchClaim, Outcome]]:
-    """``(item, outcome)`` per claim, in input order: ``check(item)``'s result, or the error body of its
-    failure (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`; other exceptions propagate).
-
-    ``claims`` are :class:`BatchClaim` items, or plain claims (numbered 1, 2, … by position).
-    """
-    for item in _items(claims):
-        try:
-            outcome: Outcome = check(item)
-        except CLAIM_FAILURES as exc:
-            outcome = _failed(item, exc)
-        yield item, outcome
+    """:func:`check_each` over a batch: ``claims`` are :class:`BatchClaim` items, or plain claims (numbered 1, 2,
+    … by position)."""
+    return check_each(check, _items(claims), lambda item: item.claim)
 
 
-async def aclaim_outcomes(
+def abatch_outcomes(
     check: Callable[[BatchClaim], Awaitable[CheckResult]], claims: Iterable[BatchClaim | Any]
 ) -> AsyncIterator[tuple[BatchClaim, Outcome]]:
-    """:func:`claim_outcomes` around an async ``check`` (the server's: its limits, timeouts and LLM gate)."""
-    for item in _items(claims):
-        try:
-            outcome: Outcome = await check(item)
-        except CLAIM_FAILURES as exc:
-            outcome = _failed(item, exc)
-        yield item, outcome
+    """:func:`batch_outcomes` around an async ``check`` (the server's)."""
+    return acheck_each(check, _items(claims), lambda item: item.claim)
 
 
 def check_claims(checker: ClaimChecker, claims: Iterable[BatchClaim | Any]) -> Iterator[dict[str, Any]]:
@@ -274,11 +320,8 @@ def check_claims(checker: ClaimChecker, claims: Iterable[BatchClaim | Any]) -> I
     Yields:
         ``{"line": …, "id": …, **CheckResult.to_json_dict()}`` for a checked claim, or
         ``{"line": …, "id": …, "claim": …, "error": {"code": "invalid_claim", "message": "ValueError: …"}}`` for
-        one the checker rejects (``TypeError``/``ValueError``: not a string, empty); other exceptions propagate.
+        one whose check fails (:func:`claim_failure`; e.g. not a string, empty); other exceptions propagate.
     """
-    for item, outcome in claim_outcomes(lambda item: checker.check(item.claim), claims):
-        if isinstance(outcome, CheckResult):
-            yield {"line": item.line, "id": item.id, **outcome.to_json_dict()}
-        else:
-            claim = item.claim if isinstance(item.claim, str) else repr(item.claim)
-            yield {"line": item.line, "id": item.id, "claim": claim, **outcome}
+    for item, outcome in batch_outcomes(lambda item: checker.check(item.claim), claims):
+        body = outcome.to_json_dict() if isinstance(outcome, CheckResult) else outcome
+        yield {"line": item.line, "id": item.id, **body}

@@ -3,7 +3,8 @@
 * :func:`markdown_report` — each claim in bold with a label tag and a footnote: explanation and evidence.
 * :func:`html_report` — one self-contained page (no script, no external file); each claim is a
   ``<details class="claim ...">`` coloured by its verdict (green SUPPORTED, red REFUTED, grey
-  NOT_ENOUGH_INFO, dashed without a verdict) that opens its explanation, evidence with stances and SOI size.
+  NOT_ENOUGH_INFO, dashed without a verdict) that opens its explanation, evidence with stances and SOI size;
+  a claim whose check failed is tagged ``NOT_CHECKED`` with its error.
 * :func:`write_text_report` — either one, chosen by the file's suffix.
 
 Security: the text, claims, explanations, ids and passages come from the open web; every one of them
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_carag.core.atomic import atomic_write_text
-from llama_index_carag.verdicts.bulk import TextCheckResult, TextClaim
+from llama_index_carag.verdicts.bulk import FailedTextClaim, TextCheckResult, TextClaim, TextOutcome
 from llama_index_carag.verdicts.types import LABELS
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ REPORT_SUFFIXES = (".md", ".html", ".htm")
 
 #: The tag of a claim checked without a verdict.
 NO_VERDICT = "NO_VERDICT"
+
+#: The tag of a claim whose check failed.
+NOT_CHECKED = "NOT_CHECKED"
 
 #: Evidence ids a claim's summary names.
 TOP_EVIDENCE = 3
@@ -51,11 +55,15 @@ def top_evidence_ids(claim: TextClaim, n: int = TOP_EVIDENCE) -> list[str]:
     return (cited or [row.id for row in claim.check.evidence])[:n]
 
 
-def _tag(claim: TextClaim) -> str:
+def _tag(claim: TextOutcome) -> str:
+    if isinstance(claim, FailedTextClaim):
+        return NOT_CHECKED
     return claim.label or NO_VERDICT
 
 
-def _explanation(claim: TextClaim) -> str:
+def _explanation(claim: TextOutcome) -> str:
+    if isinstance(claim, FailedTextClaim):
+        return f"the check failed ({claim.error.code}): {claim.error.message}"
     verdict = claim.check.verdict
     return "no verdict (checked without an LLM)" if verdict is None else verdict.explanation
 
@@ -65,11 +73,12 @@ def _md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def _pieces(result: TextCheckResult) -> list[tuple[str, TextClaim | None]]:
+def _pieces(result: TextCheckResult) -> list[tuple[str, TextOutcome | None]]:
     """The text cut at the claims' spans: ``(piece, claim or None)`` in order, concatenating to the text."""
-    pieces: list[tuple[str, TextClaim | None]] = []
+    pieces: list[tuple[str, TextOutcome | None]] = []
     cursor = 0
-    for claim in sorted(result.claims, key=lambda c: c.start):
+    outcomes: list[TextOutcome] = [*result.claims, *result.failed]
+    for claim in sorted(outcomes, key=lambda c: c.start):
         if claim.start < cursor:  # overlapping spans: keep the text whole, tag the claim once
             continue
         pieces.append((result.text[cursor : claim.start], None))
@@ -83,6 +92,7 @@ def _summary_line(result: TextCheckResult) -> str:
     s = result.summary
     labels = ", ".join(f"{s.labels.get(label, 0)} {label}" for label in LABELS)
     extra = f", {s.without_verdict} without a verdict" if s.without_verdict else ""
+    extra += f", {s.failed} not checked (the check failed)" if s.failed else ""
     return f"{s.claims} claims in {s.sentences} sentences: {labels}{extra}"
 
 
@@ -96,11 +106,11 @@ def markdown_report(result: TextCheckResult, *, title: str = "Fact check") -> st
             continue
         n = len(notes) + 1
         body.append(f"**{_md(piece)}** `[{_tag(claim)}]`[^{n}]")
-        evidence = ", ".join(_md(i) for i in top_evidence_ids(claim)) or "none"
-        notes.append(
-            f"[^{n}]: **{_tag(claim)}** — {_md(_explanation(claim))} Evidence: {evidence}. "
-            f"SOI: {soi_size(claim)} items."
-        )
+        note = f"[^{n}]: **{_tag(claim)}** — {_md(_explanation(claim))}"
+        if isinstance(claim, TextClaim):
+            evidence = ", ".join(_md(i) for i in top_evidence_ids(claim)) or "none"
+            note += f" Evidence: {evidence}. SOI: {soi_size(claim)} items."
+        notes.append(note)
     head = f"# {_md(title)}\n\n{_summary_line(result)}\n\n"
     text = _LINE_BREAK.sub("\\\\\n", "".join(body).rstrip())  # a line break of the text stays one
     return head + text + "\n\n" + "\n\n".join(notes) + ("\n" if notes else "")
@@ -117,14 +127,19 @@ details.claim > .why { display: block; white-space: normal; margin: .4rem 0 .8re
 .supported { background: #d6f5d6; } .supported > .why { border-color: #2e8b2e; }
 .refuted { background: #f9d4d4; } .refuted > .why { border-color: #c0392b; }
 .not_enough_info { background: #e4e4e4; } .not_enough_info > .why { border-color: #777; }
-.no_verdict { border-bottom: 2px dashed #999; }
+.no_verdict, .not_checked { border-bottom: 2px dashed #999; }
 .tag { font-size: .75em; font-weight: 600; margin-left: .3em; }
 """.strip()
 
 
-def _html_details(claim: TextClaim, piece: str) -> str:
+def _html_details(claim: TextOutcome, piece: str) -> str:
     """One claim: the highlighted span that opens its explanation, evidence and SOI size."""
     tag = _tag(claim)
+    if isinstance(claim, FailedTextClaim):
+        return (
+            f'<details class="claim {tag.lower()}"><summary>{html.escape(piece)}<span class="tag">[{tag}]</span>'
+            f'</summary><div class="why"><p><b>{tag}</b>: {html.escape(_explanation(claim))}</p></div></details>'
+        )
     rows = "".join(
         f"<li><code>{html.escape(row.id)}</code>"
         + (f" — {html.escape(row.stance)}" if row.stance else "")
