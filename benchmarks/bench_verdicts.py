@@ -153,12 +153,12 @@ def bench_domain(
     verifiers = {"verifier": shipped_verifier()}
     verifiers["verifier + domain check"] = domain_checked(data["archive"], out_dir / f"domain_verifier_{name}")
     record: dict[str, Any] = {"domain": name, "report_claims": len(report), "rows": []}
-    record["domain_check"] = verifiers["verifier + domain check"].config["domain_check"]
+    record["domain_check"] = verifiers["verifier + domain check"].record["domain_check"]
     record["pairs"] = pair_aucs(shipped_verifier(), report)
     record["archive"] = {}
     if fitted is not None:  # an index's verifier, fitted by carag index --calibrate on this domain's archive
         found = index_verifier(fitted)
-        record["archive"]["index"] = found.config.get("archive", {}) if found is not None else {"choice": "shipped"}
+        record["archive"]["index"] = found.record.get("archive", {}) if found is not None else {"choice": "shipped"}
         verifiers["verifier + archive (index)"] = found or shipped_verifier()
     for n in labels:
         sample = archive_sample(data["archive"], n)

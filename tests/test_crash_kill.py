@@ -154,15 +154,16 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_a_verifier_folder_killed_at_any_write_is_the_old_one_or_the_new_one(tmp_path, direction):
     """The index's verifier folder (the domain check's thresholds, an archive fine-tune with its weights), written
     by :func:`write_verifier_folder` and killed before each of its writes."""
+    from llama_index_carag.verifier.config import VerifierConfig
     from llama_index_carag.verifier.model import ClaimVerifier, write_verifier_folder
 
-    shipped = ClaimVerifier().config
+    shipped = VerifierConfig.read(ClaimVerifier().path)
     weights = tmp_path / "weights"
     weights.mkdir()
     for name, size in (("model.safetensors", 4096), ("tokenizer.json", 512), ("config.json", 64)):
         (weights / name).write_bytes(os.urandom(size))
-    thresholds = {**shipped, "threshold": 0.71, "refuted_threshold": 0.65, "weights": "shipped"}
-    tuned = {**shipped, "rule": "mean", "archive": {"choice": "fine-tune"}}
+    thresholds = shipped.model_copy(update={"threshold": 0.71, "refuted_threshold": 0.65, "weights": "shipped"})
+    tuned = shipped.model_copy(update={"rule": "mean"}).with_record(archive={"choice": "fine-tune"})
     steps = [(thresholds, None), (tuned, weights)]
     if direction == "to thresholds":
         steps.reverse()
@@ -190,7 +191,7 @@ def test_a_verifier_folder_killed_at_any_write_is_the_old_one_or_the_new_one(tmp
         found = _files(folder)
         assert found in (reference["old"], reference["new"]), f"killed before write {n} of {writes}"
         key = "old" if found == reference["old"] else "new"
-        assert loaded.config == json.loads(reference[key]["verifier.json"])
+        assert loaded.to_config() == VerifierConfig.model_validate_json(reference[key]["verifier.json"])
         outcomes[key] += 1
         write_verifier_folder(folder, new_config, new_weights)  # the next writer leaves no debris
         assert sorted(p.name for p in folder.iterdir()) == sorted(reference["new"])
@@ -259,7 +260,7 @@ def test_carag_index_over_an_existing_index_killed_at_its_writes(tmp_path):
         top = [[h.node.node_id for h in r.retrieve(c)] for c in claims]
         config = json.loads(_files(out / VERIFIER_DIR).get("verifier.json", b"null"))
         if config is not None:
-            config["domain_check"].pop("seconds")  # the one value that differs from run to run
+            config["record"]["domain_check"].pop("seconds")  # the one value that differs from run to run
         return top, config
 
     old_dir, new_dir = tmp_path / "old", tmp_path / "new"

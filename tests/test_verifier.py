@@ -3,13 +3,18 @@ default decision (the verifier decides, the LLM explains)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from llama_index_carag.verdicts.types import LABELS
-from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, chunk_passage, decide_label
+from llama_index_carag.verifier.config import VerifierConfig
+from llama_index_carag.verifier.model import (
+    SHIPPED_DIR,
+    ClaimVerifier,
+    chunk_passage,
+    decide_label,
+    write_verifier_folder,
+)
 from llama_index_carag.verifier.pairs import Pair, is_validation, mine_unrelated, read_pairs
 from llama_index_carag.verifier.training import (
     REFERENCE_PAIRS,
@@ -119,11 +124,11 @@ def test_choose_threshold_finds_the_separating_threshold():
 
 # ------------------------------------------------------------- shipped model
 def test_the_shipped_verifier_loads_offline_and_reproduces_its_cards_outputs():
-    config = json.loads((SHIPPED_DIR / "verifier.json").read_text())
-    assert config["labels"] == list(LABELS) and (SHIPPED_DIR / "MODEL_CARD.md").is_file()
+    config = VerifierConfig.read(SHIPPED_DIR)
+    assert config.labels == LABELS and config.weights == "own" and (SHIPPED_DIR / "MODEL_CARD.md").is_file()
     weights = SHIPPED_DIR / "model.safetensors"
     assert weights.stat().st_size < 100 * 2**20  # float16, well under 100 MB
-    reference = config["reference_outputs"]
+    reference = config.record["reference_outputs"]
     assert [(r["claim"], r["passage"]) for r in reference] == list(REFERENCE_PAIRS)
     verifier = ClaimVerifier()
     got = verifier.pair_probabilities([(r["claim"], r["passage"]) for r in reference])
@@ -142,6 +147,33 @@ def test_the_shipped_verifier_reads_support_refutation_and_unrelated_text():
 def test_a_folder_without_verifier_json_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a verifier folder"):
         ClaimVerifier(tmp_path)
+
+
+def test_a_bad_verifier_json_is_a_clear_error_naming_the_file(tmp_path):
+    (tmp_path / "verifier.json").write_text('{"threshold": 0.5, "rule": "vote"}')
+    with pytest.raises(ValueError, match=r"verifier\.json: not a valid verifier config.*rule"):
+        ClaimVerifier(tmp_path)
+    (tmp_path / "verifier.json").write_text("{")
+    with pytest.raises(ValueError, match="not a valid verifier config"):
+        VerifierConfig.read(tmp_path)
+    (tmp_path / "verifier.json").write_text('{"labels": ["REFUTED", "SUPPORTED", "NOT_ENOUGH_INFO"]}')
+    with pytest.raises(ValueError, match="labels"):
+        ClaimVerifier(tmp_path)
+
+
+def test_a_saved_verifier_round_trips_its_config_and_record(tmp_path):
+    adapted = ClaimVerifier()
+    adapted.threshold, adapted.refuted_threshold = 0.7, 0.6
+    config = adapted.to_config(domain_check={"claims": 30})
+    assert config.weights == "shipped"  # a verifier on the shipped weights names them, never copies them
+    assert config.record["domain_check"] == {"claims": 30} and "training" in config.record
+    with pytest.raises(ValueError, match="own weights"):
+        write_verifier_folder(tmp_path / "v", config.model_copy(update={"weights": "own"}))  # own, none given
+    adapted.save(tmp_path / "v", domain_check={"claims": 30})
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == ["verifier.json"]
+    loaded = ClaimVerifier(tmp_path / "v")
+    assert loaded.to_config() == config and loaded.weights_dir == SHIPPED_DIR
+    assert (loaded.threshold, loaded.refuted_threshold) == (0.7, 0.6) and loaded.fitted_by == "the domain check"
 
 
 def test_a_threshold_out_of_range_is_rejected():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
@@ -19,6 +18,7 @@ from llama_index_carag.verifier.archive import (
     fit_archive_verifier,
     labelled_claims,
 )
+from llama_index_carag.verifier.config import VerifierConfig
 from llama_index_carag.verifier.model import VERIFIER_DIR, ClaimVerifier, index_verifier, shipped_verifier
 from tests.helpers import StubLLM
 
@@ -132,9 +132,9 @@ def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
     assert isinstance(saved, ClaimVerifier) and saved.confidence is not None
     assert (saved.head is not None) == (record["choice"] == "head")
     assert saved.rule == ("mean" if record["choice"] == "fine-tune" else "strongest")
-    config = json.loads((tmp_path / VERIFIER_DIR / "verifier.json").read_text())
-    assert config["archive"]["choice"] == record["choice"]
-    assert (config.get("weights") == "shipped") == (record["choice"] != "fine-tune")
+    config = VerifierConfig.read(tmp_path / VERIFIER_DIR)
+    assert config.record["archive"]["choice"] == record["choice"]
+    assert (config.weights == "shipped") == (record["choice"] != "fine-tune")
     verdict = saved.label(CLAIM, PASSAGES)
     assert 0.0 <= verdict.confidence <= 1.0
     synthesizer = get_fact_check_synthesizer(StubLLM(), index=tmp_path)  # the one door to the index's verdict half

@@ -10,6 +10,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from llama_index_carag.verdicts.types import LABELS
+from llama_index_carag.verifier.config import VerifierConfig
 from llama_index_carag.verifier.head import FEATURE_NAMES, LabelHead, claim_features
 from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, decide_label
 
@@ -80,9 +81,8 @@ def test_a_verifier_folder_with_a_head_decides_with_it(tmp_path):
     head = LabelHead().fit(probs, gold)
     folder = tmp_path / "verifier"
     folder.mkdir()
-    config = json.loads((SHIPPED_DIR / "verifier.json").read_text())
-    config.update(weights="shipped", head=head.to_dict())
-    (folder / "verifier.json").write_text(json.dumps(config))
+    config = VerifierConfig.read(SHIPPED_DIR).model_copy(update={"weights": "shipped", "head": head.to_dict()})
+    (folder / "verifier.json").write_text(config.to_json_text())
     verifier = ClaimVerifier(folder)
     assert verifier.head is not None and verifier.weights_dir == SHIPPED_DIR
     assert verifier.decide(np.array([[0.36, 0.54, 0.10]])).label == "SUPPORTED"

@@ -54,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         elif name is not None:
             adapted = index_verifier(args.index)
             verdicts = (
-                f"; verdicts: the index's verifier ({adapted.config.get('archive', {}).get('choice', 'domain check')})"
+                f"; verdicts: the index's verifier ({adapted.fitted_by})"
                 if adapted is not None
                 else "; verdicts: the shipped verifier (carag index --calibrate adapts it to the archive)"
             )

@@ -51,7 +51,6 @@ from llama_index_carag.verifier.model import (
     VerifierLabel,
     decide_label,
     remove_verifier_folder,
-    write_verifier_folder,
 )
 from llama_index_carag.verifier.pairs import Pair
 from llama_index_carag.verifier.training import TrainingConfig, claim_figures, train_pairs
@@ -288,10 +287,8 @@ def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str
     record["seconds"] = round(time.perf_counter() - started, 1)
     if verifier is None:
         remove_verifier_folder(out_dir)
-    elif record["choice"] == "fine-tune":
+    else:  # a fine-tuned model with its weights; else the base's weights named, not copied
         verifier.save(out_dir, archive=record)
-    else:  # the shipped weights read anew: no copy of them
-        write_verifier_folder(out_dir, {**verifier.to_config(archive=record), "weights": "shipped"})
     return record
 
 

@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from llama_index_carag.verdicts.types import LABELS
-from llama_index_carag.verifier.model import SHIPPED_DIR, ClaimVerifier, write_verifier_folder
+from llama_index_carag.verifier.model import ClaimVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +83,10 @@ class DomainThresholds(BaseEstimator):
         self.n_claims_ = len(strongest)
         return self
 
-    def to_config(self) -> dict[str, Any]:
-        """The fitted thresholds as a verifier's ``verifier.json`` keys, with the check's record."""
+    def record(self) -> dict[str, Any]:
+        """What the check fitted and read, for the verifier's record."""
         check_is_fitted(self, "refuted_")
-        record = {"share": self.share, "floor": self.floor, "claims": self.n_claims_, "lean": self.lean_}
-        return {"threshold": self.supported_, "refuted_threshold": self.refuted_, "domain_check": record}
+        return {"share": self.share, "floor": self.floor, "claims": self.n_claims_, "lean": self.lean_}
 
 
 def _strongest(probabilities: Any) -> tuple[float, float]:
@@ -125,11 +124,10 @@ def fit_domain_verifier(
     chosen = reference_sample(len(claims), max_claims, seed)
     probs = base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
     fitted = DomainThresholds(floor=base.threshold).fit(probs)
-    config = {**base.config, **fitted.to_config()}
-    config["domain_check"]["seconds"] = round(time.perf_counter() - started, 1)
-    if base.path.resolve() == SHIPPED_DIR:
-        config["weights"] = "shipped"
-    elif config.get("weights") != "shipped":
+    if not base.shipped_weights:
         raise ValueError("fit_domain_verifier writes thresholds only: pass the shipped verifier (or none).")
-    write_verifier_folder(out_dir, config)
-    return config["domain_check"] | {"supported": fitted.supported_, "refuted": fitted.refuted_}
+    adapted = ClaimVerifier(base.path)
+    adapted.threshold, adapted.refuted_threshold = fitted.supported_, fitted.refuted_
+    record = fitted.record() | {"seconds": round(time.perf_counter() - started, 1)}
+    adapted.save(out_dir, domain_check=record)
+    return record | {"supported": fitted.supported_, "refuted": fitted.refuted_}

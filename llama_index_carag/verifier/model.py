@@ -1,7 +1,8 @@
 """The claim verifier: a cross-encoder that reads (claim, passage) and gives P(SUPPORTED), P(REFUTED), P(NEI).
 
 :class:`ClaimVerifier` loads a verifier folder (a sentence-transformers ``CrossEncoder`` with three labels and a
-``verifier.json`` holding its decision threshold and its training record); without a path it loads the model
+``verifier.json``, its :class:`~llama_index_carag.verifier.config.VerifierConfig`: thresholds, rule, head,
+confidence map, and the record of its fit); without a path it loads the model
 shipped inside this package (``llama_index_carag/verifier/weights``, trained on public claim-evidence pairs
 only: its ``MODEL_CARD.md``).  Nothing is downloaded.
 
@@ -21,7 +22,6 @@ a wrong label costing :data:`COST_WRONG` and an abstention :data:`COST_ABSTAIN`,
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -33,14 +33,13 @@ import numpy as np
 
 from llama_index_carag.verdicts.types import LABELS
 from llama_index_carag.verifier.confidence import LabelConfidence
+from llama_index_carag.verifier.config import CONFIG_NAME, VerifierConfig
 from llama_index_carag.verifier.head import LabelHead
 
 logger = logging.getLogger(__name__)
 
 #: The folder of the verifier shipped with the package.
 SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
-#: The verifier's own settings and training record, beside the cross-encoder's files.
-CONFIG_NAME = "verifier.json"
 #: The index's sub-folder holding its verifier (the domain check's or the archive's fit).
 VERIFIER_DIR = "verifier"
 _SUPPORTED, _REFUTED, _NEI = range(3)
@@ -157,9 +156,9 @@ def chunk_passage(passage: str, chunk_words: int) -> list[str]:
     return chunks or [passage]
 
 
-def write_verifier_folder(folder: str | Path, config: dict[str, Any], weights: str | Path | None = None) -> Path:
+def write_verifier_folder(folder: str | Path, config: VerifierConfig, weights: str | Path | None = None) -> Path:
     """The one writer of a verifier folder: ``config`` as its ``verifier.json`` and, with ``weights``, the
-    cross-encoder's files copied from that folder (without: the config names its weights, e.g. the shipped ones).
+    cross-encoder's files copied from that folder (without: ``config.weights`` must be ``"shipped"``).
     Written beside the old files and committed as one (:func:`~llama_index_carag.core.commit.replace_files`,
     ``verifier.json`` last; files of the old folder that the new one lacks are deleted): a process killed at any
     point leaves the old verifier or the new one."""
@@ -167,6 +166,10 @@ def write_verifier_folder(folder: str | Path, config: dict[str, Any], weights: s
 
     from llama_index_carag.core.commit import RECORD, STAGING, replace_files
 
+    if (weights is None) != (config.weights == "shipped"):
+        raise ValueError(
+            "a verifier folder has its own weights (pass weights=) or names the shipped ones (weights='shipped')."
+        )
     target = Path(folder)
 
     def write(staging: Path) -> list[str]:
@@ -176,8 +179,7 @@ def write_verifier_folder(folder: str | Path, config: dict[str, Any], weights: s
                 if path.is_file() and path.name != CONFIG_NAME:
                     (staging / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(path, staging / path.relative_to(source))
-        text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-        (staging / CONFIG_NAME).write_text(text, encoding="utf-8")
+        (staging / CONFIG_NAME).write_text(config.to_json_text(), encoding="utf-8")
         new = {p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()}
         old = (p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
         return sorted(r for r in old if r not in new and r != RECORD and not r.startswith(STAGING + "/"))
@@ -215,7 +217,7 @@ def index_verifier(index_dir: str | os.PathLike[str]) -> ClaimVerifier | None:
 def _saved_verifier(folder: str, modified: int) -> ClaimVerifier:
     """The verifier saved in ``folder`` (``modified``: its config's mtime, so a re-fit is loaded anew)."""
     verifier = ClaimVerifier(folder)
-    logger.info("the index's verifier: %s", verifier.config.get("archive", {}).get("choice", "domain check"))
+    logger.info("the index's verifier: %s", verifier.fitted_by)
     return verifier
 
 
@@ -229,56 +231,54 @@ class ClaimVerifier:
 
     Args:
         path: a verifier folder (``save`` writes one); default: the verifier shipped with the package.
-        threshold: the decision threshold of :func:`decide_label` (default: the folder's ``verifier.json``).
+        config: its settings instead of the folder's ``verifier.json`` (a model just trained, not yet saved).
+        threshold: the decision threshold of :func:`decide_label` (default: the config's).
         batch_size: pairs per forward pass.
         device: torch device (default CPU).
         cross_encoder: an already loaded ``CrossEncoder`` for this folder (a model just trained), else loaded
             from the folder on first use.
 
-    Loading reads the weights once; :meth:`probabilities` and :meth:`label` are cheap per call
-    (six short passages: well under a second on two CPU cores).
+    Its decision settings (``threshold``, ``refuted_threshold``, ``rule``, ``head``, ``confidence``) are
+    attributes that a fit may set; :meth:`to_config` is them as a
+    :class:`~llama_index_carag.verifier.config.VerifierConfig`.  Loading reads the weights once;
+    :meth:`probabilities` and :meth:`label` are cheap per call (six short passages: well under a second on two
+    CPU cores).
     """
 
     def __init__(
         self,
         path: str | Path | None = None,
         *,
+        config: VerifierConfig | None = None,
         threshold: float | None = None,
         batch_size: int = 32,
         device: str = "cpu",
         cross_encoder: Any = None,
     ) -> None:
         folder = Path(path) if path is not None else SHIPPED_DIR
-        _finish_commit(folder)
-        config_file = folder / CONFIG_NAME
-        if not config_file.is_file():
-            raise FileNotFoundError(
-                f"{folder} is not a verifier folder (no {CONFIG_NAME}); train one with `carag train-verifier`."
-            )
+        if config is None:
+            _finish_commit(folder)
+            config = VerifierConfig.read(folder)
         self.path = folder
-        self.config: dict[str, Any] = json.loads(config_file.read_text(encoding="utf-8"))
-        if list(self.config.get("labels", [])) != list(LABELS):
-            raise ValueError(f"{config_file}: labels {self.config.get('labels')} are not {list(LABELS)}.")
-        self.threshold = float(self.config["threshold"] if threshold is None else threshold)
+        #: what produced this verifier (its config's record: training, archive, domain_check, reference outputs)
+        self.record: dict[str, Any] = dict(config.record)
+        self.threshold = float(config.threshold if threshold is None else threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1]; got {self.threshold}.")
         #: the REFUTED threshold when it differs from ``threshold`` (a domain check's, :mod:`.domain`), else ``None``
-        self.refuted_threshold = (
-            float(self.config["refuted_threshold"]) if self.config.get("refuted_threshold") is not None else None
-        )
-        self.chunk_words = int(self.config.get("chunk_words", 64))
+        self.refuted_threshold = config.refuted_threshold
+        self.chunk_words = config.chunk_words
+        self.max_length = config.max_length
         #: the archive's claim-level head (``carag index --calibrate``), else ``None``: the rule decides
-        self.head = LabelHead.from_dict(self.config["head"]) if self.config.get("head") else None
+        self.head = LabelHead.from_dict(config.head) if config.head else None
         #: how the passages are read (:data:`RULES`)
-        self.rule = str(self.config.get("rule", "strongest"))
-        if self.rule not in RULES:
-            raise ValueError(f"{config_file}: rule {self.rule!r} is not one of {RULES}.")
+        self.rule: str = config.rule
         #: raw score -> P(right) (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`), or ``None``
-        self.confidence = (
-            LabelConfidence.from_dict(self.config["confidence"]) if self.config.get("confidence") else None
-        )
-        #: where the cross-encoder's files are: this folder, or the shipped model's (a threshold-only archive fit)
-        self.weights_dir = SHIPPED_DIR if self.config.get("weights") == "shipped" else folder
+        self.confidence = LabelConfidence.from_dict(config.confidence) if config.confidence else None
+        #: whether it runs on the shipped model's weights (a thresholds-only fit), not a model of its own
+        self.shipped_weights = cross_encoder is None and (config.weights == "shipped" or folder == SHIPPED_DIR)
+        #: where the cross-encoder's files are: this folder, or the shipped model's
+        self.weights_dir = SHIPPED_DIR if self.shipped_weights else folder
         self.batch_size = batch_size
         self.device = device
         self._model: Any = cross_encoder
@@ -293,7 +293,7 @@ class ClaimVerifier:
             self._model = CrossEncoder(
                 str(self.weights_dir),
                 device=self.device,
-                max_length=int(self.config.get("max_length", 256)),
+                max_length=self.max_length,
                 model_kwargs={"dtype": torch.float32},
                 local_files_only=True,
             )
@@ -367,13 +367,24 @@ class ClaimVerifier:
         """The claim's label from ``passages``: :meth:`probabilities`, then :meth:`decide`."""
         return self.decide(self.probabilities(claim, passages))
 
+    @property
+    def fitted_by(self) -> str:
+        """Which fit made this verifier, for people: the archive's choice, the domain check, or training."""
+        if "archive" in self.record:
+            return f"the archive's fit ({self.record['archive'].get('choice')})"
+        return "the domain check" if "domain_check" in self.record else "training on the pool"
+
     def save(self, path: str | Path, **record: Any) -> Path:
-        """Write this verifier (weights as float16 safetensors, tokenizer, ``verifier.json`` with ``record``) with
-        :func:`write_verifier_folder` (a crash leaves the old folder or the new one)."""
+        """Write this verifier to the folder ``path`` with ``record`` added to its record
+        (:func:`write_verifier_folder`: a crash leaves the old folder or the new one).  On the shipped weights only
+        ``verifier.json`` is written (it names them); else the weights too, as float16 safetensors."""
         import tempfile
 
         import torch
 
+        config = self.to_config(**record)
+        if config.weights == "shipped":
+            return write_verifier_folder(path, config)
         with tempfile.TemporaryDirectory(prefix="carag-verifier-") as tmp:
             model = self.cross_encoder
             model.model.to(torch.float16)
@@ -381,17 +392,22 @@ class ClaimVerifier:
                 model.save_pretrained(tmp, safe_serialization=True)
             finally:
                 model.model.to(torch.float32)
-            return write_verifier_folder(path, self.to_config(**record), weights=tmp)
+            return write_verifier_folder(path, config, weights=tmp)
 
-    def to_config(self, **record: Any) -> dict[str, Any]:
-        """This verifier's ``verifier.json``: its settings (thresholds, rule, head, confidence map) and ``record``."""
-        config = {**self.config, **record, "threshold": self.threshold, "labels": list(LABELS)}
-        config["refuted_threshold"] = self.refuted_threshold
-        config["head"] = self.head.to_dict() if self.head is not None else None
-        config["rule"] = self.rule
-        config["confidence"] = self.confidence.to_dict() if self.confidence is not None else None
-        config.pop("weights", None)  # the weights are written with it (save), or named by the caller
-        return config
+    def to_config(self, **record: Any) -> VerifierConfig:
+        """This verifier's settings as a :class:`~llama_index_carag.verifier.config.VerifierConfig`, its record
+        with ``record`` added."""
+        return VerifierConfig(
+            threshold=self.threshold,
+            refuted_threshold=self.refuted_threshold,
+            rule=self.rule,
+            chunk_words=self.chunk_words,
+            max_length=self.max_length,
+            head=self.head.to_dict() if self.head is not None else None,
+            confidence=self.confidence.to_dict() if self.confidence is not None else None,
+            weights="shipped" if self.shipped_weights else "own",
+            record={**self.record, **record},
+        )
 
 
 def _finish_commit(folder: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from llama_index_carag.verdicts.types import LABELS
+from llama_index_carag.verifier.config import VerifierConfig
 from llama_index_carag.verifier.pairs import Pair, label_counts
 
 logger = logging.getLogger(__name__)
@@ -345,7 +346,7 @@ def train_shipped(
     from sentence_transformers import CrossEncoder
 
     from llama_index_carag.models.files import minilm_path
-    from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier
+    from llama_index_carag.verifier.model import ClaimVerifier
     from llama_index_carag.verifier.pairs import file_sha256, is_validation, mine_unrelated, read_pairs
 
     config = config or TrainingConfig()
@@ -364,10 +365,7 @@ def train_shipped(
     record = train_pairs(model, train, watched, work_dir, config)
     groups = claim_groups(validation)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    base = {"labels": list(LABELS), "threshold": 0.5, "chunk_words": 64, "max_length": 256}
-    (out / CONFIG_NAME).write_text(json.dumps(base), encoding="utf-8")
-    verifier = ClaimVerifier(out, cross_encoder=model)
+    verifier = ClaimVerifier(out, config=VerifierConfig(max_length=256), cross_encoder=model)
     probs = verifier.batch_probabilities([(c, texts) for c, texts, _ in groups])
     threshold, figures = choose_threshold(probs, [g for _, _, g in groups])
     verifier.threshold = threshold
@@ -409,26 +407,32 @@ REFERENCE_PAIRS: tuple[tuple[str, str], ...] = (
 
 
 def write_card(folder: str | Path) -> Path:
-    """Record the reference outputs in ``verifier.json`` (from the saved weights) and write ``MODEL_CARD.md``."""
-    from llama_index_carag.verifier.model import CONFIG_NAME, ClaimVerifier
+    """Record the reference outputs (from the saved weights) in the folder's record and write ``MODEL_CARD.md``."""
+    import tempfile
+
+    from llama_index_carag.core.commit import RECORD, STAGING
+    from llama_index_carag.verifier.config import CONFIG_NAME
+    from llama_index_carag.verifier.model import ClaimVerifier, write_verifier_folder
 
     folder = Path(folder)
     verifier = ClaimVerifier(folder)
     outputs = verifier.pair_probabilities(list(REFERENCE_PAIRS))
-    config = dict(verifier.config)
-    config["reference_outputs"] = [
+    reference = [
         {"claim": c, "passage": p, "probabilities": [round(float(x), 4) for x in row]}
         for (c, p), row in zip(REFERENCE_PAIRS, outputs)
     ]
-    (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    card = folder / "MODEL_CARD.md"
-    card.write_text(_card_text(config), encoding="utf-8")
-    return card
+    config = VerifierConfig.read(folder).with_record(reference_outputs=reference)
+    with tempfile.TemporaryDirectory(prefix="carag-card-") as tmp:
+        files = Path(tmp) / "verifier"
+        shutil.copytree(folder, files, ignore=shutil.ignore_patterns(CONFIG_NAME, STAGING, RECORD))
+        (files / "MODEL_CARD.md").write_text(_card_text(config), encoding="utf-8")
+        write_verifier_folder(folder, config, weights=files)
+    return folder / "MODEL_CARD.md"
 
 
-def _card_text(config: dict[str, Any]) -> str:
-    """The model card of a verifier folder's ``verifier.json`` (with its training record and reference outputs)."""
-    t = config["training"]
+def _card_text(config: VerifierConfig) -> str:
+    """The model card of a verifier folder's config (its training record and reference outputs)."""
+    t = config.record["training"]
     figures = t["validation_claim_figures"]
     lines = [
         "# The shipped claim verifier",
@@ -440,11 +444,11 @@ def _card_text(config: dict[str, Any]) -> str:
         "## Model",
         f"- Start: {t['base_model']} (22M parameters) with a new three-label head; weights stored as float16 "
         "safetensors, run in float32.",
-        f"- Window {config.get('max_length')} tokens at inference (training {t['config']['max_length']}); "
-        f"passages longer than {config['chunk_words']} words are cut into sentence chunks, the most decisive "
+        f"- Window {config.max_length} tokens at inference (training {t['config']['max_length']}); "
+        f"passages longer than {config.chunk_words} words are cut into sentence chunks, the most decisive "
         "chunk speaks for the passage.",
         f"- Claim label: the strongest support against the strongest refutation; NOT_ENOUGH_INFO when neither "
-        f"reaches **{config['threshold']:.2f}** (chosen on the validation claims, best macro-F1).",
+        f"reaches **{config.threshold:.2f}** (chosen on the validation claims, best macro-F1).",
         "",
         "## Data",
         f"- `verifier_pool/pairs.csv` (sha256 `{t['data']['sha256']}`, {t['data']['pairs']} pairs: FEVER dev "
@@ -475,7 +479,7 @@ def _card_text(config: dict[str, Any]) -> str:
         "## Reference outputs (S, R, N)",
         *[
             f"- `{c}` / `{p or '(empty)'}`: {r['probabilities']}"
-            for (c, p), r in zip(REFERENCE_PAIRS, config["reference_outputs"])
+            for (c, p), r in zip(REFERENCE_PAIRS, config.record["reference_outputs"])
         ],
         "",
         "## Limits",
