@@ -85,10 +85,14 @@ def test_the_verdict_is_the_payload_and_stances_come_from_the_evidence_nodes(dem
     from llama_index_carag import Verdict, VerdictLabel
     from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.scored import with_stances
+    from llama_index_carag.verdicts.types import PassageStance
 
     class StanceSynthesizer:  # stands for the verifier's decision: stances on the source nodes
         def synthesize(self, query, nodes):
-            stances = [{"number": i, "stance": "REFUTED", "score": 0.5 + i / 100} for i in range(1, len(nodes) + 1)]
+            stances = [
+                PassageStance(number=i, id=n.node.node_id, stance="REFUTED", score=0.5 + i / 100)
+                for i, n in enumerate(nodes, start=1)
+            ]
             verdict = Verdict(label=VerdictLabel.REFUTED, explanation="No [1].", raw="x", passage_stances=stances)
             self.query = query
             return Response("No [1].", source_nodes=with_stances(nodes, stances), metadata={"verdict": verdict})
@@ -115,9 +119,13 @@ def test_a_streamed_verdict_gives_the_evidence_rows_their_stances(demo_index, de
     from llama_index_carag import Verdict, VerdictLabel
     from llama_index_carag.verdicts.check import ClaimChecker
     from llama_index_carag.verdicts.scored import with_stances
+    from llama_index_carag.verdicts.types import PassageStance
 
     def verdict_on(nodes):
-        stances = [{"number": i, "stance": "REFUTED", "score": 0.5 + i / 100} for i in range(1, len(nodes) + 1)]
+        stances = [
+            PassageStance(number=i, id=n.node.node_id, stance="REFUTED", score=0.5 + i / 100)
+            for i, n in enumerate(nodes, start=1)
+        ]
         return Verdict(label=VerdictLabel.REFUTED, explanation="No [1].", raw="x", passage_stances=stances)
 
     class Synth:

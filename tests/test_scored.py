@@ -62,8 +62,9 @@ class KeywordVerifier:
 
 
 def _stance(number, stance, score):
-    probs = {k: (score if k == stance else (1 - score) / 2) for k in (S, R, N)}
-    return PassageStance(number, f"E{number}", stance, score, probs, {k: math.log(v) for k, v in probs.items()})
+    probs = {k.value: (score if k == stance else (1 - score) / 2) for k in (S, R, N)}
+    logs = {k: math.log(v) for k, v in probs.items()}
+    return PassageStance(number=number, id=f"E{number}", stance=stance, score=score, probabilities=probs, logprobs=logs)
 
 
 def test_the_llms_own_label_is_the_arg_max_of_its_scores():
@@ -108,7 +109,7 @@ def test_scored_verdicts_explain_from_the_passages_the_verifiers_label_rests_on(
     texts = ["Nothing here.", "The minister denies it.", "Unrelated."]
     verdict = pipeline.verdict("A claim.", texts, ["E1", "E2", "E3"])
     assert verdict.label is R and verdict.decision == "verifier" and verdict.decision_passages == [2]
-    assert verdict.method == "verifier" and [s["stance"] for s in verdict.passage_stances][1] == "REFUTED"
+    assert verdict.method == "verifier" and [s.stance for s in verdict.passage_stances][1] == "REFUTED"
     assert "[2] The minister denies it." in scorer.explained[-1] and "Unrelated" not in scorer.explained[-1]
     assert verdict.cited_passages == [2] and verdict.evidence_ids == ["E2"]  # cited at the end
     assert verdict.label_scores is None and scorer.calls == 0  # the verifier decides: no label is scored
@@ -130,7 +131,7 @@ def test_stances_reach_the_source_nodes_metadata():
     from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 
     nodes = [NodeWithScore(node=TextNode(text="a", id_="E1", metadata={CARAG_METADATA_KEY: {"rank": 1}}), score=1.0)]
-    out = with_stances(nodes, [_stance(1, S, 0.8).as_dict()])
+    out = with_stances(nodes, [_stance(1, S, 0.8)])
     found = out[0].node.metadata[CARAG_METADATA_KEY]
     assert {k: found[k] for k in ("rank", "stance", "stance_score")} == {
         "rank": 1,

@@ -44,7 +44,7 @@ def test_the_verifier_decides_by_default_and_the_llm_explains():
     assert len(llm.prompts) == 1 and "Verdict: REFUTED" in llm.prompts[0]  # the LLM was told the label
     assert verdict.explanation and "[1]" in verdict.explanation
     stances = verdict.passage_stances
-    assert [s["number"] for s in stances] == [1, 2] and stances[0]["stance"] == "REFUTED"
+    assert [s.number for s in stances] == [1, 2] and stances[0].stance == "REFUTED"
     provenance = response.source_nodes[0].node.metadata[CARAG_METADATA_KEY]
     probs = provenance["stance_probabilities"]
     assert set(probs) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"} and abs(sum(probs.values()) - 1) < 1e-3

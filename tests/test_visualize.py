@@ -502,9 +502,10 @@ def test_read_passages_takes_nodes_rows_and_dicts(caplog):
 
     from llama_index_carag.verdicts.check import EvidenceRow
     from llama_index_carag.verdicts.scored import with_stances
+    from llama_index_carag.verdicts.types import PassageStance
 
     node = NodeWithScore(node=TextNode(id_="n1", text="passage one", metadata={"carag": {"claim_similarity": 0.8}}))
-    scored = with_stances([node], [{"stance": "REFUTED", "score": 0.75}])
+    scored = with_stances([node], [PassageStance(number=1, id="n1", stance="REFUTED", score=0.75)])
     row = EvidenceRow(rank=4, id="n2", score=None, text="two", carag={"claim_similarity": 0.6}, stance="SUPPORTED")
     passages = V.read_passages(
         [*scored, row, {"id": "n3", "text": "three", "stance": "n"}, {"id": "n4", "stance": "?"}]

@@ -54,8 +54,7 @@ from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.scored import STANCE_KEYS, with_stances
-from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
+from llama_index_carag.verdicts.types import VERDICT_KEY, PassageStance, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_carag.retrieval.retriever import ContextAwareRetriever
@@ -90,19 +89,17 @@ class EvidenceRow(BaseModel):
     )
 
     @classmethod
-    def from_node(cls, rank: int, hit: NodeWithScore) -> EvidenceRow:
-        """The row of the ``rank``-th node: its provenance, with the stance (if any) in its own fields."""
-        carag = dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {})
-        stance, stance_score, probabilities = (carag.pop(key, None) for key in STANCE_KEYS)
+    def from_node(cls, rank: int, hit: NodeWithScore, stance: PassageStance | None = None) -> EvidenceRow:
+        """The row of the ``rank``-th node: its provenance, and its passage's ``stance`` (if scored)."""
         return cls(
             rank=rank,
             id=hit.node.node_id,
             score=None if hit.score is None else float(hit.score),
             text=hit.node.get_content(),
-            carag=carag,
-            stance=stance,
-            stance_score=stance_score,
-            stance_probabilities=probabilities,
+            carag=dict(hit.node.metadata.get(CARAG_METADATA_KEY) or {}),
+            stance=None if stance is None else stance.stance.value,
+            stance_score=None if stance is None else stance.score,
+            stance_probabilities=dict(stance.probabilities) if stance is not None and stance.probabilities else None,
         )
 
 
@@ -218,14 +215,11 @@ class ClaimChecker:
     def result(retrieved: Retrieved, response: Any = None) -> CheckResult:
         """The :class:`CheckResult` of ``retrieved`` and the synthesizer's ``response`` (``None``: no verdict).
 
-        The evidence rows are the response's ``source_nodes`` when it has a verdict, else the retrieved nodes;
-        each row carries its passage's stance from ``verdict.passage_stances`` (a streamed response's source
-        nodes are set before its verdict, so they do not hold the stances themselves).
+        One evidence row per retrieved node, in order, each with its passage's stance from the verdict's
+        ``passage_stances`` (matched by node id), when the verifier scored it.
         """
         verdict: Verdict | None = None if response is None else (response.metadata or {}).get(VERDICT_KEY)
-        nodes = retrieved.nodes
-        if verdict is not None:
-            nodes = with_stances(response.source_nodes[: len(retrieved.nodes)], verdict.passage_stances)
+        stances = {st.id: st for st in (verdict.passage_stances or [])} if verdict is not None else {}
         reason = retrieved.empty_reason or EmptySOIReason.of(
             retrieved.soi, dense_only=retrieved.settings.rerank_candidates is None
         )
@@ -234,7 +228,10 @@ class ClaimChecker:
             verdict=verdict,
             settings=retrieved.settings,
             soi={**retrieved.soi.to_dict(), REASON_KEY: None if reason is None else reason.to_dict()},
-            evidence=[EvidenceRow.from_node(rank, hit) for rank, hit in enumerate(nodes, start=1)],
+            evidence=[
+                EvidenceRow.from_node(rank, hit, stances.get(hit.node.node_id))
+                for rank, hit in enumerate(retrieved.nodes, start=1)
+            ],
         )
 
     def check(self, claim: str) -> CheckResult:

@@ -107,8 +107,16 @@ def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageSta
     for number, (row, node_id) in enumerate(zip(probabilities, ids), start=1):
         probs = {label: float(p) for label, p in zip(STANCE_ORDER, row)}
         stance = max(STANCE_ORDER, key=lambda k: probs[k])
-        logs = {k: math.log(max(v, 1e-12)) for k, v in probs.items()}
-        out.append(PassageStance(number, str(node_id), stance, probs[stance], probs, logs))
+        out.append(
+            PassageStance(
+                number=number,
+                id=str(node_id),
+                stance=stance,
+                score=round(probs[stance], 4),
+                probabilities={k.value: round(v, 4) for k, v in probs.items()},
+                logprobs={k.value: round(math.log(max(v, 1e-12)), 4) for k, v in probs.items()},
+            )
+        )
     return tuple(out)
 
 

@@ -72,7 +72,7 @@ def decided(decision: LabelDecision, claim: str, texts: Sequence[str], ids: Sequ
         decision=decision.name,
         decision_passages=list(made.passages),
         decision_reason=made.reason,
-        passage_stances=[st.as_dict() for st in made.stances],
+        passage_stances=list(made.stances),
         confidence=made.confidence,
     )
     return verdict.model_copy(update={"raw": f"Verdict: {verdict.label.value.replace('_', ' ')}\nExplanation: "})
@@ -175,21 +175,22 @@ class ScoredVerdicts:
                 "decision": self.decision.name,
                 "decision_passages": list(decision.passages),
                 "decision_reason": decision.reason,
-                "passage_stances": None if stances is None else [s.as_dict() for s in stances],
+                "passage_stances": None if stances is None else list(stances),
                 "confidence": decision.confidence,
                 "explanation": temper_explanation(verdict.explanation, decision.confidence),
             }
         )
 
 
-def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[dict] | None) -> list[NodeWithScore]:
+def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[PassageStance] | None) -> list[NodeWithScore]:
     """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score`` and
-    ``stance_probabilities`` (``stances``: the verdict's ``passage_stances``)."""
+    ``stance_probabilities`` (``stances``: the verdict's ``passage_stances``), for a query engine's user who
+    reads a response's source nodes."""
     if not stances or len(stances) != len(nodes):
         return list(nodes)
     found = [
-        {STANCE_KEYS[0]: st["stance"], STANCE_KEYS[1]: st["score"]}
-        | ({STANCE_KEYS[2]: dict(st["probabilities"])} if st.get("probabilities") else {})
+        {STANCE_KEYS[0]: st.stance.value, STANCE_KEYS[1]: st.score}
+        | ({STANCE_KEYS[2]: dict(st.probabilities)} if st.probabilities else {})
         for st in stances
     ]
     out = []

@@ -7,12 +7,10 @@ answer) and :class:`PassageStance` (one passage's stance towards the claim, as t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from llama_index.core.bridge.pydantic import BaseModel, Field
+from llama_index.core.bridge.pydantic import BaseModel, ConfigDict, Field
 
 #: Key of the verdict in a synthesizer's ``Response.metadata``.
 VERDICT_KEY = "verdict"
@@ -59,36 +57,17 @@ STANCE_ORDER: tuple[VerdictLabel, ...] = tuple(VerdictLabel)
 LABELS: tuple[str, ...] = tuple(label.value for label in STANCE_ORDER)
 
 
-@dataclass(frozen=True)
-class PassageStance:
-    """One passage's stance towards the claim.
+class PassageStance(BaseModel):
+    """One passage's stance towards the claim, as the claim verifier reads it (its JSON is this object's)."""
 
-    Attributes:
-        number: the passage's 1-based number among the evidence.
-        node_id: its node id.
-        stance: the label with the highest probability.
-        score: that probability (0-1).
-        probabilities: the probability of each label.
-        logprobs: their natural logs.
-    """
+    model_config = ConfigDict(frozen=True)
 
-    number: int
-    node_id: str
-    stance: VerdictLabel
-    score: float
-    probabilities: Mapping[VerdictLabel, float]
-    logprobs: Mapping[VerdictLabel, float]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form: ``{"number", "id", "stance", "score", "probabilities", "logprobs"}``."""
-        return {
-            "number": self.number,
-            "id": self.node_id,
-            "stance": self.stance.value,
-            "score": round(self.score, 4),
-            "probabilities": {k.value: round(float(v), 4) for k, v in self.probabilities.items()},
-            "logprobs": {k.value: round(float(v), 4) for k, v in self.logprobs.items()},
-        }
+    number: int = Field(description="the passage's 1-based number among the evidence")
+    id: str = Field(description="its node id")
+    stance: VerdictLabel = Field(description="the label with the highest probability")
+    score: float = Field(description="that probability (0-1)")
+    probabilities: dict[str, float] = Field(default_factory=dict, description="the probability of each label")
+    logprobs: dict[str, float] = Field(default_factory=dict, description="their natural logs")
 
 
 class Verdict(BaseModel):
@@ -117,9 +96,7 @@ class Verdict(BaseModel):
         decision_passages: 1-based numbers of the passages the label rests on (the verifier: the strongest
             passages of the label; for NOT_ENOUGH_INFO all of them).
         decision_reason: the decision's reason in a few words.
-        passage_stances: for the verifier, each passage's stance: ``{"number", "id", "stance", "score",
-            "probabilities", "logprobs"}`` (``stance`` is a label; ``score`` its probability; ``probabilities`` all
-            three).
+        passage_stances: for the verifier, each passage's :class:`PassageStance`.
         confidence: for the verifier, P(the label is right): its score through a confidence map fitted on held-out
             labelled claims (:mod:`~llama_index_carag.verifier.confidence`); ``None`` when no verifier decided.
     """
@@ -145,7 +122,7 @@ class Verdict(BaseModel):
         default_factory=list, description="1-based ranks of the passages the label rests on"
     )
     decision_reason: str = Field(default="", description="the decision's reason in a few words")
-    passage_stances: list[dict] | None = Field(
+    passage_stances: list[PassageStance] | None = Field(
         default=None,
         description="per passage: number (rank), id, stance, score (its probability), "
         "probabilities and logprobs per label; from the verifier; None when no passage was scored",
