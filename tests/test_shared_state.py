@@ -15,12 +15,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llama_index.core.schema import TextNode
 
+from llama_index_carag.core import writer_lock
 from llama_index_carag.core.writer_lock import (
     LOCK_NAME,
     IndexBusyError,
@@ -315,3 +317,175 @@ def test_duckdb_a_second_process_gets_a_clear_error(tmp_path: Path, peer: _Peer)
     assert refused["error"] == "IndexBusyError"
     assert "one process open it, readers included" in refused["message"] and "Redis" in refused["message"]
     assert len(index_node_ids(held.index)) == N
+
+
+# -- a load during a full persist ------------------------------------------------------------------------------
+
+_PAUSED_READER = """
+import json, sys
+from pathlib import Path
+from tests.helpers import TableEmbedding
+from llama_index_carag.retrieval import state
+from llama_index_carag.retrieval.retriever import ContextAwareRetriever
+from llama_index_carag.stores.vector_stores import index_node_ids
+
+real = state.read_state
+
+def paused(folder):  # the state's manifest and arrays are read: wait for the test before reading the index
+    out = real(folder)
+    print("PAUSED", flush=True)
+    sys.stdin.readline()
+    return out
+
+state.read_state = paused
+try:
+    r = ContextAwareRetriever.from_persist_dir(Path(sys.argv[1]), embed_model=TableEmbedding({"probe": [1.0] * DIM}))
+    print(json.dumps({"ok": sorted(index_node_ids(r.index))}), flush=True)
+except Exception as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
+""".replace("DIM", str(DIM))
+
+_LOCK_HOLDER = """
+import sys
+from llama_index_carag.core import writer_lock
+with getattr(writer_lock, sys.argv[2])(sys.argv[1]):
+    print("HELD", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def _child(script: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _line(child: subprocess.Popen[str]) -> str:
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line, f"the child exited ({child.poll()})"
+    return line.strip()
+
+
+def _go_on(child: subprocess.Popen[str]) -> None:
+    assert child.stdin is not None
+    child.stdin.write("\n")
+    child.stdin.flush()
+
+
+def _end(child: subprocess.Popen[str]) -> None:
+    if child.poll() is None:
+        child.kill()
+    child.wait(timeout=TIMEOUT_S)
+    for stream in (child.stdin, child.stdout):
+        if stream is not None:
+            stream.close()
+
+
+class _Seen(logging.Handler):
+    """Sets ``event`` on the first record whose message holds ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.INFO)
+        self.text, self.event = text, threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_a_load_during_a_full_persist_reads_one_persist_whole(tmp_path: Path) -> None:
+    """Before: the writer switched the folder under a reader that had read the old state and not yet the index
+    (new docstore and vectors, old state: the load failed), and deleted the old state's arrays."""
+    _build(tmp_path)
+    writer = _load(tmp_path)
+    old_ids = sorted(index_node_ids(writer.index))
+    old_arrays = {p.name for p in (tmp_path / "carag").glob("*.npy")}
+    reader = _child(_PAUSED_READER, str(tmp_path))
+    waiting = _Seen("the loads reading the folder")
+    lock_logger = logging.getLogger("llama_index_carag.core.writer_lock")
+    lock_logger.addHandler(waiting)
+    level, lock_logger.level = lock_logger.level, logging.INFO
+    persisted, errors = threading.Event(), []
+
+    def persist() -> None:
+        try:
+            writer.persist(tmp_path, persist_index=True, compact=True)  # a full persist: the folder is switched
+        except Exception as exc:  # reported by the assertion below
+            errors.append(exc)
+        finally:
+            persisted.set()
+
+    try:
+        assert _line(reader) == "PAUSED"  # it holds the old manifest and arrays, not yet the index's files
+        writer.insert_nodes([_node(i, "new") for i in range(4)])
+        writer.delete_nodes(["e1"])
+        thread = threading.Thread(target=persist)
+        thread.start()
+        for _ in range(TIMEOUT_S * 20):  # the writer waits for the load (or, unguarded, switches under it)
+            if waiting.event.wait(0.05) or persisted.is_set():
+                break
+        _go_on(reader)
+        loaded = json.loads(_line(reader))
+        thread.join(TIMEOUT_S)
+    finally:
+        lock_logger.removeHandler(waiting)
+        lock_logger.setLevel(level)
+        _end(reader)
+    assert persisted.is_set() and not errors, errors
+    assert loaded == {"ok": old_ids}  # the persist it started on, whole
+    new_ids = sorted(index_node_ids(writer.index))
+    assert "new3" in new_ids and "e1" not in new_ids
+    assert sorted(index_node_ids(_load(tmp_path).index)) == new_ids  # switched once the load was done
+    arrays = {p.name for p in (tmp_path / "carag").glob("*.npy")}
+    assert old_arrays - arrays  # the old persist's arrays that the new one does not name: deleted at the switch
+    writer.insert_nodes([_node(9, "late")])  # a second switch, no reader: at once, and the first one's files go
+    writer.persist(tmp_path, persist_index=True, compact=True)
+    assert arrays - {p.name for p in (tmp_path / "carag").glob("*.npy")}  # the first switch's arrays went
+    assert "late9" in index_node_ids(_load(tmp_path).index)
+    assert not (tmp_path / ".carag-staging").exists() and not (tmp_path / ".carag-commit.json").exists()
+
+
+def test_a_persist_waits_a_bounded_time_for_loads_then_leaves_the_folder_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _build(tmp_path)
+    writer = _load(tmp_path)
+    old_ids = sorted(index_node_ids(writer.index))
+    writer.insert_nodes([_node(i, "new") for i in range(2)])
+    monkeypatch.setattr(writer_lock, "SWITCH_WAIT_S", 0.2)
+    holder = _child(_LOCK_HOLDER, str(tmp_path), "reading")  # a load that does not end
+    try:
+        assert _line(holder) == "HELD"
+        with pytest.raises(IndexBusyError, match="was being loaded by other processes"):
+            writer.persist(tmp_path, persist_index=True, compact=True)
+        assert not (tmp_path / ".carag-staging").exists()  # the staged files are dropped
+        monkeypatch.setattr(writer_lock, "SWITCH_WAIT_S", TIMEOUT_S)
+        assert sorted(index_node_ids(_load(tmp_path).index)) == old_ids  # loads (in this process) still run
+        _go_on(holder)
+        holder.wait(timeout=TIMEOUT_S)
+    finally:
+        _end(holder)
+    writer.persist(tmp_path, persist_index=True, compact=True)  # the edits were kept: persisted now
+    assert {"new0", "new1"} <= set(index_node_ids(_load(tmp_path).index))
+
+
+def test_a_load_waits_a_bounded_time_for_a_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _build(tmp_path)
+    monkeypatch.setattr(writer_lock, "READ_WAIT_S", 0.2)
+    holder = _child(_LOCK_HOLDER, str(tmp_path), "switching")  # a writer stuck mid-switch
+    try:
+        assert _line(holder) == "HELD"
+        with pytest.raises(IndexBusyError, match="being switched to a new persist"):
+            _load(tmp_path)
+        _go_on(holder)
+        holder.wait(timeout=TIMEOUT_S)
+    finally:
+        _end(holder)
+    assert len(index_node_ids(_load(tmp_path).index)) == N

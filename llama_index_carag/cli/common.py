@@ -118,8 +118,13 @@ def _load_retriever(args: argparse.Namespace, stages: Stages | None = None) -> A
             model = resolve_embed_model(name)
     with stages.stage(f"loading the index {folder}"):
         retriever = ContextAwareRetriever.from_persist_dir(folder, embed_model=model)
-    changes = _setting_args(args, alpha="alpha", delta="delta", soi_min_size="soi_min_size", similarity_top_k="k")
+    changes = retrieval_overrides(args)
     return retriever.with_settings(**changes) if changes else retriever
+
+
+def retrieval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The retrieval settings given on the command line (``--alpha``, ``--delta``, ``--soi-min-size``, ``--k``)."""
+    return _setting_args(args, alpha="alpha", delta="delta", soi_min_size="soi_min_size", similarity_top_k="k")
 
 
 def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:

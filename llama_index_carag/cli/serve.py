@@ -1,7 +1,9 @@
 """``carag serve``: the HTTP API and chat page over an index (arguments and server in :mod:`llama_index_carag.serve.command`).
 
 By default the LLM runs in supervised worker processes (:mod:`llama_index_carag.serve.llm_pool`), so a
-native crash of the model costs a restart, not the server; ``--llm-in-process`` loads it here instead.
+native crash of the model costs a restart, not the server; ``--llm-in-process`` loads it here instead.  The
+index is loaded again when another process persists it (:mod:`llama_index_carag.serve.reload`), with the same
+retrieval options (:func:`reload_retriever`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from llama_index_carag.cli.common import CLIError, _llm, _load_retriever
+from llama_index_carag.cli.common import CLIError, _llm, _load_retriever, retrieval_overrides
 from llama_index_carag.verifier.model import index_verifier
 
 
@@ -36,15 +38,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:  # fails fast, before the models load
         raise CLIError(str(exc)) from None
     pool = None
+    make_app = partial(create_app, token=token, reload_index=partial(reload_retriever, args))
     try:
         if args.no_llm:
             retriever, name = _load_retriever(args), None
-            app = create_app(retriever, settings=settings, token=token)
+            app = make_app(retriever, settings=settings)
         elif args.llm_in_process:
-            retriever, app, name = _in_process(args, settings, partial(create_app, token=token))
+            retriever, app, name = _in_process(args, settings, make_app)
         else:
             retriever, pool = _with_workers(args, settings)
-            app, name = create_app(retriever, settings=settings, llm_pool=pool, token=token), pool.info["name"]
+            app, name = make_app(retriever, settings=settings, llm_pool=pool), pool.info["name"]
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         workers = "" if pool is None else f" in {settings.llm_workers} worker process(es)"
@@ -70,6 +73,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pool.close()
         sock.close()
     return 0
+
+
+def reload_retriever(args: argparse.Namespace, served: Any) -> Any:
+    """``--index`` loaded again for a reload of the server: on the served retriever's encoder, with the same
+    retrieval options as at start (``--alpha``, ``--k``, ...) over the settings persisted now."""
+    from llama_index_carag.retrieval.retriever import ContextAwareRetriever
+
+    retriever = ContextAwareRetriever.from_persist_dir(args.index, embed_model=served.embed_model)
+    changes = retrieval_overrides(args)
+    return retriever.with_settings(**changes) if changes else retriever
 
 
 def _in_process(args: argparse.Namespace, settings: Any, create_app: Any) -> tuple[Any, Any, str]:

@@ -12,10 +12,16 @@ makes the set atomic:
 3. the files are moved in with ``os.replace`` (same file system: no copy), then the deletions, then the
    record and the staging folder go.
 
+Steps 2 and 3, the *switch*, run under the folder's exclusive lock
+(:func:`~llama_index_carag.core.writer_lock.switching`): a load holds it shared while it reads the folder
+(:func:`~llama_index_carag.core.writer_lock.reading`), so it reads the whole old version or the whole new one and
+no file is deleted under it.  A switch that cannot have the lock in time is not made (``IndexBusyError``; the
+staged files are dropped, the folder is as it was).
+
 :func:`roll_forward` finishes a commit whose record exists (moving what is still staged; every step can be
-repeated).  Readers call it before they read the folder, so a crash at any point leaves either the whole old
-version or the whole new one; a staging folder without a record (and a record's temporary file whose write was
-killed) is deleted by the next writer.
+repeated, and two processes may run it at once).  Readers call it before they read the folder, so a crash at any
+point leaves either the whole old version or the whole new one; a staging folder without a record (and a
+record's temporary file whose write was killed) is deleted by the next writer.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from llama_index_carag.core.atomic import atomic_write_text, fsync_dir, fsync_file
+from llama_index_carag.core.writer_lock import IndexBusyError, switching
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +59,9 @@ def replace_files(
         last: relative paths moved after every other file, in this order (a manifest that names the others).
 
     A failure in ``write`` leaves ``folder`` untouched (the staging folder is removed).
+
+    Raises:
+        IndexBusyError: loads read the folder for all of ``SWITCH_WAIT_S``: nothing was moved in.
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
@@ -68,9 +78,14 @@ def replace_files(
     for relative in {*ordered, *deletes}:  # a corrupt record must not move or delete outside the folder
         _inside(target, relative)
     _sync_tree(staging)
-    atomic_write_text(target / RECORD, json.dumps({"moves": ordered, "deletes": deletes}, indent=1))
-    fsync_dir(target)
-    roll_forward(target)
+    try:
+        with switching(target):  # no load reads the folder while its files are switched
+            atomic_write_text(target / RECORD, json.dumps({"moves": ordered, "deletes": deletes}, indent=1))
+            fsync_dir(target)
+            roll_forward(target)
+    except IndexBusyError:  # the switch was not made: the staged files go
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> bool:
@@ -105,14 +120,15 @@ def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> boo
         source, destination = _inside(staging, relative), _inside(target, relative)
         if source.is_file():  # not yet moved
             destination.parent.mkdir(parents=True, exist_ok=True)
-            _move(source, destination)
+            try:
+                _move(source, destination)
+            except FileNotFoundError:  # another reader finishing the same commit moved it first
+                continue
             fsync_dir(destination.parent)
     for relative in deletes:
-        path = _inside(target, relative)
-        if path.is_file():
-            path.unlink()
+        _inside(target, relative).unlink(missing_ok=True)
     fsync_dir(target)
-    record.unlink()
+    record.unlink(missing_ok=True)
     shutil.rmtree(staging, ignore_errors=True)
     logger.info("Committed %d files into %s.", len(moves), target)
     return True

@@ -32,7 +32,8 @@ import io
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,19 @@ def persist_state(directory: str | os.PathLike[str], info: Mapping[str, Any], ar
     return Path(directory) / MANIFEST_NAME
 
 
-def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:
-    """:func:`persist_state`, returning the new manifest's SHA-256 (the token a journal names as its base)."""
+def write_state(
+    directory: str | os.PathLike[str],
+    info: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    *,
+    switch: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> str:
+    """:func:`persist_state`, returning the new manifest's SHA-256 (the token a journal names as its base).
+
+    ``switch()`` is held while the manifest is replaced and the old arrays deleted (the folder's
+    :func:`~llama_index_carag.core.writer_lock.switching`, so that no load reads them meanwhile); if it raises,
+    the new arrays stay unnamed until the next write deletes them.
+    """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, dict[str, Any]] = {}
@@ -107,13 +119,14 @@ def write_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arra
         raise TypeError(f"State info is not JSON-serialisable: {exc}") from None
     manifest_path = folder / MANIFEST_NAME
     raw = text.encode("utf-8")
-    atomic_write_bytes(manifest_path, raw)
-    fsync_dir(folder)
-    for stale in stale_state_files(folder, {meta["file"] for meta in files.values()}):
-        try:
-            stale.unlink(missing_ok=True)
-        except OSError:
-            logger.debug("Could not remove stale state file %s", stale)
+    with switch():
+        atomic_write_bytes(manifest_path, raw)
+        fsync_dir(folder)
+        for stale in stale_state_files(folder, {meta["file"] for meta in files.values()}):
+            try:
+                stale.unlink(missing_ok=True)
+            except OSError:
+                logger.debug("Could not remove stale state file %s", stale)
     logger.info("Saved CARAG state to %s (%d arrays)", folder, len(files))
     return hashlib.sha256(raw).hexdigest()
 

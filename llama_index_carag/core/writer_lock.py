@@ -15,10 +15,18 @@ takes :data:`LOCK_NAME` in the folder with ``flock(LOCK_EX | LOCK_NB)``:
   :mod:`~llama_index_carag.retrieval.shared_index`).  A child forked while the lock is held shares it with its
   parent; releasing it there only closes the child's copy.
 
-Readers take nothing: loading and querying never wait for the writer, and a folder on a read-only file system
-can be read.  ``flock`` is advisory and local: it does not protect a folder on a network file system that
-lacks it (NFS without ``local_lock``), and on a platform without ``fcntl`` (Windows) nothing is enforced (a
-warning says so once).
+Readers never wait for the writer's edits.  They wait only for a *switch*: the moment a full persist moves its new
+files into the folder and deletes the old ones (:func:`~llama_index_carag.core.commit.replace_files`).  A load
+holds the folder itself (the directory, no file is created) with ``flock(LOCK_SH)`` while it reads its files
+(:func:`reading`); a switch holds it with ``LOCK_EX`` (:func:`switching`).  So a load reads the old persist or
+the new one, never a mix, and never a file deleted under it.  Both waits are bounded: a load waits at most
+:data:`READ_WAIT_S` for a switch (renames and deletions, milliseconds), a switch at most :data:`SWITCH_WAIT_S`
+for the loads in progress; past it the switch is not made (:class:`IndexBusyError`, the folder as it was).  A
+folder on a read-only file system is read without the lock (no writer can switch it).
+
+``flock`` is advisory and local: it does not protect a folder on a network file system that lacks it (NFS
+without ``local_lock``), and on a platform without ``fcntl`` (Windows) nothing is enforced (a warning says so
+once).
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,10 @@ logger = logging.getLogger(__name__)
 
 #: The lock file inside an index folder.
 LOCK_NAME = ".carag-writer.lock"
+#: A load waits at most this long (seconds) for a switch in progress (:func:`reading`).
+READ_WAIT_S = 30.0
+#: A switch waits at most this long (seconds) for the loads in progress (:func:`switching`).
+SWITCH_WAIT_S = 60.0
 
 
 class IndexBusyError(RuntimeError):
@@ -188,3 +202,84 @@ def release_all(owner: str) -> None:
         folders = [key for key, held in _HELD.items() if owner in held.owners]
     for folder in folders:
         release_writer(folder, owner)
+
+
+# ------------------------------------------------------------------------------- loads and switches
+@contextmanager
+def reading(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """While a load reads ``folder``'s files: the folder's shared lock (any number of loads at once), so that no
+    switch moves a new persist in or deletes the old one's files meanwhile.
+
+    Raises:
+        IndexBusyError: a switch held the folder for :data:`READ_WAIT_S` (a writer stuck mid-commit).
+    """
+    fd = _open_folder(folder)
+    try:
+        if fd is not None and not _flock(fd, "LOCK_SH", READ_WAIT_S):
+            raise IndexBusyError(
+                f"{_key(folder)} is being switched to a new persist by another process for over {READ_WAIT_S:g} s "
+                f"(its writer may be stuck: {_describe(writer_holder(folder))}); load it again later."
+            )
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # the lock goes with the descriptor
+
+
+@contextmanager
+def switching(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Around a switch of ``folder`` (a commit's moves and deletions): its exclusive lock, once no load reads it.
+
+    Raises:
+        IndexBusyError: loads held the folder for :data:`SWITCH_WAIT_S`: nothing was switched (persist again).
+    """
+    fd = _open_folder(folder)
+    try:
+        if fd is not None and not _flock(fd, "LOCK_EX", SWITCH_WAIT_S):
+            raise IndexBusyError(
+                f"{_key(folder)} was being loaded by other processes for over {SWITCH_WAIT_S:g} s: the persist "
+                "was not committed (the folder is as it was, the edits are still in memory); persist again."
+            )
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_folder(folder: str | os.PathLike[str]) -> int | None:
+    """A descriptor of the folder to lock, or ``None`` where it cannot be locked (no ``fcntl``, no folder yet)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return None
+    try:
+        return os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:  # a missing folder: the load reports it
+        logger.debug("Cannot open %s to lock it: %s", folder, exc)
+        return None
+
+
+def _flock(fd: int, kind: str, wait_s: float) -> bool:
+    """Take ``fcntl.<kind>`` on ``fd``, waiting at most ``wait_s``; ``False`` when it is still held elsewhere then.
+
+    A file system without ``flock`` on folders (some network ones) is read and switched without it.
+    """
+    assert fcntl is not None
+    flag = getattr(fcntl, kind) | fcntl.LOCK_NB
+    deadline, pause, waited = time.monotonic() + wait_s, 0.005, False
+    while True:
+        try:
+            fcntl.flock(fd, flag)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            logger.debug("No lock on this folder (%s): loads and switches are not kept apart.", exc)
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if not waited:
+            waited = True
+            what = "a switch of the folder to end" if kind == "LOCK_SH" else "the loads reading the folder to end"
+            logger.info("Waiting up to %g s for %s.", wait_s, what)
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, 0.1)

@@ -37,6 +37,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from llama_index_carag.core.context import ThematicContext
 from llama_index_carag.core.soi import SubsetOfInterest
+from llama_index_carag.core.writer_lock import reading
 from llama_index_carag.datasets import CLAIM_KEY, THEME_KEY
 from llama_index_carag.ranking.assembly import default_sources, settings_scorers, term_details
 from llama_index_carag.ranking.sources import CandidateSource
@@ -468,6 +469,11 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         """
         return self._shared.changed_elsewhere()
 
+    @property
+    def persist_dir(self) -> Path | None:
+        """The folder this retriever's index was loaded from or last persisted to (``None``: neither)."""
+        return self._shared.folder
+
     def _maybe_sync(self) -> None:
         self._shared.poll()  # another process's edits: a warning (at most one check a second)
         size = updates.store_size(self._index)
@@ -547,23 +553,28 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         reloaded on that docstore, and :meth:`reconcile_docstore` then applies the edits made after the last
         ``persist`` (a process killed mid-insert leaves them in the docstore only).
 
+        The folder's files are read under its shared lock (a full persist from another process waits to switch
+        them: :func:`~llama_index_carag.core.writer_lock.reading`), so the load gets one persist whole.
+
         Raises:
             StateError: no state, a corrupt/tampered file, a state that does not
                 match the index (other nodes, other embed model or dimension), or
                 settings this version cannot read (re-fit then).
+            IndexBusyError: a full persist held the folder past ``READ_WAIT_S`` (a writer stuck mid-commit).
         """
         from llama_index_carag.retrieval import state
 
         folder = Path(persist_dir)
-        stamp = load_stamp(folder, STATE_SUBDIR)  # before reading: a persist meanwhile reads as a change
-        corpus, settings, model, token = state.from_persist_dir(folder / STATE_SUBDIR, index, embed_model)
-        retriever = cls(
-            corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
-        )
-        shared = retriever._shared
-        # the journal's edits are in a DuckDB/Redis docstore already: replayed into this process's vectors only
-        with shared.paused():
-            state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
+        with reading(folder):  # no full persist switches the folder's files while they are read
+            stamp = load_stamp(folder, STATE_SUBDIR)  # before reading: a journal appended meanwhile reads as a change
+            corpus, settings, model, token = state.from_persist_dir(folder / STATE_SUBDIR, index, embed_model)
+            retriever = cls(
+                corpus.index, corpus, settings, embed_model=model, callback_manager=callback_manager, verbose=verbose
+            )
+            shared = retriever._shared
+            # the journal's edits are in a DuckDB/Redis docstore already: replayed into this process's vectors only
+            with shared.paused():
+                state.replay_into(retriever, folder, folder / STATE_SUBDIR, token, bind=index is None)
         retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash, a writer)
         shared.bind(folder, STATE_SUBDIR, stamp)
         return retriever

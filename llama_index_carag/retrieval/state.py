@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +32,7 @@ from llama_index_carag.core.persistence import (
     stale_state_files,
     write_state,
 )
+from llama_index_carag.core.writer_lock import switching
 from llama_index_carag.models.resolve import embed_model_name
 from llama_index_carag.ranking.assembly import table_type
 from llama_index_carag.ranking.fitted_table import TableCorpus
@@ -95,13 +98,23 @@ def get_state(
     return info, {**arrays, **table_arrays}
 
 
-def persist(folder: Path, corpus: FittedCorpus, settings: CaragSettings, embed_model: BaseEmbedding) -> str:
-    """Write :func:`get_state` into ``folder`` as one atomic state (a full base: any journal is dropped).
+def persist(
+    folder: Path,
+    corpus: FittedCorpus,
+    settings: CaragSettings,
+    embed_model: BaseEmbedding,
+    *,
+    index_folder: Path | None = None,
+) -> str:
+    """Write :func:`get_state` into ``folder`` as one atomic state (a full base: any journal is dropped); with
+    ``index_folder`` (the folder loads read), its manifest is switched under that folder's
+    :func:`~llama_index_carag.core.writer_lock.switching`.
 
     Returns:
         the SHA-256 of the new manifest (the token a journal names as its base).
     """
-    return write_state(folder, *get_state(corpus, settings, embed_model))
+    switch = nullcontext if index_folder is None else partial(switching, index_folder)
+    return write_state(folder, *get_state(corpus, settings, embed_model), switch=switch)
 
 
 def get_tables_state(tables: dict[str, FittedTable]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -311,7 +324,7 @@ def persist_retriever(retriever: Persistable, folder: Path, subdir: str, persist
         return state_folder
     journal.invalidate()  # from here on the folder holds neither the old base nor the new one
     if not persist_index:
-        persist(state_folder, corpus, settings, retriever.embed_model)  # the state alone: one atomic manifest
+        persist(state_folder, corpus, settings, retriever.embed_model, index_folder=folder)  # one atomic manifest
         return state_folder
     tokens: list[str] = []
 

@@ -5,8 +5,10 @@ token (:mod:`.access`) every one but ``/healthz`` and ``/login`` answers 401 wit
 
 * ``GET /`` — the chat page (self-contained: its own JS/CSS and plotly.js from the ``plotly`` package).
 * ``GET /healthz`` — ``{"status": "ok"}``.
-* ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits, and
-  ``llm_state`` (the LLM worker processes: ``{"workers": [{"pid", "state", "restarts", "busy"}]}``).
+* ``GET /v1/info`` — version, schema version, retrieval mode, k, index size, LLM name, limits,
+  ``llm_state`` (the LLM worker processes: ``{"workers": [{"pid", "state", "restarts", "busy"}]}``) and
+  ``index`` (the copy served: ``{"folder", "loaded_at", "reloads", "reload_interval_s", "reloading", "behind",
+  "last_error"}``, :mod:`.reload`).
 * ``GET /v1/schema/check-result`` — JSON Schema of the check result.
 * ``GET /openapi.json`` — the OpenAPI description (no ``/docs``: Swagger UI would need a CDN).
 * ``POST /v1/check`` ``{"claim"}`` — a :class:`~llama_index_carag.verdicts.check.CheckResult` (``carag check --json``).
@@ -43,6 +45,7 @@ from llama_index_carag.serve.access import AccessMiddleware
 from llama_index_carag.serve.bulk import bulk_routes
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from llama_index_carag.serve.reload import IndexReloader, reload_from_folder
 from llama_index_carag.serve.schemas import (
     ChatTurnOut,
     ClaimRequest,
@@ -70,6 +73,7 @@ def create_app(
     clock: Callable[[], float] | None = None,
     llm_pool: Any | None = None,
     token: str | None = None,
+    reload_index: Callable[[Any], Any] | None = None,
 ) -> FastAPI:
     """The HTTP API and chat page over one retriever.
 
@@ -87,14 +91,22 @@ def create_app(
             run in its worker processes (leave ``synthesizer``, ``stream_synthesizer`` and ``llm`` None);
             while no worker is ready they get 503 ``llm_unavailable``; chat sessions stay here.
         token: the access token every path but ``/healthz`` and ``/login`` needs (:mod:`.access`); ``None``: open.
+        reload_index: ``reload_index(served retriever)`` loads the index again when another process changed it
+            (checked at most every ``settings.reload_interval_s`` on requests: :mod:`.reload`); ``None``: the
+            retriever's ``persist_dir`` loaded again on its encoder and settings, or no reload for a retriever
+            without a folder.
     """
     settings = settings or ServeSettings()
     if llm_pool is not None:
         synthesizer, stream_synthesizer, llm = _remote(llm_pool, synthesizer, stream_synthesizer, llm)
-    checker = ClaimChecker(retriever, synthesizer, stream_synthesizer)
+    if reload_index is None and getattr(retriever, "persist_dir", None) is not None:
+        reload_index = reload_from_folder
+    reloader = IndexReloader(
+        ClaimChecker(retriever, synthesizer, stream_synthesizer), reload_index, settings.reload_interval_s
+    )
     engine = CheckEngine(
-        checker,
-        None if llm is None else _bot_factory(checker, llm),
+        reloader,
+        None if llm is None else _bot_factory(reloader.current, llm),
         settings,
         llm_gate=None if llm_pool is None else llm_pool.check_available,
     )
@@ -118,15 +130,17 @@ def create_app(
     return app
 
 
-def _bot_factory(checker: ClaimChecker, llm: Any) -> Callable[[], Any]:
-    """A new ``FactCheckChatBot`` per session: the server's checks, ``llm`` condensing follow-ups."""
+def _bot_factory(current: Callable[[], ClaimChecker], llm: Any) -> Callable[[], Any]:
+    """A new ``FactCheckChatBot`` per session: the server's checks (``current()``: the index as last loaded),
+    ``llm`` condensing follow-ups."""
     from llama_index_carag.verdicts.chat import FactCheckChatBot
 
-    if checker.synthesizer is None:  # chat without /v1/check verdicts: the bot's own synthesizer on llm
+    own = None
+    if current().synthesizer is None:  # chat without /v1/check verdicts: the bot's own synthesizer on llm
         from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
-        checker = replace(checker, synthesizer=FactCheckSynthesizer(llm))
-    return lambda: FactCheckChatBot(checker, llm)
+        own = FactCheckSynthesizer(llm)
+    return lambda: FactCheckChatBot(current() if own is None else replace(current(), synthesizer=own), llm)
 
 
 def _remote(pool: Any, *given: Any) -> tuple[Any, Any, Any]:
@@ -152,6 +166,7 @@ def _api_routes(
 
     @app.get("/v1/info", response_model=InfoOut)
     def info() -> InfoOut:
+        engine.reloader.poll()  # a monitor's call keeps an idle server's copy fresh too
         r = engine.retriever
         return InfoOut(
             version=_version(),
@@ -162,6 +177,7 @@ def _api_routes(
             llm=llm_name,
             limits=settings.public(),
             llm_state=None if llm_state is None else llm_state(),
+            index=engine.reloader.status(),
         )
 
     @app.get("/v1/schema/check-result")

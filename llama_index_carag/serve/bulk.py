@@ -54,7 +54,7 @@ from llama_index_carag.verdicts.bulk import (
     find_claims,
     text_check_result_json_schema,
 )
-from llama_index_carag.verdicts.check import CheckResult, error_body
+from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, error_body
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +112,11 @@ async def find_text_claims(text: str, settings: ServeSettings) -> ClaimsInText:
     return found
 
 
-async def _check(engine: CheckEngine, claim: str) -> CheckResult:
-    """``POST /v1/check``'s check of ``claim``; a bug (not an :class:`ApiError`) is logged and becomes
-    ``internal_error``, the failure of this claim alone."""
+async def _check(engine: CheckEngine, claim: str, checker: ClaimChecker) -> CheckResult:
+    """``POST /v1/check``'s check of ``claim`` on ``checker`` (the one the stream started with); a bug (not an
+    :class:`ApiError`) is logged and becomes ``internal_error``, the failure of this claim alone."""
     try:
-        return await engine.check(claim)
+        return await engine.check(claim, checker)
     except ApiError:
         raise
     except Exception as exc:
@@ -126,6 +126,7 @@ async def _check(engine: CheckEngine, claim: str) -> CheckResult:
 
 async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
     """The events of ``/v1/check-text`` for the claims ``found`` in a text (see the module docstring)."""
+    checker = engine.checker  # every claim on the index as it was when the stream started
     yield (
         "claims",
         {
@@ -138,7 +139,7 @@ async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
         },
     )
     outcomes: list[TextOutcome] = []
-    async for outcome in atext_checks(lambda text: _check(engine, text), found):
+    async for outcome in atext_checks(lambda text: _check(engine, text, checker), found):
         event = "claim" if isinstance(outcome, TextClaim) else "claim_error"
         yield event, {"index": len(outcomes), **outcome.model_dump(mode="json")}
         outcomes.append(outcome)
@@ -147,9 +148,10 @@ async def text_events(engine: CheckEngine, found: ClaimsInText) -> Events:
 
 async def batch_events(engine: CheckEngine, claims: list[Any]) -> Events:
     """The events of ``/v1/check-batch`` for the request's ``claims`` (see the module docstring)."""
+    checker = engine.checker  # every claim on the index as it was when the stream started
 
     async def check(item: BatchClaim) -> CheckResult:
-        return await _check(engine, _batch_claim(engine, item.claim, item.line - 1))
+        return await _check(engine, _batch_claim(engine, item.claim, item.line - 1), checker)
 
     outcomes: list[Outcome] = []
     async for item, outcome in abatch_outcomes(check, claims):

@@ -60,12 +60,7 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         default=d.max_pending,
         help=f"requests admitted at once before 503 (default {d.max_pending})",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=d.request_timeout_s,
-        help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})",
-    )
+    _add_durations(p)
     p.add_argument(
         "--max-client-requests",
         type=positive_int("--max-client-requests"),
@@ -74,6 +69,25 @@ def add_serve_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str]
         "at least 1)",
     )
     _add_size_limits(p, positive_int)
+
+
+def _add_durations(p: argparse.ArgumentParser) -> None:
+    """The request timeout and the index's reload interval."""
+    d = ServeSettings()
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=d.request_timeout_s,
+        help=f"seconds before a request gets 504 (default {d.request_timeout_s:g})",
+    )
+    p.add_argument(
+        "--reload-interval",
+        type=float,
+        metavar="SECONDS",
+        default=d.reload_interval_s,
+        help="look for another process's persist of the index at most this often (on requests) and load it "
+        f"again; requests in flight finish on the old copy (default {d.reload_interval_s:g}; 0: never)",
+    )
 
 
 def _add_access_arguments(p: argparse.ArgumentParser) -> None:
@@ -116,6 +130,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         llm_workers=args.llm_workers,
         max_pending=args.max_pending,
         request_timeout_s=args.timeout,
+        reload_interval_s=args.reload_interval or None,
         max_sessions=args.max_sessions,
         max_claim_chars=args.max_claim_chars,
         max_message_chars=args.max_claim_chars,

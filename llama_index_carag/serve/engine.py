@@ -3,7 +3,9 @@
 Retrieval and LLM calls are blocking (local models), so each runs on a worker
 thread; ``retrieval_workers`` and ``llm_workers`` bound how many run at once,
 ``max_pending`` bounds how many requests may wait, and ``request_timeout_s``
-bounds how long one may take.  With the LLM in worker processes
+bounds how long one may take.  Each request runs on the checker current when it started
+(:class:`~llama_index_carag.serve.reload.IndexReloader`: the index may be reloaded meanwhile).  With the LLM in
+worker processes
 (:mod:`~llama_index_carag.serve.llm_pool`), ``llm_gate`` answers 503 ``llm_unavailable`` before
 any work while no worker is ready, and a worker dying mid-call gives the same 503.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -22,6 +25,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.serve.errors import ApiError
 from llama_index_carag.serve.llm_pool import LLMUnavailable
+from llama_index_carag.serve.reload import IndexReloader
 from llama_index_carag.serve.settings import ServeSettings
 from llama_index_carag.verdicts.check import CheckResult, ClaimChecker, EvidenceRow, Retrieved, error_body
 
@@ -35,8 +39,9 @@ class CheckEngine:
     """Runs checks for the app.
 
     Args:
-        checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker`: the retriever, the
-            synthesizer of ``/v1/check`` (None: no verdicts) and the streaming one of ``/v1/check/stream``.
+        checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker` (the retriever, the
+            synthesizer of ``/v1/check`` (None: no verdicts) and the streaming one of ``/v1/check/stream``), or
+            the :class:`~llama_index_carag.serve.reload.IndexReloader` that holds the current one.
         bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
         settings: limits.
         llm_gate: raises :class:`~llama_index_carag.serve.llm_pool.LLMUnavailable` while the LLM
@@ -45,22 +50,34 @@ class CheckEngine:
 
     def __init__(
         self,
-        checker: ClaimChecker,
+        checker: ClaimChecker | IndexReloader,
         bot_factory: Callable[[], Any] | None,
         settings: ServeSettings,
         llm_gate: Callable[[], None] | None = None,
     ) -> None:
-        self.checker = checker
-        self.retriever, self.synthesizer = checker.retriever, checker.synthesizer
-        self.stream_synthesizer = checker.stream_synthesizer
+        self.reloader = checker if isinstance(checker, IndexReloader) else IndexReloader(checker)
+        first = self.reloader.current()
+        self.synthesizer, self.stream_synthesizer = first.synthesizer, first.stream_synthesizer  # kept by reloads
         self.bot_factory, self.settings, self.llm_gate = bot_factory, settings, llm_gate
         self.retrieval_limiter = anyio.CapacityLimiter(settings.retrieval_workers)
         self.llm_limiter = anyio.CapacityLimiter(settings.llm_workers)
         self.pending = 0
 
+    @property
+    def checker(self) -> ClaimChecker:
+        """The checker a request starting now runs on (the index as last loaded)."""
+        return self.reloader.current()
+
+    @property
+    def retriever(self) -> Any:
+        """The retriever of :attr:`checker`."""
+        return self.reloader.current().retriever
+
     # ------------------------------------------------------------- admission
     def check_admission(self) -> None:
-        """503 ``busy`` when ``max_pending`` requests are admitted."""
+        """503 ``busy`` when ``max_pending`` requests are admitted; a request admitted may start a reload's look
+        (:meth:`IndexReloader.poll`)."""
+        self.reloader.poll()
         if self.pending >= self.settings.max_pending:
             raise ApiError(
                 503,
@@ -110,24 +127,26 @@ class CheckEngine:
         return what
 
     # ----------------------------------------------------------------- checks
-    async def retrieve(self, claim: str) -> Retrieved:
-        return await self._run(self.retrieval_limiter, self.checker.retrieve, claim)
+    async def retrieve(self, claim: str, checker: ClaimChecker) -> Retrieved:
+        return await self._run(self.retrieval_limiter, checker.retrieve, claim)
 
-    async def _verdict(self, retrieved: Retrieved) -> Response:
+    async def _verdict(self, retrieved: Retrieved, checker: ClaimChecker) -> Response:
         self.require_llm(self.synthesizer)
-        return await self._run(self.llm_limiter, self.checker.verdict, retrieved)
+        return await self._run(self.llm_limiter, checker.verdict, retrieved)
 
-    async def check(self, claim: str) -> CheckResult:
-        """Retrieval, SOI and (with a synthesizer) the verdict; 504 past the timeout, 502 if the LLM fails."""
+    async def check(self, claim: str, checker: ClaimChecker | None = None) -> CheckResult:
+        """Retrieval, SOI and (with a synthesizer) the verdict, on ``checker`` (default: the current one); 504
+        past the timeout, 502 if the LLM fails."""
+        checker = self.checker if checker is None else checker
         if self.synthesizer is not None:
             self.check_llm()
         try:
             with self._timeout():
-                retrieved = await self.retrieve(claim)
+                retrieved = await self.retrieve(claim, checker)
                 response = None
                 if self.synthesizer is not None:
-                    response = await _llm_step(self._verdict(retrieved))
-                return self.checker.result(retrieved, response)
+                    response = await _llm_step(self._verdict(retrieved, checker))
+                return checker.result(retrieved, response)
         except TimeoutError:
             raise ApiError(504, "timeout", f"the check took over {self.settings.request_timeout_s:g} s") from None
 
@@ -137,18 +156,19 @@ class CheckEngine:
         The deadline is checked around each wait, never across a ``yield``.
         """
         deadline = anyio.current_time() + self.settings.request_timeout_s
+        checker = self.checker
         try:
-            retrieved = await _before(deadline, self.retrieve(claim))
-            yield "evidence", self.checker.result(retrieved).to_json_dict()
+            retrieved = await _before(deadline, self.retrieve(claim, checker))
+            yield "evidence", checker.result(retrieved).to_json_dict()
             response = None
             if self.stream_synthesizer is not None:
                 async with self.llm_limiter:  # held for the whole generation
-                    stream = self.checker.stream
+                    stream = checker.stream
                     response = await _before(deadline, _llm_step(self._thread(stream, retrieved)))
                     gen = response.response_gen
                     while (delta := await _before(deadline, _llm_step(self._thread(next, gen, _END)))) is not _END:
                         yield "token", {"text": delta}
-            result = self.checker.result(retrieved, response)
+            result = checker.result(retrieved, response)
             if result.verdict is not None:
                 yield "verdict", result.verdict.model_dump(mode="json")
             yield "done", result.to_json_dict()
@@ -173,8 +193,11 @@ class CheckEngine:
 
     # ------------------------------------------------------------------- chat
     async def chat_turn(self, bot: Any, message: str, turn: int) -> dict[str, Any]:
-        """Ask ``bot`` one message; the turn as JSON."""
+        """Ask ``bot`` one message, on the index as last loaded; the turn as JSON."""
         self.check_llm()
+        retriever = self.retriever
+        if bot.checker.retriever is not retriever:  # a session outlives reloads: each turn takes the current copy
+            bot.checker = replace(bot.checker, retriever=retriever)
         try:
             with self._timeout():
                 answer = await _llm_step(self._run(self.llm_limiter, bot.ask, message))

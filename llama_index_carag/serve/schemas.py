@@ -87,3 +87,9 @@ class InfoOut(BaseModel):
         description='the LLM worker processes: {"workers": [{"pid", "state": "ready|starting|dead", '
         '"restarts", "busy"}]}; None when the LLM runs in the server process',
     )
+    index: dict[str, Any] | None = Field(
+        None,
+        description='the copy of the index served: {"folder", "loaded_at" (UTC, ISO 8601), "reloads" (0: the copy '
+        'loaded at start), "reload_interval_s" (None: no reload), "reloading", "behind" (what another writer '
+        'changed since, as last seen), "last_error" (of the last reload, if it failed)}',
+    )

@@ -63,6 +63,15 @@ class ServeSettings(BaseModel):
         "gets 429 too_many_requests; None: no per-client limit (carag serve sets one)",
     )
 
+    reload_interval_s: float | None = Field(
+        5.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="look for another process's persist (or shared docstore edit) at most this often, on "
+        "requests, and load the index again when there is one; requests in flight finish on the old copy; "
+        "None: never reload",
+    )
+
     def __init__(self, **limits: Any) -> None:
         try:
             super().__init__(**limits)
@@ -74,13 +83,13 @@ class ServeSettings(BaseModel):
                 )
             ) from None
 
-    @field_validator("request_timeout_s", "session_ttl_s", mode="before")
+    @field_validator("request_timeout_s", "session_ttl_s", "reload_interval_s", mode="before")
     @classmethod
     def _seconds_not_bool(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError("a number of seconds, not a bool")
         return value
 
-    def public(self) -> dict[str, float | int]:
+    def public(self) -> dict[str, float | int | None]:
         """The limits as a JSON dict (``GET /v1/info``)."""
         return self.model_dump()
