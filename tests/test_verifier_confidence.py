@@ -91,6 +91,13 @@ def test_an_explanation_never_sounds_surer_than_its_label():
     assert tempered.startswith("More likely than not: ")
     assert "clearly" not in tempered and "proves" not in tempered and "suggests" in tempered and "[1]" in tempered
     assert temper_explanation(text, SURE) == text and temper_explanation(text, None) == text
+    linked = "Passage [1] directly links ultra-processed food to obesity. This supports the claim."
+    assert temper_explanation(linked, 0.81) == (
+        "Likely: Passage [1] links ultra-processed food to obesity. This appears to support the claim."
+    )
+    assert temper_explanation("It refutes and contradicts it.", 0.6).endswith(
+        "appears to refute and appears to contradict it."
+    )
     assert confidence_words(0.93) == "very likely, 93%" and confidence_words(None) == ""
 
 
