@@ -70,7 +70,7 @@ def test_check_claims_yields_in_order_and_bad_claims_as_errors(checker):
         "TypeError"
     )
     assert {records[i]["error"]["code"] for i in (1, 2, 3)} == {"invalid_claim"}  # the one error shape
-    assert records[2]["claim"] == "42"
+    assert records[2]["claim"] == 42  # as sent (JSON holds it)
     good = records[0]
     assert set(good) == RESULT_KEYS and good["claim"] == CLAIMS[0] and good["verdict"] is None
     assert {k: v for k, v in good.items() if k not in ("line", "id")} == checker.check(CLAIMS[0]).to_json_dict()
