@@ -187,7 +187,7 @@ def test_conversation_in_the_browser(server, browser, tmp_path):
     assert chat["state"] == "done" and chat["status"] == "turn 2"
     assert [m.split("|")[0] for m in chat["messages"]] == ["msg user", "msg bot", "msg user", "msg bot"]
     assert re.match(
-        r"msg bot\|REFUTED \(\d+%\): (?:(?:Likely|More likely than not): )?Passage \[1\] contradicts",
+        r"msg bot\|REFUTED \(\d+%\): (?:(?:Likely|More likely than not): )?Passage \[1\] (?:appears to contradict|contradicts)",
         chat["messages"][1],
     )
     keep_screenshot(browser, tmp_path, "serve_chat.png")
