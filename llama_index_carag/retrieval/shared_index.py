@@ -256,7 +256,10 @@ class SharedIndex:
         for kind, text in changes:
             if kind not in self._warned:
                 self._warned.add(kind)
-                logger.warning("%s Reload it (ContextAwareRetriever.from_persist_dir) to serve them.", text)
+                logger.warning(
+                    "%s Reload it (ContextAwareRetriever.from_persist_dir) to serve them; carag serve does so itself.",
+                    text,
+                )
 
 
 _SHARED: weakref.WeakKeyDictionary[VectorStoreIndex, SharedIndex] = weakref.WeakKeyDictionary()
