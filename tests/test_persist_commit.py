@@ -10,8 +10,8 @@ import pytest
 
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.core import commit
-from llama_index_carag.core.commit import RECORD, STAGING, replace_files, roll_forward
-from llama_index_carag.core.writer_lock import LOCK_NAME
+from llama_index_carag.core.commit import RECORD, STAGING_PREFIX, is_bookkeeping, replace_files, roll_forward
+from llama_index_carag.core.writer_lock import SWITCH_INTENT_NAME, hold_folder
 from tests.helpers import planted_corpus
 from tests.test_persist_journal import _assert_same, _fitted, _new_nodes
 
@@ -39,7 +39,13 @@ def _crash_after(monkeypatch, k: int) -> None:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """The folder's content (its switch-intent lock file left out)."""
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != SWITCH_INTENT_NAME)
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in files}
+
+
+def _stagings(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob(f"{STAGING_PREFIX}*"))
 
 
 def _write(files: dict[str, str], deletes: list[str] = ()):
@@ -77,7 +83,7 @@ def test_a_crash_mid_commit_is_rolled_forward(tmp_path, monkeypatch, k):
     assert (tmp_path / RECORD).is_file()  # committed: the new version is the one a reader gets
     monkeypatch.undo()
     assert roll_forward(tmp_path)
-    assert _files(tmp_path) == new and not (tmp_path / STAGING).exists()
+    assert _files(tmp_path) == new and not _stagings(tmp_path)
     assert not roll_forward(tmp_path)  # done once
 
 
@@ -94,21 +100,55 @@ def test_a_failure_before_the_commit_leaves_the_folder_as_it_was(tmp_path):
 
 
 def test_a_staging_folder_without_a_commit_is_left_to_the_next_writer(tmp_path):
-    (tmp_path / STAGING).mkdir()
-    (tmp_path / STAGING / "a.json").write_text("a write that never committed (or still running)")
-    assert not roll_forward(tmp_path) and (tmp_path / STAGING).exists()  # a reader leaves it
+    dead = tmp_path / f"{STAGING_PREFIX}dead"
+    dead.mkdir()
+    (dead / "a.json").write_text("a write that never committed")
+    assert not roll_forward(tmp_path) and dead.exists()  # a load leaves it
     replace_files(tmp_path, _write({"b.json": "b"}))
-    assert _files(tmp_path) == {"b.json": "b"}
+    assert _files(tmp_path) == {"b.json": "b"} and not _stagings(tmp_path)
+
+
+def test_a_living_writers_staging_folder_is_never_taken_for_a_dead_ones(tmp_path):
+    """Another writer's write in progress (its staging folder held) survives this writer's clean-up and a load
+    finishing a dead writer's commit; only the folder the record names is moved in and removed."""
+    living = tmp_path / f"{STAGING_PREFIX}living"
+    living.mkdir()
+    (living / "x.json").write_text("being written")
+    dead = tmp_path / f"{STAGING_PREFIX}dead"
+    dead.mkdir()
+    (dead / "a.json").write_text("committed a")
+    (tmp_path / RECORD).write_text(json.dumps({"staging": dead.name, "moves": ["a.json"], "deletes": []}))
+    with hold_folder(living):  # a living writer holds its own (another descriptor: another holder to flock)
+        assert roll_forward(tmp_path)  # a load finishes the dead writer's commit
+        assert _files(tmp_path) == {"a.json": "committed a", f"{living.name}/x.json": "being written"}
+        replace_files(tmp_path, _write({"b.json": "b"}))
+        assert _stagings(tmp_path) == [living.name]
+    replace_files(tmp_path, _write({"c.json": "c"}))  # its writer died: dropped now
+    assert _stagings(tmp_path) == [] and _files(tmp_path) == {"a.json": "committed a", "b.json": "b", "c.json": "c"}
+
+
+def test_a_failure_mid_switch_keeps_the_staged_files_for_the_roll_forward(tmp_path, monkeypatch):
+    (tmp_path / "a.json").write_text("old a")
+    _crash_after(monkeypatch, 1)  # an error raised (not a kill): the process goes on
+    with pytest.raises(Crash):
+        replace_files(tmp_path, _write({"a.json": "new a", "b.json": "new b"}))
+    monkeypatch.undo()
+    assert len(_stagings(tmp_path)) == 1 and roll_forward(tmp_path)
+    assert _files(tmp_path) == {"a.json": "new a", "b.json": "new b"}
 
 
 def test_a_record_naming_files_outside_the_folder_is_refused(tmp_path):
     (tmp_path / "outside.txt").write_text("keep me")
     folder = tmp_path / "index"
     folder.mkdir()
-    (folder / RECORD).write_text(json.dumps({"moves": [], "deletes": ["../outside.txt"]}))
+    staging = f"{STAGING_PREFIX}x"
+    (folder / RECORD).write_text(json.dumps({"staging": staging, "moves": [], "deletes": ["../outside.txt"]}))
     with pytest.raises(ValueError, match="not a file inside"):
         roll_forward(folder)
     assert (tmp_path / "outside.txt").read_text() == "keep me"
+    (folder / RECORD).write_text(json.dumps({"staging": "..", "moves": [], "deletes": []}))
+    with pytest.raises(ValueError, match="not a staging folder"):
+        roll_forward(folder)
     (folder / RECORD).write_text("{not json")
     with pytest.raises(ValueError, match="unreadable"):
         roll_forward(folder)
@@ -124,7 +164,8 @@ def test_a_crash_during_a_full_persist_reloads_the_old_or_the_new_persist(corpus
     r.delete_nodes([evidence[3].node_id])
     r.persist(tmp_path / "new", persist_index=True)
     old = ContextAwareRetriever.from_persist_dir(tmp_path / "old", embed_model=emb)
-    n_files = len([p for p in (tmp_path / "new").rglob("*") if p.is_file() and p.name != LOCK_NAME])  # moved files
+    new = tmp_path / "new"
+    n_files = len([p for p in new.rglob("*") if p.is_file() and not is_bookkeeping(p.relative_to(new).as_posix())])
     for k in range(n_files):
         folder = tmp_path / f"crash{k}"
         old.persist(folder, persist_index=True)
@@ -143,5 +184,39 @@ def test_a_crash_during_a_full_persist_reloads_the_old_or_the_new_persist(corpus
     with pytest.raises(Crash):
         r.persist(folder, persist_index=True, compact=True)
     monkeypatch.undo()
-    assert (folder / STAGING).is_dir()  # what the killed persist wrote, never committed
+    assert not (folder / RECORD).exists()  # never committed
     _assert_same(ContextAwareRetriever.from_persist_dir(folder, embed_model=emb), old, claims)
+
+
+def test_a_waiting_switch_holds_new_loads_back(tmp_path):
+    """Loads that keep overlapping cannot starve a switch: once it waits, a new load waits behind it."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from llama_index_carag.core.writer_lock import switching
+
+    code = (
+        "import sys, time\nfrom llama_index_carag.core.writer_lock import reading\n"
+        "with reading(sys.argv[1]):\n    print(time.time(), flush=True)\n    time.sleep(float(sys.argv[2]))\n"
+    )
+    (tmp_path / SWITCH_INTENT_NAME).touch()  # a folder switched before
+    first = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), "1.5"], stdout=subprocess.PIPE, text=True)
+    first.stdout.readline()  # the first load reads the folder now
+    switched: list[float] = []
+
+    def switch() -> None:
+        with switching(tmp_path):
+            switched.append(time.time())
+
+    writer = threading.Thread(target=switch)
+    writer.start()
+    time.sleep(0.3)  # the switch waits for the first load
+    second = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), "0"], capture_output=True, text=True, timeout=60
+    )
+    writer.join(60)
+    first.wait(60)
+    assert second.returncode == 0, second.stderr
+    assert switched and float(second.stdout.split()[0]) >= switched[0]  # the second load came after the switch

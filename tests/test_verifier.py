@@ -169,8 +169,8 @@ def test_a_saved_verifier_round_trips_its_config_and_record(tmp_path):
     assert config.record["domain_check"] == {"claims": 30} and "training" in config.record
     with pytest.raises(ValueError, match="own weights"):
         write_verifier_folder(tmp_path / "v", config.model_copy(update={"weights": "own"}))  # own, none given
-    adapted.save(tmp_path / "v", domain_check={"claims": 30})
-    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == ["verifier.json"]
+    adapted.save(tmp_path / "v", name_shipped=True, domain_check={"claims": 30})
+    assert sorted(p.name for p in (tmp_path / "v").iterdir() if not p.name.startswith(".carag-")) == ["verifier.json"]
     loaded = ClaimVerifier(tmp_path / "v")
     assert loaded.to_config() == config and loaded.weights_dir == SHIPPED_DIR
     assert (loaded.threshold, loaded.refuted_threshold) == (0.7, 0.6) and loaded.fitted_by == "the domain check"
@@ -179,3 +179,27 @@ def test_a_saved_verifier_round_trips_its_config_and_record(tmp_path):
 def test_a_threshold_out_of_range_is_rejected():
     with pytest.raises(ValueError, match="threshold"):
         ClaimVerifier(threshold=1.5)
+
+
+def test_a_verifier_trained_in_place_is_saved_with_its_weights(tmp_path):
+    """Weights are written unless the shipped ones are named on purpose: a model changed in memory is never
+    saved as a config that names the shipped weights (its training lost), and the shipped folder is never
+    overwritten by a config naming itself."""
+    import torch
+
+    verifier = ClaimVerifier()
+    pair = [("The vaccine was approved in 2021.", "Regulators approved the vaccine in 2021.")]
+    before = verifier.pair_probabilities(pair)
+    with torch.no_grad():  # "training" in place: the classifier's bias moves
+        head = [p for n, p in verifier.cross_encoder.model.named_parameters() if n.endswith("bias")][-1]
+        head += torch.tensor([3.0, -3.0, 0.0])
+    changed = verifier.pair_probabilities(pair)
+    assert not np.allclose(before, changed, atol=1e-3)
+    saved = ClaimVerifier(verifier.save(tmp_path / "trained", training={"note": "in place"}))
+    assert saved.weights_dir == tmp_path / "trained" and not saved.shipped_weights
+    assert np.allclose(saved.pair_probabilities(pair), changed, atol=2e-2)  # float16 on disk
+    with pytest.raises(ValueError, match="shipped weights"):
+        ClaimVerifier().save(SHIPPED_DIR, name_shipped=True)
+    with pytest.raises(ValueError, match="weights of its own"):
+        saved.save(tmp_path / "named", name_shipped=True)
+    assert np.allclose(ClaimVerifier().pair_probabilities(pair), before, atol=1e-6)  # the shipped folder intact

@@ -5,23 +5,25 @@ store, the retriever's state).  Each is atomic on its own (:mod:`~llama_index_ca
 process killed between two of them would leave the new docstore beside the old state.  :func:`replace_files`
 makes the set atomic:
 
-1. everything is written into a staging folder inside the target (:data:`STAGING`); a crash here leaves the
-   folder's files as they were (the next writer deletes the staging folder);
-2. the commit: one record (:data:`RECORD`, written atomically) lists the staged files to move in, in order,
-   and the files to delete after them;
+1. everything is written into a staging folder of its own inside the target (:data:`STAGING_PREFIX` and a
+   random name), which its writer holds locked while it lives; a crash here leaves the folder's files as they
+   were (the next writer deletes a staging folder nobody holds);
+2. the commit: one record (:data:`RECORD`, written atomically) names the staging folder, the staged files to
+   move in, in order, and the files to delete after them;
 3. the files are moved in with ``os.replace`` (same file system: no copy), then the deletions, then the
    record and the staging folder go.
 
 Steps 2 and 3, the *switch*, run under the folder's exclusive lock
-(:func:`~llama_index_carag.core.writer_lock.switching`): a load holds it shared while it reads the folder
+(:func:`~llama_index_carag.core.writer_lock.switching`), and so does the writer's clean-up of what a crashed
+writer left: a load holds the lock shared while it reads the folder
 (:func:`~llama_index_carag.core.writer_lock.reading`), so it reads the whole old version or the whole new one and
-no file is deleted under it.  A switch that cannot have the lock in time is not made (``IndexBusyError``; the
-staged files are dropped, the folder is as it was).
+no file is moved or deleted under it.  A switch that cannot have the lock in time is not made
+(``IndexBusyError``; the staged files are dropped, the folder is as it was).
 
 :func:`roll_forward` finishes a commit whose record exists (moving what is still staged; every step can be
-repeated, and two processes may run it at once).  Readers call it before they read the folder, so a crash at any
-point leaves either the whole old version or the whole new one; a staging folder without a record (and a
-record's temporary file whose write was killed) is deleted by the next writer.
+repeated, and two loads may run it at once).  It runs under one of the two locks: a record seen under the shared
+one is a dead writer's (a live writer holds the exclusive lock from the record's write to its removal), so loads
+finish it before they read, and a crash at any point leaves either the whole old version or the whole new one.
 """
 
 from __future__ import annotations
@@ -30,18 +32,31 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from llama_index_carag.core.atomic import atomic_write_text, fsync_dir, fsync_file
-from llama_index_carag.core.writer_lock import IndexBusyError, switching
+from llama_index_carag.core.writer_lock import LOCK_NAME, SWITCH_INTENT_NAME, IndexBusyError, hold_folder, switching
 
 logger = logging.getLogger(__name__)
 
-#: The folder the new files are written into, inside the target folder.
-STAGING = ".carag-staging"
-#: The commit record: ``{"moves": [relative paths], "deletes": [relative paths]}``.
+#: The start of a staging folder's name (one per write, inside the target folder).
+STAGING_PREFIX = ".carag-staging-"
+#: The commit record: ``{"staging": folder name, "moves": [relative paths], "deletes": [relative paths]}``.
 RECORD = ".carag-commit.json"
+
+
+def is_bookkeeping(relative: str) -> bool:
+    """Whether a path relative to a committed folder is the commit's and locks' bookkeeping (a staging folder,
+    the record or its temporary file, a lock file), not the folder's content: never copied, never deleted."""
+    first = relative.split("/", 1)[0]
+    return (
+        first.startswith(STAGING_PREFIX)
+        or first in (RECORD, LOCK_NAME, SWITCH_INTENT_NAME)
+        or first.startswith(f".{RECORD}.")
+    )
 
 
 def replace_files(
@@ -58,41 +73,60 @@ def replace_files(
             ``folder``) and returns the paths, relative to ``folder``, to delete once they are in.
         last: relative paths moved after every other file, in this order (a manifest that names the others).
 
-    A failure in ``write`` leaves ``folder`` untouched (the staging folder is removed).
+    A failure in ``write`` leaves ``folder`` untouched (the staging folder is removed); a failure during the
+    switch leaves the commit for the next load or writer to finish.
 
     Raises:
         IndexBusyError: loads read the folder for all of ``SWITCH_WAIT_S``: nothing was moved in.
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    roll_forward(target, writer=True)
-    staging = target / STAGING
-    staging.mkdir()
-    try:
+    with ExitStack() as stack:
+        with switching(target):  # a crashed writer's leftovers go, and the new staging folder is held, unseen
+            roll_forward(target, writer=True)
+            staging = stack.enter_context(_staging(target))
         deletes = list(write(staging))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    staged = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
-    ordered = [p for p in staged if p not in last] + [p for p in last if p in staged]
-    for relative in {*ordered, *deletes}:  # a corrupt record must not move or delete outside the folder
-        _inside(target, relative)
-    _sync_tree(staging)
-    try:
+        staged = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
+        ordered = [p for p in staged if p not in last] + [p for p in last if p in staged]
+        for relative in {*ordered, *deletes}:  # a corrupt record must not move or delete outside the folder
+            _inside(target, relative)
+        _sync_tree(staging)
+        plan = {"staging": staging.name, "moves": ordered, "deletes": deletes}
         with switching(target):  # no load reads the folder while its files are switched
-            atomic_write_text(target / RECORD, json.dumps({"moves": ordered, "deletes": deletes}, indent=1))
+            atomic_write_text(target / RECORD, json.dumps(plan, indent=1))
             fsync_dir(target)
             roll_forward(target)
-    except IndexBusyError:  # the switch was not made: the staged files go
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+
+@contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A new staging folder in ``target``, locked by this writer while it lives (so that no other writer takes
+    it for a crashed one's) and removed at the end, whatever happens (committed, it is empty then).  Made under
+    the folder's exclusive lock, where another writer's clean-up cannot see it before it is held."""
+    staging = target / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging.mkdir()
+    try:
+        with hold_folder(staging):
+            yield staging
+    finally:
+        if _pending_staging(target) != staging.name:  # committed but not all moved (an error mid-switch): kept
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _pending_staging(target: Path) -> str | None:
+    """The staging folder the folder's commit record names, if there is a readable one."""
+    try:
+        return str(json.loads((target / RECORD).read_text(encoding="utf-8"))["staging"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> bool:
-    """Finish an interrupted :func:`replace_files` in ``folder``.
+    """Finish an interrupted :func:`replace_files` in ``folder``; call it under the folder's lock
+    (:func:`~llama_index_carag.core.writer_lock.reading` or :func:`~llama_index_carag.core.writer_lock.switching`).
 
-    A staging folder without a commit record is a write that never committed: the next writer (``writer=True``)
-    deletes it; a reader leaves it (it may be another process's write in progress).
+    A staging folder that no record names is a write that never committed, or one in progress: the next writer
+    (``writer=True``, under the exclusive lock) deletes those that no living writer holds; a load leaves them.
 
     Returns:
         whether a commit was finished.
@@ -102,27 +136,25 @@ def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> boo
     """
     target = Path(folder)
     record = target / RECORD
-    staging = target / STAGING
     if not record.is_file():
-        if writer and staging.exists():
-            logger.info("Dropping %s: a write into %s was interrupted before its commit.", staging, target)
-            shutil.rmtree(staging, ignore_errors=True)
-        if writer:  # a record whose atomic write was killed before its rename: a temporary file, never read
-            for orphan in target.glob(f".{RECORD}.*.tmp"):
-                orphan.unlink(missing_ok=True)
+        if writer:
+            _drop_abandoned(target)
         return False
     try:
         plan = json.loads(record.read_text(encoding="utf-8"))
-        moves, deletes = [str(p) for p in plan["moves"]], [str(p) for p in plan["deletes"]]
+        name, moves, deletes = str(plan["staging"]), [str(p) for p in plan["moves"]], [str(p) for p in plan["deletes"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"The commit record {record} is unreadable ({exc}).") from None
+    if not name.startswith(STAGING_PREFIX) or "/" in name or name != Path(name).name:
+        raise ValueError(f"The commit record {record} names {name!r}, which is not a staging folder.")
+    staging = target / name
     for relative in moves:
         source, destination = _inside(staging, relative), _inside(target, relative)
         if source.is_file():  # not yet moved
             destination.parent.mkdir(parents=True, exist_ok=True)
             try:
                 _move(source, destination)
-            except FileNotFoundError:  # another reader finishing the same commit moved it first
+            except FileNotFoundError:  # another load finishing the same commit moved it first
                 continue
             fsync_dir(destination.parent)
     for relative in deletes:
@@ -132,6 +164,20 @@ def roll_forward(folder: str | os.PathLike[str], *, writer: bool = False) -> boo
     shutil.rmtree(staging, ignore_errors=True)
     logger.info("Committed %d files into %s.", len(moves), target)
     return True
+
+
+def _drop_abandoned(target: Path) -> None:
+    """Delete the staging folders of writers that died before their commit, and a record's temporary file whose
+    atomic write was killed before its rename (never read)."""
+    for staging in target.glob(f"{STAGING_PREFIX}*"):
+        try:
+            with hold_folder(staging, wait_s=0.0):  # held: a living writer's
+                logger.info("Dropping %s: a write into %s was interrupted before its commit.", staging, target)
+                shutil.rmtree(staging, ignore_errors=True)
+        except (IndexBusyError, FileNotFoundError):
+            continue
+    for orphan in target.glob(f".{RECORD}.*.tmp"):
+        orphan.unlink(missing_ok=True)
 
 
 def _move(source: Path, destination: Path) -> None:

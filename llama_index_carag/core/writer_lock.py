@@ -19,7 +19,9 @@ Readers never wait for the writer's edits.  They wait only for a *switch*: the m
 files into the folder and deletes the old ones (:func:`~llama_index_carag.core.commit.replace_files`).  A load
 holds the folder itself (the directory, no file is created) with ``flock(LOCK_SH)`` while it reads its files
 (:func:`reading`); a switch holds it with ``LOCK_EX`` (:func:`switching`).  So a load reads the old persist or
-the new one, never a mix, and never a file deleted under it.  Both waits are bounded: a load waits at most
+the new one, never a mix, and never a file deleted under it.  A switch first takes :data:`SWITCH_INTENT_NAME`
+(a file in the folder) exclusively, and a load passes through it shared before it takes the folder: a switch
+that waits keeps new loads out, so a steady stream of loads cannot starve it.  Both waits are bounded: a load waits at most
 :data:`READ_WAIT_S` for a switch (renames and deletions, milliseconds), a switch at most :data:`SWITCH_WAIT_S`
 for the loads in progress; past it the switch is not made (:class:`IndexBusyError`, the folder as it was).  A
 folder on a read-only file system is read without the lock (no writer can switch it).
@@ -53,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 #: The lock file inside an index folder.
 LOCK_NAME = ".carag-writer.lock"
+#: The file a switch holds while it waits for the loads in progress (new ones wait behind it).
+SWITCH_INTENT_NAME = ".carag-switch.lock"
 #: A load waits at most this long (seconds) for a switch in progress (:func:`reading`).
 READ_WAIT_S = 30.0
 #: A switch waits at most this long (seconds) for the loads in progress (:func:`switching`).
@@ -71,6 +75,7 @@ class _Held:
 
 
 _HELD: dict[Path, _Held] = {}
+_READING: dict[Path, int] = {}  # loads in progress per folder in this process
 _GUARD = threading.Lock()
 _warned_no_fcntl = False
 
@@ -213,17 +218,29 @@ def reading(folder: str | os.PathLike[str]) -> Iterator[None]:
     Raises:
         IndexBusyError: a switch held the folder for :data:`READ_WAIT_S` (a writer stuck mid-commit).
     """
+    key, deadline = _key(folder), time.monotonic() + READ_WAIT_S
     fd = _open_folder(folder)
-    try:
-        if fd is not None and not _flock(fd, "LOCK_SH", READ_WAIT_S):
-            raise IndexBusyError(
-                f"{_key(folder)} is being switched to a new persist by another process for over {READ_WAIT_S:g} s "
-                f"(its writer may be stuck: {_describe(writer_holder(folder))}); load it again later."
-            )
+    if fd is None:
         yield
+        return
+    try:
+        with _GUARD:
+            nested = _READING.get(key, 0) > 0  # this process reads the folder already: no switch can be between
+        if not nested:
+            _behind_switches(folder, deadline)
+        if not _flock(fd, "LOCK_SH", max(0.0, deadline - time.monotonic())):
+            raise _stuck_switch(folder)
+        with _GUARD:
+            _READING[key] = _READING.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with _GUARD:
+                _READING[key] -= 1
+                if not _READING[key]:
+                    del _READING[key]
     finally:
-        if fd is not None:
-            os.close(fd)  # the lock goes with the descriptor
+        os.close(fd)  # the lock goes with the descriptor
 
 
 @contextmanager
@@ -234,16 +251,76 @@ def switching(folder: str | os.PathLike[str]) -> Iterator[None]:
         IndexBusyError: loads held the folder for :data:`SWITCH_WAIT_S`: nothing was switched (persist again).
     """
     fd = _open_folder(folder)
+    intent = _open_intent(folder, create=True) if fd is not None else None
     try:
-        if fd is not None and not _flock(fd, "LOCK_EX", SWITCH_WAIT_S):
-            raise IndexBusyError(
-                f"{_key(folder)} was being loaded by other processes for over {SWITCH_WAIT_S:g} s: the persist "
-                "was not committed (the folder is as it was, the edits are still in memory); persist again."
-            )
+        deadline = time.monotonic() + SWITCH_WAIT_S
+        if intent is not None and not _flock(intent, "LOCK_EX", SWITCH_WAIT_S):
+            raise _loads_hold(folder)  # another switch waited and ran all this time
+        if fd is not None and not _flock(fd, "LOCK_EX", max(0.0, deadline - time.monotonic())):
+            raise _loads_hold(folder)
         yield
     finally:
-        if fd is not None:
-            os.close(fd)
+        for held in (fd, intent):
+            if held is not None:
+                os.close(held)
+
+
+@contextmanager
+def hold_folder(folder: str | os.PathLike[str], *, wait_s: float = 0.0) -> Iterator[None]:
+    """``folder``'s exclusive lock while the block runs (a staging folder's writer holds its own: a folder nobody
+    holds is a dead writer's).
+
+    Raises:
+        IndexBusyError: another process held it for ``wait_s``.
+        FileNotFoundError: no such folder.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not _flock(fd, "LOCK_EX", wait_s):
+            raise IndexBusyError(f"{folder} is held by another process.")
+        yield
+    finally:
+        os.close(fd)
+
+
+def _behind_switches(folder: str | os.PathLike[str], deadline: float) -> None:
+    """Wait (until ``deadline``) for a switch that waits or runs: a load passes through its intent file."""
+    intent = _open_intent(folder, create=False)
+    if intent is None:
+        return
+    try:
+        if not _flock(intent, "LOCK_SH", max(0.0, deadline - time.monotonic())):
+            raise _stuck_switch(folder)
+    finally:
+        os.close(intent)
+
+
+def _stuck_switch(folder: str | os.PathLike[str]) -> IndexBusyError:
+    return IndexBusyError(
+        f"{_key(folder)} is being switched to a new persist by another process for over {READ_WAIT_S:g} s "
+        f"(its writer may be stuck: {_describe(writer_holder(folder))}); load it again later."
+    )
+
+
+def _loads_hold(folder: str | os.PathLike[str]) -> IndexBusyError:
+    return IndexBusyError(
+        f"{_key(folder)} was being loaded by other processes for over {SWITCH_WAIT_S:g} s: the persist "
+        "was not committed (the folder is as it was, the edits are still in memory); persist again."
+    )
+
+
+def _open_intent(folder: str | os.PathLike[str], *, create: bool) -> int | None:
+    """The switch-intent file's descriptor; ``None`` where there is none to open (a load of a folder never
+    switched, a read-only folder)."""
+    flags = (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY
+    try:
+        return os.open(Path(folder) / SWITCH_INTENT_NAME, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        logger.debug("No switch-intent file in %s: %s", folder, exc)
+        return None
 
 
 def _open_folder(folder: str | os.PathLike[str]) -> int | None:

@@ -71,26 +71,28 @@ def load_persisted_index(
         ValueError: the kind is not saved on disk, or the files cannot be read as that kind of index.
     """
     from llama_index_carag.core.commit import roll_forward
+    from llama_index_carag.core.writer_lock import reading
     from llama_index_carag.stores import docstores
 
     folder = Path(persist_dir)
-    roll_forward(folder)  # a full persist a crash interrupted after its commit: finished first
     cls = next((c for c in ADAPTERS if c.kind == kind and c.persisted), None)
     if cls is None:
         raise ValueError(f"A {kind} index is not saved on disk; pass index=... to reload it.")
-    if docstore is None:
-        docstore = docstores.open_persisted_docstore(folder)
-    if docstore is None and not (folder / "docstore.json").is_file():
-        raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
-    try:
-        return cls.load_index(folder, embed_model, docstore=docstore)
-    except (RuntimeError, ValueError, KeyError, TypeError, SyntaxError) as exc:  # FAISS: RuntimeError; LlamaIndex's
-        # JSON / literal_eval of a damaged file: the rest
-        first = (str(exc).splitlines() or [""])[0]
-        raise ValueError(
-            f"Cannot read the {kind} index in {folder}: its files are damaged ({type(exc).__name__}: {first}); "
-            "restore the folder from a copy or rebuild it with carag index"
-        ) from None
+    with reading(folder):  # no full persist switches the folder's files while they are read
+        roll_forward(folder)  # a full persist a crash interrupted after its commit: finished first
+        if docstore is None:
+            docstore = docstores.open_persisted_docstore(folder)
+        if docstore is None and not (folder / "docstore.json").is_file():
+            raise FileNotFoundError(f"No persisted index in {folder} (missing docstore.json).")
+        try:
+            return cls.load_index(folder, embed_model, docstore=docstore)
+        except (RuntimeError, ValueError, KeyError, TypeError, SyntaxError) as exc:  # FAISS: RuntimeError;
+            # LlamaIndex's JSON / literal_eval of a damaged file: the rest
+            first = (str(exc).splitlines() or [""])[0]
+            raise ValueError(
+                f"Cannot read the {kind} index in {folder}: its files are damaged ({type(exc).__name__}: {first}); "
+                "restore the folder from a copy or rebuild it with carag index"
+            ) from None
 
 
 def store_size(index: VectorStoreIndex) -> int | None:

@@ -288,7 +288,7 @@ def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str
     if verifier is None:
         remove_verifier_folder(out_dir)
     else:  # a fine-tuned model with its weights; else the base's weights named, not copied
-        verifier.save(out_dir, archive=record)
+        verifier.save(out_dir, name_shipped=verifier.shipped_weights, archive=record)
     return record
 
 

@@ -129,5 +129,5 @@ def fit_domain_verifier(
     adapted = ClaimVerifier(base.path)
     adapted.threshold, adapted.refuted_threshold = fitted.supported_, fitted.refuted_
     record = fitted.record() | {"seconds": round(time.perf_counter() - started, 1)}
-    adapted.save(out_dir, domain_check=record)
+    adapted.save(out_dir, name_shipped=True, domain_check=record)
     return record | {"supported": fitted.supported_, "refuted": fitted.refuted_}

@@ -164,13 +164,15 @@ def write_verifier_folder(folder: str | Path, config: VerifierConfig, weights: s
     point leaves the old verifier or the new one."""
     import shutil
 
-    from llama_index_carag.core.commit import RECORD, STAGING, replace_files
+    from llama_index_carag.core.commit import is_bookkeeping, replace_files
 
     if (weights is None) != (config.weights == "shipped"):
         raise ValueError(
             "a verifier folder has its own weights (pass weights=) or names the shipped ones (weights='shipped')."
         )
     target = Path(folder)
+    if weights is None and target.resolve() == SHIPPED_DIR:
+        raise ValueError(f"{target} holds the shipped weights: a config naming them would replace them.")
 
     def write(staging: Path) -> list[str]:
         if weights is not None:
@@ -182,7 +184,7 @@ def write_verifier_folder(folder: str | Path, config: VerifierConfig, weights: s
         (staging / CONFIG_NAME).write_text(config.to_json_text(), encoding="utf-8")
         new = {p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file()}
         old = (p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
-        return sorted(r for r in old if r not in new and r != RECORD and not r.startswith(STAGING + "/"))
+        return sorted(r for r in old if r not in new and not is_bookkeeping(r))
 
     replace_files(target, write, last=[CONFIG_NAME])
     return target
@@ -276,7 +278,9 @@ class ClaimVerifier:
         #: raw score -> P(right) (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`), or ``None``
         self.confidence = LabelConfidence.from_dict(config.confidence) if config.confidence else None
         #: whether it runs on the shipped model's weights (a thresholds-only fit), not a model of its own
-        self.shipped_weights = cross_encoder is None and (config.weights == "shipped" or folder == SHIPPED_DIR)
+        self.shipped_weights = cross_encoder is None and (
+            config.weights == "shipped" or folder.resolve() == SHIPPED_DIR
+        )
         #: where the cross-encoder's files are: this folder, or the shipped model's
         self.weights_dir = SHIPPED_DIR if self.shipped_weights else folder
         self.batch_size = batch_size
@@ -374,17 +378,28 @@ class ClaimVerifier:
             return f"the archive's fit ({self.record['archive'].get('choice')})"
         return "the domain check" if "domain_check" in self.record else "training on the pool"
 
-    def save(self, path: str | Path, **record: Any) -> Path:
+    def save(self, path: str | Path, *, name_shipped: bool = False, **record: Any) -> Path:
         """Write this verifier to the folder ``path`` with ``record`` added to its record
-        (:func:`write_verifier_folder`: a crash leaves the old folder or the new one).  On the shipped weights only
-        ``verifier.json`` is written (it names them); else the weights too, as float16 safetensors."""
+        (:func:`write_verifier_folder`: a crash leaves the old folder or the new one): its settings and its
+        cross-encoder's weights (float16 safetensors), whatever they are now (a model trained in place included).
+
+        Args:
+            name_shipped: write only ``verifier.json``, naming the shipped weights instead of copying them (a fit
+                of thresholds or a head on the shipped model, unchanged).
+
+        Raises:
+            ValueError: ``name_shipped`` for a verifier that does not run on the shipped weights.
+        """
         import tempfile
 
         import torch
 
         config = self.to_config(**record)
-        if config.weights == "shipped":
+        if name_shipped:
+            if not self.shipped_weights:
+                raise ValueError(f"{self.path} has weights of its own: save them (name_shipped=False).")
             return write_verifier_folder(path, config)
+        config = config.model_copy(update={"weights": "own"})
         with tempfile.TemporaryDirectory(prefix="carag-verifier-") as tmp:
             model = self.cross_encoder
             model.model.to(torch.float16)
@@ -413,6 +428,8 @@ class ClaimVerifier:
 def _finish_commit(folder: Path) -> None:
     """A write into ``folder`` that a crash interrupted after its commit is finished before it is read."""
     from llama_index_carag.core.commit import RECORD, roll_forward
+    from llama_index_carag.core.writer_lock import reading
 
     if (folder / RECORD).is_file():
-        roll_forward(folder)
+        with reading(folder):  # a record seen under the folder's lock is a dead writer's
+            roll_forward(folder)

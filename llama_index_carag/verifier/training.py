@@ -410,7 +410,7 @@ def write_card(folder: str | Path) -> Path:
     """Record the reference outputs (from the saved weights) in the folder's record and write ``MODEL_CARD.md``."""
     import tempfile
 
-    from llama_index_carag.core.commit import RECORD, STAGING
+    from llama_index_carag.core.commit import is_bookkeeping
     from llama_index_carag.verifier.config import CONFIG_NAME
     from llama_index_carag.verifier.model import ClaimVerifier, write_verifier_folder
 
@@ -424,7 +424,9 @@ def write_card(folder: str | Path) -> Path:
     config = VerifierConfig.read(folder).with_record(reference_outputs=reference)
     with tempfile.TemporaryDirectory(prefix="carag-card-") as tmp:
         files = Path(tmp) / "verifier"
-        shutil.copytree(folder, files, ignore=shutil.ignore_patterns(CONFIG_NAME, STAGING, RECORD))
+        shutil.copytree(
+            folder, files, ignore=lambda _, names: [n for n in names if n == CONFIG_NAME or is_bookkeeping(n)]
+        )
         (files / "MODEL_CARD.md").write_text(_card_text(config), encoding="utf-8")
         write_verifier_folder(folder, config, weights=files)
     return folder / "MODEL_CARD.md"
