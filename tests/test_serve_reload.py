@@ -22,6 +22,7 @@ from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.serve import ServeSettings, create_app
 from llama_index_carag.serve.command import add_serve_arguments, settings_from_args
 from tests.helpers import TableEmbedding
+from llama_index_carag.retrieval.indexing import build_faiss_index
 from tests.test_shared_state import DIM, TIMEOUT_S, _build, _Peer
 
 #: The text of the peer's passage "new" 1: a claim with the same text embeds to the passage's own vector.
@@ -153,3 +154,82 @@ def test_reload_interval_setting_and_flag() -> None:
     add_serve_arguments(parser, lambda flag: int)
     assert settings_from_args(parser.parse_args(["--reload-interval", "0.5"])).reload_interval_s == 0.5
     assert settings_from_args(parser.parse_args(["--reload-interval", "0"])).reload_interval_s is None
+
+
+def test_the_default_reload_keeps_what_the_served_retriever_carries_or_is_off(tmp_path: Path) -> None:
+    """``reloaded()`` keeps the settings, extra scorers, callbacks and verbosity; a retriever whose folder lacks
+    its index, or that searches custom sources, is served without reload (and says why) rather than failing
+    to reload forever."""
+    from llama_index.core.callbacks import CallbackManager
+
+    from tests.test_settings import ConstantBoost
+    from tests.test_shared_state import _embed, _node
+
+    _build(tmp_path)
+    loaded = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=_embed())
+    callbacks = CallbackManager([])
+    served = ContextAwareRetriever(
+        loaded.index,
+        loaded.corpus,
+        loaded.settings.replace(similarity_top_k=3),
+        scorers=[ConstantBoost("e7")],
+        callback_manager=callbacks,
+        verbose=True,
+    )
+    assert served.reload_blocker() is None
+    fresh = served.reloaded()
+    assert fresh is not served and fresh.settings == served.settings
+    assert fresh.callback_manager is callbacks and fresh._verbose
+    assert [n.node.node_id for n in fresh.retrieve("e 3")][0] == "e7"  # the boost came along
+    app = create_app(served, settings=ServeSettings(reload_interval_s=0.01))
+    assert app.state.engine.reloader.status()["reload_interval_s"] == 0.01
+
+    custom = ContextAwareRetriever(loaded.index, loaded.corpus, loaded.settings, sources=[])
+    assert "custom candidate sources" in (custom.reload_blocker() or "")
+    unsaved = ContextAwareRetriever.from_index(
+        build_faiss_index([_node(i) for i in range(30)], _embed(), id_map=True), n_clusters=2, random_state=0
+    )
+    assert "neither loaded" in (unsaved.reload_blocker() or "")
+    unsaved.persist(tmp_path / "state_only")  # the CARAG state without the index
+    assert "without the index" in (unsaved.reload_blocker() or "")
+    for retriever in (custom, unsaved):
+        status = create_app(retriever, settings=ServeSettings(reload_interval_s=0.01)).state.engine.reloader.status()
+        assert status["reload_interval_s"] is None
+        with pytest.raises(ValueError, match="cannot be reloaded"):
+            retriever.reloaded()
+
+
+def test_an_idle_chat_session_holds_no_copy_of_the_index(tmp_path: Path, peer: _Peer) -> None:
+    """A session keeps its conversation, not a bot on the index it started with: after a reload the old copy is
+    freed though the session lives on, and its next turn (a follow-up, condensed with its memory) runs on the
+    new copy."""
+    import gc
+    import weakref
+
+    from llama_index.core.llms import MockLLM
+
+    from tests.test_shared_state import _embed
+
+    _build(tmp_path)
+    served = ContextAwareRetriever.from_persist_dir(tmp_path, embed_model=_embed())
+    old = weakref.ref(served)
+    app = create_app(served, llm=MockLLM(max_tokens=8), settings=ServeSettings(reload_interval_s=0.01))
+    del served
+    peer.ok("load", str(tmp_path))
+
+    async def scenario() -> None:
+        async with _client(app) as c:
+            sid = (await c.post("/v1/sessions")).json()["session_id"]
+            first = await c.post(f"/v1/sessions/{sid}/messages", json={"message": FOUND})
+            assert first.status_code == 200, first.text
+            peer.ok("insert", ["new", 1])
+            peer.ok("persist", str(tmp_path))
+            await _index_state(c, lambda s: s["reloads"] == 1)
+            for _ in range(3):
+                gc.collect()
+            assert old() is None  # the session idles on; the copy it chatted on is gone
+            second = await c.post(f"/v1/sessions/{sid}/messages", json={"message": "And since?"})
+            assert second.status_code == 200, second.text  # on the new copy: the only one left
+            assert [m for m, _ in app.state.sessions.get(sid).history] == [FOUND, "And since?"]
+
+    anyio.run(scenario)

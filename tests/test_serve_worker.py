@@ -250,7 +250,7 @@ def test_chat_session_survives_a_crash_of_its_llm(client, ready_pool):
     second = client.post(f"/v1/sessions/{sid}/messages", json={"message": "Why?"})
     assert second.status_code == 200 and second.json()["turn"] == 2
     assert [t["message"] for t in client.get(f"/v1/sessions/{sid}").json()["turns"]] == [CLAIM, "Why?"]
-    history = client.app.state.sessions.get(sid).bot.history  # the memory lives in the server
+    history = client.app.state.sessions.get(sid).history  # the memory lives in the server
     assert [message for message, _ in history] == [CLAIM, "Why?"] and all(answer for _, answer in history)
 
 

@@ -578,3 +578,48 @@ class ContextAwareRetriever(SettingsView, BaseRetriever):
         retriever.reconcile_docstore()  # a DuckDB/Redis docstore may be ahead of the saved vectors (a crash, a writer)
         shared.bind(folder, STATE_SUBDIR, stamp)
         return retriever
+
+    def reload_blocker(self) -> str | None:
+        """Why :meth:`reloaded` cannot load this retriever again from its folder, or ``None`` when it can."""
+        from llama_index_carag.stores.docstores import SPEC_NAME
+
+        folder = self.persist_dir
+        if folder is None:
+            return "its index was neither loaded from a folder nor persisted to one"
+        if self._custom_sources:
+            return "it searches custom candidate sources, bound to the index they were built on"
+        if not ((folder / "docstore.json").is_file() or (folder / SPEC_NAME).is_file()):
+            return f"{folder} holds the CARAG state without the index (from_persist_dir needs index=...)"
+        return None
+
+    def reloaded(self) -> ContextAwareRetriever:
+        """A new retriever on the index as :attr:`persist_dir` holds it now (another process may have persisted
+        edits since): on the same encoder, with this retriever's settings, extra scorers, callback manager and
+        verbosity.  This one is left as it is (``carag serve`` swaps it for the new one).
+
+        Raises:
+            ValueError: it cannot be loaded again (:meth:`reload_blocker` says why).
+        """
+        blocker = self.reload_blocker()
+        if blocker is not None:
+            raise ValueError(f"This retriever cannot be reloaded: {blocker}.")
+        assert self.persist_dir is not None
+        fresh = type(self).from_persist_dir(
+            self.persist_dir,
+            embed_model=self._embed_model,
+            callback_manager=self.callback_manager,
+            verbose=self._verbose,
+        )
+        if fresh.settings != self._settings:
+            fresh = fresh.with_settings(self._settings)
+        if not self._extra_scorers:
+            return fresh
+        return type(self)(
+            fresh._index,
+            fresh._corpus,
+            fresh._settings,
+            embed_model=fresh._embed_model,
+            scorers=self._extra_scorers,
+            callback_manager=self.callback_manager,
+            verbose=self._verbose,
+        )

@@ -45,7 +45,7 @@ from llama_index_carag.serve.access import AccessMiddleware
 from llama_index_carag.serve.bulk import bulk_routes
 from llama_index_carag.serve.engine import CheckEngine
 from llama_index_carag.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
-from llama_index_carag.serve.reload import IndexReloader, reload_from_folder
+from llama_index_carag.serve.reload import IndexReloader
 from llama_index_carag.serve.schemas import (
     ChatTurnOut,
     ClaimRequest,
@@ -93,14 +93,14 @@ def create_app(
         token: the access token every path but ``/healthz`` and ``/login`` needs (:mod:`.access`); ``None``: open.
         reload_index: ``reload_index(served retriever)`` loads the index again when another process changed it
             (checked at most every ``settings.reload_interval_s`` on requests: :mod:`.reload`); ``None``: the
-            retriever's ``persist_dir`` loaded again on its encoder and settings, or no reload for a retriever
-            without a folder.
+            retriever's own ``reloaded()`` (its folder loaded again, its settings, scorers and callbacks kept),
+            or no reload where it cannot be reloaded so (``reload_blocker()`` says why, logged).
     """
     settings = settings or ServeSettings()
     if llm_pool is not None:
         synthesizer, stream_synthesizer, llm = _remote(llm_pool, synthesizer, stream_synthesizer, llm)
-    if reload_index is None and getattr(retriever, "persist_dir", None) is not None:
-        reload_index = reload_from_folder
+    if reload_index is None:
+        reload_index = _default_reload(retriever)
     reloader = IndexReloader(
         ClaimChecker(retriever, synthesizer, stream_synthesizer), reload_index, settings.reload_interval_s
     )
@@ -130,9 +130,21 @@ def create_app(
     return app
 
 
-def _bot_factory(current: Callable[[], ClaimChecker], llm: Any) -> Callable[[], Any]:
-    """A new ``FactCheckChatBot`` per session: the server's checks (``current()``: the index as last loaded),
-    ``llm`` condensing follow-ups."""
+def _default_reload(retriever: Any) -> Callable[[Any], Any] | None:
+    """The retriever's own ``reloaded``, or ``None`` (no reload) where it says it cannot be reloaded."""
+    blocker = getattr(retriever, "reload_blocker", None)
+    if blocker is None:
+        return None
+    why = blocker()
+    if why is not None:
+        logger.info("The index is not reloaded when other processes change it: %s.", why)
+        return None
+    return lambda served: served.reloaded()
+
+
+def _bot_factory(current: Callable[[], ClaimChecker], llm: Any) -> Callable[[list[tuple[str, str]]], Any]:
+    """``factory(history)``: a ``FactCheckChatBot`` for one chat turn, on the server's checks as last loaded
+    (``current()``), ``llm`` condensing follow-ups with the session's ``history`` (the bot appends the turn)."""
     from llama_index_carag.verdicts.chat import FactCheckChatBot
 
     own = None
@@ -140,7 +152,12 @@ def _bot_factory(current: Callable[[], ClaimChecker], llm: Any) -> Callable[[], 
         from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
         own = FactCheckSynthesizer(llm)
-    return lambda: FactCheckChatBot(current() if own is None else replace(current(), synthesizer=own), llm)
+
+    def bot(history: list[tuple[str, str]]) -> Any:
+        checker = current() if own is None else replace(current(), synthesizer=own)
+        return FactCheckChatBot(checker, llm, history=history)
+
+    return bot
 
 
 def _remote(pool: Any, *given: Any) -> tuple[Any, Any, Any]:
@@ -212,7 +229,8 @@ def _api_routes(
 def _session_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, settings: ServeSettings) -> None:
     @app.post("/v1/sessions", response_model=SessionInfo, status_code=201)
     def create_session() -> SessionInfo:
-        session = sessions.create(engine.require_llm(engine.bot_factory))
+        engine.require_llm(engine.bot_factory)
+        session = sessions.create()
         return SessionInfo(session_id=session.id, max_turns=settings.max_turns, ttl_s=settings.session_ttl_s)
 
     @app.get("/v1/sessions/{session_id}", response_model=SessionOut)
@@ -234,7 +252,7 @@ def _session_routes(app: FastAPI, engine: CheckEngine, sessions: SessionStore, s
         if len(session.turns) >= settings.max_turns:
             raise ApiError(409, "turn_limit", f"the session has {settings.max_turns} turns; start a new one")
         async with session.lock, engine.admitted():
-            turn = await engine.chat_turn(session.bot, text, len(session.turns) + 1)
+            turn = await engine.chat_turn(session.history, text, len(session.turns) + 1)
             session.turns.append(turn)
             session.last_used = sessions.clock()
         return turn

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -42,7 +41,8 @@ class CheckEngine:
         checker: the :class:`~llama_index_carag.verdicts.check.ClaimChecker` (the retriever, the
             synthesizer of ``/v1/check`` (None: no verdicts) and the streaming one of ``/v1/check/stream``), or
             the :class:`~llama_index_carag.serve.reload.IndexReloader` that holds the current one.
-        bot_factory: makes a ``FactCheckChatBot`` per chat session (None: no chat).
+        bot_factory: ``bot_factory(history)`` makes a ``FactCheckChatBot`` for one chat turn on the current
+            checker and the session's conversation (None: no chat).
         settings: limits.
         llm_gate: raises :class:`~llama_index_carag.serve.llm_pool.LLMUnavailable` while the LLM
             cannot answer (``LLMPool.check_available``); None: always available.
@@ -51,7 +51,7 @@ class CheckEngine:
     def __init__(
         self,
         checker: ClaimChecker | IndexReloader,
-        bot_factory: Callable[[], Any] | None,
+        bot_factory: Callable[[list[tuple[str, str]]], Any] | None,
         settings: ServeSettings,
         llm_gate: Callable[[], None] | None = None,
     ) -> None:
@@ -192,12 +192,11 @@ class CheckEngine:
             raise ApiError(504, "timeout", f"the graph took over {self.settings.request_timeout_s:g} s") from None
 
     # ------------------------------------------------------------------- chat
-    async def chat_turn(self, bot: Any, message: str, turn: int) -> dict[str, Any]:
-        """Ask ``bot`` one message, on the index as last loaded; the turn as JSON."""
+    async def chat_turn(self, history: list[tuple[str, str]], message: str, turn: int) -> dict[str, Any]:
+        """One message of a session whose conversation is ``history`` (the turn is appended to it), on the index
+        as last loaded; the turn as JSON."""
         self.check_llm()
-        retriever = self.retriever
-        if bot.checker.retriever is not retriever:  # a session outlives reloads: each turn takes the current copy
-            bot.checker = replace(bot.checker, retriever=retriever)
+        bot = self.require_llm(self.bot_factory)(history)
         try:
             with self._timeout():
                 answer = await _llm_step(self._run(self.llm_limiter, bot.ask, message))

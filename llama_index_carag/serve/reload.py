@@ -2,7 +2,8 @@
 
 The server serves one :class:`~llama_index_carag.verdicts.check.ClaimChecker` (the retriever and the
 synthesizers) at a time.  A request takes the current one when it starts (:meth:`IndexReloader.current`) and
-finishes on it, however long it runs; the old copy is freed when its last request ends.  Requests call
+finishes on it, however long it runs (a chat session holds only its conversation: each turn takes the current
+one); the old copy is freed when its last request ends.  Requests call
 :meth:`IndexReloader.poll` as they are admitted: at most every ``interval_s`` seconds it starts one background
 thread that asks the retriever whether another writer changed its folder or shared docstore
 (``ContextAwareRetriever.changed_elsewhere``: two ``stat`` calls and, on Redis, one ``GET``) and, if so, loads
@@ -35,20 +36,6 @@ MAX_BACKOFF_S = 300.0
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def reload_from_folder(retriever: Any) -> Any:
-    """``retriever``'s index loaded again from its folder, on its encoder and with its settings (the default
-    ``load`` of :class:`IndexReloader`).
-
-    Raises:
-        ValueError: the retriever was not loaded from (or persisted to) a folder.
-    """
-    folder = retriever.persist_dir
-    if folder is None:
-        raise ValueError("the served retriever has no index folder to reload from")
-    fresh = type(retriever).from_persist_dir(folder, embed_model=retriever.embed_model)
-    return fresh if fresh.settings == retriever.settings else fresh.with_settings(retriever.settings)
 
 
 class IndexReloader:

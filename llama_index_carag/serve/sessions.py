@@ -17,12 +17,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Session:
-    """One conversation: its bot (a ``FactCheckChatBot``), its turns as JSON, and a lock."""
+    """One conversation: its memory (``(message, answer)`` pairs the chat bot condenses follow-ups with), its
+    turns as JSON, and a lock.  It holds no bot: each turn's bot is made on the index as last loaded, so an idle
+    session keeps no reloaded-away copy of the index alive."""
 
     id: str
-    bot: Any
     created: float
     last_used: float
+    history: list[tuple[str, str]] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -50,8 +52,8 @@ class SessionStore:
             logger.info("chat session %s expired", sid)
             del self._sessions[sid]
 
-    def create(self, bot_factory: Callable[[], Any]) -> Session:
-        """A new session with a new bot from ``bot_factory``."""
+    def create(self) -> Session:
+        """A new session."""
         self._expire()
         if len(self._sessions) >= self.max_sessions:
             raise ApiError(
@@ -61,7 +63,7 @@ class SessionStore:
                 headers={"Retry-After": "60"},
             )
         now = self.clock()
-        session = Session(id=secrets.token_urlsafe(16), bot=bot_factory(), created=now, last_used=now)
+        session = Session(id=secrets.token_urlsafe(16), created=now, last_used=now)
         self._sessions[session.id] = session
         return session
 

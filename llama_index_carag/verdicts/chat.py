@@ -48,13 +48,22 @@ class FactCheckChatBot:
         llm: condenses a follow-up with the conversation into a standalone claim; ``None``: every
             message is checked as it is.
         max_history: at most this many earlier turns are shown to ``llm`` when condensing.
+        history: the conversation so far, ``(message, answer)`` pairs; the bot appends to this list (a server
+            keeps it per session and makes a bot per turn).  Default: a new, empty one.
     """
 
-    def __init__(self, checker: ClaimChecker, llm: LLM | None = None, *, max_history: int = 4) -> None:
+    def __init__(
+        self,
+        checker: ClaimChecker,
+        llm: LLM | None = None,
+        *,
+        max_history: int = 4,
+        history: list[tuple[str, str]] | None = None,
+    ) -> None:
         if checker.synthesizer is None:
             raise ValueError("FactCheckChatBot needs a ClaimChecker with a synthesizer (it answers with verdicts).")
         self.checker, self.llm, self.max_history = checker, llm, max_history
-        self.history: list[tuple[str, str]] = []
+        self.history: list[tuple[str, str]] = [] if history is None else history
 
     @classmethod
     def from_retriever(cls, retriever: Any, llm: LLM, **synthesizer_options: Any) -> FactCheckChatBot:
