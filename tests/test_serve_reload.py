@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from llama_index_carag.retrieval.indexing import build_faiss_index
 from llama_index_carag.retrieval.retriever import ContextAwareRetriever
 from llama_index_carag.serve import ServeSettings, create_app
 from llama_index_carag.serve.command import add_serve_arguments, settings_from_args
 from tests.helpers import TableEmbedding
-from llama_index_carag.retrieval.indexing import build_faiss_index
 from tests.test_shared_state import DIM, TIMEOUT_S, _build, _Peer
 
 #: The text of the peer's passage "new" 1: a claim with the same text embeds to the passage's own vector.
