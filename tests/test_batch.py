@@ -143,7 +143,7 @@ def test_batch_command_formats_and_bad_lines(index_dir, tmp_path):
     src.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     proc = _batch(index_dir, str(src), out, "--k", "3")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # lines not checked: the results are incomplete
     records = _records(out)
     assert [(r["line"], r["id"], r["claim"]) for r in records] == [(1, "a", CLAIMS[0]), (4, "b", CLAIMS[1])]
     assert all(set(r) == RESULT_KEYS and len(r["evidence"]) == 3 for r in records)

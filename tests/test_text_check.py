@@ -115,6 +115,21 @@ def test_a_failed_claim_is_reported_in_place_and_the_text_goes_on(tmp_path):
     assert '<details class="claim not_checked">' in html_report(result)
 
 
+def test_a_broken_retriever_is_not_called_an_invalid_claim():
+    """Only the claim's own rejection is ``invalid_claim``; a ``ValueError`` from the retriever or the LLM is not
+    one claim's fault and stops the loop; a claim of NULs is rejected before any check."""
+
+    class Broken(KeywordChecker):
+        def check(self, claim: str) -> CheckResult:
+            raise ValueError("the FAISS index has another dimension")
+
+    with pytest.raises(ValueError, match="another dimension"):
+        check_text(Broken(), TEXT)  # type: ignore[arg-type]
+    checker = KeywordChecker()
+    (nul,) = list(check_claims(checker, ["\x00\x00"]))  # type: ignore[arg-type]
+    assert nul["error"]["code"] == "invalid_claim" and checker.claims == []
+
+
 def test_a_text_without_claims():
     result = check_text(KeywordChecker(), "Hi! How are you? I think so.")  # type: ignore[arg-type]
     assert result.claims == [] and result.summary.claims == 0 and result.summary.sentences == 3
@@ -296,3 +311,19 @@ def test_a_thousand_word_article_finishes_with_a_report(index_dir, tmp_path):
     assert f"Summary: {len(found.claims)} claims checked in {found.sentences} sentences" in proc.stdout
     assert f"{len(found.claims)}/{len(found.claims)}" in proc.stderr
     assert report.read_text(encoding="utf-8").count('<details class="claim ') == len(found.claims)
+
+
+def test_check_text_cli_exits_1_when_a_claim_was_not_checked(index_dir, monkeypatch):
+    from llama_index_carag.verdicts.check import ClaimChecker
+
+    real = ClaimChecker.check
+
+    def check(self, claim):
+        if "Germany" in claim:
+            raise CheckFailed("llm_error", "the language model failed (RuntimeError)")
+        return real(self, claim)
+
+    monkeypatch.setattr(ClaimChecker, "check", check)
+    proc = run_cli("check-text", "-", "--index", str(index_dir), "--no-llm", stdin=TEXT)
+    assert proc.returncode == 1, proc.stderr
+    assert "NOT CHECKED  Germany built" in proc.stdout and "; 1 failed" in proc.stdout

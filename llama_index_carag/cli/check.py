@@ -208,7 +208,7 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
         todo = [item for item in claims if not out.done(item)]
         print(f"carag: {len(claims)} claims read, {len(claims) - len(todo)} already in {args.out}", file=sys.stderr)
         if not todo:
-            return 0
+            return 1 if problems else 0
         retriever = _load_retriever(args, stages)
         llm = verdict_llm(args, stages)
         checker = _index_checker(args.index, retriever, llm, not args.no_explanation, args.decision)
@@ -217,7 +217,7 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
         f"carag: {len(todo) - rejected} checked into {args.out}, {rejected + len(problems)} lines skipped",
         file=sys.stderr,
     )
-    return 0
+    return 1 if rejected or problems else 0  # lines not checked: the results are incomplete
 
 
 def check_one(checker: Any, claim: str, stages: Stages, *, say_retrieving: bool = True) -> dict[str, Any]:

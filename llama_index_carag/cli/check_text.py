@@ -97,4 +97,4 @@ def cmd_check_text(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False))
     else:
         _print_summary(result)
-    return 0
+    return 1 if result.failed else 0  # a claim not checked: the report is incomplete

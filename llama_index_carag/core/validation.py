@@ -74,10 +74,10 @@ def check_n_clusters(value: Any) -> int | str:
 
 
 def check_query_text(value: Any, name: str = "query") -> str:
-    """A non-empty string (whitespace only is empty)."""
+    """A non-empty string (whitespace and NULs only is empty: what :func:`sanitize_text` leaves)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string; got {type(value).__name__}.")
-    if not value.strip():
+    if not sanitize_text(value).strip():
         raise ValueError(f"{name} is empty; give the claim to check.")
     return value
 

@@ -3,7 +3,8 @@ per claim, in order, and a summary.
 
 Every claim goes through :meth:`ClaimChecker.check <llama_index_carag.verdicts.check.ClaimChecker.check>` (or, in
 ``carag serve``, an async check around it), in one loop: :func:`check_each` (:func:`acheck_each` for an async
-check).  A claim whose check fails (:data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES`) does not stop the
+check).  A claim that is rejected (not a string, empty) or whose check fails for a known reason
+(:class:`~llama_index_carag.verdicts.check.CheckFailed`: the server's timeouts, LLM errors …) does not stop the
 others: it becomes a failure in the one shape of a failed claim, ``{"claim", "error": {"code", "message"}}``
 (:func:`claim_failure`), with where the claim was (a text's ``start``/``end``, a batch's ``line``/``id`` or
 ``index``).  Python, the CLI and the HTTP API report a failed claim the same way.
@@ -30,7 +31,7 @@ from typing import Any, NamedTuple, TypeAlias, TypeVar
 from llama_index.core.bridge.pydantic import BaseModel, Field
 
 from llama_index_carag.extraction import CheckWorthinessScorer, ExtractedClaim, extract_claims, split_sentences
-from llama_index_carag.verdicts.check import CLAIM_FAILURES, CheckResult, ClaimChecker, failure_body
+from llama_index_carag.verdicts.check import CheckFailed, CheckResult, ClaimChecker, claim_rejection, failure_body
 from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ _JSON_VALUES = (str, int, float, bool, list, dict, type(None))
 Outcome: TypeAlias = CheckResult | dict[str, Any]
 
 
-def claim_failure(claim: Any, exc: Exception) -> dict[str, Any]:
+def claim_failure(claim: Any, exc: CheckFailed) -> dict[str, Any]:
     """The one shape of a failed claim: ``{"claim", "error": {"code", "message"}}`` (``claim`` as sent, or its
     ``repr`` if JSON cannot hold it), the error from :func:`~llama_index_carag.verdicts.check.failure_body`."""
     as_sent = claim if isinstance(claim, _JSON_VALUES) else repr(claim)
@@ -57,12 +58,16 @@ def check_each(
     check: Callable[[T], CheckResult], items: Iterable[T], claim: Callable[[T], Any]
 ) -> Iterator[tuple[T, Outcome]]:
     """``(item, outcome)`` per item, in order: ``check(item)``'s result, or :func:`claim_failure` of
-    ``claim(item)`` when it raises one of :data:`~llama_index_carag.verdicts.check.CLAIM_FAILURES` (other
-    exceptions propagate)."""
+    ``claim(item)`` when the claim is rejected (:func:`~llama_index_carag.verdicts.check.claim_rejection`) or the
+    check raises :class:`~llama_index_carag.verdicts.check.CheckFailed` (other exceptions propagate: a bug or a
+    broken retriever or LLM is not one claim's failure)."""
     for item in items:
         try:
+            rejected = claim_rejection(claim(item))
+            if rejected is not None:
+                raise rejected
             outcome: Outcome = check(item)
-        except CLAIM_FAILURES as exc:
+        except CheckFailed as exc:
             logger.info("a claim check failed: %s", exc)
             outcome = claim_failure(claim(item), exc)
         yield item, outcome
@@ -71,11 +76,12 @@ def check_each(
 async def acheck_each(
     check: Callable[[T], Awaitable[CheckResult]], items: Iterable[T], claim: Callable[[T], Any]
 ) -> AsyncIterator[tuple[T, Outcome]]:
-    """:func:`check_each` around an async ``check`` (``carag serve``'s: its limits, timeouts and LLM gate)."""
+    """:func:`check_each` around an async ``check`` (``carag serve``'s: its limits, timeouts and LLM gate) that
+    validates its claims itself (the server's reject one with ``invalid_request``, as ``POST /v1/check`` does)."""
     for item in items:
         try:
             outcome: Outcome = await check(item)
-        except CLAIM_FAILURES as exc:
+        except CheckFailed as exc:
             logger.info("a claim check failed: %s", exc)
             outcome = claim_failure(claim(item), exc)
         yield item, outcome

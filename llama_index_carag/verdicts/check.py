@@ -33,7 +33,7 @@ synthesizer put one there).
 
 A check that fails for a known reason answers the one error shape, :func:`error_body`
 (``{"error": {"code", "message"}}``): :func:`failure_body` of a :class:`CheckFailed` (``carag serve``'s
-errors are ones), or of the checker's ``TypeError``/``ValueError`` for a claim it rejects (``invalid_claim``).
+errors are ones, and :func:`claim_rejection`'s ``invalid_claim`` for a claim no check takes).
 The batch and text loops (:mod:`~llama_index_carag.verdicts.bulk`)
 and the HTTP API all use it.
 """
@@ -262,9 +262,15 @@ class CheckFailed(Exception):
         self.code, self.message = code, message
 
 
-#: What a loop over claims reports per claim instead of raising: a known failure, or the checker's rejection of
-#: the claim (``TypeError``: not a string, ``ValueError``: empty …).  Anything else is a bug and propagates.
-CLAIM_FAILURES: tuple[type[Exception], ...] = (CheckFailed, TypeError, ValueError)
+def claim_rejection(claim: Any) -> CheckFailed | None:
+    """``invalid_claim`` for a claim no check takes (not a string, empty), else ``None``: what a loop over
+    claims checks before it checks one.  A ``TypeError`` or ``ValueError`` raised later, by the retriever or the
+    LLM, is not the claim's fault: it propagates."""
+    try:
+        check_query_text(claim, "claim")
+    except (TypeError, ValueError) as exc:
+        return CheckFailed("invalid_claim", f"{type(exc).__name__}: {exc}")
+    return None
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -276,9 +282,6 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     return {"error": error}
 
 
-def failure_body(exc: Exception) -> dict[str, Any]:
-    """The :func:`error_body` of a check that raised ``exc`` (one of :data:`CLAIM_FAILURES`): a
-    :class:`CheckFailed`'s code and message, else ``invalid_claim`` with ``"ValueError: …"``."""
-    if isinstance(exc, CheckFailed):
-        return error_body(exc.code, exc.message)
-    return error_body("invalid_claim", f"{type(exc).__name__}: {exc}")
+def failure_body(exc: CheckFailed) -> dict[str, Any]:
+    """The :func:`error_body` of a check that failed with ``exc``: its code and message."""
+    return error_body(exc.code, exc.message)
