@@ -98,6 +98,25 @@ def test_an_explanation_never_sounds_surer_than_its_label():
     assert temper_explanation("It refutes and contradicts it.", 0.6).endswith(
         "appears to refute and appears to contradict it."
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "tempered"),
+    [  # a negation keeps the word: dropping it would make the claim stronger
+        ("The passage does not fully support the claim.", "The passage does not fully support the claim."),
+        ("It isn't clearly shown to work [1].", "It isn't clearly shown to work [1]."),
+        ("It cannot be proven.", "It cannot be proven."),
+        # a softened word keeps the comma after it and its capital
+        ("This supports, in part, the claim.", "This appears to support, in part, the claim."),
+        ("Shows that the dam holds [2].", "Indicates that the dam holds [2]."),
+        # a removed word takes one comma with it and leaves its sentence a capital
+        ("Clearly, the tower is in Paris.", "The tower is in Paris."),
+        ("The data, clearly, confirms it. Definitely shown.", "The data suggests it. Indicated."),
+        ("It is shown clearly.", "It is indicated."),
+    ],
+)
+def test_tempering_keeps_negations_commas_and_capitals(text, tempered):
+    assert temper_explanation(text, 0.62) == f"More likely than not: {tempered}"
     assert confidence_words(0.93) == "very likely, 93%" and confidence_words(None) == ""
 
 

@@ -59,7 +59,12 @@ _CERTAINTY = {
     "refutes": "appears to refute",
     "contradicts": "appears to contradict",
 }
-_CERTAINTY_RE = re.compile(r"\b(" + "|".join(sorted(_CERTAINTY, key=len, reverse=True)) + r")\b,?\s*", re.IGNORECASE)
+_CERTAINTY_RE = re.compile(r"\b(" + "|".join(sorted(_CERTAINTY, key=len, reverse=True)) + r")\b(,?\s*)", re.IGNORECASE)
+#: A negation in the words just before a word of certainty: the word is kept ("does not fully support" must not
+#: become "does not support", a stronger claim).
+_NEGATION_RE = re.compile(r"\b(?:not|never|no|nor|cannot|neither|hardly|without)\b|n't\b", re.IGNORECASE)
+#: How many words before a word of certainty, in its clause, a negation reaches.
+_NEGATION_REACH = 3
 
 _CITE_RE = re.compile(r"\[\s*(\d{1,4}(?:\s*(?:,|;|&|and|[-–])\s*\d{1,4})*)\s*\]")
 _PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
@@ -185,10 +190,48 @@ def temper_explanation(text: str, confidence: float | None) -> str:
     if confidence is None or confidence >= SURE or not text:
         return text
 
-    def soften(match: re.Match[str]) -> str:
-        word = _CERTAINTY[match.group(1).lower()]
-        return f"{word} " if word else ""
-
-    body = re.sub(r"[ \t]{2,}", " ", _CERTAINTY_RE.sub(soften, text)).strip()
+    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", _soften(text))).strip()
     words = confidence_words(confidence).split(",")[0]
     return f"{words[0].upper()}{words[1:]}: {body}"
+
+
+def _soften(text: str) -> str:
+    """``text``'s words of certainty softened or removed, except after a negation; a softened word keeps its
+    capital and what follows it (a comma included), a removed one takes its comma (one of a pair around it) and
+    passes its sentence's capital to the next word."""
+    parts: list[str] = []
+    pos, capital = 0, False
+    for match in _CERTAINTY_RE.finditer(text):
+        gap, word, tail = text[pos : match.start()], match.group(1), match.group(2)
+        pos = match.end()
+        if capital and gap:
+            gap, capital = _upper_first(gap), False
+        parts.append(gap)
+        before = text[: match.start()]
+        new = match.group(0) if _negated(before) else _CERTAINTY[word.lower()]
+        if new == match.group(0) or new:
+            softened = new if new == match.group(0) else new + tail
+            upper = capital or (word[0].isupper() and new != match.group(0))
+            parts.append(_upper_first(softened) if upper else softened)
+            capital = False
+        else:  # removed: a sentence it opened starts with the next word; one comma of ", clearly," stays
+            capital = capital or not before.strip() or before.rstrip()[-1] in ".!?:"
+            if "," in tail and parts[-1].rstrip().endswith(","):
+                parts[-1] = parts[-1].rstrip()[:-1] + " "
+    rest = text[pos:]
+    parts.append(_upper_first(rest) if capital else rest)
+    return "".join(parts)
+
+
+def _negated(before: str) -> bool:
+    """Whether the last few words of ``before``'s clause hold a negation."""
+    clause = re.split(r"[.;:!?,]", before)[-1]
+    return bool(_NEGATION_RE.search(" ".join(clause.split()[-_NEGATION_REACH:])))
+
+
+def _upper_first(text: str) -> str:
+    stripped = text.lstrip()
+    if not stripped:
+        return text
+    at = len(text) - len(stripped)
+    return text[:at] + stripped[0].upper() + stripped[1:]
