@@ -63,7 +63,10 @@ class VerifierConfig(BaseModel):
             return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
         except ValidationError as exc:
             why = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
-            raise ValueError(f"{path}: not a valid verifier config: {why}") from None
+            raise ValueError(
+                f"{path}: not a valid verifier config: {why} (an index's verifier folder is written by carag index: "
+                "run it again to re-fit it)"
+            ) from None
         except ValueError as exc:  # not JSON
             raise ValueError(f"{path}: not a valid verifier config: {exc}") from None
 
