@@ -289,18 +289,22 @@ class ClaimVerifier:
 
     @property
     def cross_encoder(self) -> Any:
-        """The sentence-transformers ``CrossEncoder`` (loaded on first use, in float32)."""
+        """The sentence-transformers ``CrossEncoder`` (loaded on first use, in float32, under the folder's shared
+        lock: a re-fit committing a new verifier folder meanwhile waits, so the weights are read whole)."""
         if self._model is None:
             import torch
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(
-                str(self.weights_dir),
-                device=self.device,
-                max_length=self.max_length,
-                model_kwargs={"dtype": torch.float32},
-                local_files_only=True,
-            )
+            from llama_index_carag.core.writer_lock import reading
+
+            with reading(self.weights_dir):
+                self._model = CrossEncoder(
+                    str(self.weights_dir),
+                    device=self.device,
+                    max_length=self.max_length,
+                    model_kwargs={"dtype": torch.float32},
+                    local_files_only=True,
+                )
         return self._model
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
