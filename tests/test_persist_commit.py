@@ -4,6 +4,7 @@ or the new one, never a mix (:mod:`llama_index_carag.core.commit`)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,53 @@ def test_a_waiting_switch_holds_new_loads_back(tmp_path):
     first.wait(60)
     assert second.returncode == 0, second.stderr
     assert switched and float(second.stdout.split()[0]) >= switched[0]  # the second load came after the switch
+
+
+def test_where_flock_cannot_tell_no_staging_folder_is_dropped(tmp_path, monkeypatch):
+    """A file system without ``flock`` (some NFS mounts): a staging folder might be a living writer's, so it is
+    kept; the write itself still commits."""
+    from llama_index_carag.core import writer_lock
+
+    other = tmp_path / f"{STAGING_PREFIX}other"
+    other.mkdir()
+    real = writer_lock.fcntl.flock
+
+    def flock(fd, op):
+        if op & writer_lock.fcntl.LOCK_EX and os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith(
+            STAGING_PREFIX
+        ):
+            raise OSError(9, "Bad file descriptor")
+        return real(fd, op)
+
+    monkeypatch.setattr(writer_lock.fcntl, "flock", flock)
+    replace_files(tmp_path, _write({"a.json": "a"}))
+    assert _stagings(tmp_path) == [other.name] and _files(tmp_path) == {"a.json": "a"}
+
+
+def test_staged_files_gone_before_the_commit_commit_nothing(tmp_path, monkeypatch):
+    """Staged files that went before the switch (another process deleted the staging folder) are never replaced
+    by the commit's deletions: nothing is committed."""
+    import shutil
+
+    (tmp_path / "a.json").write_text("old a")
+    real = commit._sync_tree
+
+    def sync_then_lose(staging: Path) -> None:
+        real(staging)
+        shutil.rmtree(staging)
+
+    monkeypatch.setattr(commit, "_sync_tree", sync_then_lose)
+    with pytest.raises(RuntimeError, match="nothing was committed"):
+        replace_files(tmp_path, _write({"b.json": "new b"}, ["a.json"]))
+    assert _files(tmp_path) == {"a.json": "old a"} and not (tmp_path / RECORD).exists()
+
+
+def test_a_switch_inside_a_load_of_the_same_process_fails_at_once(tmp_path):
+    import time
+
+    from llama_index_carag.core.writer_lock import IndexBusyError, reading, switching
+
+    started = time.monotonic()
+    with reading(tmp_path), pytest.raises(IndexBusyError, match="This process is reading"), switching(tmp_path):
+        pass
+    assert time.monotonic() - started < 5

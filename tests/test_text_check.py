@@ -327,3 +327,23 @@ def test_check_text_cli_exits_1_when_a_claim_was_not_checked(index_dir, monkeypa
     proc = run_cli("check-text", "-", "--index", str(index_dir), "--no-llm", stdin=TEXT)
     assert proc.returncode == 1, proc.stderr
     assert "NOT CHECKED  Germany built" in proc.stdout and "; 1 failed" in proc.stdout
+
+
+def test_a_prompt_too_long_for_the_llm_is_that_claims_failure():
+    """The LLM's context window is the claim's problem (its passages), not the backend's: ``prompt_too_long``."""
+    from types import SimpleNamespace
+
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_carag.models.backend import PromptTooLong
+    from llama_index_carag.verdicts.check import ClaimChecker
+
+    class Overflowing:
+        def synthesize(self, bundle, nodes):
+            raise PromptTooLong("The fact-check prompt has 9000 tokens; it does not fit.")
+
+    checker = ClaimChecker(None, Overflowing())  # type: ignore[arg-type]
+    retrieved = SimpleNamespace(bundle=QueryBundle("a claim"), nodes=[])
+    with pytest.raises(CheckFailed) as failed:
+        checker.verdict(retrieved)  # type: ignore[arg-type]
+    assert failed.value.code == "prompt_too_long" and "9000 tokens" in failed.value.message

@@ -203,3 +203,17 @@ def test_a_verifier_trained_in_place_is_saved_with_its_weights(tmp_path):
     with pytest.raises(ValueError, match="weights of its own"):
         saved.save(tmp_path / "named", name_shipped=True)
     assert np.allclose(ClaimVerifier().pair_probabilities(pair), before, atol=1e-6)  # the shipped folder intact
+
+
+def test_a_verifier_folder_written_again_before_the_weights_load_is_refused(tmp_path):
+    """Settings are read at construction, weights on first use: a re-fit in between would pair old thresholds
+    with new weights, so the load refuses and says to load the verifier again."""
+    folder = tmp_path / "v"
+    ClaimVerifier().save(folder, name_shipped=True, domain_check={"claims": 30})
+    verifier = ClaimVerifier(folder)  # settings read; weights not yet loaded
+    refit = VerifierConfig.read(folder).model_copy(update={"threshold": 0.8})
+    write_verifier_folder(folder, refit)
+    verifier.weights_dir = folder  # as a folder with weights of its own
+    with pytest.raises(ValueError, match="written again since this verifier read its settings"):
+        _ = verifier.cross_encoder
+    assert ClaimVerifier(folder).threshold == 0.8

@@ -106,6 +106,9 @@ def test_an_explanation_never_sounds_surer_than_its_label():
         ("The passage does not fully support the claim.", "The passage does not fully support the claim."),
         ("It isn't clearly shown to work [1].", "It isn't clearly shown to work [1]."),
         ("It cannot be proven.", "It cannot be proven."),
+        ("None of the passages fully supports it.", "None of the passages fully supports it."),
+        ("It fails to fully support it.", "It fails to fully support it."),
+        ("It does not say the dam is fully safe.", "It does not say the dam is fully safe."),
         # a softened word keeps the comma after it and its capital
         ("This supports, in part, the claim.", "This appears to support, in part, the claim."),
         ("Shows that the dam holds [2].", "Indicates that the dam holds [2]."),
@@ -113,6 +116,9 @@ def test_an_explanation_never_sounds_surer_than_its_label():
         ("Clearly, the tower is in Paris.", "The tower is in Paris."),
         ("The data, clearly, confirms it. Definitely shown.", "The data suggests it. Indicated."),
         ("It is shown clearly.", "It is indicated."),
+        ("It is true, clearly.", "It is true."),
+        ("Definitely. The passage shows it.", "The passage indicates it."),
+        ("It shows, clearly, that the dam holds.", "It indicates that the dam holds."),
     ],
 )
 def test_tempering_keeps_negations_commas_and_capitals(text, tempered):

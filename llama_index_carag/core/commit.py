@@ -38,7 +38,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from llama_index_carag.core.atomic import atomic_write_text, fsync_dir, fsync_file
-from llama_index_carag.core.writer_lock import LOCK_NAME, SWITCH_INTENT_NAME, IndexBusyError, hold_folder, switching
+from llama_index_carag.core.writer_lock import LOCK_NAME, SWITCH_INTENT_NAME, held_elsewhere, hold_folder, switching
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,10 @@ def replace_files(
         _sync_tree(staging)
         plan = {"staging": staging.name, "moves": ordered, "deletes": deletes}
         with switching(target):  # no load reads the folder while its files are switched
+            roll_forward(target)  # a commit another writer's failed switch left: finished first, never overwritten
+            missing = [p for p in ordered if not (staging / p).is_file()]
+            if missing:  # never commit deletions without the files they make room for
+                raise RuntimeError(f"The staged files {missing[:3]} of {target} are gone: nothing was committed.")
             atomic_write_text(target / RECORD, json.dumps(plan, indent=1))
             fsync_dir(target)
             roll_forward(target)
@@ -171,11 +175,12 @@ def _drop_abandoned(target: Path) -> None:
     atomic write was killed before its rename (never read)."""
     for staging in target.glob(f"{STAGING_PREFIX}*"):
         try:
-            with hold_folder(staging, wait_s=0.0):  # held: a living writer's
-                logger.info("Dropping %s: a write into %s was interrupted before its commit.", staging, target)
-                shutil.rmtree(staging, ignore_errors=True)
-        except (IndexBusyError, FileNotFoundError):
+            if held_elsewhere(staging):  # a living writer's (or no flock here to tell: kept)
+                continue
+        except FileNotFoundError:
             continue
+        logger.info("Dropping %s: a write into %s was interrupted before its commit.", staging, target)
+        shutil.rmtree(staging, ignore_errors=True)
     for orphan in target.glob(f".{RECORD}.*.tmp"):
         orphan.unlink(missing_ok=True)
 

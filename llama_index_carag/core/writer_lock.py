@@ -226,8 +226,8 @@ def reading(folder: str | os.PathLike[str]) -> Iterator[None]:
     try:
         with _GUARD:
             nested = _READING.get(key, 0) > 0  # this process reads the folder already: no switch can be between
-        if not nested:
-            _behind_switches(folder, deadline)
+        if not nested:  # a switch waiting for loads may wait SWITCH_WAIT_S, then switch: wait for both
+            _behind_switches(folder, time.monotonic() + SWITCH_WAIT_S + READ_WAIT_S)
         if not _flock(fd, "LOCK_SH", max(0.0, deadline - time.monotonic())):
             raise _stuck_switch(folder)
         with _GUARD:
@@ -250,6 +250,11 @@ def switching(folder: str | os.PathLike[str]) -> Iterator[None]:
     Raises:
         IndexBusyError: loads held the folder for :data:`SWITCH_WAIT_S`: nothing was switched (persist again).
     """
+    with _GUARD:
+        if _READING.get(_key(folder), 0):
+            raise IndexBusyError(
+                f"This process is reading {_key(folder)} (a load in progress): a switch now would wait for itself."
+            )
     fd = _open_folder(folder)
     intent = _open_intent(folder, create=True) if fd is not None else None
     try:
@@ -286,6 +291,26 @@ def hold_folder(folder: str | os.PathLike[str], *, wait_s: float = 0.0) -> Itera
         os.close(fd)
 
 
+def held_elsewhere(folder: str | os.PathLike[str]) -> bool:
+    """Whether another holder has ``folder``'s exclusive lock (:func:`hold_folder`) now; ``True`` too where it cannot
+    be told (no ``flock`` on this file system or platform): a caller about to delete what a living holder uses
+    must not guess.
+
+    Raises:
+        FileNotFoundError: no such folder.
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        return True
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held (BlockingIOError), or no flock here
+        return True
+    finally:
+        os.close(fd)  # the lock, if taken, goes with it
+    return False
+
+
 def _behind_switches(folder: str | os.PathLike[str], deadline: float) -> None:
     """Wait (until ``deadline``) for a switch that waits or runs: a load passes through its intent file."""
     intent = _open_intent(folder, create=False)
@@ -293,7 +318,10 @@ def _behind_switches(folder: str | os.PathLike[str], deadline: float) -> None:
         return
     try:
         if not _flock(intent, "LOCK_SH", max(0.0, deadline - time.monotonic())):
-            raise _stuck_switch(folder)
+            raise IndexBusyError(
+                f"{_key(folder)}: a persist from another process has been waiting to switch the folder (or switching "
+                f"it) for over {SWITCH_WAIT_S + READ_WAIT_S:g} s ({_describe(writer_holder(folder))}); load it again later."
+            )
     finally:
         os.close(intent)
 

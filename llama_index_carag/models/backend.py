@@ -59,6 +59,11 @@ def loaded_class(module: str, name: str) -> type | None:
     return found if isinstance(found, type) else None
 
 
+class PromptTooLong(ValueError):
+    """The prompt (a claim with its passages) does not fit the LLM's context window: that claim cannot be
+    checked with these passages; the backend is fine (a loop over claims reports it and goes on)."""
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     """What ``resolve_llm`` was asked to load: the name as given and the loading options.

@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class, loading_message
+from llama_index_carag.models.backend import LLMBackend, LLMRequest, PromptTooLong, loaded_class, loading_message
 from llama_index_carag.models.files import gguf_model_name, is_offline_qwen, qwen_gguf_path
 
 logger = logging.getLogger(__name__)
@@ -526,7 +526,7 @@ class LlamaCppBackend(LLMBackend):
     def _check_room(self, prompt_ids: list[int]) -> None:
         model = self.model
         if model.n_ctx() - len(prompt_ids) - self.max_new_tokens - 16 < 0:
-            raise ValueError(
+            raise PromptTooLong(
                 f"The fact-check prompt has {len(prompt_ids)} tokens; with the explanation budget it does not fit "
                 f"the LLM's context window of {model.n_ctx()} tokens. Pass fewer or shorter passages."
             )

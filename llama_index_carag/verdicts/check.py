@@ -41,6 +41,8 @@ and the HTTP API all use it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -196,7 +198,8 @@ class ClaimChecker:
         """The synthesizer's ``Response`` on the evidence (``metadata["verdict"]``: the :class:`Verdict`)."""
         if self.synthesizer is None:
             raise ValueError("This ClaimChecker has no synthesizer: it checks without verdicts.")
-        response = self.synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
+        with _claims_own_failures():
+            response = self.synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
         if not isinstance(response, Response):
             raise TypeError(f"The synthesizer answered a {type(response).__name__}, not a Response; use stream().")
         return response
@@ -206,7 +209,8 @@ class ClaimChecker:
         ``metadata["verdict"]`` holds the verdict (pass the response to :meth:`result`)."""
         if self.stream_synthesizer is None:
             raise ValueError("This ClaimChecker has no stream_synthesizer.")
-        response = self.stream_synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
+        with _claims_own_failures():
+            response = self.stream_synthesizer.synthesize(retrieved.bundle, retrieved.nodes)
         if not isinstance(response, StreamingResponse):
             raise TypeError(f"The stream synthesizer answered a {type(response).__name__}, not a StreamingResponse.")
         return response
@@ -260,6 +264,18 @@ class CheckFailed(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
+
+
+@contextmanager
+def _claims_own_failures() -> Iterator[None]:
+    """An LLM's failure that belongs to this claim (its prompt does not fit the context window) as a
+    :class:`CheckFailed` (``prompt_too_long``): a loop over claims reports it and goes on."""
+    from llama_index_carag.models.backend import PromptTooLong
+
+    try:
+        yield
+    except PromptTooLong as exc:
+        raise CheckFailed("prompt_too_long", str(exc)) from exc
 
 
 def claim_rejection(claim: Any) -> CheckFailed | None:

@@ -60,11 +60,13 @@ _CERTAINTY = {
     "contradicts": "appears to contradict",
 }
 _CERTAINTY_RE = re.compile(r"\b(" + "|".join(sorted(_CERTAINTY, key=len, reverse=True)) + r")\b(,?\s*)", re.IGNORECASE)
-#: A negation in the words just before a word of certainty: the word is kept ("does not fully support" must not
-#: become "does not support", a stronger claim).
-_NEGATION_RE = re.compile(r"\b(?:not|never|no|nor|cannot|neither|hardly|without)\b|n't\b", re.IGNORECASE)
-#: How many words before a word of certainty, in its clause, a negation reaches.
-_NEGATION_REACH = 3
+#: A negation anywhere before a word of certainty in its sentence: the word is kept ("does not fully support" must
+#: not become "does not support", a stronger claim; "none of the passages fully supports" neither).
+_NEGATION_RE = re.compile(
+    r"\b(?:not|never|no|none|nobody|nothing|neither|nor|cannot|hardly|barely|without|fails?|failed|lacks?|"
+    r"lacking|few|little|doubt\w*|unclear|insufficient\w*)\b|n't\b",
+    re.IGNORECASE,
+)
 
 _CITE_RE = re.compile(r"\[\s*(\d{1,4}(?:\s*(?:,|;|&|and|[-–])\s*\d{1,4})*)\s*\]")
 _PART_RE = re.compile(r"(\d{1,4})\s*[-–]\s*(\d{1,4})|(\d{1,4})")
@@ -190,7 +192,9 @@ def temper_explanation(text: str, confidence: float | None) -> str:
     if confidence is None or confidence >= SURE or not text:
         return text
 
-    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", _soften(text))).strip()
+    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", _soften(text)))
+    body = re.sub(r",+(?=[.;:!?])", "", body)  # "true, clearly." lost its word, not its full stop
+    body = re.sub(r"(^|[.!?]\s+)[.!?]+\s*", r"\1", body).strip()  # a sentence that was one removed word
     words = confidence_words(confidence).split(",")[0]
     return f"{words[0].upper()}{words[1:]}: {body}"
 
@@ -206,7 +210,8 @@ def _soften(text: str) -> str:
         pos = match.end()
         if capital and gap:
             gap, capital = _upper_first(gap), False
-        parts.append(gap)
+        if gap:
+            parts.append(gap)
         before = text[: match.start()]
         new = match.group(0) if _negated(before) else _CERTAINTY[word.lower()]
         if new == match.group(0) or new:
@@ -216,7 +221,7 @@ def _soften(text: str) -> str:
             capital = False
         else:  # removed: a sentence it opened starts with the next word; one comma of ", clearly," stays
             capital = capital or not before.strip() or before.rstrip()[-1] in ".!?:"
-            if "," in tail and parts[-1].rstrip().endswith(","):
+            if "," in tail and parts and parts[-1].rstrip().endswith(","):
                 parts[-1] = parts[-1].rstrip()[:-1] + " "
     rest = text[pos:]
     parts.append(_upper_first(rest) if capital else rest)
@@ -224,9 +229,8 @@ def _soften(text: str) -> str:
 
 
 def _negated(before: str) -> bool:
-    """Whether the last few words of ``before``'s clause hold a negation."""
-    clause = re.split(r"[.;:!?,]", before)[-1]
-    return bool(_NEGATION_RE.search(" ".join(clause.split()[-_NEGATION_REACH:])))
+    """Whether ``before``'s last sentence holds a negation (softening there could reverse what it says)."""
+    return bool(_NEGATION_RE.search(re.split(r"[.!?]\s", before)[-1]))
 
 
 def _upper_first(text: str) -> str:

@@ -195,8 +195,12 @@ def remove_verifier_folder(folder: str | Path) -> None:
     folder), then the rest."""
     import shutil
 
+    from llama_index_carag.core.writer_lock import switching
+
     target = Path(folder)
-    (target / CONFIG_NAME).unlink(missing_ok=True)
+    if target.is_dir():
+        with switching(target):  # no load reads it meanwhile
+            (target / CONFIG_NAME).unlink(missing_ok=True)
     shutil.rmtree(target, ignore_errors=True)
 
 
@@ -258,9 +262,11 @@ class ClaimVerifier:
         cross_encoder: Any = None,
     ) -> None:
         folder = Path(path) if path is not None else SHIPPED_DIR
+        read = config is None
         if config is None:
             _finish_commit(folder)
             config = VerifierConfig.read(folder)
+        self._read_config = config if read else None  # the folder's settings as read, to match its weights with
         self.path = folder
         #: what produced this verifier (its config's record: training, archive, domain_check, reference outputs)
         self.record: dict[str, Any] = dict(config.record)
@@ -298,6 +304,7 @@ class ClaimVerifier:
             from llama_index_carag.core.writer_lock import reading
 
             with reading(self.weights_dir):
+                self._check_unchanged()
                 self._model = CrossEncoder(
                     str(self.weights_dir),
                     device=self.device,
@@ -306,6 +313,25 @@ class ClaimVerifier:
                     local_files_only=True,
                 )
         return self._model
+
+    def _check_unchanged(self) -> None:
+        """Under the folder's lock, before its weights load: a commit a crash left is finished, and the folder
+        still holds the settings this verifier read (a re-fit since would pair them with other weights).
+
+        Raises:
+            ValueError: the folder was written again since.
+        """
+        from llama_index_carag.core.commit import RECORD, roll_forward
+
+        if self._read_config is None or self.weights_dir != self.path:
+            return
+        if (self.path / RECORD).is_file():
+            roll_forward(self.path)
+        if VerifierConfig.read(self.path) != self._read_config:
+            raise ValueError(
+                f"{self.path} was written again since this verifier read its settings: load it again "
+                "(ClaimVerifier(path), or restart the server)."
+            )
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(label) for each (claim, text) pair as given (no chunking), shape ``(n, 3)``."""
