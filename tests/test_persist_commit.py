@@ -262,7 +262,7 @@ def test_staged_files_gone_before_the_commit_commit_nothing(tmp_path, monkeypatc
     assert _files(tmp_path) == {"a.json": "old a"} and not (tmp_path / RECORD).exists()
 
 
-def test_a_switch_inside_a_load_of_the_same_process_fails_at_once(tmp_path):
+def test_a_switch_inside_a_load_of_the_same_thread_fails_at_once(tmp_path):
     import time
 
     from llama_index_carag.core.writer_lock import IndexBusyError, reading, switching
@@ -271,3 +271,25 @@ def test_a_switch_inside_a_load_of_the_same_process_fails_at_once(tmp_path):
     with reading(tmp_path), pytest.raises(IndexBusyError, match="This process is reading"), switching(tmp_path):
         pass
     assert time.monotonic() - started < 5
+
+
+def test_a_switch_waits_for_another_threads_load(tmp_path):
+    import threading
+
+    from llama_index_carag.core.writer_lock import reading, switching
+
+    inside, release, switched = threading.Event(), threading.Event(), []
+
+    def load() -> None:
+        with reading(tmp_path):
+            inside.set()
+            release.wait(30)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert inside.wait(30)
+    threading.Timer(0.3, release.set).start()
+    with switching(tmp_path):  # waits for the other thread's load, then switches
+        switched.append(release.is_set())
+    loader.join(30)
+    assert switched == [True]

@@ -75,7 +75,7 @@ class _Held:
 
 
 _HELD: dict[Path, _Held] = {}
-_READING: dict[Path, int] = {}  # loads in progress per folder in this process
+_READING: dict[tuple[Path, int], int] = {}  # loads in progress per (folder, thread) in this process
 _GUARD = threading.Lock()
 _warned_no_fcntl = False
 
@@ -218,14 +218,14 @@ def reading(folder: str | os.PathLike[str]) -> Iterator[None]:
     Raises:
         IndexBusyError: a switch held the folder for :data:`READ_WAIT_S` (a writer stuck mid-commit).
     """
-    key, deadline = _key(folder), time.monotonic() + READ_WAIT_S
+    key, deadline = (_key(folder), threading.get_ident()), time.monotonic() + READ_WAIT_S
     fd = _open_folder(folder)
     if fd is None:
         yield
         return
     try:
         with _GUARD:
-            nested = _READING.get(key, 0) > 0  # this process reads the folder already: no switch can be between
+            nested = _READING.get(key, 0) > 0  # this thread reads the folder already: no switch can be between
         if not nested:  # a switch waiting for loads may wait SWITCH_WAIT_S, then switch: wait for both
             _behind_switches(folder, time.monotonic() + SWITCH_WAIT_S + READ_WAIT_S)
         if not _flock(fd, "LOCK_SH", max(0.0, deadline - time.monotonic())):
@@ -251,9 +251,9 @@ def switching(folder: str | os.PathLike[str]) -> Iterator[None]:
         IndexBusyError: loads held the folder for :data:`SWITCH_WAIT_S`: nothing was switched (persist again).
     """
     with _GUARD:
-        if _READING.get(_key(folder), 0):
+        if _READING.get((_key(folder), threading.get_ident()), 0):
             raise IndexBusyError(
-                f"This process is reading {_key(folder)} (a load in progress): a switch now would wait for itself."
+                f"This thread is reading {_key(folder)} (a load in progress): a switch now would wait for itself."
             )
     fd = _open_folder(folder)
     intent = _open_intent(folder, create=True) if fd is not None else None
