@@ -268,7 +268,7 @@ def test_a_switch_inside_a_load_of_the_same_thread_fails_at_once(tmp_path):
     from llama_index_carag.core.writer_lock import IndexBusyError, reading, switching
 
     started = time.monotonic()
-    with reading(tmp_path), pytest.raises(IndexBusyError, match="This process is reading"), switching(tmp_path):
+    with reading(tmp_path), pytest.raises(IndexBusyError, match="This thread is reading"), switching(tmp_path):
         pass
     assert time.monotonic() - started < 5
 
