@@ -479,10 +479,11 @@ def test_a_persist_waits_a_bounded_time_for_loads_then_leaves_the_folder_as_it_w
 def test_a_load_waits_a_bounded_time_for_a_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _build(tmp_path)
     monkeypatch.setattr(writer_lock, "READ_WAIT_S", 0.2)
+    monkeypatch.setattr(writer_lock, "SWITCH_WAIT_S", 0.2)  # a load waits behind a switch for both bounds
     holder = _child(_LOCK_HOLDER, str(tmp_path), "switching")  # a writer stuck mid-switch
     try:
         assert _line(holder) == "HELD"
-        with pytest.raises(IndexBusyError, match="being switched to a new persist"):
+        with pytest.raises(IndexBusyError, match="waiting to switch the folder .or switching it. for over 0.4 s"):
             _load(tmp_path)
         _go_on(holder)
         holder.wait(timeout=TIMEOUT_S)

@@ -21,9 +21,10 @@ holds the folder itself (the directory, no file is created) with ``flock(LOCK_SH
 (:func:`reading`); a switch holds it with ``LOCK_EX`` (:func:`switching`).  So a load reads the old persist or
 the new one, never a mix, and never a file deleted under it.  A switch first takes :data:`SWITCH_INTENT_NAME`
 (a file in the folder) exclusively, and a load passes through it shared before it takes the folder: a switch
-that waits keeps new loads out, so a steady stream of loads cannot starve it.  Both waits are bounded: a load waits at most
-:data:`READ_WAIT_S` for a switch (renames and deletions, milliseconds), a switch at most :data:`SWITCH_WAIT_S`
-for the loads in progress; past it the switch is not made (:class:`IndexBusyError`, the folder as it was).  A
+that waits keeps new loads out, so a steady stream of loads cannot starve it.  Every wait is bounded: a switch
+waits at most :data:`SWITCH_WAIT_S` for the loads in progress (past it the switch is not made:
+:class:`IndexBusyError`, the folder as it was); a load waits at most :data:`READ_WAIT_S` for a switch's renames
+and deletions (milliseconds), and behind a switch that waits for loads at most both bounds together.  A
 folder on a read-only file system is read without the lock (no writer can switch it).
 
 ``flock`` is advisory and local: it does not protect a folder on a network file system that lacks it (NFS
