@@ -369,6 +369,12 @@ def test_timeout_is_504_and_a_stream_error(retriever):
             events = sse_events((await c.post("/v1/check/stream", json={"claim": CLAIM})).text)
             assert events[-1][0] == "error" and events[-1][1]["error"]["code"] == "timeout"
             assert "done" not in [e for e, _ in events]
+            sid = (await c.post("/v1/sessions")).json()["session_id"]
+            assert_error(await c.post(f"/v1/sessions/{sid}/messages", json={"message": CLAIM}), 504, "timeout")
+            gate.set()  # the abandoned turn now finishes in its worker thread
+            for _ in range(100):
+                await anyio.sleep(0.02)
+            assert app.state.sessions.get(sid).history == []  # it adds nothing to the session's memory
 
     try:
         anyio.run(scenario)

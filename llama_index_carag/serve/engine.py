@@ -193,15 +193,16 @@ class CheckEngine:
 
     # ------------------------------------------------------------------- chat
     async def chat_turn(self, history: list[tuple[str, str]], message: str, turn: int) -> dict[str, Any]:
-        """One message of a session whose conversation is ``history`` (the turn is appended to it), on the index
-        as last loaded; the turn as JSON."""
+        """One message of a session whose conversation is ``history`` (the turn is appended to it once answered;
+        a turn past its timeout leaves it as it was), on the index as last loaded; the turn as JSON."""
         self.check_llm()
-        bot = self.require_llm(self.bot_factory)(history)
+        bot = self.require_llm(self.bot_factory)(list(history))  # the turn's own copy of the memory
         try:
             with self._timeout():
                 answer = await _llm_step(self._run(self.llm_limiter, bot.ask, message))
         except TimeoutError:
             raise ApiError(504, "timeout", f"the answer took over {self.settings.request_timeout_s:g} s") from None
+        history[:] = bot.history  # kept only for a turn answered: one abandoned at its timeout adds nothing
         return {
             "turn": turn,
             "message": message,
