@@ -283,7 +283,7 @@ def hold_folder(folder: str | os.PathLike[str], *, wait_s: float = 0.0) -> Itera
     if fcntl is None:  # pragma: no cover - Windows
         yield
         return
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = _folder_fd(folder)
     try:
         if not _flock(fd, "LOCK_EX", wait_s):
             raise IndexBusyError(f"{folder} is held by another process.")
@@ -302,7 +302,7 @@ def held_elsewhere(folder: str | os.PathLike[str]) -> bool:
     """
     if fcntl is None:  # pragma: no cover - Windows
         return True
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = _folder_fd(folder)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # held (BlockingIOError), or no flock here
@@ -352,12 +352,17 @@ def _open_intent(folder: str | os.PathLike[str], *, create: bool) -> int | None:
         return None
 
 
+def _folder_fd(folder: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of the folder itself, to lock (``OSError`` when there is none)."""
+    return os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
 def _open_folder(folder: str | os.PathLike[str]) -> int | None:
     """A descriptor of the folder to lock, or ``None`` where it cannot be locked (no ``fcntl``, no folder yet)."""
     if fcntl is None:  # pragma: no cover - Windows
         return None
     try:
-        return os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        return _folder_fd(folder)
     except OSError as exc:  # a missing folder: the load reports it
         logger.debug("Cannot open %s to lock it: %s", folder, exc)
         return None

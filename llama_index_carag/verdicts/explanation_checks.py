@@ -213,11 +213,14 @@ def _soften(text: str) -> str:
         if gap:
             parts.append(gap)
         before = text[: match.start()]
-        new = match.group(0) if _negated(before) else _CERTAINTY[word.lower()]
-        if new == match.group(0) or new:
-            softened = new if new == match.group(0) else new + tail
-            upper = capital or (word[0].isupper() and new != match.group(0))
-            parts.append(_upper_first(softened) if upper else softened)
+        if _negated(before):  # kept as written
+            parts.append(_upper_first(match.group(0)) if capital else match.group(0))
+            capital = False
+            continue
+        new = _CERTAINTY[word.lower()]
+        if new:
+            softened = new + tail
+            parts.append(_upper_first(softened) if capital or word[0].isupper() else softened)
             capital = False
         else:  # removed: a sentence it opened starts with the next word; one comma of ", clearly," stays
             capital = capital or not before.strip() or before.rstrip()[-1] in ".!?:"

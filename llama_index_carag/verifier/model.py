@@ -262,11 +262,11 @@ class ClaimVerifier:
         cross_encoder: Any = None,
     ) -> None:
         folder = Path(path) if path is not None else SHIPPED_DIR
-        read = config is None
+        #: the folder's settings as read (``None`` when given): its weights, loaded later, must still match them
+        self._read_config: VerifierConfig | None = None
         if config is None:
             _finish_commit(folder)
-            config = VerifierConfig.read(folder)
-        self._read_config = config if read else None  # the folder's settings as read, to match its weights with
+            config = self._read_config = VerifierConfig.read(folder)
         self.path = folder
         #: what produced this verifier (its config's record: training, archive, domain_check, reference outputs)
         self.record: dict[str, Any] = dict(config.record)
@@ -321,12 +321,9 @@ class ClaimVerifier:
         Raises:
             ValueError: the folder was written again since.
         """
-        from llama_index_carag.core.commit import RECORD, roll_forward
-
         if self._read_config is None or self.weights_dir != self.path:
             return
-        if (self.path / RECORD).is_file():
-            roll_forward(self.path)
+        _finish_commit(self.path)
         if VerifierConfig.read(self.path) != self._read_config:
             raise ValueError(
                 f"{self.path} was written again since this verifier read its settings: load it again "
