@@ -1,0 +1,95 @@
+"""Research probe: ways of reading a long passage from its chunks, pair by pair, with the shipped weights.
+
+Each annotated (claim, passage) pair of a split of the evidence JSON (``benchmarks/verdict_evidence.py``) is cut
+into chunks of ``--chunk-words`` words (the package's ``chunk_passage``); every chunk is scored once and each
+reading below makes the passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) from its chunks' rows:
+
+* ``decisive`` — the row of the chunk least likely NOT_ENOUGH_INFO (what the package does);
+* ``one_sided`` — the row of the chunk with the largest |P(S) - P(R)|;
+* ``mean`` — the chunks' mean row; ``weighted`` — their mean weighted by 1 - P(NEI);
+* ``hybrid`` — P(NEI) of the decisive chunk, the rest shared as the chunks' mean P(S) : P(R).
+
+Prints, per set, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
+AUC of P(NEI) for silent pairs (as ``bench_verdicts.pair_aucs``).  Not wired into the package: on the archive
+halves ``hybrid`` at 32 words raised SciFact's S-vs-R by 0.03, on SciFact's report claims it lowered it by 0.02
+(docs/VERDICTS.md).
+
+    python benchmarks/probe_passage_readings.py --evidence evidence.json --split archive
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+S, R, N = range(3)
+
+
+def _decisive(block: np.ndarray) -> np.ndarray:
+    return block[int((1.0 - block[:, N]).argmax())]
+
+
+def _weighted(block: np.ndarray) -> np.ndarray:
+    w = 1.0 - block[:, N]
+    return (w[:, None] * block).sum(axis=0) / w.sum()
+
+
+def _hybrid(block: np.ndarray) -> np.ndarray:
+    nei = float(block[:, N].min())
+    mean = block.mean(axis=0)
+    share = mean[S] / (mean[S] + mean[R])
+    return np.array([(1.0 - nei) * share, (1.0 - nei) * (1.0 - share), nei])
+
+
+READINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "decisive": _decisive,
+    "one_sided": lambda b: b[int(np.abs(b[:, S] - b[:, R]).argmax())],
+    "mean": lambda b: b.mean(axis=0),
+    "weighted": _weighted,
+    "hybrid": _hybrid,
+}
+
+
+def aucs(rows: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """(AUC of P(S) - P(R), supporting against refuting pairs; AUC of P(NEI), silent pairs against the rest)."""
+    from sklearn.metrics import roc_auc_score
+
+    sr = gold != "NOT_ENOUGH_INFO"
+    return (
+        float(roc_auc_score(gold[sr] == "SUPPORTED", rows[sr, S] - rows[sr, R])),
+        float(roc_auc_score(gold == "NOT_ENOUGH_INFO", rows[:, N])),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--evidence", required=True, help="the JSON of benchmarks/verdict_evidence.py")
+    parser.add_argument("--split", default="archive", help="archive (tuning claims) or report")
+    parser.add_argument("--chunk-words", type=int, nargs="+", default=[32, 64, 128])
+    args = parser.parse_args(argv)
+
+    from llama_index_carag.verifier.model import chunk_passage, shipped_verifier
+
+    verifier = shipped_verifier()
+    data = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
+    for name in sorted(data):
+        items = [it for it in data[name][args.split] if it["annotated"]]
+        gold = np.array([it["gold"] for it in items for _ in it["annotated"]])
+        for words in args.chunk_words:
+            split = [(it["claim"], chunk_passage(str(p), words)) for it in items for p in it["annotated"]]
+            probs = verifier.pair_probabilities([(c, t) for c, chunks in split for t in chunks])
+            blocks, at = [], 0
+            for _, chunks in split:
+                blocks.append(probs[at : at + len(chunks)])
+                at += len(chunks)
+            for reading, read in READINGS.items():
+                sr, nei = aucs(np.array([read(b) for b in blocks]), gold)
+                print(f"{name} {args.split} {words:>4} words {reading:>9}: S-vs-R {sr:.4f}  NEI {nei:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
