@@ -121,6 +121,8 @@ def test_hostile_evidence_is_fenced_as_data():
     assert prompt.index("Decide whether") < prompt.index("\n<claim>\n")  # the instruction is outside the fences
     assert fence("<Evidence type='x'>") == "[Evidencetype='x']"
     assert format_evidence(["a\nb", "c"], ["i1", "i2"]) == "[1] (id: i1) a b\n[2] (id: i2) c"
+    repeated = format_evidence(["a  b", "c", "a\nb"], ["i1", "i2", "i3"], [2, 4, 5])
+    assert repeated == "[2] (id: i1) a b\n[4] (id: i2) c\n[5] (id: i3) the same text as [2]"
 
 
 def test_chat_bot_engine_with_fact_check_prompts(retriever):

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from llama_index_carag.cli.common import CLIError, Stages, _llm, _load_retriever, _stages
+from llama_index_carag.cli.common import CLIError, Stages, _load_retriever, _stages, retriever_and_llm
 from llama_index_carag.verdicts.bulk import BatchClaim, is_error
 
 logger = logging.getLogger(__name__)
@@ -89,16 +89,15 @@ def _stance(row: dict[str, Any]) -> str:
     return _STANCE_SHORT.get(stance, stance.lower()) + ("" if score is None else f" {score:.2f}")
 
 
-def verdict_llm(args: argparse.Namespace, stages: Stages) -> Any | None:
-    """The LLM ``carag check`` needs: none with ``--no-llm`` (retrieval only); a stand-in that is never called
-    with ``--no-explanation`` under the verifier (nothing is loaded); else ``--llm``'s."""
-    if args.no_llm:
-        return None
-    if args.no_explanation and getattr(args, "decision", "verifier") == "verifier":
+def retriever_and_verdict_llm(args: argparse.Namespace, stages: Stages) -> tuple[Any, Any | None]:
+    """The retriever of ``--index`` and the LLM ``carag check`` needs: none with ``--no-llm`` (retrieval only); a
+    stand-in that is never called with ``--no-explanation`` under the verifier (nothing is loaded); else ``--llm``'s,
+    loaded beside the retriever (:func:`~llama_index_carag.cli.common.retriever_and_llm`)."""
+    if not args.no_llm and args.no_explanation and getattr(args, "decision", "verifier") == "verifier":
         from llama_index.core.llms import MockLLM
 
-        return MockLLM()
-    return _llm(args, stages)
+        return _load_retriever(args, stages), MockLLM()
+    return retriever_and_llm(args, stages, load_llm=not args.no_llm)
 
 
 def _index_checker(
@@ -209,8 +208,7 @@ def cmd_check_claims(args: argparse.Namespace) -> int:
         print(f"carag: {len(claims)} claims read, {len(claims) - len(todo)} already in {args.out}", file=sys.stderr)
         if not todo:
             return 1 if problems else 0
-        retriever = _load_retriever(args, stages)
-        llm = verdict_llm(args, stages)
+        retriever, llm = retriever_and_verdict_llm(args, stages)
         checker = _index_checker(args.index, retriever, llm, not args.no_explanation, args.decision)
         rejected = _check_batch(checker, todo, out, stages.quiet)
     print(
@@ -241,8 +239,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_claims(args)
     check_query_text(args.claim, "claim")  # before the models load: a bad claim fails at once
     stages = _stages(args)
-    retriever = _load_retriever(args, stages)
-    llm = verdict_llm(args, stages)
+    retriever, llm = retriever_and_verdict_llm(args, stages)
     checker = _index_checker(args.index, retriever, llm, not args.no_explanation, args.decision)
     result = check_one(checker, args.claim, stages)
     if args.json:
@@ -256,8 +253,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from llama_index_carag.verdicts.chat import FactCheckChatBot
 
     stages = _stages(args)
-    retriever = _load_retriever(args, stages)
-    llm = _llm(args, stages)
+    retriever, llm = retriever_and_llm(args, stages)
     FactCheckChatBot(_index_checker(args.index, retriever, llm), llm).repl()
     return 0
 

@@ -79,14 +79,13 @@ def cmd_check_text(args: argparse.Namespace) -> int:
     if args.report and Path(args.report).suffix.lower() not in (".md", ".html", ".htm"):
         raise CLIError(f"--report {args.report}: the file must end in .md or .html")
     from llama_index_carag.cli.check import _index_checker
-    from llama_index_carag.cli.common import _llm, _load_retriever, _stages
+    from llama_index_carag.cli.common import _stages, retriever_and_llm
 
     stages, text = _stages(args), _read_text(args.file)
     with stages.stage("finding the check-worthy claims"):
         found = find_claims(text)
     stages.say(f"{len(found.claims)} check-worthy claims in {found.sentences} sentences")
-    retriever = _load_retriever(args, stages)
-    llm = None if args.no_llm else _llm(args, stages)
+    retriever, llm = retriever_and_llm(args, stages, load_llm=not args.no_llm)
     result = _check_with_bar(_index_checker(args.index, retriever, llm), found, stages.quiet)
     if args.report:
         from llama_index_carag.visualize.text_report import write_text_report

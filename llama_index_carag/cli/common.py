@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -132,17 +133,38 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
     return {field: getattr(args, arg) for field, arg in names.items() if getattr(args, arg, None) is not None}
 
 
-def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
+def _llm(args: argparse.Namespace, stages: Stages | None = None, pending: Future[Any] | None = None) -> Any:
     """The LLM of ``--llm`` (a stage line when ``stages`` is given, as its backend describes the load: its name,
-    and a first llama.cpp probe)."""
+    and a first llama.cpp probe); ``pending``: its load already running (:func:`retriever_and_llm`), waited for."""
     from llama_index_carag.models.resolve import load_description, resolve_llm
 
     spec = None if args.llm in (None, "default") else args.llm
+
+    def load() -> Any:
+        return pending.result() if pending is not None else resolve_llm(spec)
+
     if stages is None or stages.quiet:
-        return resolve_llm(spec)
+        return load()
     message, note = load_description(spec)
     with stages.stage(message, note=note, ticking=True):
-        return resolve_llm(spec)
+        return load()
+
+
+def retriever_and_llm(args: argparse.Namespace, stages: Stages, load_llm: bool = True) -> tuple[Any, Any | None]:
+    """``(retriever, llm)`` of ``--index`` and ``--llm`` (``llm`` ``None`` unless ``load_llm``).  The LLM loads on
+    a worker thread while the encoder and the index load — llama.cpp's and torch's loads run outside the GIL, so on
+    two cores they overlap — and its stage line counts what is left to wait."""
+    if not load_llm:
+        return _load_retriever(args, stages), None
+    from llama_index_carag.models.resolve import resolve_llm
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="carag-llm-load")
+    try:
+        pending = pool.submit(resolve_llm, None if args.llm in (None, "default") else args.llm)
+        retriever = _load_retriever(args, stages)
+        return retriever, _llm(args, stages, pending)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 #: What every stage line starts with.

@@ -126,6 +126,9 @@ def format_evidence(
 ) -> str:
     """Number evidence passages for the prompt: ``[1] (id: E1) text`` per line, fenced.
 
+    A passage whose text repeats an earlier one's (whitespace aside; a quote syndicated across articles) is shown as
+    ``[2] (id: E2) the same text as [1]``: the LLM reads each text once, and every number stays citable.
+
     Args:
         texts: passage texts in rank order.
         ids: their node ids (same length), shown so the model can cite them.
@@ -136,11 +139,13 @@ def format_evidence(
     numbers = list(numbers) if numbers is not None else list(range(1, len(texts) + 1))
     if len(numbers) != len(texts):
         raise ValueError("format_evidence: texts and numbers must have the same length.")
-    lines = []
+    lines: list[str] = []
+    first_with: dict[str, int] = {}
     for i, (n, text) in enumerate(zip(numbers, texts)):
         body = " ".join(fence(text).split())
         label = f"[{n}] (id: {fence(ids[i])}) " if ids is not None else f"[{n}] "
-        lines.append(label + body)
+        lines.append(label + (f"the same text as [{first_with[body]}]" if body in first_with else body))
+        first_with.setdefault(body, n)
     return "\n".join(lines)
 
 
