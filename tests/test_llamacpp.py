@@ -94,6 +94,36 @@ def test_reused_prompt_prefix_gives_the_scores_of_a_fresh_model(smol_cpp, smol_g
 
 
 @needs_llamacpp
+def test_an_explanation_after_a_held_opening_is_the_fresh_models(smol_gguf):
+    """The opening turn is evaluated once and kept: the explanation is the one a fresh model writes, whether the
+    opening was held ahead (:func:`hold_prompt_opening`), reused after another claim, or evaluated first; label
+    scores after it are still a fresh model's."""
+    from llama_index_carag.models import llamacpp
+    from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+
+    def explain(llm, claim=CLAIM):
+        synth = _synth(llm)
+        return synth._scorer.explain_label(synth.messages(claim, PASSAGES), VerdictLabel.REFUTED)
+
+    def fresh():
+        return load_llamacpp(str(smol_gguf), context_window=2048, max_new_tokens=40)
+
+    first = explain(fresh())
+    held = fresh()
+    hold_prompt_opening(held)
+    assert llamacpp._OPENINGS.get(held._model)  # the opening is held before any claim
+    assert explain(held) == first
+    explain(held, "Paris is in France.")
+    assert explain(held) == first
+    scorer = _synth(held)._scorer
+    after = scorer.score(_synth(held).messages(CLAIM, PASSAGES))[0]
+    new = fresh()
+    expected = _synth(new)._scorer.score(_synth(new).messages(CLAIM, PASSAGES))[0]
+    assert after.as_dict() == pytest.approx(expected.as_dict(), abs=1e-3)
+    assert not llamacpp._OPENINGS.get(held._model)  # scoring labels evaluates from the first token
+
+
+@needs_llamacpp
 def test_scored_verdict_through_the_synthesizer(smol_cpp):
     from llama_index.core.schema import NodeWithScore, TextNode
 

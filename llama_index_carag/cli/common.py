@@ -150,17 +150,26 @@ def _llm(args: argparse.Namespace, stages: Stages | None = None, pending: Future
         return load()
 
 
+def _load_llm(spec: str | None) -> Any:
+    """``resolve_llm(spec)`` with the fact-check prompt's opening turn evaluated where the LLM keeps it."""
+    from llama_index_carag.models.resolve import resolve_llm
+    from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+
+    llm = resolve_llm(spec)
+    hold_prompt_opening(llm)
+    return llm
+
+
 def retriever_and_llm(args: argparse.Namespace, stages: Stages, load_llm: bool = True) -> tuple[Any, Any | None]:
-    """``(retriever, llm)`` of ``--index`` and ``--llm`` (``llm`` ``None`` unless ``load_llm``).  The LLM loads on
-    a worker thread while the encoder and the index load — llama.cpp's and torch's loads run outside the GIL, so on
-    two cores they overlap — and its stage line counts what is left to wait."""
+    """``(retriever, llm)`` of ``--index`` and ``--llm`` (``llm`` ``None`` unless ``load_llm``).  The LLM loads,
+    and evaluates the fact-check prompt's opening turn where it keeps it, on a worker thread while the encoder and
+    the index load — llama.cpp's and torch's work runs outside the GIL, so on two cores they overlap — and its stage
+    line counts what is left to wait."""
     if not load_llm:
         return _load_retriever(args, stages), None
-    from llama_index_carag.models.resolve import resolve_llm
-
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="carag-llm-load")
     try:
-        pending = pool.submit(resolve_llm, None if args.llm in (None, "default") else args.llm)
+        pending = pool.submit(_load_llm, None if args.llm in (None, "default") else args.llm)
         retriever = _load_retriever(args, stages)
         return retriever, _llm(args, stages, pending)
     finally:

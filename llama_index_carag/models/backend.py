@@ -217,3 +217,7 @@ class LLMBackend:
     def session(self) -> Iterator[None]:
         """Held around one scoring and its generation (default: nothing; llama.cpp: the model's lock)."""
         yield
+
+    def hold_opening(self, messages: Sequence[Any]) -> None:
+        """Evaluate the opening turn of the prompt of ``messages`` (its system message) ahead of the first
+        explanation, where the model keeps it between prompts (default: nothing; llama.cpp: its KV cache)."""

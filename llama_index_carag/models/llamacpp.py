@@ -18,10 +18,13 @@ CPU.  In this one module, as the backend needs them:
   it was trained to read them.
 * **scoring** on the ``llama_cpp.Llama`` — the prompt (the LLM's ``messages_to_prompt``) is evaluated
   once, each option string is scored token by token on top of it and cut off again, and generation
-  continues the evaluated prompt.  Each prompt is evaluated from its first token, so its scores do not
-  depend on what the model evaluated before (llama.cpp's batch kernels round a token slightly
-  differently depending on where it falls in a batch).  One model holds one evaluation state:
-  :func:`model_lock` serialises calls.
+  continues the evaluated prompt.  Each prompt whose labels are scored is evaluated from its first token, so
+  its scores do not depend on what the model evaluated before (llama.cpp's batch kernels round a token
+  slightly differently depending on where it falls in a batch).  The prompt of an explanation alone (the
+  verifier decided) is evaluated in two batches, its opening turn (the system message, the same for every
+  claim) and the rest: the opening is kept between prompts, evaluated once per model
+  (:meth:`LlamaCppBackend.hold_opening` can do it while other models load), and the same either way.  One
+  model holds one evaluation state: :func:`model_lock` serialises calls.
 
 ``llama-cpp-python`` and ``llama-index-llms-llama-cpp`` are optional (``llama-cpp-python`` compiles from
 source where no wheel exists; ``scripts/llamacpp.sh`` builds it portably) and imported inside the
@@ -391,6 +394,8 @@ def load_llamacpp(
 
 # ------------------------------------------------------------------ the backend
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+#: The opening turn each model holds as a batch of its own (:meth:`LlamaCppBackend._evaluate`).
+_OPENINGS: weakref.WeakKeyDictionary[Any, tuple[int, ...]] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
 
@@ -499,29 +504,66 @@ class LlamaCppBackend(LLMBackend):
         row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, -1), shape=(model.n_vocab(),))
         return log_softmax(row)
 
-    def _evaluate(self, ids: list[int]) -> None:
-        """Evaluate ``ids`` from the first token, in llama.cpp's batches.
+    def _evaluate(self, ids: list[int], opening: int = 0) -> None:
+        """Evaluate ``ids``: from the first token (``opening`` 0), or as the first ``opening`` tokens and the rest,
+        the opening reused where the model holds it from such an evaluation.
 
-        Nothing held from an earlier prompt is reused: llama.cpp's kernels give a token slightly
+        Nothing else held from an earlier prompt is reused: llama.cpp's kernels give a token slightly
         different values depending on where it falls in a batch (0.1 nats on the label scores), so a
-        reused prefix would make a prompt's scores depend on the prompt before it.
+        reused prefix would make a prompt's result depend on the prompt before it.  An opening evaluated
+        as a batch of its own has the same values whenever it is evaluated.
         """
         model = self.model
+        head = tuple(ids[:opening])
+        held = opening and _OPENINGS.get(model) == head and model.n_tokens >= opening
+        if held and list(model.input_ids[:opening]) == list(head):
+            model.n_tokens = opening
+        else:
+            self._evaluate_opening(list(head))
+        model.eval(ids[opening:])
+
+    def _evaluate_opening(self, head: list[int]) -> None:
+        """Evaluate ``head`` from the first token as a batch of its own (nothing for an empty one)."""
+        model = self.model
         model.n_tokens = 0
-        model.eval(ids)
+        _OPENINGS.pop(model, None)
+        if head:
+            model.eval(head)
+            _OPENINGS[model] = tuple(head)
+
+    def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:
+        """How many of ``prompt_ids`` are the opening turn of ``messages``: the tokens the first message alone
+        renders to, up to where the prompt goes on differently (0 for a prompt of one message)."""
+        if len(messages) < 2:
+            return 0
+        alone = self._ids(self.render(messages[:1], ""), first=True)
+        n = 0
+        while n < min(len(alone), len(prompt_ids) - 1) and alone[n] == prompt_ids[n]:
+            n += 1
+        return n
 
     def score_options(
         self, messages: Sequence[Any], options: Mapping[K, str], prefix: str
     ) -> tuple[dict[K, float], None, list[int]]:
-        """The prompt evaluated from its first token, each option token by token on top of it and cut off again."""
+        """The prompt evaluated (from its first token when ``options`` are scored; else after its opening turn,
+        :meth:`_evaluate`), each option token by token on top of it and cut off again."""
         prompt_ids = self._ids(self.render(messages, prefix), first=True)
         if not prompt_ids:
             raise ValueError("The rendered prompt is empty.")
         self._check_room(prompt_ids)
         with model_lock(self.model):
-            self._evaluate(prompt_ids)
+            self._evaluate(prompt_ids, 0 if options else self._opening_length(messages, prompt_ids))
             logprobs = self._options_here(prompt_ids, options)
         return logprobs, None, prompt_ids
+
+    def hold_opening(self, messages: Sequence[Any]) -> None:
+        """Evaluate the opening turn of ``messages``' prompt now, as an explanation's prompt would (kept until a
+        prompt with another opening, or with labels scored, is evaluated)."""
+        prompt_ids = self._ids(self.render(messages, ""), first=True)
+        head = prompt_ids[: self._opening_length(messages, prompt_ids)]
+        with model_lock(self.model):
+            if head and _OPENINGS.get(self.model) != tuple(head):
+                self._evaluate_opening(head)
 
     def _check_room(self, prompt_ids: list[int]) -> None:
         model = self.model

@@ -47,6 +47,17 @@ class LabelScores:
         return {k.value: round(float(v), 4) for k, v in self.logprobs.items()}
 
 
+def hold_prompt_opening(llm: Any) -> None:
+    """Evaluate the default fact-check prompt's opening turn (its system message) on ``llm`` now, where its backend
+    keeps it between prompts (llama.cpp, :meth:`~llama_index_carag.models.backend.LLMBackend.hold_opening`): the
+    first explanation then starts after it.  Nothing for other LLMs."""
+    from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_PROMPT
+
+    backend = backend_for(llm)
+    if backend is not None:
+        backend.hold_opening(FACT_CHECK_CHAT_PROMPT.format_messages(query_str="", context_str=""))
+
+
 def explanation_complete(text: str, max_sentences: int) -> bool:
     """Whether a generated explanation can stop: ``max_sentences`` sentences complete, a blank line, or a new ``Verdict:``.
 
