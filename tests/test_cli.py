@@ -54,8 +54,9 @@ def test_index_writes_index_and_state(index_dir):
 
 def test_index_calibrate_reads_the_csv_links_and_persists(tmp_path):
     out = tmp_path / "calibrated"
-    proc = carag("index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate")
+    proc = carag("-q", "index", str(demo_corpus_path()), "--out", str(out), "--clusters", "3", "--calibrate")
     assert proc.returncode == 0, proc.stderr
+    assert "%|" not in proc.stderr and "Generating embeddings" not in proc.stderr  # -q: no progress bars
     # the demo's 21 claims are linked through their evidence rows: too few to move off the preset
     assert "calibration: too few linked claims (21 < 50)" in proc.stdout
     # ... and the claim verifier is compared on their labels (the verdict half of --calibrate; no LLM is loaded)

@@ -36,9 +36,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not corpus.evidence_nodes:
         raise CLIError("no evidence to index")
     t0 = time.perf_counter()
+    quiet = bool(getattr(args, "quiet", False))  # -q: no progress bars either
     model = resolve_embed_model(args.embed_model)
     docstore = _open_docstore(getattr(args, "docstore", None), out, force=args.force)
-    index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=True, docstore=docstore)
+    index = build_faiss_index(corpus.evidence_nodes, model, id_map=True, show_progress=not quiet, docstore=docstore)
     from llama_index_carag.settings import CaragSettings
 
     settings = CaragSettings.from_options(
@@ -54,7 +55,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         index,
         settings,
         claim_nodes=corpus.claim_nodes,
-        show_progress=True,
+        show_progress=not quiet,
         calibrate=getattr(args, "calibrate", False),
     )
     calibration = retriever.corpus.calibration
