@@ -200,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     evidence = json.loads(Path(args.evidence).read_text(encoding="utf-8"))
     out_dir, work = Path(args.out_dir), Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    for folder in (out_dir, work):  # before the fits: a record is not lost to a missing folder
+        folder.mkdir(parents=True, exist_ok=True)
     indexes = dict(item.split("=", 1) for item in args.index)
     for name in args.domains:
         labels = [] if args.no_archive else args.labels
