@@ -95,6 +95,9 @@ def serve_synthesizers(llm: Any, index_dir: str | None = None, decision: str = "
     verifier = synthesizer.decision.verifier if isinstance(synthesizer.decision, VerifierDecision) else None
     if verifier is not None:  # its weights load now, before the server (or the worker) says it is ready
         verifier.cross_encoder  # noqa: B018
+        from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+
+        hold_prompt_opening(llm)  # and a local LLM's prompt opening: the first request starts after it
     return synthesizer, build(streaming=True)
 
 
