@@ -340,3 +340,20 @@ def test_installed_entry_point_runs():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([CARAG, "--help"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0 and "usage: carag" in proc.stdout
+
+
+def test_stage_lines_wait_while_a_model_load_silences_the_streams(capsys):
+    """llama-cpp-python points the process's stderr at /dev/null while a model loads (on the CLI's loader thread):
+    a stage line written meanwhile waits for the load instead of being lost."""
+    import threading
+
+    from llama_index_carag.cli.common import write_stderr
+    from llama_index_carag.models.llamacpp import SILENCED_STREAMS
+
+    written = threading.Event()
+    writer = threading.Thread(target=lambda: (write_stderr("carag: a stage …\n"), written.set()))
+    with SILENCED_STREAMS:
+        writer.start()
+        assert not written.wait(0.3)  # held back while the streams are silenced
+    writer.join(10)
+    assert written.is_set() and capsys.readouterr().err == "carag: a stage …\n"

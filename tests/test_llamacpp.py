@@ -94,12 +94,21 @@ def test_reused_prompt_prefix_gives_the_scores_of_a_fresh_model(smol_cpp, smol_g
 
 
 @needs_llamacpp
-def test_an_explanation_after_a_held_opening_is_the_fresh_models(smol_gguf):
+def test_an_explanation_after_a_held_opening_is_the_fresh_models(smol_gguf, monkeypatch):
     """The opening turn is evaluated once and kept: the explanation is the one a fresh model writes, whether the
     opening was held ahead (:func:`hold_prompt_opening`), reused after another claim, or evaluated first; label
     scores after it are still a fresh model's."""
     from llama_index_carag.models import llamacpp
     from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+
+    openings: list[int] = []
+    evaluate_opening = llamacpp.LlamaCppBackend._evaluate_opening
+
+    def counted(self, head):
+        openings.append(len(head))
+        return evaluate_opening(self, head)
+
+    monkeypatch.setattr(llamacpp.LlamaCppBackend, "_evaluate_opening", counted)
 
     def explain(llm, claim=CLAIM):
         synth = _synth(llm)
@@ -110,11 +119,13 @@ def test_an_explanation_after_a_held_opening_is_the_fresh_models(smol_gguf):
 
     first = explain(fresh())
     held = fresh()
+    openings.clear()
     hold_prompt_opening(held)
-    assert llamacpp._OPENINGS.get(held._model)  # the opening is held before any claim
+    assert llamacpp._OPENINGS.get(held._model) and len(openings) == 1  # held before any claim
     assert explain(held) == first
     explain(held, "Paris is in France.")
     assert explain(held) == first
+    assert len(openings) == 1 and openings[0] > 0  # each explanation reused it
     scorer = _synth(held)._scorer
     after = scorer.score(_synth(held).messages(CLAIM, PASSAGES))[0]
     new = fresh()

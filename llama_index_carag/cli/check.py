@@ -97,7 +97,8 @@ def retriever_and_verdict_llm(args: argparse.Namespace, stages: Stages) -> tuple
         from llama_index.core.llms import MockLLM
 
         return _load_retriever(args, stages), MockLLM()
-    return retriever_and_llm(args, stages, load_llm=not args.no_llm)
+    verifier = getattr(args, "decision", "verifier") == "verifier"
+    return retriever_and_llm(args, stages, load_llm=not args.no_llm, hold_opening=verifier)
 
 
 def _index_checker(

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -133,47 +133,62 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
     return {field: getattr(args, arg) for field, arg in names.items() if getattr(args, arg, None) is not None}
 
 
-def _llm(args: argparse.Namespace, stages: Stages | None = None, pending: Future[Any] | None = None) -> Any:
+def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
     """The LLM of ``--llm`` (a stage line when ``stages`` is given, as its backend describes the load: its name,
-    and a first llama.cpp probe); ``pending``: its load already running (:func:`retriever_and_llm`), waited for."""
+    and a first llama.cpp probe)."""
     from llama_index_carag.models.resolve import load_description, resolve_llm
 
     spec = None if args.llm in (None, "default") else args.llm
-
-    def load() -> Any:
-        return pending.result() if pending is not None else resolve_llm(spec)
-
     if stages is None or stages.quiet:
-        return load()
+        return resolve_llm(spec)
     message, note = load_description(spec)
     with stages.stage(message, note=note, ticking=True):
-        return load()
+        return resolve_llm(spec)
 
 
-def _load_llm(spec: str | None) -> Any:
-    """``resolve_llm(spec)`` with the fact-check prompt's opening turn evaluated where the LLM keeps it."""
-    from llama_index_carag.models.resolve import resolve_llm
-    from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+def retriever_and_llm(
+    args: argparse.Namespace, stages: Stages, load_llm: bool = True, hold_opening: bool = True
+) -> tuple[Any, Any | None]:
+    """``(retriever, llm)`` of ``--index`` and ``--llm`` (``llm`` ``None`` unless ``load_llm``).
 
-    llm = resolve_llm(spec)
-    hold_prompt_opening(llm)
-    return llm
-
-
-def retriever_and_llm(args: argparse.Namespace, stages: Stages, load_llm: bool = True) -> tuple[Any, Any | None]:
-    """``(retriever, llm)`` of ``--index`` and ``--llm`` (``llm`` ``None`` unless ``load_llm``).  The LLM loads,
-    and evaluates the fact-check prompt's opening turn where it keeps it, on a worker thread while the encoder and
-    the index load — llama.cpp's and torch's work runs outside the GIL, so on two cores they overlap — and its stage
-    line counts what is left to wait."""
+    The LLM loads on a worker thread while the encoder and the index load — llama.cpp's and torch's work runs
+    outside the GIL, so on two cores they overlap — and its stage line counts what is left to wait.  With
+    ``hold_opening`` (the verifier decides, the LLM explains) it also evaluates the fact-check prompt's opening
+    turn there (:func:`~llama_index_carag.verdicts.label_scores.hold_prompt_opening`).  The thread is a daemon: a
+    command that fails before the LLM is needed exits at once.
+    """
     if not load_llm:
         return _load_retriever(args, stages), None
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="carag-llm-load")
-    try:
-        pending = pool.submit(_load_llm, None if args.llm in (None, "default") else args.llm)
-        retriever = _load_retriever(args, stages)
-        return retriever, _llm(args, stages, pending)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    from llama_index_carag.models.resolve import load_description, resolve_llm
+    from llama_index_carag.verdicts.label_scores import hold_prompt_opening
+
+    spec = None if args.llm in (None, "default") else args.llm
+    message, note = load_description(spec)  # before the load: its first llama.cpp probe is still to come
+    pending: Future[Any] = Future()
+
+    def load() -> None:
+        try:
+            llm = resolve_llm(spec)
+            if hold_opening:
+                hold_prompt_opening(llm)
+            pending.set_result(llm)
+        except BaseException as exc:  # raised in the main thread, where the LLM is waited for
+            pending.set_exception(exc)
+
+    threading.Thread(target=load, name="carag-llm-load", daemon=True).start()
+    retriever = _load_retriever(args, stages)
+    with stages.stage(message, note=note, ticking=True):
+        return retriever, pending.result()
+
+
+def write_stderr(text: str) -> None:
+    """``text`` on standard error, flushed — not while a model load has the process's streams silenced
+    (:data:`~llama_index_carag.models.llamacpp.SILENCED_STREAMS`)."""
+    from llama_index_carag.models.llamacpp import SILENCED_STREAMS
+
+    with SILENCED_STREAMS:
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 #: What every stage line starts with.
@@ -204,7 +219,7 @@ class Stages:
     def say(self, message: str) -> None:
         """One line, outside any stage (e.g. a summary)."""
         if not self.quiet:
-            print(PREFIX + message, file=sys.stderr, flush=True)
+            write_stderr(PREFIX + message + "\n")
 
     @contextmanager
     def stage(self, message: str, *, note: str = "", ticking: bool = False) -> Iterator[None]:
@@ -219,14 +234,13 @@ class Stages:
             yield
             return
         if not tty:
-            print(line, file=sys.stderr, flush=True)
+            write_stderr(line + "\n")
             yield
             logger.info("%s: %.1f s", message, time.perf_counter() - started)
             return
         stop = threading.Event()
         ticker = threading.Thread(target=self._tick, args=(line, started, stop), daemon=True) if ticking else None
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        write_stderr(line)
         if ticker is not None:
             ticker.start()
         try:
@@ -235,12 +249,10 @@ class Stages:
             stop.set()
             if ticker is not None:
                 ticker.join()
-            sys.stderr.write(f"\r\x1b[K{line} {time.perf_counter() - started:.1f} s\n")
-            sys.stderr.flush()
+            write_stderr(f"\r\x1b[K{line} {time.perf_counter() - started:.1f} s\n")
 
     @staticmethod
     def _tick(line: str, started: float, stop: threading.Event) -> None:
         """Rewrite ``line`` with the seconds so far, every :data:`_TICK_S`, until ``stop`` is set."""
         while not stop.wait(_TICK_S):
-            sys.stderr.write(f"\r\x1b[K{line} {time.perf_counter() - started:.0f} s")
-            sys.stderr.flush()
+            write_stderr(f"\r\x1b[K{line} {time.perf_counter() - started:.0f} s")

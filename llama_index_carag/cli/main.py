@@ -25,7 +25,15 @@ from typing import Any
 
 from llama_index_carag.cli.check import cmd_chat, cmd_check, cmd_graph
 from llama_index_carag.cli.check_text import cmd_check_text
-from llama_index_carag.cli.common import CLIError, _clusters, _count_arg, _positive_int, _presets, _unit_float
+from llama_index_carag.cli.common import (
+    CLIError,
+    _clusters,
+    _count_arg,
+    _positive_int,
+    _presets,
+    _unit_float,
+    write_stderr,
+)
 from llama_index_carag.cli.demo import cmd_demo
 from llama_index_carag.cli.index import cmd_index
 from llama_index_carag.cli.serve import cmd_serve
@@ -343,13 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("carag: interrupted", file=sys.stderr)
+        write_stderr("carag: interrupted\n")
         return 130
     except (CLIError, ValueError, TypeError, OSError, IndexBusyError) as exc:  # IndexBusyError: another writer
         if debug:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"carag: error: {message}", file=sys.stderr)
+        write_stderr(f"carag: error: {message}\n")
         return EXIT_USAGE
 
 

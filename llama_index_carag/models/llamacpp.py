@@ -376,21 +376,27 @@ def load_llamacpp(
     threads = int(n_threads or os.cpu_count() or 1)
     kwargs = llamacpp_generate_kwargs(generate_kwargs)
     logger.info("Loading %s with llama.cpp (%d threads)", path, threads)
-    llm = LlamaCPP(
-        model_path=path,
-        temperature=0.0,
-        max_new_tokens=max_new_tokens,
-        context_window=context_window,
-        generate_kwargs=kwargs,
-        model_kwargs={"n_threads": threads, "n_threads_batch": threads, "verbose": False},
-        verbose=False,
-    )  # the system prompt goes into the chat template below, not into LlamaCPP (it would appear twice)
+    with SILENCED_STREAMS:  # llama-cpp-python points the process's stdout and stderr at /dev/null meanwhile
+        llm = LlamaCPP(
+            model_path=path,
+            temperature=0.0,
+            max_new_tokens=max_new_tokens,
+            context_window=context_window,
+            generate_kwargs=kwargs,
+            model_kwargs={"n_threads": threads, "n_threads_batch": threads, "verbose": False},
+            verbose=False,
+        )  # the system prompt goes into the chat template below, not into LlamaCPP (it would appear twice)
     chat = GGUFChatPrompt.from_model(llm._model, system_prompt)  # LlamaCPP's Llama is private
     if chat is not None:
         llm.messages_to_prompt = chat.messages
         llm.completion_to_prompt = chat.completion
     return llm
 
+
+#: Held while a model loads: llama-cpp-python (``verbose=False``) points the whole process's standard output and
+#: error at ``/dev/null`` then, so what another thread prints meanwhile is lost; a thread that writes to them takes
+#: this lock first (the CLI's stage lines, :func:`~llama_index_carag.cli.common.write_stderr`).
+SILENCED_STREAMS = threading.Lock()
 
 # ------------------------------------------------------------------ the backend
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
@@ -532,13 +538,23 @@ class LlamaCppBackend(LLMBackend):
             _OPENINGS[model] = tuple(head)
 
     def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:
-        """How many of ``prompt_ids`` are the opening turn of ``messages``: the tokens the first message alone
-        renders to, up to where the prompt goes on differently (0 for a prompt of one message)."""
+        """How many of ``prompt_ids`` are the opening turn of ``messages``: what the first message and the start of
+        the second render to whatever the second says (the prompt rendered with two probe texts in its place, up to
+        where the three differ); 0 for a prompt of one message, or a chat template that refuses the probes."""
         if len(messages) < 2:
             return 0
-        alone = self._ids(self.render(messages[:1], ""), first=True)
-        n = 0
-        while n < min(len(alone), len(prompt_ids) - 1) and alone[n] == prompt_ids[n]:
+        from llama_index.core.llms import ChatMessage
+
+        try:
+            a, b = (
+                self._ids(self.render([messages[0], ChatMessage(role=messages[1].role, content=text)], ""), first=True)
+                for text in ("A", "B")
+            )
+        except Exception as exc:  # e.g. a template that asks for more turns: nothing is held, nothing breaks
+            logger.debug("No prompt opening held: the chat template refused the probe (%s).", exc)
+            return 0
+        n, limit = 0, min(len(a), len(b), len(prompt_ids) - 1)
+        while n < limit and a[n] == b[n] == prompt_ids[n]:
             n += 1
         return n
 

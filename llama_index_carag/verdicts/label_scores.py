@@ -54,8 +54,12 @@ def hold_prompt_opening(llm: Any) -> None:
     from llama_index_carag.verdicts.prompts import FACT_CHECK_CHAT_PROMPT
 
     backend = backend_for(llm)
-    if backend is not None:
+    if backend is None:
+        return
+    try:
         backend.hold_opening(FACT_CHECK_CHAT_PROMPT.format_messages(query_str="", context_str=""))
+    except Exception as exc:  # a head start only: the first explanation evaluates the opening itself
+        logger.warning("The prompt opening was not evaluated ahead (%s).", exc)
 
 
 def explanation_complete(text: str, max_sentences: int) -> bool:
