@@ -21,10 +21,10 @@ CPU.  In this one module, as the backend needs them:
   continues the evaluated prompt.  Each prompt whose labels are scored is evaluated from its first token, so
   its scores do not depend on what the model evaluated before (llama.cpp's batch kernels round a token
   slightly differently depending on where it falls in a batch).  The prompt of an explanation alone (the
-  verifier decided) is evaluated in two batches, its opening turn (the system message, the same for every
-  claim) and the rest: the opening is kept between prompts, evaluated once per model
-  (:meth:`LlamaCppBackend.hold_opening` can do it while other models load), and the same either way.  One
-  model holds one evaluation state: :func:`model_lock` serialises calls.
+  verifier decided) is evaluated in two batches, its opening turn (the system message and the next turn's
+  header, the same for every claim) and the rest: the opening is kept between prompts, evaluated once per
+  model (:meth:`LlamaCppBackend.hold_opening` can do it while other models load), and the same either way.
+  One model holds one evaluation state: :func:`model_lock` serialises calls.
 
 ``llama-cpp-python`` and ``llama-index-llms-llama-cpp`` are optional (``llama-cpp-python`` compiles from
 source where no wheel exists; ``scripts/llamacpp.sh`` builds it portably) and imported inside the
