@@ -89,15 +89,17 @@ def archive_sample(items: Sequence[dict[str, Any]], n: int, seed: int = 0) -> li
 def pair_aucs(verifier: Any, items: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Pair level on the annotated evidence: AUC of P(S) - P(R), supporting against refuting pairs; AUC of P(NEI),
     silent pairs against the rest."""
-    from sklearn.metrics import roc_auc_score
-
     probs = verifier.batch_probabilities([(it["claim"], it["annotated"]) for it in items if it["annotated"]])
     gold = [it["gold"] for it in items if it["annotated"] for _ in it["annotated"]]
-    rows = np.concatenate(probs)
-    labels = np.array(gold)
+    return {"pairs": len(gold), **row_aucs(np.concatenate(probs), np.array(gold))}
+
+
+def row_aucs(rows: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """``auc_s_vs_r`` and ``auc_nei`` of probability rows (S, R, NEI) against their pairs' labels."""
+    from sklearn.metrics import roc_auc_score
+
     sr = labels != "NOT_ENOUGH_INFO"
     return {
-        "pairs": len(gold),
         "auc_s_vs_r": float(roc_auc_score(labels[sr] == "SUPPORTED", rows[sr, 0] - rows[sr, 1])),
         "auc_nei": float(roc_auc_score(labels == "NOT_ENOUGH_INFO", rows[:, 2])),
     }

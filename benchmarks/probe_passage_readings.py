@@ -10,7 +10,7 @@ reading below makes the passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) f
 * ``hybrid`` — P(NEI) of the decisive chunk, the rest shared as the chunks' mean P(S) : P(R).
 
 Prints, per set, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
-AUC of P(NEI) for silent pairs (as ``bench_verdicts.pair_aucs``).  Not wired into the package: on the archive
+AUC of P(NEI) for silent pairs (``bench_verdicts.row_aucs``).  Not wired into the package: on the archive
 halves ``hybrid`` at 32 words raised SciFact's S-vs-R by 0.03, on SciFact's report claims it lowered it by 0.02
 (docs/VERDICTS.md).
 
@@ -54,23 +54,14 @@ READINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def aucs(rows: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
-    """(AUC of P(S) - P(R), supporting against refuting pairs; AUC of P(NEI), silent pairs against the rest)."""
-    from sklearn.metrics import roc_auc_score
-
-    sr = gold != "NOT_ENOUGH_INFO"
-    return (
-        float(roc_auc_score(gold[sr] == "SUPPORTED", rows[sr, S] - rows[sr, R])),
-        float(roc_auc_score(gold == "NOT_ENOUGH_INFO", rows[:, N])),
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--evidence", required=True, help="the JSON of benchmarks/verdict_evidence.py")
     parser.add_argument("--split", default="archive", help="archive (tuning claims) or report")
     parser.add_argument("--chunk-words", type=int, nargs="+", default=[32, 64, 128])
     args = parser.parse_args(argv)
+
+    from bench_verdicts import row_aucs
 
     from llama_index_carag.verifier.model import chunk_passage, shipped_verifier
 
@@ -87,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 blocks.append(probs[at : at + len(chunks)])
                 at += len(chunks)
             for reading, read in READINGS.items():
-                sr, nei = aucs(np.array([read(b) for b in blocks]), gold)
+                auc = row_aucs(np.array([read(b) for b in blocks]), gold)
+                sr, nei = auc["auc_s_vs_r"], auc["auc_nei"]
                 print(f"{name} {args.split} {words:>4} words {reading:>9}: S-vs-R {sr:.4f}  NEI {nei:.4f}", flush=True)
 
 

@@ -93,11 +93,11 @@ def retriever_and_verdict_llm(args: argparse.Namespace, stages: Stages) -> tuple
     """The retriever of ``--index`` and the LLM ``carag check`` needs: none with ``--no-llm`` (retrieval only); a
     stand-in that is never called with ``--no-explanation`` under the verifier (nothing is loaded); else ``--llm``'s,
     loaded beside the retriever (:func:`~llama_index_carag.cli.common.retriever_and_llm`)."""
-    if not args.no_llm and args.no_explanation and getattr(args, "decision", "verifier") == "verifier":
+    verifier = getattr(args, "decision", "verifier") == "verifier"
+    if not args.no_llm and args.no_explanation and verifier:
         from llama_index.core.llms import MockLLM
 
         return _load_retriever(args, stages), MockLLM()
-    verifier = getattr(args, "decision", "verifier") == "verifier"
     return retriever_and_llm(args, stages, load_llm=not args.no_llm, hold_opening=verifier)
 
 

@@ -436,6 +436,7 @@ class LlamaCppBackend(LLMBackend):
         super().__init__(llm, max_new_tokens)
         #: llama.cpp's repetition penalty for generation (1.1, as for transformers, unless the LLM says).
         self.repeat_penalty = float(dict(llm.generate_kwargs or {}).get("repeat_penalty", 1.1))
+        self._openings: dict[tuple[str, str, str], tuple[int, ...]] = {}  # :meth:`_opening`, per first message
 
     # ------------------------------------------------------------ resolving
     @classmethod
@@ -538,25 +539,37 @@ class LlamaCppBackend(LLMBackend):
             _OPENINGS[model] = tuple(head)
 
     def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:
-        """How many of ``prompt_ids`` are the opening turn of ``messages``: what the first message and the start of
-        the second render to whatever the second says (the prompt rendered with two probe texts in its place, up to
-        where the three differ); 0 for a prompt of one message, or a chat template that refuses the probes."""
+        """How many of ``prompt_ids`` are the opening turn of ``messages`` (:meth:`_opening`); 0 for a prompt of one
+        message."""
         if len(messages) < 2:
             return 0
-        from llama_index.core.llms import ChatMessage
-
-        try:
-            a, b = (
-                self._ids(self.render([messages[0], ChatMessage(role=messages[1].role, content=text)], ""), first=True)
-                for text in ("A", "B")
-            )
-        except Exception as exc:  # e.g. a template that asks for more turns: nothing is held, nothing breaks
-            logger.debug("No prompt opening held: the chat template refused the probe (%s).", exc)
-            return 0
-        n, limit = 0, min(len(a), len(b), len(prompt_ids) - 1)
-        while n < limit and a[n] == b[n] == prompt_ids[n]:
+        opening = self._opening(messages[0], messages[1].role)
+        n, limit = 0, min(len(opening), len(prompt_ids) - 1)
+        while n < limit and opening[n] == prompt_ids[n]:
             n += 1
         return n
+
+    def _opening(self, first: Any, next_role: Any) -> tuple[int, ...]:
+        """The tokens ``first`` and the start of a ``next_role`` turn render to whatever that turn says (the two
+        rendered with two probe texts, up to where they differ), worked out once per first message; empty for a
+        chat template that refuses the probes."""
+        key = (str(first.role), str(first.content), str(next_role))
+        if key not in self._openings:
+            from llama_index.core.llms import ChatMessage
+
+            try:
+                a, b = (
+                    self._ids(self.render([first, ChatMessage(role=next_role, content=text)], ""), first=True)
+                    for text in ("A", "B")
+                )
+            except Exception as exc:  # e.g. a template that asks for more turns: nothing is held, nothing breaks
+                logger.debug("No prompt opening held: the chat template refused the probe (%s).", exc)
+                a, b = [], []
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            self._openings[key] = tuple(a[:n])
+        return self._openings[key]
 
     def score_options(
         self, messages: Sequence[Any], options: Mapping[K, str], prefix: str
