@@ -9,7 +9,11 @@ reading below makes the passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) f
 * ``mean`` — the chunks' mean row; ``weighted`` — their mean weighted by 1 - P(NEI);
 * ``hybrid`` — P(NEI) of the decisive chunk, the rest shared as the chunks' mean P(S) : P(R).
 
-Prints, per set, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
+``--claim-reading`` also reads each chunk with the claim's denial (``It is not true that <claim>``; ``denied`` swaps
+its S and R back, ``symmetric`` averages the two readings) or divides each row by the row for an empty claim
+(``content_free``).  Both fell on FactVer's archive half (docs/VERDICTS.md).
+
+Prints, per set, claim reading, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
 AUC of P(NEI) for silent pairs (``bench_verdicts.row_aucs``).  Not wired into the package: on the archive
 halves ``hybrid`` at 32 words raised SciFact's S-vs-R by 0.03, on SciFact's report claims it lowered it by 0.02
 (docs/VERDICTS.md).
@@ -45,6 +49,23 @@ def _hybrid(block: np.ndarray) -> np.ndarray:
     return np.array([(1.0 - nei) * share, (1.0 - nei) * (1.0 - share), nei])
 
 
+def negated(claim: str) -> str:
+    """The claim denied by a fixed prefix: ``It is not true that <claim>`` (the first letter lowered unless the
+    first word looks like an acronym)."""
+    text = claim.strip()
+    if len(text) > 1 and text[0].isupper() and not text[1].isupper():
+        text = text[0].lower() + text[1:]
+    return "It is not true that " + text
+
+
+def symmetric(rows: np.ndarray, denied: np.ndarray) -> np.ndarray:
+    """Rows read with the claim and with its denial, averaged: support of the claim with refutation of the denial,
+    refutation with support, NEI with NEI (a stance the verifier gives both a claim and its denial cancels)."""
+    return np.stack(
+        [(rows[:, S] + denied[:, R]) / 2, (rows[:, R] + denied[:, S]) / 2, (rows[:, N] + denied[:, N]) / 2], axis=1
+    )
+
+
 READINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "decisive": _decisive,
     "one_sided": lambda b: b[int(np.abs(b[:, S] - b[:, R]).argmax())],
@@ -59,6 +80,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--evidence", required=True, help="the JSON of benchmarks/verdict_evidence.py")
     parser.add_argument("--split", default="archive", help="archive (tuning claims) or report")
     parser.add_argument("--chunk-words", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument(
+        "--claim-reading",
+        nargs="+",
+        choices=["claim", "denied", "symmetric", "content_free"],
+        default=["claim"],
+        help="read each chunk with the claim, with its denial (S and R swapped back), or both averaged",
+    )
     args = parser.parse_args(argv)
 
     from bench_verdicts import row_aucs
@@ -72,15 +100,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         gold = np.array([it["gold"] for it in items for _ in it["annotated"]])
         for words in args.chunk_words:
             split = [(it["claim"], chunk_passage(str(p), words)) for it in items for p in it["annotated"]]
-            probs = verifier.pair_probabilities([(c, t) for c, chunks in split for t in chunks])
-            blocks, at = [], 0
-            for _, chunks in split:
-                blocks.append(probs[at : at + len(chunks)])
-                at += len(chunks)
-            for reading, read in READINGS.items():
-                auc = row_aucs(np.array([read(b) for b in blocks]), gold)
-                sr, nei = auc["auc_s_vs_r"], auc["auc_nei"]
-                print(f"{name} {args.split} {words:>4} words {reading:>9}: S-vs-R {sr:.4f}  NEI {nei:.4f}", flush=True)
+            rows = {"claim": verifier.pair_probabilities([(c, t) for c, chunks in split for t in chunks])}
+            if set(args.claim_reading) - {"claim"}:
+                denied = verifier.pair_probabilities([(negated(c), t) for c, chunks in split for t in chunks])
+                rows["denied"] = denied[:, [R, S, N]]
+                rows["symmetric"] = symmetric(rows["claim"], denied)
+            if "content_free" in args.claim_reading:  # each chunk's row divided by its row for an empty claim
+                prior = verifier.pair_probabilities([("", t) for _, chunks in split for t in chunks])
+                ratio = rows["claim"] / prior
+                rows["content_free"] = ratio / ratio.sum(axis=1, keepdims=True)
+            for claim_reading in args.claim_reading:
+                probs, blocks, at = rows[claim_reading], [], 0
+                for _, chunks in split:
+                    blocks.append(probs[at : at + len(chunks)])
+                    at += len(chunks)
+                for reading, read in READINGS.items():
+                    auc = row_aucs(np.array([read(b) for b in blocks]), gold)
+                    sr, nei = auc["auc_s_vs_r"], auc["auc_nei"]
+                    print(
+                        f"{name} {args.split} {claim_reading:>9} {words:>4} words {reading:>9}: "
+                        f"S-vs-R {sr:.4f}  NEI {nei:.4f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
