@@ -11,7 +11,8 @@ reading below makes the passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) f
 
 ``--claim-reading`` also reads each chunk with the claim's denial (``It is not true that <claim>``; ``denied`` swaps
 its S and R back, ``symmetric`` averages the two readings) or divides each row by the row for an empty claim
-(``content_free``).  Both fell on FactVer's archive half (docs/VERDICTS.md).
+(``content_free``), or by its mean row when read with the claim's four nearest corpus claims (``neighbours``;
+``neighbour_margin`` subtracts their P(S) - P(R) instead).  All fell on FactVer's archive half (docs/VERDICTS.md).
 
 Prints, per set, claim reading, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
 AUC of P(NEI) for silent pairs (``bench_verdicts.row_aucs``).  Not wired into the package: on the archive
@@ -27,6 +28,7 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +68,30 @@ def symmetric(rows: np.ndarray, denied: np.ndarray) -> np.ndarray:
     )
 
 
+#: Corpus claims a chunk is also read with for ``neighbours``.
+NEIGHBOURS = 4
+
+
+def neighbour_prior(
+    verifier: Any, corpus: Sequence[dict[str, Any]], split: Sequence[tuple[str, list[str]]], m: int
+) -> np.ndarray:
+    """Each chunk's mean row when read with the ``m`` corpus claims (the archive's, labels unread) nearest its own
+    claim by the default encoder (the claim's own text left out)."""
+    from sentence_transformers import SentenceTransformer
+
+    from llama_index_carag.models.files import minilm_path
+
+    encoder = SentenceTransformer(str(minilm_path()), device="cpu")
+    texts = [it["claim"] for it in corpus]
+    claims = sorted({c for c, _ in split})
+    sims = encoder.encode(claims, normalize_embeddings=True) @ encoder.encode(texts, normalize_embeddings=True).T
+    near = {
+        c: [texts[j] for j in np.argsort(-sims[i]) if texts[j].strip() != c.strip()][:m] for i, c in enumerate(claims)
+    }
+    rows = verifier.pair_probabilities([(n, t) for c, chunks in split for t in chunks for n in near[c]])
+    return rows.reshape(-1, m, 3).mean(axis=1)
+
+
 READINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "decisive": _decisive,
     "one_sided": lambda b: b[int(np.abs(b[:, S] - b[:, R]).argmax())],
@@ -83,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--claim-reading",
         nargs="+",
-        choices=["claim", "denied", "symmetric", "content_free"],
+        choices=["claim", "denied", "symmetric", "content_free", "neighbours", "neighbour_margin"],
         default=["claim"],
         help="read each chunk with the claim, with its denial (S and R swapped back), or both averaged",
     )
@@ -101,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for words in args.chunk_words:
             split = [(it["claim"], chunk_passage(str(p), words)) for it in items for p in it["annotated"]]
             rows = {"claim": verifier.pair_probabilities([(c, t) for c, chunks in split for t in chunks])}
-            if set(args.claim_reading) - {"claim"}:
+            if {"denied", "symmetric"} & set(args.claim_reading):
                 denied = verifier.pair_probabilities([(negated(c), t) for c, chunks in split for t in chunks])
                 rows["denied"] = denied[:, [R, S, N]]
                 rows["symmetric"] = symmetric(rows["claim"], denied)
@@ -109,6 +135,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 prior = verifier.pair_probabilities([("", t) for _, chunks in split for t in chunks])
                 ratio = rows["claim"] / prior
                 rows["content_free"] = ratio / ratio.sum(axis=1, keepdims=True)
+            if {"neighbours", "neighbour_margin"} & set(args.claim_reading):
+                prior = neighbour_prior(verifier, data[name]["archive"], split, NEIGHBOURS)
+                ratio = rows["claim"] / prior
+                rows["neighbours"] = ratio / ratio.sum(axis=1, keepdims=True)
+                margin = rows["claim"][:, S] - rows["claim"][:, R] - (prior[:, S] - prior[:, R])
+                rows["neighbour_margin"] = np.stack([(1 + margin) / 2, (1 - margin) / 2, rows["claim"][:, N]], axis=1)
             for claim_reading in args.claim_reading:
                 probs, blocks, at = rows[claim_reading], [], 0
                 for _, chunks in split:
