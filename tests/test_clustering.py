@@ -82,12 +82,13 @@ def _fitted_attributes(estimator) -> dict:
 
 @pytest.mark.parametrize("covariance_type", ["diag", "full", "tied", "spherical"])
 def test_reloaded_mixture_has_every_fitted_attribute_of_the_original(rng, tmp_path, covariance_type):
-    from llama_index_carag.core.persistence import persist_state, state_from_persist_dir
+    from llama_index_carag.core.persistence import read_state, write_state
 
     X, _ = blobs(rng, k=3, per=40, dim=6, spread=0.3)
     c = ThematicClusterer(n_clusters=3, covariance_type=covariance_type).fit(X)
-    persist_state(tmp_path, *c.get_state())  # the JSON manifest and .npy files a persisted retriever writes
-    d = ThematicClusterer.from_state(*state_from_persist_dir(tmp_path))
+    write_state(tmp_path, *c.get_state())  # the JSON manifest and .npy files a persisted retriever writes
+    info, arrays, _ = read_state(tmp_path)
+    d = ThematicClusterer.from_state(info, arrays)
 
     want, got = _fitted_attributes(c.gmm_), _fitted_attributes(d.gmm_)
     assert {"precisions_", "converged_", "n_iter_", "lower_bound_"} <= set(want)

@@ -289,10 +289,6 @@ class ThematicContext(BaseEstimator):
         key = self.cluster_store_.key_of(node_id)
         return None if key is None else key[0]
 
-    def unit_vector(self, node_id: str) -> np.ndarray | None:
-        """The stored unit embedding of a corpus node, shape ``(d,)``, or ``None``."""
-        return self.unit_vectors([node_id])[0]
-
     def match_claim(self, text: str) -> str | None:
         """Claim id of the corpus claim whose text equals ``text`` (case/space-insensitive), else ``None``."""
         return self._claims.match(text)

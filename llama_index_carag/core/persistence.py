@@ -22,7 +22,7 @@ A state may carry a journal of what changed since it was written (its *base*)::
 atomically; the manifest and the base's files are not touched.  A journal names the SHA-256 of the
 manifest it extends: a journal left beside another manifest (a crash after a full write) names another
 one and is ignored.  :func:`read_journal` checks every segment file's SHA-256.  A full write
-(:func:`persist_state`) removes the journal.
+(:func:`write_state`) removes the journal.
 """
 
 from __future__ import annotations
@@ -73,16 +73,6 @@ def _array_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def persist_state(directory: str | os.PathLike[str], info: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Path:
-    """Write ``info`` (JSON-safe) and ``arrays`` into ``directory`` atomically (and drop its journal).
-
-    Returns:
-        the manifest's path.
-    """
-    write_state(directory, info, arrays)
-    return Path(directory) / MANIFEST_NAME
-
-
 def write_state(
     directory: str | os.PathLike[str],
     info: Mapping[str, Any],
@@ -90,7 +80,8 @@ def write_state(
     *,
     switch: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> str:
-    """:func:`persist_state`, returning the new manifest's SHA-256 (the token a journal names as its base).
+    """Write ``info`` (JSON-safe) and ``arrays`` into ``directory`` atomically (and drop its journal); returns the
+    new manifest's SHA-256 (the token a journal names as its base).
 
     ``switch()`` is held while the manifest is replaced and the old arrays deleted (the folder's
     :func:`~llama_index_carag.core.writer_lock.switching`, so that no load reads them meanwhile); if it raises,
@@ -138,28 +129,15 @@ def stale_state_files(folder: Path, keep: set[str]) -> list[Path]:
     return stale + [p for p in [folder / JOURNAL_NAME, *folder.glob(f"{_JOURNAL_PREFIX}*")] if p.is_file()]
 
 
-def state_from_persist_dir(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read a folder written by :func:`persist_state` (its journal is not read: see :func:`read_journal`).
+def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
+    """Read a folder written by :func:`write_state` (its journal is not read: see :func:`read_journal`).
 
     Returns:
-        ``(info, arrays)``.
+        ``(info, arrays, token)``: ``token`` is the manifest's SHA-256 (the one a journal names as its base).
 
     Raises:
         StateError: no manifest, unknown format/version, a missing, truncated or
             altered array file, or a shape/dtype that differs from the manifest.
-    """
-    info, arrays, _ = read_state(directory)
-    return info, arrays
-
-
-def read_state(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
-    """:func:`state_from_persist_dir` and the manifest's SHA-256 (the token a journal names as its base).
-
-    Returns:
-        ``(info, arrays, token)``.
-
-    Raises:
-        StateError: as :func:`state_from_persist_dir`.
     """
     folder = Path(directory)
     manifest_path = folder / MANIFEST_NAME
