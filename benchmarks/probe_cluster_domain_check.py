@@ -52,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         gold = [it["gold"] for it in items]
         floor = verifier.threshold
         for source in ("retrieved", "annotated"):
-            probs = verifier.batch_probabilities([(it["claim"], it[source] or [""]) for it in items])
+            probs = reference
+            if source == "annotated":
+                probs = verifier.batch_probabilities([(it["claim"], it["annotated"] or [""]) for it in items])
             for mode in ("global", "cluster"):
                 pred, conf = [], []
                 for i, p in enumerate(probs):

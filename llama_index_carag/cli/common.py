@@ -133,12 +133,17 @@ def _setting_args(args: argparse.Namespace, **names: str) -> dict[str, Any]:
     return {field: getattr(args, arg) for field, arg in names.items() if getattr(args, arg, None) is not None}
 
 
+def _llm_spec(args: argparse.Namespace) -> str | None:
+    """``--llm`` as :func:`~llama_index_carag.models.resolve.resolve_llm` takes it (``None``: the default)."""
+    return None if args.llm in (None, "default") else args.llm
+
+
 def _llm(args: argparse.Namespace, stages: Stages | None = None) -> Any:
     """The LLM of ``--llm`` (a stage line when ``stages`` is given, as its backend describes the load: its name,
     and a first llama.cpp probe)."""
     from llama_index_carag.models.resolve import load_description, resolve_llm
 
-    spec = None if args.llm in (None, "default") else args.llm
+    spec = _llm_spec(args)
     if stages is None or stages.quiet:
         return resolve_llm(spec)
     message, note = load_description(spec)
@@ -162,7 +167,7 @@ def retriever_and_llm(
     from llama_index_carag.models.resolve import load_description, resolve_llm
     from llama_index_carag.verdicts.label_scores import hold_prompt_opening
 
-    spec = None if args.llm in (None, "default") else args.llm
+    spec = _llm_spec(args)
     message, note = load_description(spec)  # before the load: its first llama.cpp probe is still to come
     pending: Future[Any] = Future()
 

@@ -398,6 +398,15 @@ def load_llamacpp(
 #: this lock first (the CLI's stage lines, :func:`~llama_index_carag.cli.common.write_stderr`).
 SILENCED_STREAMS = threading.Lock()
 
+
+def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
 # ------------------------------------------------------------------ the backend
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
 #: The opening turn each model holds as a batch of its own (:meth:`LlamaCppBackend._evaluate`).
@@ -543,11 +552,7 @@ class LlamaCppBackend(LLMBackend):
         message."""
         if len(messages) < 2:
             return 0
-        opening = self._opening(messages[0], messages[1].role)
-        n, limit = 0, min(len(opening), len(prompt_ids) - 1)
-        while n < limit and opening[n] == prompt_ids[n]:
-            n += 1
-        return n
+        return _shared_prefix(self._opening(messages[0], messages[1].role), prompt_ids[:-1])
 
     def _opening(self, first: Any, next_role: Any) -> tuple[int, ...]:
         """The tokens ``first`` and the start of a ``next_role`` turn render to whatever that turn says (the two
@@ -565,10 +570,7 @@ class LlamaCppBackend(LLMBackend):
             except Exception as exc:  # e.g. a template that asks for more turns: nothing is held, nothing breaks
                 logger.debug("No prompt opening held: the chat template refused the probe (%s).", exc)
                 a, b = [], []
-            n = 0
-            while n < min(len(a), len(b)) and a[n] == b[n]:
-                n += 1
-            self._openings[key] = tuple(a[:n])
+            self._openings[key] = tuple(a[: _shared_prefix(a, b)])
         return self._openings[key]
 
     def score_options(
