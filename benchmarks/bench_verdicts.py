@@ -164,7 +164,10 @@ def bench_domain(
         verifiers["verifier + archive (index)"] = found or shipped_verifier()
     for n in labels:
         sample = archive_sample(data["archive"], n)
-        claims = [ArchiveClaim(a["claim_id"], a["claim"], a["gold"], tuple(a["retrieved"])) for a in sample]
+        claims = [
+            ArchiveClaim(a["claim_id"], a["claim"], a["gold"], tuple(a["retrieved"]), tuple(a["annotated"]))
+            for a in sample
+        ]
         folder = out_dir / f"archive_verifier_{name}_{n}"
         fit = fit_archive_verifier(claims, folder)
         record["archive"][str(n)] = fit

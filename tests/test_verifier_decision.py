@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -13,10 +14,12 @@ from llama_index_carag.verdicts.synthesizer import VERDICT_KEY, FactCheckSynthes
 from llama_index_carag.verifier.archive import (
     CANDIDATES,
     MIN_HEAD,
+    MIN_LINKED,
     ArchiveClaim,
     archive_claims,
     fit_archive_verifier,
     labelled_claims,
+    separation,
 )
 from llama_index_carag.verifier.config import VerifierConfig
 from llama_index_carag.verifier.model import VERIFIER_DIR, ClaimVerifier, index_verifier, shipped_verifier
@@ -105,13 +108,17 @@ def test_labelled_claims_read_t_f_n_and_full_names_and_skip_the_rest() -> None:
     ]
 
 
-def _claims(n: int) -> list[ArchiveClaim]:
+def _claims(n: int, *, linked: bool = False) -> list[ArchiveClaim]:
     base = [
         ("Paris is the capital of France.", "Paris is the capital and largest city of France.", "SUPPORTED"),
         ("Paris is the capital of Spain.", "Paris is the capital and largest city of France.", "REFUTED"),
         ("Paris has a famous bakery.", "The Seine flows through northern France.", "NOT_ENOUGH_INFO"),
     ]
-    return [ArchiveClaim(f"c{i}", *base[i % 3][:1], base[i % 3][2], (base[i % 3][1],)) for i in range(n)]
+    out = []
+    for i in range(n):
+        claim, passage, label = base[i % 3]
+        out.append(ArchiveClaim(f"c{i}", claim, label, (passage,), (passage,) if linked else ()))
+    return out
 
 
 def test_a_small_archive_keeps_the_shipped_verifier(tmp_path):
@@ -125,6 +132,7 @@ def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
     found = record["candidates"]
     assert tuple(found) == CANDIDATES
     assert all("macro_f1" in found[name] for name in found)
+    assert found["fine-tune"]["linked"]["passed"] is None  # no linked evidence: the check is skipped
     assert record["labels"] == {"SUPPORTED": 10, "REFUTED": 10, "NOT_ENOUGH_INFO": 10}
     best = max(found[name]["macro_f1"] for name in found)
     assert found[record["choice"]]["macro_f1"] >= best - 0.02 - 1e-9  # cheapest within MARGIN of the best
@@ -143,6 +151,37 @@ def test_an_archive_fit_compares_out_of_fold_and_saves_what_wins(tmp_path):
         get_fact_check_synthesizer(StubLLM(), index=tmp_path, verifier=saved)
 
 
+def test_separation_is_the_s_vs_r_auc_of_linked_passages_and_needs_enough_of_each():
+    rows = [np.array([0.8, 0.1, 0.1])] * MIN_LINKED + [np.array([0.2, 0.7, 0.1])] * MIN_LINKED
+    labels = ["SUPPORTED"] * MIN_LINKED + ["REFUTED"] * MIN_LINKED
+    assert separation(rows, labels) == 1.0
+    assert separation(rows, labels[::-1]) == 0.0
+    assert separation(rows + [np.array([0.0, 0.0, 1.0])], labels + ["NOT_ENOUGH_INFO"]) == 1.0  # NEI not read
+    assert separation(rows[1:], labels[1:]) is None  # one SUPPORTED passage short
+
+
+def test_a_fine_tune_that_reads_linked_evidence_worse_than_the_shipped_verifier_is_not_kept(tmp_path, monkeypatch):
+    """The fine-tune wins out of fold on retrieved passages, but its folds read the linked passages backwards."""
+    import llama_index_carag.verifier.archive as archive
+    from llama_index_carag.verifier.model import decide_label
+
+    claims = _claims(30, linked=True)
+    one_hot = {k: np.eye(3)[j] for j, k in enumerate(("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"))}
+    backwards = {"SUPPORTED": "REFUTED", "REFUTED": "SUPPORTED", "NOT_ENOUGH_INFO": "NOT_ENOUGH_INFO"}
+
+    def perfect_but_backwards(base, claims, reading, config):
+        decided = [decide_label(one_hot[c.label][None, :], 0.5, rule="mean") for c in claims]
+        return decided, [one_hot[backwards[c.label]][None, :] for c in claims]
+
+    monkeypatch.setattr(archive, "_fine_tuned_out_of_fold", perfect_but_backwards)
+    record = fit_archive_verifier(claims, tmp_path / VERIFIER_DIR)
+    tuned = record["candidates"]["fine-tune"]
+    assert tuned["macro_f1"] == 1.0
+    assert tuned["linked"]["passed"] is False and tuned["linked"]["fine_tune_auc"] == 0.0
+    assert tuned["linked"]["shipped_auc"] > 0.5 and tuned["linked"]["passages"] == 30
+    assert record["choice"] != "fine-tune"
+
+
 def test_an_index_without_a_verifier_gets_the_shipped_one(tmp_path):
     assert get_fact_check_synthesizer(StubLLM(), index=tmp_path).decision.verifier is shipped_verifier()
 
@@ -156,3 +195,16 @@ def test_archive_claims_take_labelled_claims_with_the_passages_the_retriever_giv
     retrieved = {"claim a": ["passage two", "passage one"], "claim b": ["passage one"], "claim c": []}
     found = archive_claims(claims, retrieved.__getitem__)
     assert found == [ArchiveClaim("a", "claim a", "SUPPORTED", ("passage two", "passage one"))]
+
+
+def test_linked_passages_are_the_texts_of_each_claims_linked_evidence(demo_index, demo_corpus):
+    from llama_index_carag import ContextAwareRetriever
+    from llama_index_carag.datasets import LINKS_KEY
+    from llama_index_carag.verifier.archive import linked_passages
+
+    retriever = ContextAwareRetriever.from_index(demo_index, "paper", claim_nodes=demo_corpus.claim_nodes)
+    found = linked_passages(retriever, demo_corpus.claim_nodes)
+    text = {n.node_id: n.get_content() for n in demo_corpus.evidence_nodes}
+    for claim in demo_corpus.claim_nodes:
+        assert set(found[claim.node_id]) == {text[i] for i in claim.metadata[LINKS_KEY]}
+    assert linked_passages(object(), demo_corpus.claim_nodes) == {}  # a retriever without an index

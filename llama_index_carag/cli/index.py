@@ -159,12 +159,20 @@ def suggest(corpus: Any, retriever: Any, out: Path, n: int) -> None:
 
 
 def _verifier_line(record: dict[str, Any]) -> str:
-    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, the cost."""
+    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, the fine-tune's
+    linked-evidence check, the cost."""
     found = record.get("candidates") or {}
     scores = ", ".join(
         f"{name} {c['macro_f1']:.3f}" for name, c in found.items() if isinstance(c, dict) and "macro_f1" in c
     )
     why = record.get("why", f"out-of-fold macro-F1 {scores}" if scores else "")
+    linked = (found.get("fine-tune") or {}).get("linked") or {}
+    if linked.get("passed") is not None:
+        verdict = "passed" if linked["passed"] else "failed"
+        why += (
+            f"; linked evidence S-vs-R AUC: fine-tune {linked['fine_tune_auc']:.3f} against shipped "
+            f"{linked['shipped_auc']:.3f} ({verdict})"
+        )
     return (
         f"verifier: {record['choice']} kept ({record['claims']} labelled claims with evidence; {why}); "
         f"{record['seconds']:.0f} s"

@@ -17,7 +17,13 @@ fixed on the tuning data before any report figure was looked at:
    fold, with the abstention of :meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide` applied through
    its own out-of-fold confidence map.
 3. Kept: going from the cheapest, a candidate replaces the one kept so far when it beats it by at least
-   :data:`MARGIN`.  A kept fine-tune is trained once more on every claim; a kept head is fitted on every claim.
+   :data:`MARGIN`.  A fine-tune must also pass the **linked-evidence check**: where the archive links evidence to
+   its claims (at least :data:`MIN_LINKED` passages of SUPPORTED and of REFUTED claims), the fold fine-tunes must
+   separate support from refutation on the held fold's linked passages no worse than the shipped verifier, by at
+   most :data:`MARGIN` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level score reads retrieved
+   passages, mostly topical; trained on many of them a fine-tune can learn a topic's label instead of a passage's
+   stance, which that score cannot see and the linked passages show.  A kept fine-tune is trained once more on
+   every claim; a kept head is fitted on every claim.
    The kept candidate's confidence map (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`) is
    fitted on its out-of-fold labels, so an archive verifier's confidence is the archive's rate of being right.
    The verifier is saved with the index (``<index>/verifier``) with the record of the comparison (the shipped
@@ -34,7 +40,7 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
 MARGIN = 0.02
+#: Linked passages of SUPPORTED and of REFUTED claims the linked-evidence check needs (each), else it is skipped.
+MIN_LINKED = 10
 FOLDS = 2
 #: Folds of a head's out-of-fold score.
 HEAD_FOLDS = 5
@@ -70,12 +78,14 @@ FINE_TUNE = TrainingConfig(epochs=2.0, learning_rate=3e-5, max_length=160, eval_
 
 @dataclass(frozen=True)
 class ArchiveClaim:
-    """One labelled claim of the archive with the passages the retriever gives it."""
+    """One labelled claim of the archive with the passages the retriever gives it (``passages``) and the passages
+    the archive links to it (``linked``; may be empty)."""
 
     claim_id: str
     claim: str
     label: str
     passages: tuple[str, ...]
+    linked: tuple[str, ...] = ()
 
 
 def labelled_claims(claim_nodes: Sequence[Any], label_key: str = "label") -> list[tuple[Any, VerdictLabel]]:
@@ -92,15 +102,35 @@ def labelled_claims(claim_nodes: Sequence[Any], label_key: str = "label") -> lis
     return out
 
 
-def archive_claims(claim_nodes: Sequence[Any], passages_of: Callable[[str], Sequence[str]]) -> list[ArchiveClaim]:
+def archive_claims(
+    claim_nodes: Sequence[Any],
+    passages_of: Callable[[str], Sequence[str]],
+    linked: Mapping[str, Sequence[str]] | None = None,
+) -> list[ArchiveClaim]:
     """The labelled claims of an index (``metadata["label"]``: T/F/N or a full name), each with the passages
-    ``passages_of(claim text)`` gives it (the index's retriever); claims without a passage are left out."""
+    ``passages_of(claim text)`` gives it (the index's retriever) and its linked passages ``linked[node id]``;
+    claims without a retrieved passage are left out."""
     out = []
     for node, label in labelled_claims(claim_nodes):
         passages = tuple(str(t) for t in passages_of(node.get_content()))
         if passages:
-            out.append(ArchiveClaim(node.node_id, node.get_content(), label.value, passages))
+            own = tuple(str(t) for t in (linked or {}).get(node.node_id, ()))
+            out.append(ArchiveClaim(node.node_id, node.get_content(), label.value, passages, own))
     return out
+
+
+def linked_passages(retriever: Any, claim_nodes: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """``{claim node id: texts of its linked evidence}`` in ``retriever``'s index (the links of
+    :func:`~llama_index_carag.retrieval.calibration.claim_links`); empty for a retriever without an index."""
+    from llama_index_carag.retrieval.calibration import claim_links
+
+    index, corpus = getattr(retriever, "index", None), getattr(retriever, "corpus", None)
+    if index is None or corpus is None:
+        return {}
+    links = claim_links(index, corpus, claim_nodes)
+    ids = sorted({i for found in links.values() for i in found})
+    text = {n.node_id: n.get_content() for n in index.docstore.get_nodes(ids, raise_error=False) if n is not None}
+    return {cid: tuple(text[i] for i in found if i in text) for cid, found in links.items()}
 
 
 def _folds(labels: Sequence[str], n_folds: int, seed: int = 0) -> np.ndarray:
@@ -188,6 +218,18 @@ def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, f
     return claim_figures(gold, final)
 
 
+def separation(rows: Sequence[np.ndarray], labels: Sequence[str]) -> float | None:
+    """Pair-level AUC of P(S) − P(R) between the passages of SUPPORTED and of REFUTED claims (``rows``: one
+    probability row per passage, ``labels``: its claim's label); ``None`` under :data:`MIN_LINKED` of either."""
+    from sklearn.metrics import roc_auc_score
+
+    keep = [i for i, k in enumerate(labels) if k in ("SUPPORTED", "REFUTED")]
+    supported = [labels[i] == "SUPPORTED" for i in keep]
+    if min(sum(supported), len(supported) - sum(supported)) < MIN_LINKED:
+        return None
+    return float(roc_auc_score(supported, [float(rows[i][0] - rows[i][1]) for i in keep]))
+
+
 def fit_archive_verifier(
     claims: Sequence[ArchiveClaim],
     out_dir: str | Path,
@@ -224,13 +266,16 @@ def fit_archive_verifier(
     else:
         found["head"] = {"skipped": f"needs {MIN_PER_LABEL} claims of each label"}
     if enough and len(claims) >= MIN_FINE_TUNE:
-        candidates["fine-tune"] = _fine_tuned_out_of_fold(base, claims, reading, config)
+        candidates["fine-tune"], linked_rows = _fine_tuned_out_of_fold(base, claims, reading, config)
         found["fine-tune"] = _score(candidates["fine-tune"], gold)
+        found["fine-tune"]["linked"] = _linked_check(base, claims, linked_rows)
     else:
         found["fine-tune"] = {"skipped": f"needs {MIN_FINE_TUNE} claims with {MIN_PER_LABEL} of each label"}
     record["candidates"] = found
     best = "shipped"
     for name in CANDIDATES[1:]:
+        if found[name].get("linked", {}).get("passed") is False:
+            continue
         if "macro_f1" in found[name] and found[name]["macro_f1"] >= found[best]["macro_f1"] + MARGIN:
             best = name
     record["choice"] = best
@@ -264,10 +309,12 @@ def _head_out_of_fold(base: ClaimVerifier, probs: Sequence[np.ndarray], gold: Se
 
 def _fine_tuned_out_of_fold(
     base: ClaimVerifier, claims: Sequence[ArchiveClaim], reading: _Reading, config: TrainingConfig
-) -> list[VerifierLabel]:
-    """Every claim read (the mean rule) by the verifier fine-tuned on the other fold (:data:`FOLDS`)."""
+) -> tuple[list[VerifierLabel], list[np.ndarray]]:
+    """Every claim read (the mean rule) by the verifier fine-tuned on the other fold (:data:`FOLDS`), and each
+    claim's linked passages read by that verifier (one row per passage)."""
     folds = _folds([c.label for c in claims], FOLDS)
     decided: list[Any] = [None] * len(claims)
+    linked: list[np.ndarray] = [np.zeros((0, len(LABELS)))] * len(claims)
     with tempfile.TemporaryDirectory(prefix="carag-archive-") as tmp:
         for f in range(FOLDS):
             train = np.flatnonzero(folds != f).tolist()
@@ -277,8 +324,27 @@ def _fine_tuned_out_of_fold(
             probs = tuned.batch_probabilities([(claims[i].claim, list(claims[i].passages)) for i in held])
             for i, p in zip(held, probs):
                 decided[i] = decide_label(p, tuned.threshold, rule="mean")
+            with_links = [i for i in held if claims[i].linked]
+            rows = tuned.batch_probabilities([(claims[i].claim, list(claims[i].linked)) for i in with_links])
+            for i, r in zip(with_links, rows):
+                linked[i] = r
             logger.info("archive fold %d/%d fine-tuned on %d claims", f + 1, FOLDS, len(train))
-    return decided
+    return decided, linked
+
+
+def _linked_check(base: ClaimVerifier, claims: Sequence[ArchiveClaim], tuned_rows: Sequence[np.ndarray]) -> dict:
+    """The linked-evidence check of a fine-tune (module docstring): its folds' :func:`separation` of the linked
+    passages against the shipped verifier's, at most :data:`MARGIN` below it; ``passed`` is ``None`` when there are
+    too few linked passages."""
+    with_links = [i for i, c in enumerate(claims) if c.linked]
+    labels = [claims[i].label for i in with_links for _ in claims[i].linked]
+    shipped_rows = base.batch_probabilities([(claims[i].claim, list(claims[i].linked)) for i in with_links])
+    flat = [r for rows in shipped_rows for r in rows]
+    shipped = separation(flat, labels)
+    tuned = separation([r for i in with_links for r in tuned_rows[i]], labels)
+    out: dict[str, Any] = {"passages": len(labels), "shipped_auc": shipped, "fine_tune_auc": tuned}
+    out["passed"] = None if shipped is None or tuned is None else tuned >= shipped - MARGIN
+    return out
 
 
 def _finish(record: dict[str, Any], verifier: ClaimVerifier | None, out_dir: str | Path, started: float) -> dict:
@@ -309,7 +375,8 @@ def fit_index_verifier(
 
     folder = Path(index_dir) / VERIFIER_DIR
     if calibrate:
-        return {"kind": "archive", **fit_archive_verifier(archive_claims(claim_nodes, passages), folder)}
+        archive = archive_claims(claim_nodes, passages, linked_passages(retriever, claim_nodes))
+        return {"kind": "archive", **fit_archive_verifier(archive, folder)}
     claims = [n.get_content() for n in claim_nodes]
     if len(claims) < MIN_CLAIMS:
         logger.info("domain check skipped: %d corpus claims (needs %d)", len(claims), MIN_CLAIMS)
