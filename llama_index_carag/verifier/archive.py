@@ -22,8 +22,8 @@ fixed on the tuning data before any report figure was looked at:
    separate support from refutation on the held fold's linked passages no worse than the shipped verifier, by at
    most :data:`MARGIN` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level
    score reads retrieved passages, mostly topical; trained on many of them a fine-tune can learn a topic's label
-   instead of a passage's stance, which that score cannot see and the linked passages show.  A kept fine-tune is trained once more on
-   every claim; a kept head is fitted on every claim.
+   instead of a passage's stance, which that score cannot see and the linked passages show.  A kept fine-tune is
+   trained once more on every claim; a kept head is fitted on every claim.
    The kept candidate's confidence map (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`) is
    fitted on its out-of-fold labels, so an archive verifier's confidence is the archive's rate of being right.
    The verifier is saved with the index (``<index>/verifier``) with the record of the comparison (the shipped
