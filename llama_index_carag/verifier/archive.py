@@ -17,10 +17,14 @@ fixed on the tuning data before any report figure was looked at:
    fold, with the abstention of :meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide` applied through
    its own out-of-fold confidence map.
 3. Kept: going from the cheapest, a candidate replaces the one kept so far when it beats it by at least
-   :data:`MARGIN`.  A fine-tune must also pass the **linked-evidence check**: where the archive links evidence to
+   :data:`MARGIN` **and the gain holds up over the claims**: in a paired bootstrap over the archive's claims
+   (:data:`RESAMPLES` resamples, seeded) its out-of-fold macro-F1 is above the kept one's in at least
+   :data:`LEVEL` of them (:func:`gain_share`).  On a small archive a two-fold score moves by more than the margin
+   with the fold seed alone; the bootstrap keeps a gain that a few claims make from deciding.
+   A fine-tune must also pass the **linked-evidence check**: where the archive links evidence to
    its claims (at least :data:`MIN_LINKED` passages of SUPPORTED and of REFUTED claims), the fold fine-tunes must
    separate support from refutation on the held fold's linked passages no worse than the shipped verifier, by at
-   most :data:`MARGIN` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level
+   most :data:`LINKED_TOLERANCE` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level
    score reads retrieved passages, mostly topical; trained on many of them a fine-tune can learn a topic's label
    instead of a passage's stance, which that score cannot see and the linked passages show.  A kept fine-tune is
    trained once more on every claim; a kept head is fitted on every claim.
@@ -64,7 +68,12 @@ from llama_index_carag.verifier.training import TrainingConfig, claim_figures, t
 logger = logging.getLogger(__name__)
 
 MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
+#: The out-of-fold macro-F1 a costlier candidate must gain over the one kept so far.
 MARGIN = 0.02
+#: Bootstrap resamples of the archive's claims, and the share of them a candidate's gain must hold in.
+RESAMPLES, LEVEL = 2000, 0.95
+#: How far below the shipped verifier a fine-tune may separate the linked passages.
+LINKED_TOLERANCE = 0.02
 #: Linked passages of SUPPORTED and of REFUTED claims the linked-evidence check needs (each), else it is skipped.
 MIN_LINKED = 10
 FOLDS = 2
@@ -200,9 +209,9 @@ def _fine_tuned(base: ClaimVerifier, pairs: Sequence[Pair], work: Path, config: 
     return tuned
 
 
-def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, float]:
-    """Claim-level figures of a candidate's out-of-fold labels, after the abstention with a confidence map fitted
-    out of fold (two folds, seed 1)."""
+def _abstained(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> list[str]:
+    """A candidate's out-of-fold labels after the abstention, with a confidence map fitted out of fold (two folds,
+    seed 1)."""
     labels = [d.label for d in decided]
     folds = _folds(gold, FOLDS, seed=1)
     final: list[str] = list(labels)
@@ -215,7 +224,37 @@ def _score(decided: Sequence[VerifierLabel], gold: Sequence[str]) -> dict[str, f
             d = decided[i]
             if d.label != "NOT_ENOUGH_INFO" and conf.predict(d.label, d.score) < MIN_CONFIDENCE:
                 final[i] = "NOT_ENOUGH_INFO"
-    return claim_figures(gold, final)
+    return final
+
+
+def gain_share(
+    gold: Sequence[str], challenger: Sequence[str], kept: Sequence[str], resamples: int = RESAMPLES, seed: int = 0
+) -> float:
+    """The share of bootstrap resamples of the claims (the same claims for both, drawn with replacement) in which
+    ``challenger``'s labels have a higher macro-F1 than ``kept``'s (macro over the labels present in the resample's
+    ``gold``, as :func:`~llama_index_carag.verifier.training.claim_figures` scores)."""
+    if not len(gold) == len(challenger) == len(kept):
+        raise ValueError(f"gold, challenger and kept differ in length: {len(gold)}, {len(challenger)}, {len(kept)}.")
+    if not gold:
+        return 0.0
+    index = {k: j for j, k in enumerate(LABELS)}
+    g, a, b = (np.array([index[x] for x in xs]) for xs in (gold, challenger, kept))
+    draws = np.random.default_rng(seed).integers(0, len(g), size=(resamples, len(g)))
+    gd = g[draws]
+    return float(np.mean(_macro_f1(gd, a[draws]) > _macro_f1(gd, b[draws])))
+
+
+def _macro_f1(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Row-wise macro-F1 of label-index matrices (over the labels present in each row of ``gold``)."""
+    total = np.zeros(len(gold))
+    present = np.zeros(len(gold))
+    for k in range(len(LABELS)):
+        is_gold, is_pred = gold == k, pred == k
+        tp = (is_gold & is_pred).sum(axis=1)
+        wrong = (is_gold ^ is_pred).sum(axis=1)
+        total += np.where(tp > 0, 2 * tp / np.maximum(2 * tp + wrong, 1), 0.0)
+        present += is_gold.any(axis=1)
+    return total / np.maximum(present, 1)
 
 
 def separation(rows: Sequence[np.ndarray], labels: Sequence[str]) -> float | None:
@@ -249,7 +288,13 @@ def fit_archive_verifier(
     claims = [c for c in claims if c.passages and c.label in LABELS]
     gold = [c.label for c in claims]
     counts = {k: gold.count(k) for k in LABELS}
-    record: dict[str, Any] = {"claims": len(claims), "labels": counts, "margin": MARGIN, "folds": FOLDS}
+    record: dict[str, Any] = {
+        "claims": len(claims),
+        "labels": counts,
+        "margin": MARGIN,
+        "bootstrap": {"resamples": RESAMPLES, "level": LEVEL},
+        "folds": FOLDS,
+    }
     if len(claims) < MIN_HEAD:
         record.update(choice="shipped", why=f"fewer than {MIN_HEAD} labelled claims with evidence")
         return _finish(record, None, out_dir, started)
@@ -258,27 +303,22 @@ def fit_archive_verifier(
     shipped = ClaimVerifier(base.path)
     shipped.threshold, shipped.refuted_threshold, shipped.confidence = domain.supported_, domain.refuted_, None
     candidates = {"shipped": [shipped.decide(p) for p in reading.probabilities]}
-    found: dict[str, dict[str, Any]] = {"shipped": _score(candidates["shipped"], gold)}
+    found: dict[str, dict[str, Any]] = {}
     enough = min(counts.values()) >= MIN_PER_LABEL
     if enough:
         candidates["head"] = _head_out_of_fold(base, reading.probabilities, gold)
-        found["head"] = _score(candidates["head"], gold)
     else:
         found["head"] = {"skipped": f"needs {MIN_PER_LABEL} claims of each label"}
     if enough and len(claims) >= MIN_FINE_TUNE:
         candidates["fine-tune"], linked_rows = _fine_tuned_out_of_fold(base, claims, reading, config)
-        found["fine-tune"] = _score(candidates["fine-tune"], gold)
-        found["fine-tune"]["linked"] = _linked_check(base, claims, linked_rows)
+        found["fine-tune"] = {"linked": _linked_check(base, claims, linked_rows)}
     else:
         found["fine-tune"] = {"skipped": f"needs {MIN_FINE_TUNE} claims with {MIN_PER_LABEL} of each label"}
-    record["candidates"] = found
-    best = "shipped"
-    for name in CANDIDATES[1:]:
-        if found[name].get("linked", {}).get("passed") is False:
-            continue
-        if "macro_f1" in found[name] and found[name]["macro_f1"] >= found[best]["macro_f1"] + MARGIN:
-            best = name
-    record["choice"] = best
+    final = {name: _abstained(decided, gold) for name, decided in candidates.items()}
+    for name in final:
+        found[name] = {**claim_figures(gold, final[name]), **found.get(name, {})}
+    record["candidates"] = {name: found[name] for name in CANDIDATES}
+    best = record["choice"] = _choice(found, final, gold)
     confidence = confidence_of(candidates[best], gold)
     if best == "shipped":
         verifier = shipped
@@ -293,6 +333,21 @@ def fit_archive_verifier(
             return _finish(record, verifier, out_dir, started)
     verifier.confidence = confidence
     return _finish(record, verifier, out_dir, started)
+
+
+def _choice(found: Mapping[str, dict[str, Any]], final: Mapping[str, Sequence[str]], gold: Sequence[str]) -> str:
+    """Step 3 of the module docstring; each candidate compared is given its ``against`` record (the candidate it
+    was compared with, its gain and the bootstrap's :func:`gain_share`)."""
+    best = "shipped"
+    for name in CANDIDATES[1:]:
+        if name not in final or found[name].get("linked", {}).get("passed") is False:
+            continue
+        gain = found[name]["macro_f1"] - found[best]["macro_f1"]
+        share = gain_share(gold, final[name], final[best])
+        found[name]["against"] = {"kept": best, "gain": round(gain, 4), "gain_share": round(share, 4)}
+        if gain >= MARGIN and share >= LEVEL:
+            best = name
+    return best
 
 
 def _head_out_of_fold(base: ClaimVerifier, probs: Sequence[np.ndarray], gold: Sequence[str]) -> list[VerifierLabel]:
@@ -334,7 +389,7 @@ def _fine_tuned_out_of_fold(
 
 def _linked_check(base: ClaimVerifier, claims: Sequence[ArchiveClaim], tuned_rows: Sequence[np.ndarray]) -> dict:
     """The linked-evidence check of a fine-tune (module docstring): its folds' :func:`separation` of the linked
-    passages against the shipped verifier's, at most :data:`MARGIN` below it; ``passed`` is ``None`` when there are
+    passages against the shipped verifier's, at most :data:`LINKED_TOLERANCE` below it; ``passed`` is ``None`` when there are
     too few linked passages."""
     with_links = [i for i, c in enumerate(claims) if c.linked]
     labels = [claims[i].label for i in with_links for _ in claims[i].linked]
@@ -343,7 +398,7 @@ def _linked_check(base: ClaimVerifier, claims: Sequence[ArchiveClaim], tuned_row
     shipped = separation(flat, labels)
     tuned = separation([r for i in with_links for r in tuned_rows[i]], labels)
     out: dict[str, Any] = {"passages": len(labels), "shipped_auc": shipped, "fine_tune_auc": tuned}
-    out["passed"] = None if shipped is None or tuned is None else tuned >= shipped - MARGIN
+    out["passed"] = None if shipped is None or tuned is None else tuned >= shipped - LINKED_TOLERANCE
     return out
 
 
