@@ -11,7 +11,8 @@ reading below makes the passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO) f
 
 ``--claim-reading`` also reads each chunk with the claim's denial (``It is not true that <claim>``; ``denied`` swaps
 its S and R back, ``symmetric`` averages the two readings) or divides each row by the row for an empty claim
-(``content_free``), or by its mean row when read with the claim's four nearest corpus claims (``neighbours``;
+(``content_free``), or by the claim's row with an empty passage (``claim_prior``; ``claim_margin`` subtracts its
+P(S) - P(R) instead), or by its mean row when read with the claim's four nearest corpus claims (``neighbours``;
 ``neighbour_margin`` subtracts their P(S) - P(R) instead).  All fell on FactVer's archive half (docs/VERDICTS.md).
 
 Prints, per set, claim reading, chunk size and reading, the AUC of P(S) - P(R) between supporting and refuting pairs and the
@@ -109,7 +110,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--claim-reading",
         nargs="+",
-        choices=["claim", "denied", "symmetric", "content_free", "neighbours", "neighbour_margin"],
+        choices=[
+            "claim",
+            "denied",
+            "symmetric",
+            "content_free",
+            "claim_prior",
+            "claim_margin",
+            "neighbours",
+            "neighbour_margin",
+        ],
         default=["claim"],
         help="read each chunk with the claim, with its denial (S and R swapped back), or both averaged",
     )
@@ -135,6 +145,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 prior = verifier.pair_probabilities([("", t) for _, chunks in split for t in chunks])
                 ratio = rows["claim"] / prior
                 rows["content_free"] = ratio / ratio.sum(axis=1, keepdims=True)
+            if {"claim_prior", "claim_margin"} & set(args.claim_reading):  # the claim's own lean (an empty passage)
+                claims = sorted({c for c, _ in split})
+                lean = dict(zip(claims, verifier.pair_probabilities([(c, "") for c in claims])))
+                prior = np.array([lean[c] for c, chunks in split for _ in chunks])
+                ratio = rows["claim"] / prior
+                rows["claim_prior"] = ratio / ratio.sum(axis=1, keepdims=True)
+                margin = rows["claim"][:, S] - rows["claim"][:, R] - (prior[:, S] - prior[:, R])
+                rows["claim_margin"] = np.stack([(1 + margin) / 2, (1 - margin) / 2, rows["claim"][:, N]], axis=1)
             if {"neighbours", "neighbour_margin"} & set(args.claim_reading):
                 prior = neighbour_prior(verifier, data[name]["archive"], split, NEIGHBOURS)
                 ratio = rows["claim"] / prior
