@@ -159,13 +159,21 @@ def suggest(corpus: Any, retriever: Any, out: Path, n: int) -> None:
 
 
 def _verifier_line(record: dict[str, Any]) -> str:
-    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, the fine-tune's
-    linked-evidence check, the cost."""
+    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, in how many
+    bootstrap resamples each costlier one beat the one kept before it, the fine-tune's linked-evidence check, the
+    cost."""
     found = record.get("candidates") or {}
     scores = ", ".join(
         f"{name} {c['macro_f1']:.3f}" for name, c in found.items() if isinstance(c, dict) and "macro_f1" in c
     )
     why = record.get("why", f"out-of-fold macro-F1 {scores}" if scores else "")
+    shares = ", ".join(
+        f"{name} over {c['against']['kept']} in {c['against']['gain_share']:.0%}"
+        for name, c in found.items()
+        if isinstance(c, dict) and "against" in c
+    )
+    if shares:
+        why += f"; ahead in bootstrap resamples of the claims: {shares}"
     linked = (found.get("fine-tune") or {}).get("linked") or {}
     if linked.get("passed") is not None:
         verdict = "passed" if linked["passed"] else "failed"
