@@ -169,7 +169,7 @@ def bench_domain(
             for a in sample
         ]
         folder = out_dir / f"archive_verifier_{name}_{n}"
-        fit = fit_archive_verifier(claims, folder)
+        fit = fit_archive_verifier(claims, folder, out_of_box=verifiers["verifier + domain check"])
         record["archive"][str(n)] = fit
         verifiers[f"verifier + archive ({n})"] = ClaimVerifier(folder)
         if fit["choice"] == "fine-tune":

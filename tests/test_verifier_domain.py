@@ -67,3 +67,26 @@ def test_fit_index_verifier_is_the_domain_check_without_calibrate(tmp_path):
     record = fit_index_verifier(Retriever(), claims, tmp_path / "index")
     assert record is not None and record["kind"] == "domain" and record["claims"] == MIN_CLAIMS
     assert index_verifier(tmp_path / "index").threshold == record["supported"]
+
+
+def test_calibrate_with_too_few_labels_keeps_what_the_index_gets_without_them(tmp_path):
+    """``--calibrate``'s fallback is the out-of-the-box verifier: the domain check on the corpus's claims."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.verifier.archive import MIN_HEAD, fit_index_verifier
+    from llama_index_carag.verifier.model import index_verifier
+
+    class Retriever:
+        def retrieve(self, claim):
+            return [NodeWithScore(node=TextNode(text="Wind farms were built offshore in the North Sea."), score=1.0)]
+
+    claims = [TextNode(text=f"Offshore wind farm {i} harms fish.", id_=f"c{i}") for i in range(MIN_CLAIMS)]
+    for node in claims[: MIN_HEAD - 1]:
+        node.metadata["label"] = "T"
+    plain = fit_index_verifier(Retriever(), claims, tmp_path / "plain")
+    record = fit_index_verifier(Retriever(), claims, tmp_path / "calibrated", calibrate=True)
+    assert plain is not None and record is not None
+    assert record["kind"] == "archive" and record["choice"] == "shipped" and record["claims"] == MIN_HEAD - 1
+    kept = index_verifier(tmp_path / "calibrated")
+    assert kept is not None and kept.head is None
+    assert (kept.threshold, kept.refuted_threshold) == (plain["supported"], plain["refuted"])

@@ -173,7 +173,7 @@ def _verifier_line(record: dict[str, Any]) -> str:
         if isinstance(c, dict) and "against" in c
     )
     if shares:
-        why += f"; ahead in bootstrap resamples of the claims: {shares}"
+        why += f"; ahead in bootstrap resamples of the claims: {shares} (a gain must hold in {record['bootstrap']['level']:.0%})"
     linked = (found.get("fine-tune") or {}).get("linked") or {}
     if linked.get("passed") is not None:
         verdict = "passed" if linked["passed"] else "failed"

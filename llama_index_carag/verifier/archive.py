@@ -7,29 +7,32 @@ fixed on the tuning data before any report figure was looked at:
 1. Examples: each labelled claim with the passages the retriever gives it (what a new claim will get; not its
    linked evidence).  A head needs at least :data:`MIN_HEAD` claims; a fine-tune at least :data:`MIN_FINE_TUNE`
    with at least :data:`MIN_PER_LABEL` of each label.  Below :data:`MIN_HEAD` the out-of-the-box verifier stays.
-2. Candidates, from the cheapest: **shipped** (the shipped weights with the domain check's thresholds,
-   :mod:`~llama_index_carag.verifier.domain`, fitted on these claims without their labels: what ``carag index``
-   gives without ``--calibrate``); **head** (a :class:`~llama_index_carag.verifier.head.LabelHead` on the shipped
-   verifier's probabilities, out of fold over :data:`HEAD_FOLDS` stratified folds); **fine-tune** (two folds,
-   stratified by label, seed 0: the shipped verifier fine-tuned on one fold reads the other; each retrieved
-   passage is a pair with its claim's label, the labels balanced by resampling, :data:`FINE_TUNE`; a claim's
-   label is the arg-max of its passages' *mean* probabilities).  Each is scored by claim-level macro-F1 out of
-   fold, with the abstention of :meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide` applied through
-   its own out-of-fold confidence map.
+2. Candidates, from the cheapest: **shipped** (the out-of-the-box verifier, what ``carag index`` gives without
+   ``--calibrate``: the shipped weights with the domain check's thresholds,
+   :mod:`~llama_index_carag.verifier.domain`, fitted on the corpus's claims without their labels, and the pool's
+   confidence map; nothing fitted to the labels); **head** (a :class:`~llama_index_carag.verifier.head.LabelHead`
+   on the shipped verifier's probabilities, out of fold over :data:`HEAD_FOLDS` stratified folds); **fine-tune**
+   (two folds, stratified by label, seed 0: the shipped verifier fine-tuned on one fold reads the other; each
+   retrieved passage is a pair with its claim's label, the labels balanced by resampling, :data:`FINE_TUNE`; a
+   claim's label is the arg-max of its passages' *mean* probabilities).  Each is scored by claim-level macro-F1
+   (out of fold; the shipped candidate as deployed), with the abstention of
+   :meth:`~llama_index_carag.verifier.model.ClaimVerifier.decide` applied through its confidence map (fitted out of
+   fold; the shipped candidate's is the pool's).
 3. Kept: going from the cheapest, a candidate replaces the one kept so far when it beats it by at least
-   :data:`MARGIN`.  The record says how much each gain holds up over the claims: the share of a paired bootstrap's
-   :data:`RESAMPLES` resamples of the archive's claims in which the candidate's out-of-fold macro-F1 is above the
-   kept one's (:func:`gain_share`; on a small archive a gain of a few hundredths is often under half of them).
-   It informs; it does not decide (docs/VERDICTS.md: as a rule it kept too little).
-   A fine-tune must also pass the **linked-evidence check**: where the archive links evidence to
-   its claims (at least :data:`MIN_LINKED` passages of SUPPORTED and of REFUTED claims), the fold fine-tunes must
-   separate support from refutation on the held fold's linked passages no worse than the shipped verifier, by at
-   most :data:`LINKED_TOLERANCE` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level
+   :data:`MARGIN` **and** the gain holds over the claims: in at least :data:`LEVEL` of a paired bootstrap's
+   :data:`RESAMPLES` resamples of the archive's claims its macro-F1 is above the kept one's (:func:`gain_share`).
+   Measured on held-out tuning claims (heads only), this rule with this fallback was at least as good as the
+   margin alone against an archive-fitted shipped verifier at every size (docs/VERDICTS.md).
+   A fine-tune must also pass the **linked-evidence check**: where the archive links evidence to its claims (at
+   least :data:`MIN_LINKED` passages of SUPPORTED and of REFUTED claims), the fold fine-tunes must separate support
+   from refutation on the held fold's linked passages no worse than the shipped verifier, by at most
+   :data:`LINKED_TOLERANCE` (pair-level AUC of P(S) − P(R), each passage with its claim's label).  The claim-level
    score reads retrieved passages, mostly topical; trained on many of them a fine-tune can learn a topic's label
    instead of a passage's stance, which that score cannot see and the linked passages show.  A kept fine-tune is
    trained once more on every claim; a kept head is fitted on every claim.
-   The kept candidate's confidence map (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`) is
-   fitted on its out-of-fold labels, so an archive verifier's confidence is the archive's rate of being right.
+   A kept head's or fine-tune's confidence map (:class:`~llama_index_carag.verifier.confidence.LabelConfidence`)
+   is fitted on its out-of-fold labels, so its confidence is the archive's rate of being right; a kept shipped
+   candidate is saved as it is.
    The verifier is saved with the index (``<index>/verifier``) with the record of the comparison (the shipped
    weights are referenced, not copied, unless fine-tuned).
 
@@ -53,7 +56,7 @@ import numpy as np
 
 from llama_index_carag.verdicts.types import LABELS, VerdictLabel
 from llama_index_carag.verifier.confidence import confidence_of
-from llama_index_carag.verifier.domain import DomainThresholds
+from llama_index_carag.verifier.domain import domain_verifier, reference_sample
 from llama_index_carag.verifier.head import LabelHead
 from llama_index_carag.verifier.model import (
     VERIFIER_DIR,
@@ -70,8 +73,8 @@ logger = logging.getLogger(__name__)
 MIN_HEAD, MIN_FINE_TUNE, MIN_PER_LABEL = 12, 24, 4
 #: The out-of-fold macro-F1 a costlier candidate must gain over the one kept so far.
 MARGIN = 0.02
-#: Bootstrap resamples of the archive's claims behind each candidate's recorded ``gain_share``.
-RESAMPLES = 2000
+#: Bootstrap resamples of the archive's claims, and the share of them a candidate's gain must hold in.
+RESAMPLES, LEVEL = 2000, 0.95
 #: How far below the shipped verifier a fine-tune may separate the linked passages.
 LINKED_TOLERANCE = 0.02
 #: Linked passages of SUPPORTED and of REFUTED claims the linked-evidence check needs (each), else it is skipped.
@@ -274,9 +277,14 @@ def fit_archive_verifier(
     out_dir: str | Path,
     *,
     base: ClaimVerifier | None = None,
+    out_of_box: ClaimVerifier | None = None,
     config: TrainingConfig = FINE_TUNE,
 ) -> dict[str, Any]:
     """Fit what the archive can afford (module docstring) and save it to ``out_dir``.
+
+    ``out_of_box`` is the verifier the index gets without the labels (the domain check on the corpus's claims,
+    :func:`~llama_index_carag.verifier.domain.domain_verifier`); without it, the domain check on the archive's
+    own claims, their labels unread.
 
     Returns the record: the choice (one of :data:`CANDIDATES`), each candidate's out-of-fold figures, the claim
     counts and the seconds it took.
@@ -292,17 +300,16 @@ def fit_archive_verifier(
         "claims": len(claims),
         "labels": counts,
         "margin": MARGIN,
-        "bootstrap_resamples": RESAMPLES,
+        "bootstrap": {"resamples": RESAMPLES, "level": LEVEL},
         "folds": FOLDS,
     }
     if len(claims) < MIN_HEAD:
         record.update(choice="shipped", why=f"fewer than {MIN_HEAD} labelled claims with evidence")
-        return _finish(record, None, out_dir, started)
+        return _finish(record, out_of_box, out_dir, started)
     reading = _read(base, claims)
-    domain = DomainThresholds(floor=base.threshold).fit(reading.probabilities)
-    shipped = ClaimVerifier(base.path)
-    shipped.threshold, shipped.refuted_threshold, shipped.confidence = domain.supported_, domain.refuted_, None
-    candidates = {"shipped": [shipped.decide(p) for p in reading.probabilities]}
+    if out_of_box is None:
+        out_of_box = domain_verifier(base, [reading.probabilities[i] for i in reference_sample(len(claims))])
+    candidates = {"shipped": [out_of_box.decide(p) for p in reading.probabilities]}
     found: dict[str, dict[str, Any]] = {}
     enough = min(counts.values()) >= MIN_PER_LABEL
     if enough:
@@ -314,15 +321,16 @@ def fit_archive_verifier(
         found["fine-tune"] = {"linked": _linked_check(base, claims, linked_rows)}
     else:
         found["fine-tune"] = {"skipped": f"needs {MIN_FINE_TUNE} claims with {MIN_PER_LABEL} of each label"}
-    final = {name: _abstained(decided, gold) for name, decided in candidates.items()}
+    final = {name: _abstained(decided, gold) for name, decided in candidates.items() if name != "shipped"}
+    final["shipped"] = [d.label for d in candidates["shipped"]]  # as deployed: its own confidence map abstained
     for name in final:
         found[name] = {**claim_figures(gold, final[name]), **found.get(name, {})}
     record["candidates"] = {name: found[name] for name in CANDIDATES}
     best = record["choice"] = _choice(found, final, gold)
+    if best == "shipped":  # the out-of-the-box verifier as it is, its confidence the pool's
+        return _finish(record, out_of_box, out_dir, started)
     confidence = confidence_of(candidates[best], gold)
-    if best == "shipped":
-        verifier = shipped
-    elif best == "head":
+    if best == "head":
         verifier = ClaimVerifier(base.path)
         verifier.head = LabelHead().fit(reading.probabilities, gold)
     else:
@@ -345,7 +353,7 @@ def _choice(found: Mapping[str, dict[str, Any]], final: Mapping[str, Sequence[st
         gain = found[name]["macro_f1"] - found[best]["macro_f1"]
         share = gain_share(gold, final[name], final[best])
         found[name]["against"] = {"kept": best, "gain": round(gain, 4), "gain_share": round(share, 4)}
-        if gain >= MARGIN:
+        if gain >= MARGIN and share >= LEVEL:
             best = name
     return best
 
@@ -418,21 +426,28 @@ def fit_index_verifier(
 ) -> dict[str, Any] | None:
     """The verdict half of an index, saved in ``index_dir/verifier`` where every check finds it
     (:func:`~llama_index_carag.verifier.model.index_verifier`): with ``calibrate``, fitted to the archive's labelled
-    claims (:func:`fit_archive_verifier`, each claim with the passages ``retriever`` gives it; ``kind="archive"``),
-    as ``ContextAwareRetriever.from_index(calibrate=True)`` fits the ranking half; without, the domain check on the
+    claims (:func:`fit_archive_verifier`, each claim with the passages ``retriever`` gives it; ``kind="archive"``;
+    what it falls back on is the domain check on up to 200 corpus claims, or on the archive's own claims when it
+    has that many), as ``ContextAwareRetriever.from_index(calibrate=True)`` fits the ranking half; without, the domain check on the
     claims' texts alone (:func:`~llama_index_carag.verifier.domain.fit_domain_verifier`; ``kind="domain"``).
     ``carag index [--calibrate]`` is this after the retriever.  Returns the fit's record, or ``None`` when the
     corpus has too few claims for a domain check (the shipped verifier stays)."""
-    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, reference_sample
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier
+    from llama_index_carag.verifier.model import shipped_verifier
 
     def passages(claim: str) -> list[str]:
         return [n.node.get_content() for n in retriever.retrieve(claim)]
 
     folder = Path(index_dir) / VERIFIER_DIR
+    claims = [n.get_content() for n in claim_nodes]
     if calibrate:
         archive = archive_claims(claim_nodes, passages, linked_passages(retriever, claim_nodes))
-        return {"kind": "archive", **fit_archive_verifier(archive, folder)}
-    claims = [n.get_content() for n in claim_nodes]
+        out_of_box = None  # with as many labelled claims as a domain check reads, they are its reference
+        if len(archive) < MAX_CLAIMS and len(claims) >= MIN_CLAIMS:
+            base = shipped_verifier()
+            reference = [(claims[i], passages(claims[i]) or [""]) for i in reference_sample(len(claims))]
+            out_of_box = domain_verifier(base, base.batch_probabilities(reference))
+        return {"kind": "archive", **fit_archive_verifier(archive, folder, out_of_box=out_of_box)}
     if len(claims) < MIN_CLAIMS:
         logger.info("domain check skipped: %d corpus claims (needs %d)", len(claims), MIN_CLAIMS)
         return None

@@ -121,13 +121,23 @@ def fit_domain_verifier(
         logger.info("domain check skipped: %d claims (needs %d)", len(claims), MIN_CLAIMS)
         return None
     base = verifier if verifier is not None else shipped_verifier()
-    chosen = reference_sample(len(claims), max_claims, seed)
-    probs = base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
-    fitted = DomainThresholds(floor=base.threshold).fit(probs)
     if not base.shipped_weights:
         raise ValueError("fit_domain_verifier writes thresholds only: pass the shipped verifier (or none).")
+    chosen = reference_sample(len(claims), max_claims, seed)
+    adapted = domain_verifier(
+        base, base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
+    )
+    record = adapted.record["domain_check"] | {"seconds": round(time.perf_counter() - started, 1)}
+    adapted.save(out_dir, name_shipped=True, domain_check=record)
+    return record | {"supported": adapted.threshold, "refuted": adapted.refuted_threshold}
+
+
+def domain_verifier(base: ClaimVerifier, probabilities: Sequence[Any]) -> ClaimVerifier:
+    """``base``'s weights and confidence map with :class:`DomainThresholds` fitted on ``probabilities`` (the
+    reference claims' readings by ``base``, labels unread): the verifier an index gets without its labels.  Its
+    ``record["domain_check"]`` says what the check read."""
+    fitted = DomainThresholds(floor=base.threshold).fit(probabilities)
     adapted = ClaimVerifier(base.path)
     adapted.threshold, adapted.refuted_threshold = fitted.supported_, fitted.refuted_
-    record = fitted.record() | {"seconds": round(time.perf_counter() - started, 1)}
-    adapted.save(out_dir, name_shipped=True, domain_check=record)
-    return record | {"supported": fitted.supported_, "refuted": fitted.refuted_}
+    adapted.record = {**adapted.record, "domain_check": fitted.record()}
+    return adapted
