@@ -12,7 +12,10 @@ held out, and each verifier below is scored on them (claim-level macro-F1 after 
 * ``C`` — the head fitted on the archive, with the confidence map of its out-of-fold labels;
 * ``R1`` — today's choice between B and C (out-of-fold macro-F1 on the archive, margin 0.02); ``R2`` — R1 with the
   gain also ahead in 95 % of bootstrap resamples; ``R3`` — A (scored on the archive as deployed) against C, margin
-  0.02; ``R4`` — R3 with the bootstrap.
+  0.02; ``R4`` — R3 with the bootstrap;
+* ``Am`` — A with its confidence map refitted on the archive (A's raw decisions on the archive claims and their
+  labels; the map also decides which labels are withheld under 50 %); ``A_ece`` / ``Am_ece``: the held-out
+  expected calibration error (ten bins) of A and Am.
 
 Fine-tunes are left out (minutes each).  Prints mean and standard deviation over the seeds per set and size.
 
@@ -41,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-claims", type=int, default=500, help="archive-split claims read per set")
     args = parser.parse_args(argv)
 
-    from bench_verdicts import archive_sample
+    from bench_verdicts import archive_sample, metrics
 
     import llama_index_carag.verifier.archive as archive
     from llama_index_carag.verifier.confidence import confidence_of
@@ -65,10 +68,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         def held_f1(decide: Any, held: list[int], probs: list[Any] = probs, gold_all: list[str] = gold_all) -> float:
             return claim_figures([gold_all[i] for i in held], [decide(probs[i]).label for i in held])["macro_f1"]
 
+        def held_ece(decide: Any, held: list[int], probs: list[Any] = probs, gold_all: list[str] = gold_all) -> float:
+            decided = [decide(probs[i]) for i in held]
+            gold = [gold_all[i] for i in held]
+            return metrics(gold, [d.label for d in decided], [d.confidence for d in decided])["ece"]
+
+        raw = ClaimVerifier(base.path)
+        raw.threshold, raw.refuted_threshold, raw.confidence = a.threshold, a.refuted_threshold, None
+
         for n in args.sizes:
             if n >= len(claims) - 50:
                 continue
-            rows: dict[str, list[float]] = {k: [] for k in ("A", "B", "C", "R1", "R2", "R3", "R4")}
+            rows: dict[str, list[float]] = {
+                k: [] for k in ("A", "B", "C", "R1", "R2", "R3", "R4", "Am", "A_ece", "Am_ece")
+            }
             for seed in range(args.seeds):
                 arch = [of[it["claim_id"]] for it in archive_sample(items, n, seed)]
                 held = sorted(set(range(len(claims))) - set(arch))
@@ -92,6 +105,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 held_scores = {k: held_f1(v.decide, held) for k, v in (("A", a), ("B", b), ("C", c))}
                 for k in ("A", "B", "C"):
                     rows[k].append(held_scores[k])
+                am = ClaimVerifier(base.path)
+                am.threshold, am.refuted_threshold = a.threshold, a.refuted_threshold
+                am.confidence = confidence_of([raw.decide(p) for p in p_arch], gold)
+                rows["Am"].append(held_f1(am.decide, held))
+                rows["A_ece"].append(held_ece(a.decide, held))
+                rows["Am_ece"].append(held_ece(am.decide, held))
                 for rule, fallback, strict in (
                     ("R1", "B", False),
                     ("R2", "B", True),
