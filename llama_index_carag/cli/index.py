@@ -158,17 +158,25 @@ def suggest(corpus: Any, retriever: Any, out: Path, n: int) -> None:
     print(f"written to {out / SUGGESTED_LABELS} (fill in the label column: T, F or N)")
 
 
+#: How the line names the archive fit's candidates for people ("shipped" there is the out-of-the-box verifier).
+_CANDIDATE_NAMES = {"shipped": "out of the box"}
+
+
 def _verifier_line(record: dict[str, Any]) -> str:
-    """One line on the archive verifier: what was kept, the out-of-fold macro-F1 of each candidate, in how many
-    bootstrap resamples each costlier one beat the one kept before it, the fine-tune's linked-evidence check, the
-    cost."""
+    """One line on the archive verifier: what was kept, each candidate's macro-F1 on the archive (out of the box as
+    deployed, the others out of fold), in how many bootstrap resamples each costlier one beat the one kept before
+    it, the fine-tune's linked-evidence check, the cost."""
+
+    def named(candidate: str) -> str:
+        return _CANDIDATE_NAMES.get(candidate, candidate)
+
     found = record.get("candidates") or {}
     scores = ", ".join(
-        f"{name} {c['macro_f1']:.3f}" for name, c in found.items() if isinstance(c, dict) and "macro_f1" in c
+        f"{named(name)} {c['macro_f1']:.3f}" for name, c in found.items() if isinstance(c, dict) and "macro_f1" in c
     )
-    why = record.get("why", f"out-of-fold macro-F1 {scores}" if scores else "")
+    why = record.get("why", f"macro-F1 on the archive {scores}" if scores else "")
     shares = ", ".join(
-        f"{name} over {c['against']['kept']} in {c['against']['gain_share']:.0%}"
+        f"{named(name)} over {named(c['against']['kept'])} in {c['against']['gain_share']:.0%}"
         for name, c in found.items()
         if isinstance(c, dict) and "against" in c
     )
@@ -182,6 +190,6 @@ def _verifier_line(record: dict[str, Any]) -> str:
             f"{linked['shipped_auc']:.3f} ({verdict})"
         )
     return (
-        f"verifier: {record['choice']} kept ({record['claims']} labelled claims with evidence; {why}); "
+        f"verifier: {named(record['choice'])} kept ({record['claims']} labelled claims with evidence; {why}); "
         f"{record['seconds']:.0f} s"
     )
