@@ -17,7 +17,8 @@ package default retriever's top 6, new-claims protocol) and reports, per domain 
 Accuracy, macro-F1, recall per label, each predicted label's share, the share of claims called the opposite of
 the truth (``s_r``: SUPPORTED for a refuted claim or REFUTED for a supported one), the mean confidence and its
 expected calibration error (``ece``: ten equal-width bins, |mean confidence − accuracy| weighted by the bin's
-share), seconds per verdict, on all
+share), the share of claims called REFUTED with a confidence the CLI calls at least "likely" (0.70) that are not
+refuted (``likely_false_r``: the confident false REFUTED a fact-checker fears most), seconds per verdict, on all
 report claims and on a balanced subset (as many claims of each label as the rarest label has, the first in file
 order).  Pair level, each annotated passage with its claim's label: the AUC of P(S) − P(R) between supporting
 and refuting pairs, and of P(NEI) between silent pairs and the rest (``pairs`` in the JSON).
@@ -39,14 +40,18 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_carag.verdicts.types import CONFIDENCE_WORDS
+
 REPO = Path(__file__).resolve().parents[1]
 LABELS = ("SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO")
 SHORT = {"SUPPORTED": "S", "REFUTED": "R", "NOT_ENOUGH_INFO": "N"}
+#: The confidence the CLI first calls "likely" (0.70).
+LIKELY = next(at for at, word in CONFIDENCE_WORDS if word == "likely")
 
 
 def metrics(gold: Sequence[str], pred: Sequence[str], confidence: Sequence[float] | None = None) -> dict[str, float]:
-    """Accuracy, macro-F1, recall per label, predicted share per label, S<->R share; with ``confidence``, its mean
-    and expected calibration error."""
+    """Accuracy, macro-F1, recall per label, predicted share per label, S<->R share; with ``confidence``, its mean,
+    expected calibration error and the share of claims falsely called REFUTED at a "likely" confidence or more."""
     out: dict[str, float] = {"claims": len(gold), "accuracy": float(np.mean([g == p for g, p in zip(gold, pred)]))}
     f1s = []
     for k in LABELS:
@@ -65,6 +70,8 @@ def metrics(gold: Sequence[str], pred: Sequence[str], confidence: Sequence[float
         right = np.array([g == p for g, p in zip(gold, pred)], dtype=np.float64)
         bins = np.minimum((conf * 10).astype(int), 9)
         out["confidence"] = float(conf.mean())
+        sure_r = [p == "REFUTED" and g != "REFUTED" and c >= LIKELY for g, p, c in zip(gold, pred, conf)]
+        out["likely_false_r"] = float(np.mean(sure_r))
         out["ece"] = float(
             sum(abs(conf[bins == b].mean() - right[bins == b].mean()) * (bins == b).sum() for b in set(bins))
             / len(conf)
@@ -137,10 +144,10 @@ def run(
 
 def table(rows: list[dict[str, Any]]) -> str:
     cols = ["method", "evidence", "subset", "claims", "accuracy", "macro_f1", "recall_S", "recall_R", "recall_N"]
-    cols += ["share_S", "share_R", "share_N", "s_r", "confidence", "ece", "s_per_verdict"]
+    cols += ["share_S", "share_R", "share_N", "s_r", "confidence", "ece", "likely_false_r", "s_per_verdict"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        cells = [f"{r[c]:.3f}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
