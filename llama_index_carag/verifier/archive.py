@@ -428,29 +428,28 @@ def fit_index_verifier(
     (:func:`~llama_index_carag.verifier.model.index_verifier`): with ``calibrate``, fitted to the archive's labelled
     claims (:func:`fit_archive_verifier`, each claim with the passages ``retriever`` gives it; ``kind="archive"``;
     what it falls back on is the domain check on up to 200 corpus claims, or on the archive's own claims when it
-    has that many), as ``ContextAwareRetriever.from_index(calibrate=True)`` fits the ranking half; without, the domain check on the
-    claims' texts alone (:func:`~llama_index_carag.verifier.domain.fit_domain_verifier`; ``kind="domain"``).
-    ``carag index [--calibrate]`` is this after the retriever.  Returns the fit's record, or ``None`` when the
-    corpus has too few claims for a domain check (the shipped verifier stays)."""
-    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier
-    from llama_index_carag.verifier.model import shipped_verifier
+    has that many), as ``ContextAwareRetriever.from_index(calibrate=True)`` fits the ranking half; without, the
+    domain check on the claims' texts alone (:func:`~llama_index_carag.verifier.domain.fit_domain_verifier`;
+    ``kind="domain"``).  ``carag index [--calibrate]`` is this after the retriever.  Returns the fit's record, or
+    ``None`` when the corpus has too few claims for a domain check (the shipped verifier stays)."""
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, read_domain_verifier
 
     def passages(claim: str) -> list[str]:
         return [n.node.get_content() for n in retriever.retrieve(claim)]
+
+    def reference() -> list[tuple[str, list[str]]]:  # the domain check's claims, each with its passages
+        return [(claims[i], passages(claims[i])) for i in reference_sample(len(claims))]
 
     folder = Path(index_dir) / VERIFIER_DIR
     claims = [n.get_content() for n in claim_nodes]
     if calibrate:
         archive = archive_claims(claim_nodes, passages, linked_passages(retriever, claim_nodes))
-        out_of_box = None  # with as many labelled claims as a domain check reads, they are its reference
-        if len(archive) < MAX_CLAIMS and len(claims) >= MIN_CLAIMS:
-            base = shipped_verifier()
-            reference = [(claims[i], passages(claims[i]) or [""]) for i in reference_sample(len(claims))]
-            out_of_box = domain_verifier(base, base.batch_probabilities(reference))
+        # with as many labelled claims as a domain check reads, they are its reference (in fit_archive_verifier)
+        few = len(archive) < MAX_CLAIMS and len(claims) >= MIN_CLAIMS
+        out_of_box = read_domain_verifier(reference()) if few else None
         return {"kind": "archive", **fit_archive_verifier(archive, folder, out_of_box=out_of_box)}
     if len(claims) < MIN_CLAIMS:
         logger.info("domain check skipped: %d corpus claims (needs %d)", len(claims), MIN_CLAIMS)
         return None
-    reference = [(claims[i], passages(claims[i])) for i in reference_sample(len(claims))]
-    record = fit_domain_verifier(reference, folder, max_claims=MAX_CLAIMS)
+    record = fit_domain_verifier(reference(), folder, max_claims=MAX_CLAIMS)
     return None if record is None else {"kind": "domain", **record}

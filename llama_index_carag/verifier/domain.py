@@ -123,13 +123,28 @@ def fit_domain_verifier(
     base = verifier if verifier is not None else shipped_verifier()
     if not base.shipped_weights:
         raise ValueError("fit_domain_verifier writes thresholds only: pass the shipped verifier (or none).")
-    chosen = reference_sample(len(claims), max_claims, seed)
-    adapted = domain_verifier(
-        base, base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
-    )
+    adapted = read_domain_verifier(claims, verifier=base, max_claims=max_claims, seed=seed)
     record = adapted.record["domain_check"] | {"seconds": round(time.perf_counter() - started, 1)}
     adapted.save(out_dir, name_shipped=True, domain_check=record)
     return record | {"supported": adapted.threshold, "refuted": adapted.refuted_threshold}
+
+
+def read_domain_verifier(
+    claims: Sequence[tuple[str, Sequence[str]]],
+    *,
+    verifier: ClaimVerifier | None = None,
+    max_claims: int = MAX_CLAIMS,
+    seed: int = 0,
+) -> ClaimVerifier:
+    """The verifier an index gets without its labels: ``claims`` (each a claim's text with the passages the
+    retriever gives it; a seeded sample of at most ``max_claims``) read by ``verifier`` (default: the shipped one),
+    then :func:`domain_verifier`.  Nothing is written."""
+    from llama_index_carag.verifier.model import shipped_verifier
+
+    base = verifier if verifier is not None else shipped_verifier()
+    chosen = reference_sample(len(claims), max_claims, seed)
+    probabilities = base.batch_probabilities([(claims[i][0], list(claims[i][1]) or [""]) for i in chosen])
+    return domain_verifier(base, probabilities)
 
 
 def domain_verifier(base: ClaimVerifier, probabilities: Sequence[Any]) -> ClaimVerifier:
