@@ -52,8 +52,11 @@ class KeywordVerifier:
 
     threshold = 0.5
 
-    def probabilities(self, claim, texts):
-        return np.asarray([[0.05, 0.9, 0.05] if "denies" in t else [0.1, 0.1, 0.8] for t in texts])
+    def readings(self, claim, texts):
+        """Each passage read as a whole, except that a passage with several lines is read from its line that
+        denies (the verifier's decisive chunk)."""
+        read = [next((line for line in t.splitlines() if "denies" in line), t) for t in texts]
+        return np.asarray([[0.05, 0.9, 0.05] if "denies" in t else [0.1, 0.1, 0.8] for t in read]), read
 
     def decide(self, probabilities):
         from llama_index_carag.verifier.model import decide_label
@@ -113,6 +116,30 @@ def test_scored_verdicts_explain_from_the_passages_the_verifiers_label_rests_on(
     assert "[2] The minister denies it." in scorer.explained[-1] and "Unrelated" not in scorer.explained[-1]
     assert verdict.cited_passages == [2] and verdict.evidence_ids == ["E2"]  # cited at the end
     assert verdict.label_scores is None and scorer.calls == 0  # the verifier decides: no label is scored
+
+
+def test_the_explanation_prompt_shows_a_long_passage_as_the_chunk_its_stance_was_read_from():
+    scorer = KeywordScorer()
+    pipeline = ScoredVerdicts(scorer, VerifierDecision(KeywordVerifier()), VerdictSettings(), _messages_fn)
+    long_passage = "The ministry met on Monday.\nThe minister denies it.\nThe weather was fine."
+    verdict = pipeline.verdict("A claim.", ["Nothing here.", long_passage], ["E1", "E2"])
+    assert verdict.label is R and verdict.decision_passages == [2]
+    assert "[2] The minister denies it." in scorer.explained[-1]
+    assert "Monday" not in scorer.explained[-1] and "weather" not in scorer.explained[-1]
+
+
+def test_the_verifier_reads_a_long_passage_from_its_most_decisive_chunk():
+    from llama_index_carag.verifier.model import shipped_verifier
+
+    verifier = shipped_verifier()
+    claim = "Wearing masks reduces the spread of COVID-19."
+    filler = " ".join(f"The committee met on day {i} to discuss the budget of the city library." for i in range(8))
+    long_passage = f"{filler} A large trial found that wearing masks reduces the spread of COVID-19."
+    short = "The Eiffel Tower is in Paris."
+    probs, read = verifier.readings(claim, [long_passage, short])
+    assert read[1] == short  # a passage of one chunk is read whole
+    assert "masks" in read[0] and len(read[0].split()) < len(long_passage.split())
+    np.testing.assert_allclose(probs, verifier.probabilities(claim, [long_passage, short]))
 
 
 def test_scored_verdicts_of_the_llm_read_the_whole_evidence():

@@ -43,7 +43,8 @@ class VerdictSettings:
         max_explanation_tokens: explanation budget in ``"score"`` mode (default: the LLM's, at most 72).
         show_ids: node ids beside the passage numbers in the prompt (default: not in ``"score"`` mode).
         explain_passages: at most this many of the passages the verifier's label rests on: shown in the
-            explanation prompt of ``"score"`` mode, cited when the explanation cites none of them.
+            explanation prompt of ``"score"`` mode (a long passage as the chunk the verifier read its stance
+            from), cited when the explanation cites none of them.
         examples: worked examples shown before the claim (``prompts.VerdictExample``).
         explain: generate the explanation (default).  ``False`` (triage, ``carag check --no-explanation``):
             in ``"score"`` mode the labels are scored and decided and nothing is generated, the verdict's
@@ -91,13 +92,15 @@ class ScoredEvidence:
 @dataclass(frozen=True)
 class Decision:
     """A decision's result: the label, the 1-based passages it rests on, a short reason, the passages' stances
-    it read (empty when it read none) and P(the label is right) (``None`` when the decision has no calibration)."""
+    it read (empty when it read none), P(the label is right) (``None`` when the decision has no calibration) and,
+    per passage, the text its stance was read from (its most decisive chunk; empty when it read no stances)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()
     reason: str = ""
     stances: tuple[PassageStance, ...] = ()
     confidence: float | None = None
+    read_texts: tuple[str, ...] = ()
 
 
 def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageStance, ...]:
@@ -135,7 +138,7 @@ class VerifierDecision:
     needs: frozenset[str] = frozenset()
 
     def decide(self, evidence: ScoredEvidence) -> Decision:
-        probs = self.verifier.probabilities(evidence.claim, list(evidence.texts))
+        probs, read_texts = self.verifier.readings(evidence.claim, list(evidence.texts))
         found = self.verifier.decide(probs)
         stances = verifier_stances(probs, evidence.ids)
         return Decision(
@@ -144,6 +147,7 @@ class VerifierDecision:
             f"verifier: {found.reason}",
             stances=stances,
             confidence=found.confidence,
+            read_texts=tuple(read_texts),
         )
 
 

@@ -14,7 +14,8 @@ streamed text is the explanation).
    :meth:`~llama_index_carag.verdicts.label_scores.LabelScorer.explain_label`);
 2. the explanation generated for that label — after the whole evidence for the arg-max (the prompt already
    evaluated for the scores), after the passages the verifier's label rests on (at most ``explain_passages``,
-   with their own numbers) — checked by :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`;
+   with their own numbers; a passage longer than the verifier reads at once as the chunk its stance was read
+   from, :meth:`~llama_index_carag.verifier.model.ClaimVerifier.readings`) — checked by :func:`~llama_index_carag.verdicts.explanation_checks.checked_verdict`;
    if it cites none of the passages the label rests on, they are cited at its end.
 """
 
@@ -141,7 +142,8 @@ class ScoredVerdicts:
             shown = list(made[0].passages[: self.settings.explain_passages]) or list(
                 range(1, min(len(texts), self.settings.explain_passages) + 1)
             )
-            messages = self.messages(claim, [texts[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
+            read = made[0].read_texts or texts  # each shown passage as the verifier read it
+            messages = self.messages(claim, [read[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             scores, explanation = None, self.scorer.explain_label(messages, made[0].label)
         return self._checked(made[-1], explanation, ids, scores, list(made[-1].stances) or None)
 

@@ -134,6 +134,11 @@ def decide_label(
     return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), prefix + why, probs, score)
 
 
+def _decisive(block: np.ndarray) -> int:
+    """The row of a passage's chunk probabilities (shape ``(chunks, 3)``) it takes: the least NOT_ENOUGH_INFO."""
+    return int((1.0 - block[:, _NEI]).argmax())
+
+
 def chunk_passage(passage: str, chunk_words: int) -> list[str]:
     """``passage`` cut into chunks of whole sentences of at most ``chunk_words`` words each (a longer sentence is
     a chunk of its own); a passage of at most ``chunk_words`` words is one chunk."""
@@ -347,6 +352,17 @@ class ClaimVerifier:
         are chunked and take their most decisive chunk's probabilities."""
         return self.batch_probabilities([(claim, list(passages))])[0]
 
+    def readings(self, claim: str, passages: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """:meth:`probabilities` with the text each row was read from: a passage's most decisive chunk (the
+        passage itself when it is one chunk) — what an explanation of the stance should quote."""
+        (passage_chunks,) = self.chunk_probabilities([(claim, list(passages))])
+        rows, texts = [], []
+        for chunks, block in passage_chunks:
+            at = _decisive(block)
+            rows.append(block[at])
+            texts.append(chunks[at])
+        return np.array(rows).reshape(-1, len(LABELS)), texts
+
     def chunk_probabilities(
         self, items: Sequence[tuple[str, Sequence[str]]]
     ) -> list[list[tuple[list[str], np.ndarray]]]:
@@ -367,7 +383,7 @@ class ClaimVerifier:
     def batch_probabilities(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
         """:meth:`probabilities` for many claims at once: each passage takes its most decisive chunk's row."""
         return [
-            np.array([block[int((1.0 - block[:, _NEI]).argmax())] for _, block in passages]).reshape(-1, len(LABELS))
+            np.array([block[_decisive(block)] for _, block in passages]).reshape(-1, len(LABELS))
             for passages in self.chunk_probabilities(items)
         ]
 
