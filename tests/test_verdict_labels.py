@@ -58,6 +58,44 @@ def test_explanations_are_cut_to_two_sentences():
         check_explanation("x", S, -1)
 
 
+class _Generates:
+    """A stand-in backend whose explanation is fixed text (what a model wrote before its budget ran out)."""
+
+    max_new_tokens = 72
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generate(self, state: Any, prompt_ids: Any, text: str, done: Any, stop: Any) -> str:
+        return self.text
+
+
+def test_an_explanation_cut_by_the_token_budget_keeps_its_finished_sentences():
+    from llama_index_carag.verdicts.label_scores import LabelScorer
+
+    def explain(generated: str) -> str:
+        return LabelScorer(_Generates(generated), max_sentences=2).explain(S, None, [])  # type: ignore[arg-type]
+
+    assert explain(" The study found X [1]. In fact, the data indicates that only 35") == "The study found X [1]."
+    assert explain(" The study found X [1]. It may be a protective mechanism rather than an anti-fibrot") == (
+        "The study found X [1]."
+    )
+    assert explain(" Only 35") == "Only 35"  # nothing finished before it: kept
+    assert explain(" It says X [1]. It also says Y [2]") == "It says X [1]. It also says Y [2]"  # a citation ends it
+    assert explain(' It says "X." It also says Y?') == 'It says "X." It also says Y?'
+
+
+def test_a_full_stop_after_a_number_or_an_initial_does_not_end_the_explanation_yet():
+    from llama_index_carag.verdicts.label_scores import explanation_complete
+
+    first = "The evidence does not support the claim [1]. In fact, only 35"
+    assert not explanation_complete(first + ".", 2)  # "35.2%" may follow
+    assert explanation_complete(first + ".2% receive no treatment.", 2)
+    assert not explanation_complete("It says X [1]. It is in the S.", 2)  # "S. phase"
+    assert explanation_complete("It says X [1]. It is in the S. phase of the cycle.", 2)
+    assert explanation_complete("It says X [1]. It was found in 2001. The", 2)  # the next sentence has begun
+
+
 def test_sentence_stance():
     assert sentence_stance("Passage [1] confirms the claim.") == "SUPPORTED"
     assert sentence_stance("This contradicts the claim.") == "REFUTED"

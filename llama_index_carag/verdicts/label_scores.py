@@ -17,6 +17,7 @@ generating); the verdict path (:meth:`LabelScorer.verdict`) is this one.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,21 +63,37 @@ def hold_prompt_opening(llm: Any) -> None:
         logger.warning("The prompt opening was not evaluated ahead (%s).", exc)
 
 
-def explanation_complete(text: str, max_sentences: int) -> bool:
-    """Whether a generated explanation can stop: ``max_sentences`` sentences complete, a blank line, or a new ``Verdict:``.
+#: A full stop that may not end the sentence yet: after a digit ("35." of "35.2%") or a lone capital ("S." of "S.
+#: phase"); the next token tells.
+_OPEN_STOP_RE = re.compile(r"(?:\d|\b[A-Z])\.$")
 
-    ``explanation_complete("The data shows X [1]. It does not say Y.", 2)`` → ``True``.
+
+def explanation_complete(text: str, max_sentences: int) -> bool:
+    """Whether a generated explanation can stop: ``max_sentences`` sentences complete (or a further one begun), a
+    blank line, or a new ``Verdict:``.
+
+    ``explanation_complete("The data shows X [1]. It does not say Y.", 2)`` → ``True``; ``"… only 35."`` →
+    ``False`` (``35.2 %`` may follow).
     """
     if "\n\n" in text.strip() or ANSWER_PREFIX in text:
         return True
-    if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?"):
+    sentences = answer_sentences(text)
+    if len(sentences) > max_sentences:  # a further sentence has begun: the ones before it are finished
+        return True
+    if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?") or _OPEN_STOP_RE.search(text):
         return False
-    return len(answer_sentences(text)) >= max_sentences
+    return len(sentences) >= max_sentences
 
 
 def clean_explanation(text: str) -> str:
     """The explanation part of generated text: up to a blank line or a new ``Verdict:``, stripped."""
     return text.split("\n\n")[0].split(ANSWER_PREFIX)[0].strip()
+
+
+def unfinished(sentence: str) -> bool:
+    """Whether a generated sentence stops mid-way — no full stop, question or exclamation mark, ellipsis or
+    closing citation at its end (closing quotes and brackets aside): the token budget ran out in it."""
+    return not sentence.rstrip(" \"'”’)*").endswith((".", "!", "?", "…", "]"))
 
 
 #: What follows the chosen label before the explanation is generated.
@@ -146,7 +163,9 @@ class LabelScorer:
 
     # ----------------------------------------------------------- explaining
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
-        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`)."""
+        """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`): at most
+        :attr:`max_sentences` sentences, without a last one the token budget cut short (:func:`unfinished`) when a
+        finished one comes before it."""
         text = self.backend.generate(
             state,
             prompt_ids,
@@ -156,6 +175,9 @@ class LabelScorer:
         )
         text = clean_explanation(text)
         sentences = answer_sentences(text)
+        if len(sentences) > 1 and unfinished(sentences[-1]):  # cut by the budget: the finished sentences stand
+            sentences = sentences[:-1]
+            text = " ".join(sentences)
         return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
 
     def verdict(
