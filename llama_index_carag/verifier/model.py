@@ -350,7 +350,7 @@ class ClaimVerifier:
     def probabilities(self, claim: str, passages: Sequence[str]) -> np.ndarray:
         """Each passage's P(SUPPORTED), P(REFUTED), P(NOT_ENOUGH_INFO), shape ``(len(passages), 3)``: long passages
         are chunked and take their most decisive chunk's probabilities."""
-        return self.batch_probabilities([(claim, list(passages))])[0]
+        return self.readings(claim, passages)[0]
 
     def readings(self, claim: str, passages: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         """:meth:`probabilities` with the text each row was read from: a passage's most decisive chunk (the
