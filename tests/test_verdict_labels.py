@@ -70,6 +70,39 @@ class _Generates:
         return self.text
 
 
+class _Streams:
+    """A stand-in backend that generates ``tokens`` one at a time, asking ``done`` after each (as llama.cpp's
+    stopping criterion does), until ``done`` says so or the tokens run out (the budget)."""
+
+    max_new_tokens = 72
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+
+    def generate(self, state: Any, prompt_ids: Any, text: str, done: Any, stop: Any) -> str:
+        generated = ""
+        for token in self.tokens:
+            generated += token
+            if done(generated):
+                break
+        return generated
+
+
+def test_generation_waits_past_a_number_and_stops_at_the_second_sentence():
+    from llama_index_carag.verdicts.label_scores import LabelScorer
+
+    def explain(tokens: list[str]) -> str:
+        return LabelScorer(_Streams(tokens), max_sentences=2).explain(S, None, [])  # type: ignore[arg-type]
+
+    first = [" It says X", " [1]."]
+    assert explain(first + [" Only 35", ".", "2%", " were treated", "."]) == "It says X [1]. Only 35.2% were treated."
+    assert explain(first + [" It lowers vitamin D", ".", " The level", " drops in"]) == (
+        "It says X [1]. It lowers vitamin D."
+    )
+    assert explain(first + [" It was in 2001", ".", " [", "2", "]", " Then"]) == "It says X [1]. It was in 2001. [2]"
+    assert explain(first + [" Only 35", ".", "2% of the", " patients"]) == "It says X [1]."  # the budget cut it
+
+
 def test_an_explanation_cut_by_the_token_budget_keeps_its_finished_sentences():
     from llama_index_carag.verdicts.label_scores import LabelScorer
 
@@ -85,15 +118,14 @@ def test_an_explanation_cut_by_the_token_budget_keeps_its_finished_sentences():
     assert explain(' It says "X." It also says Y?') == 'It says "X." It also says Y?'
 
 
-def test_a_full_stop_after_a_number_or_an_initial_does_not_end_the_explanation_yet():
+def test_a_full_stop_after_a_number_does_not_end_the_explanation_yet():
     from llama_index_carag.verdicts.label_scores import explanation_complete
 
     first = "The evidence does not support the claim [1]. In fact, only 35"
     assert not explanation_complete(first + ".", 2)  # "35.2%" may follow
     assert explanation_complete(first + ".2% receive no treatment.", 2)
-    assert not explanation_complete("It says X [1]. It is in the S.", 2)  # "S. phase"
-    assert explanation_complete("It says X [1]. It is in the S. phase of the cycle.", 2)
     assert explanation_complete("It says X [1]. It was found in 2001. The", 2)  # the next sentence has begun
+    assert explanation_complete("It says X [1]. It lowers vitamin D.", 2)  # a capital's full stop ends it
 
 
 def test_sentence_stance():

@@ -63,9 +63,12 @@ def hold_prompt_opening(llm: Any) -> None:
         logger.warning("The prompt opening was not evaluated ahead (%s).", exc)
 
 
-#: A full stop that may not end the sentence yet: after a digit ("35." of "35.2%") or a lone capital ("S." of "S.
-#: phase"); the next token tells.
-_OPEN_STOP_RE = re.compile(r"(?:\d|\b[A-Z])\.$")
+#: A full stop that may not end the sentence yet: after a digit ("35." of "35.2%"); the next token tells (a sentence
+#: that does end there splits from the next one: "in 2001. The").  Not after a lone capital: "vitamin D. The" does
+#: not split, so waiting there would run the sentence on.
+_OPEN_STOP_RE = re.compile(r"\d\.$")
+#: A citation being written after a full stop ("… in 2001. [1"): not a further sentence.
+_CITATION_START_RE = re.compile(r"^\[[\d,\s–-]*\]?$")
 
 
 def explanation_complete(text: str, max_sentences: int) -> bool:
@@ -78,7 +81,7 @@ def explanation_complete(text: str, max_sentences: int) -> bool:
     if "\n\n" in text.strip() or ANSWER_PREFIX in text:
         return True
     sentences = answer_sentences(text)
-    if len(sentences) > max_sentences:  # a further sentence has begun: the ones before it are finished
+    if len(sentences) > max_sentences and not _CITATION_START_RE.match(sentences[-1]):  # a further one has begun
         return True
     if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?") or _OPEN_STOP_RE.search(text):
         return False
@@ -92,7 +95,7 @@ def clean_explanation(text: str) -> str:
 
 def unfinished(sentence: str) -> bool:
     """Whether a generated sentence stops mid-way — no full stop, question or exclamation mark, ellipsis or
-    closing citation at its end (closing quotes and brackets aside): the token budget ran out in it."""
+    closing citation at its end (closing quotes and brackets aside), as where the token budget ran out in it."""
     return not sentence.rstrip(" \"'”’)*").endswith((".", "!", "?", "…", "]"))
 
 
@@ -164,8 +167,8 @@ class LabelScorer:
     # ----------------------------------------------------------- explaining
     def explain(self, label: VerdictLabel, state: Any, prompt_ids: list[int]) -> str:
         """The explanation generated after ``Verdict: <label>\\nExplanation:`` (``state`` from :meth:`score`): at most
-        :attr:`max_sentences` sentences, without a last one the token budget cut short (:func:`unfinished`) when a
-        finished one comes before it."""
+        :attr:`max_sentences` sentences, without a last one left unfinished (:func:`unfinished`: the token budget
+        cut it short) when a finished one comes before it."""
         text = self.backend.generate(
             state,
             prompt_ids,
@@ -175,7 +178,7 @@ class LabelScorer:
         )
         text = clean_explanation(text)
         sentences = answer_sentences(text)
-        if len(sentences) > 1 and unfinished(sentences[-1]):  # cut by the budget: the finished sentences stand
+        if len(sentences) > 1 and unfinished(sentences[-1]):  # cut short (the budget): the finished ones stand
             sentences = sentences[:-1]
             text = " ".join(sentences)
         return " ".join(sentences[: self.max_sentences]) if len(sentences) > self.max_sentences else text
