@@ -139,7 +139,7 @@ def test_the_verifier_reads_a_long_passage_from_its_most_decisive_chunk():
     probs, read = verifier.readings(claim, [long_passage, short])
     assert read[1] == short  # a passage of one chunk is read whole
     assert "masks" in read[0] and len(read[0].split()) < len(long_passage.split())
-    np.testing.assert_allclose(probs, verifier.probabilities(claim, [long_passage, short]))
+    np.testing.assert_allclose(probs, verifier.batch_probabilities([(claim, [long_passage, short])])[0])
 
 
 def test_scored_verdicts_of_the_llm_read_the_whole_evidence():

@@ -93,7 +93,8 @@ class ScoredEvidence:
 class Decision:
     """A decision's result: the label, the 1-based passages it rests on, a short reason, the passages' stances
     it read (empty when it read none), P(the label is right) (``None`` when the decision has no calibration) and,
-    per passage, the text its stance was read from (its most decisive chunk; empty when it read no stances)."""
+    per passage, the text its stance was read from (its most decisive chunk; empty when it read no stances: the
+    passages are then shown as given, as they are when the count differs)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()

@@ -142,7 +142,7 @@ class ScoredVerdicts:
             shown = list(made[0].passages[: self.settings.explain_passages]) or list(
                 range(1, min(len(texts), self.settings.explain_passages) + 1)
             )
-            read = made[0].read_texts or texts  # each shown passage as the verifier read it
+            read = made[0].read_texts if len(made[0].read_texts) == len(texts) else texts  # as the verifier read them
             messages = self.messages(claim, [read[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             scores, explanation = None, self.scorer.explain_label(messages, made[0].label)
         return self._checked(made[-1], explanation, ids, scores, list(made[-1].stances) or None)

@@ -63,6 +63,7 @@ from llama_index_carag.verifier.model import (
     ClaimVerifier,
     VerifierLabel,
     decide_label,
+    decisive_chunk,
     remove_verifier_folder,
 )
 from llama_index_carag.verifier.pairs import Pair
@@ -171,7 +172,7 @@ def _read(base: ClaimVerifier, claims: Sequence[ArchiveClaim]) -> _Reading:
     for c, passages in zip(claims, base.chunk_probabilities([(c.claim, c.passages) for c in claims])):
         rows, picks = [], []
         for chunks, block in passages:
-            decisive = int((1.0 - block[:, 2]).argmax())
+            decisive = decisive_chunk(block)
             rows.append(block[decisive])
             own = decisive if c.label == "NOT_ENOUGH_INFO" else int(block[:, LABELS.index(c.label)].argmax())
             picks.append(chunks[own])
@@ -432,7 +433,7 @@ def fit_index_verifier(
     domain check on the claims' texts alone (:func:`~llama_index_carag.verifier.domain.fit_domain_verifier`;
     ``kind="domain"``).  ``carag index [--calibrate]`` is this after the retriever.  Returns the fit's record, or
     ``None`` when the corpus has too few claims for a domain check (the shipped verifier stays)."""
-    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, read_domain_verifier
+    from llama_index_carag.verifier.domain import MAX_CLAIMS, MIN_CLAIMS, fit_domain_verifier, out_of_box_verifier
 
     def passages(claim: str) -> list[str]:
         return [n.node.get_content() for n in retriever.retrieve(claim)]
@@ -446,7 +447,7 @@ def fit_index_verifier(
         archive = archive_claims(claim_nodes, passages, linked_passages(retriever, claim_nodes))
         # with as many labelled claims as a domain check reads, they are its reference (in fit_archive_verifier)
         few = len(archive) < MAX_CLAIMS and len(claims) >= MIN_CLAIMS
-        out_of_box = read_domain_verifier(reference()) if few else None
+        out_of_box = out_of_box_verifier(reference()) if few else None
         return {"kind": "archive", **fit_archive_verifier(archive, folder, out_of_box=out_of_box)}
     if len(claims) < MIN_CLAIMS:
         logger.info("domain check skipped: %d corpus claims (needs %d)", len(claims), MIN_CLAIMS)

@@ -123,13 +123,13 @@ def fit_domain_verifier(
     base = verifier if verifier is not None else shipped_verifier()
     if not base.shipped_weights:
         raise ValueError("fit_domain_verifier writes thresholds only: pass the shipped verifier (or none).")
-    adapted = read_domain_verifier(claims, verifier=base, max_claims=max_claims, seed=seed)
+    adapted = out_of_box_verifier(claims, verifier=base, max_claims=max_claims, seed=seed)
     record = adapted.record["domain_check"] | {"seconds": round(time.perf_counter() - started, 1)}
     adapted.save(out_dir, name_shipped=True, domain_check=record)
     return record | {"supported": adapted.threshold, "refuted": adapted.refuted_threshold}
 
 
-def read_domain_verifier(
+def out_of_box_verifier(
     claims: Sequence[tuple[str, Sequence[str]]],
     *,
     verifier: ClaimVerifier | None = None,

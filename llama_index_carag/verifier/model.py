@@ -134,7 +134,7 @@ def decide_label(
     return VerifierLabel(LABELS[column], tuple(i + 1 for i in order[:3]), prefix + why, probs, score)
 
 
-def _decisive(block: np.ndarray) -> int:
+def decisive_chunk(block: np.ndarray) -> int:
     """The row of a passage's chunk probabilities (shape ``(chunks, 3)``) it takes: the least NOT_ENOUGH_INFO."""
     return int((1.0 - block[:, _NEI]).argmax())
 
@@ -358,7 +358,7 @@ class ClaimVerifier:
         (passage_chunks,) = self.chunk_probabilities([(claim, list(passages))])
         rows, texts = [], []
         for chunks, block in passage_chunks:
-            at = _decisive(block)
+            at = decisive_chunk(block)
             rows.append(block[at])
             texts.append(chunks[at])
         return np.array(rows).reshape(-1, len(LABELS)), texts
@@ -383,7 +383,7 @@ class ClaimVerifier:
     def batch_probabilities(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
         """:meth:`probabilities` for many claims at once: each passage takes its most decisive chunk's row."""
         return [
-            np.array([block[_decisive(block)] for _, block in passages]).reshape(-1, len(LABELS))
+            np.array([block[decisive_chunk(block)] for _, block in passages]).reshape(-1, len(LABELS))
             for passages in self.chunk_probabilities(items)
         ]
 
