@@ -67,6 +67,8 @@ def hold_prompt_opening(llm: Any) -> None:
 #: that does end there splits from the next one: "in 2001. The").  Not after a lone capital: "vitamin D. The" does
 #: not split, so waiting there would run the sentence on.
 _OPEN_STOP_RE = re.compile(r"\d\.$")
+#: Where the sentence splitter can end a sentence: its full stops, question and exclamation marks, a line break.
+_SENTENCE_ENDS = frozenset(".!?。．！？\n\r")
 #: A citation being written after a full stop ("… in 2001. [1"): not a further sentence.
 _CITATION_START_RE = re.compile(r"^\[[\d,\s–-]*\]?$")
 
@@ -80,12 +82,13 @@ def explanation_complete(text: str, max_sentences: int) -> bool:
     """
     if "\n\n" in text.strip() or ANSWER_PREFIX in text:
         return True
+    ends = text.rstrip(" \"')]*")[-1:] in (".", "!", "?") and not _OPEN_STOP_RE.search(text)
+    if not ends and sum(char in _SENTENCE_ENDS for char in text) < max_sentences:
+        return False  # too few places for a sentence to end: no further one can have begun (the splitter not asked)
     sentences = answer_sentences(text)
     if len(sentences) > max_sentences and not _CITATION_START_RE.match(sentences[-1]):  # a further one has begun
         return True
-    if text.rstrip(" \"')]*")[-1:] not in (".", "!", "?") or _OPEN_STOP_RE.search(text):
-        return False
-    return len(sentences) >= max_sentences
+    return ends and len(sentences) >= max_sentences
 
 
 def clean_explanation(text: str) -> str:
