@@ -148,6 +148,11 @@ HOSTILE_PASSAGES = {  # on a topic of their own, so that only the probe claim re
     "xss-script": f"{PROBE} the glass teapot <script>document.body.dataset.pwned='evidence-script'</script> orbit.",
     "xss-table": f"{PROBE} teapot orbit </td></tr></table><b id=pwn>broken out</b> glass lattice.",
     "xss-rtl <i>id</i>": f"{PROBE} \u202eRTL override\u202c \u05e8\u05d5\u05d7 glass teapot orbit \U0001fad6.",
+    # longer than one of the verifier's chunks: its stance is read from an excerpt, which the page marks
+    "xss-long": " ".join(
+        f"{PROBE} The glass teapot orbit was logged on night {i} by the lattice survey." for i in range(6)
+    )
+    + " The glass teapot <b id=pwn>orbits</b> the lattice <img src=x onerror=\"document.body.dataset.pwned='evidence'\">.",
 }
 
 

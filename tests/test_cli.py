@@ -23,7 +23,17 @@ from llama_index_carag.verdicts.check import CHECK_SCHEMA_VERSION
 from tests.helpers import run_cli
 
 CARAG = shutil.which("carag", path=str(Path(sys.executable).parent)) or shutil.which("carag")
-EVIDENCE_KEYS = {"rank", "id", "score", "text", "carag", "stance", "stance_score", "stance_probabilities"}
+EVIDENCE_KEYS = {
+    "rank",
+    "id",
+    "score",
+    "text",
+    "carag",
+    "stance",
+    "stance_score",
+    "stance_probabilities",
+    "stance_excerpt",
+}
 CLAIM = "Offshore wind farms drive fish away."
 
 
@@ -109,6 +119,18 @@ def test_check_table_output(index_dir):
 
 def _stage_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("carag: ")]
+
+
+def test_the_table_shows_a_long_passage_as_the_excerpt_its_stance_was_read_from(capsys, monkeypatch):
+    from llama_index_carag.cli.check import _print_evidence
+
+    monkeypatch.setenv("COLUMNS", "200")
+    passage = "The ministry met on Monday. The minister denies it. The weather was fine."
+    row = {"rank": 1, "id": "E1", "score": 0.5, "text": passage, "carag": {}, "stance": "REFUTED"}
+    _print_evidence([row | {"stance_excerpt": "The minister denies it."}, row | {"rank": 2, "stance_excerpt": None}])
+    first, second = capsys.readouterr().out.splitlines()[1:]
+    assert first.endswith("… The minister denies it. …") and "Monday" not in first
+    assert second.endswith(passage)
 
 
 def test_check_says_its_stages_on_stderr_and_keeps_stdout_clean(index_dir):

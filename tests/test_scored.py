@@ -126,6 +126,7 @@ def test_the_explanation_prompt_shows_a_long_passage_as_the_chunk_its_stance_was
     assert verdict.label is R and verdict.decision_passages == [2]
     assert "[2] The minister denies it." in scorer.explained[-1]
     assert "Monday" not in scorer.explained[-1] and "weather" not in scorer.explained[-1]
+    assert [st.excerpt for st in verdict.passage_stances] == [None, "The minister denies it."]
 
 
 def test_the_verifier_reads_a_long_passage_from_its_most_decisive_chunk():
@@ -166,6 +167,9 @@ def test_stances_reach_the_source_nodes_metadata():
         "stance_score": 0.8,
     }
     assert set(found["stance_probabilities"]) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
+    assert "stance_excerpt" not in found  # a passage read whole has no excerpt
+    excerpt = with_stances(nodes, [_stance(1, S, 0.8).model_copy(update={"excerpt": "a"})])
+    assert excerpt[0].node.metadata[CARAG_METADATA_KEY]["stance_excerpt"] == "a"
     assert CARAG_METADATA_KEY in out[0].node.excluded_llm_metadata_keys
     assert nodes[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1}  # copies
     assert with_stances(nodes, None) == nodes

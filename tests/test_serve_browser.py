@@ -203,6 +203,19 @@ def test_hostile_content_is_shown_as_text(server, browser, tmp_path):
 
     shown = [t for t in texts if PROBE in t]
     assert shown and set(shown) <= set(HOSTILE_PASSAGES.values())  # the passages, character for character
+    marked = browser.evaluate("[...document.querySelectorAll('#evidence mark.excerpt')].map(m => m.textContent)")
+    api = json.loads(
+        urllib.request.urlopen(
+            urllib.request.Request(
+                server.url + "/v1/check",
+                data=json.dumps({"claim": HOSTILE_CLAIM}).encode(),
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=120,
+        ).read()
+    )
+    excerpts = [row["stance_excerpt"] for row in api["evidence"] if row["stance_excerpt"]]
+    assert marked and marked == excerpts  # the long passage's excerpt, marked in its text as text
     assert "<img src=x onerror=" in browser.evaluate("document.getElementById('answer').textContent")
     browser.evaluate("document.getElementById('tab-chat').click()")
     send_chat(browser, HOSTILE_CLAIM)

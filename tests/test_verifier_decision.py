@@ -59,6 +59,35 @@ def test_the_verifier_decides_by_default_and_the_llm_explains():
     assert provenance["stance"] == "REFUTED"
 
 
+MASKS = "Wearing masks reduces the spread of COVID-19."
+FILLER = " ".join(f"The committee met on day {i} to discuss the budget of the city library." for i in range(8))
+LONG = f"{FILLER} A large trial found that wearing masks reduces the spread of COVID-19."
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_text_llm_explains_a_long_passage_from_the_excerpt_its_stance_was_read_from(streaming):
+    """The explanation prompt of an LLM that returns text (and of a stream) shows a long passage as its stance's
+    excerpt, which the verdict, the source nodes' provenance and the check's rows carry; a short one whole."""
+    from llama_index_carag.verdicts.check import EvidenceRow
+
+    llm = StubLLM(prompts=[])
+    short = "The Eiffel Tower is in Paris."
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"e{i}"), score=1.0) for i, t in enumerate([LONG, short])]
+    response = FactCheckSynthesizer(llm, streaming=streaming).synthesize(MASKS, nodes)
+    if streaming:
+        "".join(response.response_gen)
+    verdict = response.metadata[VERDICT_KEY]
+    long_stance, short_stance = verdict.passage_stances
+    assert short_stance.excerpt is None and long_stance.excerpt and "masks" in long_stance.excerpt
+    assert len(long_stance.excerpt.split()) < len(LONG.split())
+    (prompt,) = llm.prompts
+    assert long_stance.excerpt in prompt and short in prompt and "day 0 " not in prompt  # not the whole passage
+    provenance = [n.node.metadata[CARAG_METADATA_KEY] for n in response.source_nodes]
+    assert provenance[0]["stance_excerpt"] == long_stance.excerpt and "stance_excerpt" not in provenance[1]
+    rows = [EvidenceRow.from_node(i + 1, n, st) for i, (n, st) in enumerate(zip(nodes, verdict.passage_stances))]
+    assert rows[0].stance_excerpt == long_stance.excerpt and rows[1].stance_excerpt is None
+
+
 def test_no_explanation_never_calls_the_llm():
     llm = StubLLM(prompts=[])
     verdict = FactCheckSynthesizer(llm, explain=False).verdict(CLAIM, _nodes())

@@ -58,7 +58,7 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         info = row["carag"]
         kind = _SOI_SHORT.get(info.get("soi_kind") or "", "-") if info.get("in_soi") else "-"
-        text = " ".join(row["text"].split())
+        text = _shown_text(row)
         line = (
             f"{row['rank']:>2} {_fmt(row['score']):>6} {info.get('cluster')!s:>3} {_fmt(info.get('claim_similarity')):>6} "
             f"{_fmt(info.get('thematic_similarity')):>6} {kind:<9} {_stance(row):<13} "
@@ -70,6 +70,17 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
             print("\n".join("     " + part for part in wrapped[:2]))
         else:
             print(f"{line} {textwrap.shorten(text, width=text_width)}")
+
+
+def _shown_text(row: dict[str, Any]) -> str:
+    """A row's passage as the table shows it: a long passage whose stance was read from an excerpt as that excerpt
+    (``… excerpt …``: why it was read so), else the passage; whitespace collapsed."""
+    text = " ".join(row["text"].split())
+    excerpt = " ".join((row.get("stance_excerpt") or "").split())
+    if not excerpt or excerpt == text:
+        return text
+    before = "" if text.startswith(excerpt) else "… "
+    return f"{before}{excerpt}{'' if text.endswith(excerpt) else ' …'}"
 
 
 #: How a passage's stance is shown in the table.

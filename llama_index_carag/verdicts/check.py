@@ -89,6 +89,11 @@ class EvidenceRow(BaseModel):
     stance_probabilities: dict[str, float] | None = Field(
         default=None, description="the probability of each label (SUPPORTED, REFUTED, NOT_ENOUGH_INFO) for this passage"
     )
+    stance_excerpt: str | None = Field(
+        default=None,
+        description="for a passage longer than one of the verifier's chunks, the chunk (whole sentences) its "
+        "stance was read from; None when it was read whole or not scored",
+    )
 
     @classmethod
     def from_node(cls, rank: int, hit: NodeWithScore, stance: PassageStance | None = None) -> EvidenceRow:
@@ -102,6 +107,7 @@ class EvidenceRow(BaseModel):
             stance=None if stance is None else stance.stance.value,
             stance_score=None if stance is None else stance.score,
             stance_probabilities=dict(stance.probabilities) if stance is not None and stance.probabilities else None,
+            stance_excerpt=None if stance is None else stance.excerpt,
         )
 
 

@@ -92,23 +92,25 @@ class ScoredEvidence:
 @dataclass(frozen=True)
 class Decision:
     """A decision's result: the label, the 1-based passages it rests on, a short reason, the passages' stances
-    it read (empty when it read none), P(the label is right) (``None`` when the decision has no calibration) and,
-    per passage, the text its stance was read from (its most decisive chunk; empty when it read no stances: the
-    passages are then shown as given, as they are when the count differs)."""
+    it read (empty when it read none; a long passage's stance carries the excerpt it was read from) and P(the
+    label is right) (``None`` when the decision has no calibration)."""
 
     label: VerdictLabel
     passages: tuple[int, ...] = ()
     reason: str = ""
     stances: tuple[PassageStance, ...] = ()
     confidence: float | None = None
-    read_texts: tuple[str, ...] = ()
 
 
-def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageStance, ...]:
+def verifier_stances(
+    probabilities: Any, ids: Sequence[str], excerpts: Sequence[str | None] | None = None
+) -> tuple[PassageStance, ...]:
     """Each passage's :class:`PassageStance` from the verifier's probabilities (rows: passages; columns:
-    SUPPORTED, REFUTED, NOT_ENOUGH_INFO): the stance is the most probable label, its score that probability."""
+    SUPPORTED, REFUTED, NOT_ENOUGH_INFO): the stance is the most probable label, its score that probability;
+    ``excerpts``: per passage, the chunk its stance was read from (``None`` for a passage read whole)."""
     out = []
-    for number, (row, node_id) in enumerate(zip(probabilities, ids), start=1):
+    excerpts = list(excerpts) if excerpts is not None else [None] * len(ids)
+    for number, (row, node_id, excerpt) in enumerate(zip(probabilities, ids, excerpts), start=1):
         probs = {label: float(p) for label, p in zip(STANCE_ORDER, row)}
         stance = max(STANCE_ORDER, key=lambda k: probs[k])
         out.append(
@@ -119,6 +121,7 @@ def verifier_stances(probabilities: Any, ids: Sequence[str]) -> tuple[PassageSta
                 score=round(probs[stance], 4),
                 probabilities={k.value: round(v, 4) for k, v in probs.items()},
                 logprobs={k.value: round(math.log(max(v, 1e-12)), 4) for k, v in probs.items()},
+                excerpt=excerpt,
             )
         )
     return tuple(out)
@@ -139,16 +142,15 @@ class VerifierDecision:
     needs: frozenset[str] = frozenset()
 
     def decide(self, evidence: ScoredEvidence) -> Decision:
-        probs, read_texts = self.verifier.readings(evidence.claim, list(evidence.texts))
+        probs, read = self.verifier.readings(evidence.claim, list(evidence.texts))
         found = self.verifier.decide(probs)
-        stances = verifier_stances(probs, evidence.ids)
+        excerpts = [None if part.split() == str(text).split() else part for part, text in zip(read, evidence.texts)]
         return Decision(
             VerdictLabel(found.label),
             found.passages,
             f"verifier: {found.reason}",
-            stances=stances,
+            stances=verifier_stances(probs, evidence.ids, excerpts),
             confidence=found.confidence,
-            read_texts=tuple(read_texts),
         )
 
 

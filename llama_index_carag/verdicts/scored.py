@@ -37,8 +37,9 @@ from llama_index_carag.verdicts.types import PassageStance, Verdict, confidence_
 logger = logging.getLogger(__name__)
 
 #: Keys of a passage's stance in its ``carag`` provenance (:func:`with_stances` writes them): the stance, its
-#: probability, and the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``).
-STANCE_KEYS = ("stance", "stance_score", "stance_probabilities")
+#: probability, the probability of each label (``{"SUPPORTED": …, "REFUTED": …, "NOT_ENOUGH_INFO": …}``) and, for a
+#: passage longer than one of the verifier's chunks, the excerpt its stance was read from.
+STANCE_KEYS = ("stance", "stance_score", "stance_probabilities", "stance_excerpt")
 
 MessagesFn = Callable[[str, Sequence[str], Sequence[str] | None, Sequence[int] | None], list]
 
@@ -142,7 +143,7 @@ class ScoredVerdicts:
             shown = list(made[0].passages[: self.settings.explain_passages]) or list(
                 range(1, min(len(texts), self.settings.explain_passages) + 1)
             )
-            read = made[0].read_texts if len(made[0].read_texts) == len(texts) else texts  # as the verifier read them
+            read = as_read(texts, made[0].stances)
             messages = self.messages(claim, [read[n - 1] for n in shown], [ids[n - 1] for n in shown], shown)
             scores, explanation = None, self.scorer.explain_label(messages, made[0].label)
         return self._checked(made[-1], explanation, ids, scores, list(made[-1].stances) or None)
@@ -184,15 +185,24 @@ class ScoredVerdicts:
         )
 
 
+def as_read(texts: Sequence[str], stances: Sequence[PassageStance] | None) -> list[str]:
+    """``texts`` as the verifier read them: a long passage as its stance's excerpt (what an explanation of the stance
+    should quote), the others as given; ``texts`` unchanged when ``stances`` are not one per passage."""
+    if not stances or len(stances) != len(texts):
+        return list(texts)
+    return [st.excerpt or text for text, st in zip(texts, stances)]
+
+
 def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[PassageStance] | None) -> list[NodeWithScore]:
-    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score`` and
-    ``stance_probabilities`` (``stances``: the verdict's ``passage_stances``), for a query engine's user who
-    reads a response's source nodes."""
+    """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score``,
+    ``stance_probabilities`` and, for a long passage, ``stance_excerpt`` (``stances``: the verdict's
+    ``passage_stances``), for a query engine's user who reads a response's source nodes."""
     if not stances or len(stances) != len(nodes):
         return list(nodes)
     found = [
         {STANCE_KEYS[0]: st.stance.value, STANCE_KEYS[1]: st.score}
         | ({STANCE_KEYS[2]: dict(st.probabilities)} if st.probabilities else {})
+        | ({STANCE_KEYS[3]: st.excerpt} if st.excerpt else {})
         for st in stances
     ]
     out = []

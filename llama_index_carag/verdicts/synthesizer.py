@@ -3,14 +3,15 @@
 :class:`FactCheckSynthesizer` is a LlamaIndex ``BaseSynthesizer`` (it drops into ``RetrieverQueryEngine``).  One
 :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label.  The default, the claim verifier
 (:func:`~llama_index_carag.verdicts.scored.decided`, :func:`~llama_index_carag.verdicts.scored.explained`), decides before the LLM is called, with any LLM; the LLM then
-explains that label (``explain_template``).  With ``decision="llm"`` the LLM's own label counts, obtained by
+explains that label (``explain_template``), shown each passage as the verifier read it (a long one as its stance's
+excerpt, :func:`~llama_index_carag.verdicts.scored.as_read`).  With ``decision="llm"`` the LLM's own label counts, obtained by
 ``label_mode``: ``"score"`` for a local ``LlamaCPP``/``HuggingFaceLLM`` or a server with log-probabilities (label
 strings scored, :mod:`~llama_index_carag.verdicts.scored`), ``"structured"`` for function calling
 (:class:`VerdictOutput`), ``"text"`` for the rest (:func:`~llama_index_carag.verdicts.parse_verdict`).
 
 Every explanation is checked (:mod:`~llama_index_carag.verdicts.explanation_checks`).  :meth:`verdict` gives the
 :class:`~llama_index_carag.verdicts.Verdict` alone (what ``ClaimChecker`` calls); ``synthesize`` wraps it in a
-``Response`` whose ``source_nodes`` carry each passage's stance in their ``carag`` provenance.  Streaming yields
+``Response`` whose ``source_nodes`` carry each passage's stance in their ``carag`` provenance (streamed too).  Streaming yields
 the model's text (under the verifier: the explanation of the label decided before the stream); the verdict is in
 ``response.metadata["verdict"]`` when the stream ends.  Options: one frozen ``VerdictSettings``.
 """
@@ -64,6 +65,7 @@ from llama_index_carag.verdicts.prompts import (
 )
 from llama_index_carag.verdicts.scored import (
     ScoredVerdicts,
+    as_read,
     decided,
     explained,
     label_words,
@@ -319,7 +321,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
         )
 
     def _explain_args(self, bundle: QueryBundle, texts: Sequence[str], ids: Sequence[str], verdict: Verdict) -> dict:
-        return {"label_str": label_words(verdict), **self._prompt_args(bundle, texts, ids)}
+        """The explanation prompt's arguments: the label and the passages as the verifier read them."""
+        return {
+            "label_str": label_words(verdict),
+            **self._prompt_args(bundle, as_read(texts, verdict.passage_stances), ids),
+        }
 
     def _explained(self, verdict: Verdict, text: str, ids: list[str]) -> Verdict:
         limits = {"max_sentences": self._settings.max_sentences, "explain_passages": self._settings.explain_passages}
@@ -407,9 +413,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return self._no_evidence(additional_source_nodes)
         if self._streaming:
             response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-            token = _STREAM_VERDICT.set(self._stream_verdict(query, nodes))
+            verdict = self._stream_verdict(query, nodes)
+            token = _STREAM_VERDICT.set(verdict)
+            sources = with_stances(hide_labels(nodes), verdict.passage_stances if verdict else None)
             try:
-                return super().synthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+                return super().synthesize(query, sources, additional_source_nodes, **response_kwargs)
             finally:
                 _STREAM_VERDICT.reset(token)
         bundle = QueryBundle(query) if isinstance(query, str) else query
@@ -428,9 +436,11 @@ class FactCheckSynthesizer(BaseSynthesizer):
             return self._no_evidence(additional_source_nodes, use_async=True)
         if self._streaming:
             response_kwargs.setdefault("evidence_ids", [n.node.node_id for n in nodes])
-            token = _STREAM_VERDICT.set(await asyncio.to_thread(self._stream_verdict, query, nodes))
+            verdict = await asyncio.to_thread(self._stream_verdict, query, nodes)
+            token = _STREAM_VERDICT.set(verdict)
+            sources = with_stances(hide_labels(nodes), verdict.passage_stances if verdict else None)
             try:
-                return await super().asynthesize(query, hide_labels(nodes), additional_source_nodes, **response_kwargs)
+                return await super().asynthesize(query, sources, additional_source_nodes, **response_kwargs)
             finally:
                 _STREAM_VERDICT.reset(token)
         bundle = QueryBundle(query) if isinstance(query, str) else query

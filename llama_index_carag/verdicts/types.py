@@ -68,6 +68,11 @@ class PassageStance(BaseModel):
     score: float = Field(description="that probability (0-1)")
     probabilities: dict[str, float] = Field(default_factory=dict, description="the probability of each label")
     logprobs: dict[str, float] = Field(default_factory=dict, description="their natural logs")
+    excerpt: str | None = Field(
+        default=None,
+        description="for a passage longer than one of the verifier's chunks, the chunk (whole sentences) its stance "
+        "was read from; None when the passage was read whole",
+    )
 
 
 class Verdict(BaseModel):

@@ -101,6 +101,7 @@ function renderVerdict(verdict, view = checkView()) {
   const stances = new Map(((verdict && verdict.passage_stances) || []).map((s) => [String(s.number), s]));
   for (const row of view.table.tBodies[0].rows) {
     renderStance(row.cells[6], stances.get(row.dataset.rank));
+    renderPassage(row.cells[8], row.dataset.text, (stances.get(row.dataset.rank) || {}).excerpt);
     const isCited = cited.has(row.dataset.id);
     row.classList.toggle("cited", isCited);
     row.cells[0].textContent = (isCited ? "★ " : "") + row.dataset.rank;
@@ -123,6 +124,22 @@ function renderStance(cell, stance) {
   cell.className = "stance";
 }
 
+// A passage's text as stored, the excerpt its stance was read from (a long passage's decisive chunk, its
+// whitespace collapsed) marked in it.
+function renderPassage(cell, text, excerpt) {
+  if (!cell) return;
+  const raw = String(text ?? "");
+  const words = String(excerpt ?? "").split(/\s+/).filter(Boolean).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const found = words.length ? new RegExp(words.join("\\s+")).exec(raw) : null;
+  if (!found) {
+    cell.textContent = raw;
+    return;
+  }
+  const mark = el("mark", found[0], "excerpt");
+  mark.title = "the passage's stance was read from this part";
+  cell.replaceChildren(raw.slice(0, found.index), mark, raw.slice(found.index + found[0].length));
+}
+
 function renderEvidence(result, view = checkView()) {
   const body = view.table.tBodies[0];
   body.replaceChildren();
@@ -140,7 +157,9 @@ function renderEvidence(result, view = checkView()) {
     renderStance(stance, scored);
     tr.append(stance);
     tr.append(el("td", row.id));
-    const text = el("td", row.text, "text");
+    tr.dataset.text = row.text;
+    const text = el("td", null, "text");
+    renderPassage(text, row.text, row.stance_excerpt);
     text.dir = "auto";
     tr.append(text);
     body.append(tr);
