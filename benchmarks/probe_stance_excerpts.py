@@ -54,7 +54,9 @@ def cited_pairs(folder: Path, split: str) -> list[dict[str, Any]]:
             marked = {i for a in annotations[claim["claim_id"]].get(doc, []) for i in a["sentences"]}
             rationale = [sentences[i] for i in sorted(marked) if i < len(sentences)]
             if rationale:
-                pairs.append({"claim": claim["claim"], "label": claim["label"], "text": corpus[doc], "rationale": rationale})
+                pairs.append(
+                    {"claim": claim["claim"], "label": claim["label"], "text": corpus[doc], "rationale": rationale}
+                )
     return pairs
 
 

@@ -152,7 +152,8 @@ HOSTILE_PASSAGES = {  # on a topic of their own, so that only the probe claim re
     "xss-long": " ".join(
         f"{PROBE} The glass teapot orbit was logged on night {i} by the lattice survey." for i in range(6)
     )
-    + " The glass teapot <b id=pwn>orbits</b> the lattice <img src=x onerror=\"document.body.dataset.pwned='evidence'\">.",
+    + " The glass teapot (a|b)* [1] $x+? \\d <b id=pwn>orbits</b> the lattice"
+    + " <img src=x onerror=\"document.body.dataset.pwned='evidence'\">.",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import ArgMaxDecision, ScoredEvidence, VerdictSettings, VerifierDecision
 from llama_index_carag.verdicts.label_scores import LabelScores
-from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, with_stances
+from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, shown_excerpt, shown_passage, with_stances
 from llama_index_carag.verdicts.types import PassageStance
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO
@@ -168,11 +168,29 @@ def test_stances_reach_the_source_nodes_metadata():
     }
     assert set(found["stance_probabilities"]) == {"SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO"}
     assert "stance_excerpt" not in found  # a passage read whole has no excerpt
-    excerpt = with_stances(nodes, [_stance(1, S, 0.8).model_copy(update={"excerpt": "a"})])
-    assert excerpt[0].node.metadata[CARAG_METADATA_KEY]["stance_excerpt"] == "a"
     assert CARAG_METADATA_KEY in out[0].node.excluded_llm_metadata_keys
     assert nodes[0].node.metadata[CARAG_METADATA_KEY] == {"rank": 1}  # copies
     assert with_stances(nodes, None) == nodes
+
+
+def test_a_long_passages_excerpt_reaches_its_provenance_as_it_stands_in_its_text():
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
+
+    text = "The ministry met on Monday.\nThe minister denies it.  The weather was fine."
+    node = NodeWithScore(node=TextNode(text=text, id_="E1", metadata={"source": "x"}), score=1.0)
+    read = "source: x\n\nThe ministry met on Monday. The minister denies it."  # the first chunk, read with its header
+    (out,) = with_stances([node], [_stance(1, R, 0.8).model_copy(update={"excerpt": read})])
+    assert (
+        out.node.metadata[CARAG_METADATA_KEY]["stance_excerpt"] == "The ministry met on Monday. The minister denies it."
+    )
+    assert shown_passage(text, read) == "The ministry met on Monday. The minister denies it. …"
+    assert shown_passage(text, "The weather was fine.") == "… The weather was fine."
+    assert shown_passage(text, "Nothing of the passage at all.") == " ".join(text.split())
+    assert shown_excerpt(text, " ".join(text.split())) is None  # the whole passage: no excerpt
+    (again,) = with_stances([out], [_stance(1, R, 0.8)])  # a stance read whole replaces the old excerpt
+    assert "stance_excerpt" not in again.node.metadata[CARAG_METADATA_KEY]
 
 
 def test_scored_verdicts_carry_the_verifiers_confidence_and_temper_the_explanation():

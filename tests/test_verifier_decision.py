@@ -64,8 +64,8 @@ FILLER = " ".join(f"The committee met on day {i} to discuss the budget of the ci
 LONG = f"{FILLER} A large trial found that wearing masks reduces the spread of COVID-19."
 
 
-@pytest.mark.parametrize("streaming", [False, True])
-def test_a_text_llm_explains_a_long_passage_from_the_excerpt_its_stance_was_read_from(streaming):
+@pytest.mark.parametrize(("streaming", "use_async"), [(False, False), (False, True), (True, False), (True, True)])
+def test_a_text_llm_explains_a_long_passage_from_the_excerpt_its_stance_was_read_from(streaming, use_async):
     """The explanation prompt of an LLM that returns text (and of a stream) shows a long passage as its stance's
     excerpt, which the verdict, the source nodes' provenance and the check's rows carry; a short one whole."""
     from llama_index_carag.verdicts.check import EvidenceRow
@@ -73,8 +73,16 @@ def test_a_text_llm_explains_a_long_passage_from_the_excerpt_its_stance_was_read
     llm = StubLLM(prompts=[])
     short = "The Eiffel Tower is in Paris."
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"e{i}"), score=1.0) for i, t in enumerate([LONG, short])]
-    response = FactCheckSynthesizer(llm, streaming=streaming).synthesize(MASKS, nodes)
-    if streaming:
+    synthesizer = FactCheckSynthesizer(llm, streaming=streaming)
+
+    async def asynthesized():
+        response = await synthesizer.asynthesize(MASKS, nodes)
+        if streaming:
+            "".join([t async for t in response.async_response_gen()])
+        return response
+
+    response = asyncio.run(asynthesized()) if use_async else synthesizer.synthesize(MASKS, nodes)
+    if streaming and not use_async:
         "".join(response.response_gen)
     verdict = response.metadata[VERDICT_KEY]
     long_stance, short_stance = verdict.passage_stances

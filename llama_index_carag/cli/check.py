@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from llama_index_carag.cli.common import CLIError, Stages, _load_retriever, _stages, retriever_and_llm
 from llama_index_carag.verdicts.bulk import BatchClaim, is_error
+from llama_index_carag.verdicts.scored import shown_passage
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         info = row["carag"]
         kind = _SOI_SHORT.get(info.get("soi_kind") or "", "-") if info.get("in_soi") else "-"
-        text = _shown_text(row)
+        text = shown_passage(row["text"], row.get("stance_excerpt"))
         line = (
             f"{row['rank']:>2} {_fmt(row['score']):>6} {info.get('cluster')!s:>3} {_fmt(info.get('claim_similarity')):>6} "
             f"{_fmt(info.get('thematic_similarity')):>6} {kind:<9} {_stance(row):<13} "
@@ -70,17 +71,6 @@ def _print_evidence(rows: list[dict[str, Any]]) -> None:
             print("\n".join("     " + part for part in wrapped[:2]))
         else:
             print(f"{line} {textwrap.shorten(text, width=text_width)}")
-
-
-def _shown_text(row: dict[str, Any]) -> str:
-    """A row's passage as the table shows it: a long passage whose stance was read from an excerpt as that excerpt
-    (``… excerpt …``: why it was read so), else the passage; whitespace collapsed."""
-    text = " ".join(row["text"].split())
-    excerpt = " ".join((row.get("stance_excerpt") or "").split())
-    if not excerpt or excerpt == text:
-        return text
-    before = "" if text.startswith(excerpt) else "… "
-    return f"{before}{excerpt}{'' if text.endswith(excerpt) else ' …'}"
 
 
 #: How a passage's stance is shown in the table.
@@ -133,7 +123,7 @@ def _print_cited(verdict: dict[str, Any], evidence: list[dict[str, Any]]) -> Non
     rows = {row["rank"]: row for row in evidence}
     for n in numbers:
         if n in rows:
-            text = textwrap.shorten(" ".join(rows[n]["text"].split()), width=150)
+            text = textwrap.shorten(shown_passage(rows[n]["text"], rows[n].get("stance_excerpt")), width=150)
             print(f"  cited [{n}] {rows[n]['id']}: {text}")
     if verdict.get("invalid_citations"):
         print(f"  (removed citations to passages that were not shown: {verdict['invalid_citations']})")

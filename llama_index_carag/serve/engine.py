@@ -203,12 +203,14 @@ class CheckEngine:
         except TimeoutError:
             raise ApiError(504, "timeout", f"the answer took over {self.settings.request_timeout_s:g} s") from None
         history[:] = bot.history  # kept only for a turn answered: one abandoned at its timeout adds nothing
+        stances = {st.id: st for st in answer.verdict.passage_stances or []}
         return {
             "turn": turn,
             "message": message,
             "verdict": answer.verdict.model_dump(mode="json"),
             "evidence": [
-                EvidenceRow.from_node(rank, hit).model_dump(mode="json") for rank, hit in enumerate(answer.sources, 1)
+                EvidenceRow.from_node(rank, hit, stances.get(hit.node.node_id)).model_dump(mode="json")
+                for rank, hit in enumerate(answer.sources, 1)
             ],
             "text": answer.text,
         }

@@ -103,3 +103,4 @@ class RemoteSynthesizer:
     def _deltas(self, response: StreamingResponse, claim: str, nodes: list[Any]) -> Generator[str, None, None]:
         verdict = yield from self.pool.stream("stream_verdict", claim, nodes)
         response.metadata = {**(response.metadata or {}), VERDICT_KEY: verdict}
+        response.source_nodes = with_stances(nodes, verdict.passage_stances)  # as an unstreamed response's

@@ -23,6 +23,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.check import ClaimChecker
+from llama_index_carag.verdicts.scored import shown_passage
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 logger = logging.getLogger(__name__)
@@ -103,9 +104,15 @@ class FactCheckChatBot:
         note = "" if turn.verdict.parsed else "  (no label found in the model's answer)"
         lines = [f"Verdict: {turn.verdict.label.value}{note}", f"Explanation: {turn.verdict.explanation}"]
         cited = set(turn.verdict.evidence_ids)
+
+        def shown(n: NodeWithScore) -> str:  # a long passage as the excerpt its stance was read from
+            return shown_passage(
+                n.node.get_content(), (n.node.metadata.get(CARAG_METADATA_KEY) or {}).get("stance_excerpt")
+            )
+
         for i, n in enumerate(turn.sources, start=1):
             if n.node.node_id in cited:
-                lines.append(f"  cited [{i}] {n.node.node_id}: {textwrap.shorten(n.node.get_content(), width=140)}")
+                lines.append(f"  cited [{i}] {n.node.node_id}: {textwrap.shorten(shown(n), width=140)}")
         if turn.verdict.invalid_citations:
             lines.append(f"  (removed citations to passages that were not shown: {turn.verdict.invalid_citations})")
         lines.append("Evidence:")
@@ -115,7 +122,7 @@ class FactCheckChatBot:
             extra = ""
             if info:
                 extra = f" cluster={info.get('cluster')} in_soi={info.get('in_soi')}"
-            text = textwrap.shorten(n.node.get_content(), width=max(30, width - 40))
+            text = textwrap.shorten(shown(n), width=max(30, width - 40))
             lines.append(f" {mark}[{i}] {n.node.node_id}{extra}: {text}")
         if cited:
             lines.append(" (* = cited in the explanation)")

@@ -56,6 +56,7 @@ from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings
+from llama_index_carag.verdicts.scored import shown_excerpt
 from llama_index_carag.verdicts.types import VERDICT_KEY, PassageStance, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,7 +93,8 @@ class EvidenceRow(BaseModel):
     stance_excerpt: str | None = Field(
         default=None,
         description="for a passage longer than one of the verifier's chunks, the chunk (whole sentences) its "
-        "stance was read from; None when it was read whole or not scored",
+        "stance was read from, as it stands in text (without a metadata header); None when it was read whole or "
+        "not scored",
     )
 
     @classmethod
@@ -107,7 +109,7 @@ class EvidenceRow(BaseModel):
             stance=None if stance is None else stance.stance.value,
             stance_score=None if stance is None else stance.score,
             stance_probabilities=dict(stance.probabilities) if stance is not None and stance.probabilities else None,
-            stance_excerpt=None if stance is None else stance.excerpt,
+            stance_excerpt=None if stance is None else shown_excerpt(hit.node.get_content(), stance.excerpt),
         )
 
 

@@ -193,22 +193,45 @@ def as_read(texts: Sequence[str], stances: Sequence[PassageStance] | None) -> li
     return [st.excerpt or text for text, st in zip(texts, stances)]
 
 
+def shown_excerpt(content: str, excerpt: str | None) -> str | None:
+    """The part of a stance's ``excerpt`` that is ``content``'s own text (whitespace collapsed): the excerpt less a
+    leading metadata header the verifier read with the passage's first chunk; ``None`` when there is no excerpt, it
+    is the whole of ``content``, or at least half of its words are not found in it."""
+    words, text = (excerpt or "").split(), " ".join(content.split())
+    for skip in range(len(words) // 2 + 1):
+        part = " ".join(words[skip:])
+        if part and part in text:
+            return None if part == text else part
+    return None
+
+
+def shown_passage(text: str, excerpt: str | None) -> str:
+    """A passage as a line of text shows it: its excerpt (:func:`shown_excerpt`) as ``… excerpt …`` (why its
+    stance was read so), else the passage; whitespace collapsed."""
+    plain, part = " ".join(text.split()), shown_excerpt(text, excerpt)
+    if part is None:
+        return plain
+    return f"{'' if plain.startswith(part) else '… '}{part}{'' if plain.endswith(part) else ' …'}"
+
+
 def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[PassageStance] | None) -> list[NodeWithScore]:
     """Copies of ``nodes`` whose ``metadata["carag"]`` holds their passage's ``stance``, ``stance_score``,
-    ``stance_probabilities`` and, for a long passage, ``stance_excerpt`` (``stances``: the verdict's
-    ``passage_stances``), for a query engine's user who reads a response's source nodes."""
+    ``stance_probabilities`` and, for a long passage, ``stance_excerpt`` (:func:`shown_excerpt`) — replacing any
+    they held (``stances``: the verdict's ``passage_stances``), for a query engine's user who reads a response's
+    source nodes."""
     if not stances or len(stances) != len(nodes):
         return list(nodes)
     found = [
         {STANCE_KEYS[0]: st.stance.value, STANCE_KEYS[1]: st.score}
         | ({STANCE_KEYS[2]: dict(st.probabilities)} if st.probabilities else {})
-        | ({STANCE_KEYS[3]: st.excerpt} if st.excerpt else {})
         for st in stances
     ]
     out = []
-    for n, extra in zip(nodes, found):
+    for n, st, extra in zip(nodes, stances, found):
+        excerpt = shown_excerpt(n.node.get_content(), st.excerpt)
         metadata = dict(n.node.metadata)
-        metadata[CARAG_METADATA_KEY] = {**dict(metadata.get(CARAG_METADATA_KEY) or {}), **extra}
+        kept = {k: v for k, v in dict(metadata.get(CARAG_METADATA_KEY) or {}).items() if k not in STANCE_KEYS}
+        metadata[CARAG_METADATA_KEY] = kept | extra | ({STANCE_KEYS[3]: excerpt} if excerpt else {})
         excluded = list(n.node.excluded_llm_metadata_keys)
         excluded += [CARAG_METADATA_KEY] if CARAG_METADATA_KEY not in excluded else []
         embed_excl = list(n.node.excluded_embed_metadata_keys)

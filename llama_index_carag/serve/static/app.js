@@ -125,13 +125,17 @@ function renderStance(cell, stance) {
 }
 
 // A passage's text as stored, the excerpt its stance was read from (a long passage's decisive chunk, its
-// whitespace collapsed) marked in it.
+// whitespace collapsed) marked in it: less a leading metadata header read with the first chunk, as the server's
+// shown_excerpt does (at most half of its words dropped).
 function renderPassage(cell, text, excerpt) {
   if (!cell) return;
   const raw = String(text ?? "");
   const words = String(excerpt ?? "").split(/\s+/).filter(Boolean).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const found = words.length ? new RegExp(words.join("\\s+")).exec(raw) : null;
-  if (!found) {
+  let found = null;
+  for (let skip = 0; words.length && skip <= Math.floor(words.length / 2) && !found; skip++) {
+    found = new RegExp(words.slice(skip).join("\\s+")).exec(raw);
+  }
+  if (!found || found[0] === raw.trim()) {
     cell.textContent = raw;
     return;
   }
