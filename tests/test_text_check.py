@@ -201,6 +201,24 @@ def test_html_report_is_escaped_with_one_highlight_per_claim(checked):
     assert "http" not in page.lower() and "<link" not in page  # self-contained
 
 
+def test_html_report_marks_the_excerpt_a_long_passages_stance_was_read_from(checked):
+    claim = checked.claims[0]
+    row = claim.check.evidence[0].model_copy(
+        update={"text": "First <b>one</b>.  Then\n<i>two</i>.", "stance_excerpt": "Then <i>two</i>."}
+    )
+    rows = [row, *claim.check.evidence[1:]]
+    changed = checked.model_copy(
+        update={
+            "claims": [
+                claim.model_copy(update={"check": claim.check.model_copy(update={"evidence": rows})}),
+                *checked.claims[1:],
+            ]
+        }
+    )
+    page = html_report(changed)
+    assert "First &lt;b&gt;one&lt;/b&gt;. <mark>Then &lt;i&gt;two&lt;/i&gt;.</mark>" in page
+
+
 def test_markdown_report_tags_and_footnotes(checked, tmp_path):
     text = markdown_report(checked)
     assert text.count("`[SUPPORTED]`[^1]") == 1 and "`[REFUTED]`[^2]" in text and "[^3]: **NOT_ENOUGH_INFO**" in text

@@ -132,6 +132,17 @@ details.claim > .why { display: block; white-space: normal; margin: .4rem 0 .8re
 """.strip()
 
 
+def _marked(text: str, excerpt: str | None) -> str:
+    """A passage as HTML, escaped, the excerpt its stance was read from (whitespace collapsed, as an evidence row
+    gives it) in ``<mark>``; the passage as it stands when it has none."""
+    plain = " ".join(text.split())
+    at = plain.find(excerpt) if excerpt else -1
+    if not excerpt or at < 0:
+        return html.escape(text)
+    marked = f"<mark>{html.escape(excerpt)}</mark>"
+    return html.escape(plain[:at]) + marked + html.escape(plain[at + len(excerpt) :])
+
+
 def _html_details(claim: TextOutcome, piece: str) -> str:
     """One claim: the highlighted span that opens its explanation, evidence and SOI size."""
     tag = _tag(claim)
@@ -144,7 +155,7 @@ def _html_details(claim: TextOutcome, piece: str) -> str:
         f"<li><code>{html.escape(row.id)}</code>"
         + (f" — {html.escape(row.stance)}" if row.stance else "")
         + ("" if row.stance_score is None else f" {row.stance_score:.2f}")
-        + f": {html.escape(row.text)}</li>"
+        + f": {_marked(row.text, row.stance_excerpt)}</li>"
         for row in claim.check.evidence
     )
     cited = ", ".join(html.escape(i) for i in top_evidence_ids(claim))
