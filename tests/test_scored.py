@@ -11,8 +11,9 @@ import pytest
 
 from llama_index_carag.verdicts import VerdictLabel
 from llama_index_carag.verdicts.decision import ArgMaxDecision, ScoredEvidence, VerdictSettings, VerifierDecision
+from llama_index_carag.verdicts.excerpts import shown_excerpt, shown_passage
 from llama_index_carag.verdicts.label_scores import LabelScores
-from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, shown_excerpt, shown_passage, with_stances
+from llama_index_carag.verdicts.scored import ScoredVerdicts, cite_passages, with_stances
 from llama_index_carag.verdicts.types import PassageStance
 
 S, R, N = VerdictLabel.SUPPORTED, VerdictLabel.REFUTED, VerdictLabel.NOT_ENOUGH_INFO

@@ -284,11 +284,21 @@ def test_soi_figure_with_stances_colours_members_and_hollow_outsiders():
     assert list(supports.marker.line.color) == [V.styles.MEMBER_EDGE, "#009E73"]
     assert "#1 refined passage 0" in supports.text[0] and "#2 outside the SOI" in supports.text[1]
     assert "in the SOI · retrieved #1 · supports the claim (p = 0.91)" in supports.hovertext[0]
+    assert "stance read from" not in supports.hovertext[0]  # read whole
     assert "not in the SOI · retrieved #2" in supports.hovertext[1]
     assert list(refutes.marker.symbol) == ["triangle-up"] and list(neither.marker.symbol) == ["triangle-up"]
     assert len(traces["stance not scored"].x) == 1  # r3: in the SOI, not retrieved
     assert "retrieved, not in the SOI" in [t.name for t in legend_only(fig)]
     assert "4 retrieved (3 in the SOI): 2 support, 1 refute, 1 neither" in fig.layout.title.text
+
+
+def test_the_soi_hover_shows_the_excerpt_a_long_passages_stance_was_read_from():
+    evidence = stance_evidence()
+    evidence[0] |= {"text": "refined passage 0. It says <b>so</b>.", "stance_excerpt": "It says <b>so</b>."}
+    fig = V.soi_figure(unsupervised_soi(4), evidence=evidence)
+    supports = {t.name: t for t in node_traces(fig)}[V.STANCE_STYLES["SUPPORTED"]["label"]]
+    hover = supports.hovertext[0]
+    assert hover.endswith("<i>stance read from:</i><br>It says &lt;b&gt;so&lt;/b&gt;.<br><br>refined passage 0")
 
 
 def test_soi_figure_hover_is_full_wrapped_text():

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from llama_index_carag.cli.common import CLIError, Stages, _load_retriever, _stages, retriever_and_llm
 from llama_index_carag.verdicts.bulk import BatchClaim, is_error
-from llama_index_carag.verdicts.scored import shown_passage
+from llama_index_carag.verdicts.excerpts import shown_passage
 
 logger = logging.getLogger(__name__)
 

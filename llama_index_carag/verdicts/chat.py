@@ -23,7 +23,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_carag.core.validation import sanitize_text
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.check import ClaimChecker
-from llama_index_carag.verdicts.scored import shown_passage
+from llama_index_carag.verdicts.excerpts import shown_passage
 from llama_index_carag.verdicts.types import VERDICT_KEY, Verdict
 
 logger = logging.getLogger(__name__)

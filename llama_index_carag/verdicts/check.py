@@ -56,7 +56,7 @@ from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.retrieval.query_plan import embedding_strs
 from llama_index_carag.retrieval.soi_reason import REASON_KEY, EmptySOIReason, empty_reason
 from llama_index_carag.settings import CaragSettings
-from llama_index_carag.verdicts.scored import shown_excerpt
+from llama_index_carag.verdicts.excerpts import shown_excerpt
 from llama_index_carag.verdicts.types import VERDICT_KEY, PassageStance, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover

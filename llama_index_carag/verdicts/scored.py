@@ -30,6 +30,7 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_carag.ranking.stage import CARAG_METADATA_KEY
 from llama_index_carag.verdicts.decision import Decision, LabelDecision, ScoredEvidence, VerdictSettings
+from llama_index_carag.verdicts.excerpts import as_read, shown_excerpt
 from llama_index_carag.verdicts.explanation_checks import checked_verdict, cited_numbers, temper_explanation
 from llama_index_carag.verdicts.parsing import parse_verdict
 from llama_index_carag.verdicts.types import PassageStance, Verdict, confidence_words
@@ -183,35 +184,6 @@ class ScoredVerdicts:
                 "explanation": temper_explanation(verdict.explanation, decision.confidence),
             }
         )
-
-
-def as_read(texts: Sequence[str], stances: Sequence[PassageStance] | None) -> list[str]:
-    """``texts`` as the verifier read them: a long passage as its stance's excerpt (what an explanation of the stance
-    should quote), the others as given; ``texts`` unchanged when ``stances`` are not one per passage."""
-    if not stances or len(stances) != len(texts):
-        return list(texts)
-    return [st.excerpt or text for text, st in zip(texts, stances)]
-
-
-def shown_excerpt(content: str, excerpt: str | None) -> str | None:
-    """The part of a stance's ``excerpt`` that is ``content``'s own text (whitespace collapsed): the excerpt less a
-    leading metadata header the verifier read with the passage's first chunk; ``None`` when there is no excerpt, it
-    is the whole of ``content``, or at least half of its words are not found in it."""
-    words, text = (excerpt or "").split(), " ".join(content.split())
-    for skip in range(len(words) // 2 + 1):
-        part = " ".join(words[skip:])
-        if part and part in text:
-            return None if part == text else part
-    return None
-
-
-def shown_passage(text: str, excerpt: str | None) -> str:
-    """A passage as a line of text shows it: its excerpt (:func:`shown_excerpt`) as ``… excerpt …`` (why its
-    stance was read so), else the passage; whitespace collapsed."""
-    plain, part = " ".join(text.split()), shown_excerpt(text, excerpt)
-    if part is None:
-        return plain
-    return f"{'' if plain.startswith(part) else '… '}{part}{'' if plain.endswith(part) else ' …'}"
 
 
 def with_stances(nodes: Sequence[NodeWithScore], stances: Sequence[PassageStance] | None) -> list[NodeWithScore]:

@@ -4,7 +4,7 @@
 :class:`~llama_index_carag.verdicts.decision.LabelDecision` picks the label.  The default, the claim verifier
 (:func:`~llama_index_carag.verdicts.scored.decided`, :func:`~llama_index_carag.verdicts.scored.explained`), decides before the LLM is called, with any LLM; the LLM then
 explains that label (``explain_template``), shown each passage as the verifier read it (a long one as its stance's
-excerpt, :func:`~llama_index_carag.verdicts.scored.as_read`).  With ``decision="llm"`` the LLM's own label counts, obtained by
+excerpt, :func:`~llama_index_carag.verdicts.excerpts.as_read`).  With ``decision="llm"`` the LLM's own label counts, obtained by
 ``label_mode``: ``"score"`` for a local ``LlamaCPP``/``HuggingFaceLLM`` or a server with log-probabilities (label
 strings scored, :mod:`~llama_index_carag.verdicts.scored`), ``"structured"`` for function calling
 (:class:`VerdictOutput`), ``"text"`` for the rest (:func:`~llama_index_carag.verdicts.parse_verdict`).
@@ -53,6 +53,7 @@ from llama_index_carag.verdicts.decision import (
     resolve_decision,
     with_options,
 )
+from llama_index_carag.verdicts.excerpts import as_read
 from llama_index_carag.verdicts.explanation_checks import checked_verdict
 from llama_index_carag.verdicts.prompts import (
     EXPLAIN_CHAT_PROMPT,
@@ -65,7 +66,6 @@ from llama_index_carag.verdicts.prompts import (
 )
 from llama_index_carag.verdicts.scored import (
     ScoredVerdicts,
-    as_read,
     decided,
     explained,
     label_words,

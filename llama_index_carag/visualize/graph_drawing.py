@@ -25,14 +25,17 @@ def _edge_width(sim: float, *, base: float = 0.6, scale: float = 6.0) -> float:
     return base + scale * min(max(sim, 0.0), 1.0) if math.isfinite(sim) else base
 
 
-def _hover(kind: str, item_id: Any, sim: float | None, text: Any, *, note: str = "") -> str:
-    """Escaped hover label: kind, id, similarity (unless ``None``), ``note`` (ours, trusted) and the wrapped text."""
+def _hover(kind: str, item_id: Any, sim: float | None, text: Any, *, note: str = "", excerpt: Any = None) -> str:
+    """Escaped hover label: kind, id, similarity (unless ``None``), ``note`` (ours, trusted), the ``excerpt`` a long
+    passage's stance was read from (when given) and the wrapped text."""
     label = KIND_STYLES.get(kind, {"label": kind})["label"]
     head = f"<b>{_html(label)}</b>: {_esc(item_id, 60)}"
     if sim is not None:
         head += f"<br>cosine similarity to claim: {_fmt_sim(sim)}"
     if note:
         head += f"<br><i>{_html(note)}</i>"
+    if excerpt:
+        head += f"<br><br><i>stance read from:</i><br>{_wrap_html(excerpt)}"
     return f"{head}<br><br>{_wrap_html(text)}"
 
 

@@ -48,7 +48,7 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
     """The SOI as a star graph around its claim, with the check's retrieved passages when given.
 
     Nodes (attributes ``kind``, ``text``, ``similarity``, ``item_id``, ``in_soi``,
-    ``rank``, ``stance``, ``stance_score``):
+    ``rank``, ``stance``, ``stance_score``, ``stance_excerpt``):
 
     * the claim: id ``soi.claim_id`` or ``"query"``, ``kind="claim"``,
       ``similarity=1.0``, ``in_soi=False``;
@@ -58,11 +58,11 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
       keeps the original;
     * with ``evidence`` (``NodeWithScore``, ``EvidenceRow`` or its dict, best
       first; see :func:`~llama_index_carag.visualize.soi_nodes.read_passages`): an
-      SOI item that was retrieved takes the passage's ``rank``, ``stance`` and
-      ``stance_score``; a passage outside the SOI is a node of kind
+      SOI item that was retrieved takes the passage's ``rank``, ``stance``,
+      ``stance_score`` and ``stance_excerpt``; a passage outside the SOI is a node of kind
       ``"retrieved_evidence"`` with ``in_soi=False`` and its cosine to the claim
-      from the ``carag`` provenance.  ``rank``/``stance``/``stance_score`` are
-      ``None`` where unknown.
+      from the ``carag`` provenance.  ``rank``/``stance``/``stance_score``/``stance_excerpt``
+      are ``None`` where unknown.
 
     Edges:
 
@@ -112,7 +112,7 @@ def soi_graph(soi: SubsetOfInterest, *, evidence: Iterable[Any] | None = None) -
 
 def _unscored(*, in_soi: bool) -> dict[str, Any]:
     """The attributes of a node no retrieved passage has matched yet."""
-    return {"in_soi": in_soi, "rank": None, "stance": None, "stance_score": None}
+    return {"in_soi": in_soi, "rank": None, "stance": None, "stance_score": None, "stance_excerpt": None}
 
 
 def _add_soi_items(graph: networkx.Graph, soi: SubsetOfInterest) -> None:
@@ -147,7 +147,12 @@ def _add_passages(graph: networkx.Graph, passages: Sequence[Passage]) -> None:
         if data["in_soi"] and data["kind"] != "related_claim":
             members.setdefault(data["item_id"], node)
     for passage in passages:
-        scored = {"rank": passage.rank, "stance": passage.stance, "stance_score": passage.stance_score}
+        scored = {
+            "rank": passage.rank,
+            "stance": passage.stance,
+            "stance_score": passage.stance_score,
+            "stance_excerpt": passage.stance_excerpt,
+        }
         if passage.id in members:
             graph.nodes[members[passage.id]].update(scored)
             continue
@@ -257,6 +262,7 @@ class Passage:
         similarity: cosine similarity to the claim (``nan`` when the provenance does not say).
         stance: ``"SUPPORTED"``, ``"REFUTED"``, ``"NOT_ENOUGH_INFO"``, or ``None`` when not scored.
         stance_score: the probability of that stance, or ``None``.
+        stance_excerpt: for a long passage, the part its stance was read from, or ``None``.
     """
 
     id: str
@@ -265,6 +271,7 @@ class Passage:
     similarity: float = math.nan
     stance: str | None = None
     stance_score: float | None = None
+    stance_excerpt: str | None = None
 
 
 def read_passages(evidence: Iterable[Any]) -> list[Passage]:
@@ -301,6 +308,7 @@ def _passage(hit: Any, rank: int) -> Passage:
         similarity=_number(provenance.get("claim_similarity")),
         stance=_stance(stance),
         stance_score=None if score is None else _number(score),
+        stance_excerpt=row.get("stance_excerpt") or provenance.get("stance_excerpt"),
     )
 
 

@@ -122,7 +122,12 @@ def _stance_trace(graph: networkx.Graph, pos: Positions, stance: str | None, fir
         textposition=[_text_position(pos[n]) for n in nodes],
         textfont={"size": 9, "color": "#333333"},
         cliponaxis=False,
-        hovertext=[_hover(d["kind"], d["item_id"], d["similarity"], d["text"], note=_node_note(d)) for d in data],
+        hovertext=[
+            _hover(
+                d["kind"], d["item_id"], d["similarity"], d["text"], note=_node_note(d), excerpt=d.get("stance_excerpt")
+            )
+            for d in data
+        ],
         hoverinfo="text",
         marker={
             "color": colour,
