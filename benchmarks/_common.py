@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmark scripts (timing, FactVer paths, tables)."""
+"""Helpers shared by the benchmark scripts (timing, FactVer and SciFact paths, tables)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,25 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # research/ (beside the package, not in the wheel) imports from the repository root
     sys.path.append(str(REPO))
 FACTVER = Path(os.environ.get("CARAG_FACTVER", REPO.parent / "shared" / "data" / "factver" / "factver_master.csv"))
+SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+
+
+def scifact_annotations(folder: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """SciFact's abstract texts by id, and each claim's rationale annotations by claim id (``{abstract id:
+    [{"sentences": [...], "label": ...}]}``)."""
+    import json
+
+    with (folder / "corpus.jsonl").open(encoding="utf-8") as lines:
+        corpus = {row["_id"]: row["text"] for row in map(json.loads, lines)}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as lines:
+        annotations = {row["_id"]: row["metadata"] for row in map(json.loads, lines)}
+    return corpus, annotations
 
 
 def machine() -> str:

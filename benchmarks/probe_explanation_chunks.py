@@ -26,14 +26,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _common import SCIFACT, scifact_annotations
+
 PER_LABEL = 12
 
 
@@ -41,14 +45,7 @@ def train_claims(folder: Path, per_label: int) -> list[dict[str, Any]]:
     """The first ``per_label`` SUPPORTED and REFUTED train claims, each with its abstracts and rationale sentences."""
     from llama_index_carag.extraction.sentences import split_sentences
 
-    corpus = {}
-    for line in (folder / "corpus.jsonl").open(encoding="utf-8"):
-        row = json.loads(line)
-        corpus[row["_id"]] = row["text"]
-    rationales = {}
-    for line in (folder / "queries.jsonl").open(encoding="utf-8"):
-        row = json.loads(line)
-        rationales[row["_id"]] = row["metadata"]
+    corpus, rationales = scifact_annotations(folder)
     picked: dict[str, list[dict[str, Any]]] = {"SUPPORTED": [], "REFUTED": []}
     for line in (folder / "verdicts.jsonl").open(encoding="utf-8"):
         claim = json.loads(line)

@@ -24,26 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _common import SCIFACT, scifact_annotations
 
 
 def cited_pairs(folder: Path, split: str) -> list[dict[str, Any]]:
     """Each SUPPORTED / REFUTED claim of ``split`` with one cited abstract and its rationale sentences."""
     from llama_index_carag.extraction.sentences import split_sentences
 
-    corpus = {}
-    for line in (folder / "corpus.jsonl").open(encoding="utf-8"):
-        row = json.loads(line)
-        corpus[row["_id"]] = row["text"]
-    annotations = {}
-    for line in (folder / "queries.jsonl").open(encoding="utf-8"):
-        row = json.loads(line)
-        annotations[row["_id"]] = row["metadata"]
+    corpus, annotations = scifact_annotations(folder)
     pairs = []
     for line in (folder / "verdicts.jsonl").open(encoding="utf-8"):
         claim = json.loads(line)

@@ -123,16 +123,7 @@ def test_check_a_claim_in_the_browser(server, browser, tmp_path):
     assert (page["state"], page["graph"]) == ("done", "done"), browser.evaluate(
         "document.getElementById('error').textContent"
     )
-    api = json.loads(
-        urllib.request.urlopen(
-            urllib.request.Request(
-                server.url + "/v1/check",
-                data=json.dumps({"claim": CLAIM}).encode(),
-                headers={"Content-Type": "application/json"},
-            ),
-            timeout=120,
-        ).read()
-    )
+    api = _api_check(server, CLAIM)
     verdict = api["verdict"]
     assert verdict["label"] == "REFUTED" and page["label"] == f"REFUTED ({confidence_words(verdict['confidence'])})"
     assert page["explanation"] == api["verdict"]["explanation"]
@@ -204,16 +195,7 @@ def test_hostile_content_is_shown_as_text(server, browser, tmp_path):
     shown = [t for t in texts if PROBE in t]
     assert shown and set(shown) <= set(HOSTILE_PASSAGES.values())  # the passages, character for character
     marked = browser.evaluate("[...document.querySelectorAll('#evidence mark.excerpt')].map(m => m.textContent)")
-    api = json.loads(
-        urllib.request.urlopen(
-            urllib.request.Request(
-                server.url + "/v1/check",
-                data=json.dumps({"claim": HOSTILE_CLAIM}).encode(),
-                headers={"Content-Type": "application/json"},
-            ),
-            timeout=120,
-        ).read()
-    )
+    api = _api_check(server, HOSTILE_CLAIM)
     excerpts = [row["stance_excerpt"] for row in api["evidence"] if row["stance_excerpt"]]
     assert marked and marked == excerpts  # the long passage's excerpt, marked in its text as text
     assert "<img src=x onerror=" in browser.evaluate("document.getElementById('answer').textContent")
@@ -227,16 +209,7 @@ def test_hostile_content_is_shown_as_text(server, browser, tmp_path):
 
 def test_control_page_proves_the_detector(server, browser, tmp_path):
     """The same server output rendered with innerHTML: the detector must flag it."""
-    api = json.loads(
-        urllib.request.urlopen(
-            urllib.request.Request(
-                server.url + "/v1/check",
-                data=json.dumps({"claim": HOSTILE_CLAIM}).encode(),
-                headers={"Content-Type": "application/json"},
-            ),
-            timeout=120,
-        ).read()
-    )
+    api = _api_check(server, HOSTILE_CLAIM)
     assert any(PROBE in row["text"] for row in api["evidence"])
     payload = json.dumps(api).replace("<", "\\u003c")  # safe inside the control page's own script
     control = tmp_path / "control.html"
