@@ -14,7 +14,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_carag.models import resolve as resolve_module
-from llama_index_carag.models.backend import LLMBackend, LLMRequest
+from llama_index_carag.models.backend import EXPLANATION_TOKENS, LLMBackend, LLMRequest
 from llama_index_carag.models.huggingface import HuggingFaceBackend
 from llama_index_carag.models.llamacpp import LlamaCppBackend
 from llama_index_carag.models.openai_compatible import OpenAICompatibleBackend
@@ -198,7 +198,7 @@ def test_the_llamacpp_backend_is_found_by_class(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_index.llms.llama_cpp", module)
     backend = backend_for(Subclass())
     assert isinstance(backend, LlamaCppBackend) and backend.model_name == "Other-Q8.gguf"
-    assert backend.max_new_tokens == 72 and backend.repeat_penalty == 1.3
+    assert backend.max_new_tokens == EXPLANATION_TOKENS and backend.repeat_penalty == 1.3
     assert backend_for(object()) is None
 
 

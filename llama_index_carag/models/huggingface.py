@@ -110,7 +110,7 @@ class HuggingFaceBackend(LLMBackend):
 
     Args:
         llm: a LlamaIndex ``HuggingFaceLLM``.
-        max_new_tokens: budget of generated explanations (default: the LLM's, at most 72).
+        max_new_tokens: budget of generated explanations (default: the LLM's, at most 96).
     """
 
     name = "transformers"

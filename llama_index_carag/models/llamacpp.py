@@ -435,7 +435,7 @@ class LlamaCppBackend(LLMBackend):
 
     Args:
         llm: a LlamaIndex ``LlamaCPP`` LLM.
-        max_new_tokens: budget of generated explanations (default: the LLM's, at most 72).
+        max_new_tokens: budget of generated explanations (default: the LLM's, at most 96).
     """
 
     name = "llama.cpp"

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from llama_index_carag.models.backend import LLMBackend, LLMRequest, loaded_class
+from llama_index_carag.models.backend import EXPLANATION_TOKENS, LLMBackend, LLMRequest, loaded_class
 
 logger = logging.getLogger(__name__)
 K = TypeVar("K")
@@ -392,7 +392,7 @@ class OpenAICompatibleBackend(LLMBackend):
     Args:
         llm: a LlamaIndex ``OpenAILike`` LLM (its ``api_base``, ``model``, ``api_key``, ``timeout`` and
             ``messages_to_prompt`` are used).
-        max_new_tokens: budget of generated explanations (default: the LLM's, at most 72).
+        max_new_tokens: budget of generated explanations (default: the LLM's, at most 96).
     """
 
     name = "openai-compatible"
@@ -428,7 +428,7 @@ class OpenAICompatibleBackend(LLMBackend):
 
     # ------------------------------------------------------------ describing
     def llm_budget(self) -> int:
-        return int(self.llm.max_tokens or 72)
+        return int(self.llm.max_tokens or EXPLANATION_TOKENS)
 
     def supports_logprobs(self) -> bool:
         """Whether the server returns usable prompt log-probabilities (probed once per server and model)."""

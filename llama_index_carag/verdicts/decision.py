@@ -40,7 +40,7 @@ class VerdictSettings:
             whole-evidence label log-likelihoods, :class:`ArgMaxDecision`; else its parsed answer).
         label_mode: ``"auto"``, ``"score"``, ``"structured"`` or ``"text"``.
         max_sentences: explanation length cap (papers: two).
-        max_explanation_tokens: explanation budget in ``"score"`` mode (default: the LLM's, at most 72).
+        max_explanation_tokens: explanation budget in ``"score"`` mode (default: the LLM's, at most 96).
         show_ids: node ids beside the passage numbers in the prompt (default: not in ``"score"`` mode).
         explain_passages: at most this many of the passages the verifier's label rests on: shown in the
             explanation prompt of ``"score"`` mode (a long passage as the chunk the verifier read its stance

@@ -115,7 +115,7 @@ def scorer_for(
 
     Args:
         llm: a LlamaIndex LLM.
-        max_new_tokens: budget of the explanation (default: the LLM's, at most 72).
+        max_new_tokens: budget of the explanation (default: the LLM's, at most 96).
         max_sentences: the explanation stops once this many sentences are complete.
         explain: generate the explanation (``False``: the labels are scored only, the explanation is ``""``).
     """
