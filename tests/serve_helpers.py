@@ -177,9 +177,11 @@ def build_demo_index(out: Path, *, hostile: bool = False, **kwargs: Any) -> Path
 
 
 # --------------------------------------------------------------------------- the app in process
-def make_app(retriever: Any, llm: ServeStubLLM | None = None, clock: Any = None, **settings: Any) -> Any:
-    """``create_app`` on ``retriever`` with ``llm`` for verdicts, streams and chat (None: retrieval only); the stub
-    LLM's own label decides (``decision="llm"``), so each test controls the label through its answer."""
+def make_app(
+    retriever: Any, llm: ServeStubLLM | None = None, clock: Any = None, decision: str = "llm", **settings: Any
+) -> Any:
+    """``create_app`` on ``retriever`` with ``llm`` for verdicts, streams and chat (None: retrieval only); by default
+    the stub LLM's own label decides (``decision="llm"``), so each test controls the label through its answer."""
     from llama_index_carag.serve import ServeSettings, create_app
     from llama_index_carag.verdicts.synthesizer import FactCheckSynthesizer
 
@@ -187,8 +189,8 @@ def make_app(retriever: Any, llm: ServeStubLLM | None = None, clock: Any = None,
         return create_app(retriever, settings=ServeSettings(**settings))
     return create_app(
         retriever,
-        FactCheckSynthesizer(llm, decision="llm"),
-        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True, decision="llm"),
+        FactCheckSynthesizer(llm, decision=decision),
+        stream_synthesizer=FactCheckSynthesizer(llm, streaming=True, decision=decision),
         llm=llm,
         settings=ServeSettings(**settings),
         clock=clock,

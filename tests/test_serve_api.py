@@ -157,6 +157,16 @@ def test_graph_embeds_the_claim_once_and_says_what_the_check_says(retriever, mon
 
 
 # ------------------------------------------------------------------ sessions
+def test_a_chat_turns_evidence_rows_carry_the_verifiers_stances(retriever):
+    with TestClient(make_app(retriever, ServeStubLLM(), decision="verifier")) as c:
+        sid = c.post("/v1/sessions").json()["session_id"]
+        turn = c.post(f"/v1/sessions/{sid}/messages", json={"message": CLAIM}).json()
+    stances = {st["id"]: st for st in turn["verdict"]["passage_stances"]}
+    assert turn["evidence"] and {row["id"] for row in turn["evidence"]} <= set(stances)
+    for row in turn["evidence"]:
+        assert (row["stance"], row["stance_score"]) == (stances[row["id"]]["stance"], stances[row["id"]]["score"])
+
+
 def test_session_lifecycle(client):
     created = client.post("/v1/sessions")
     assert created.status_code == 201
