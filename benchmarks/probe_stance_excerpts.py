@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     n = len(hits["excerpt"])
     print(f"SciFact {args.split}: {len(pairs)} cited abstracts with rationales, {n} of more than one chunk")
     for name, values in hits.items():
-        print(f"  {name:<8} holds a rationale sentence in {sum(values) / n:.3f} of them")
+        print(f"  {name:<8} holds a rationale sentence in {sum(values) / max(n, 1):.3f} of them")
     for label, values in by_label.items():
         print(f"  excerpt, {label} claims: {sum(values) / max(len(values), 1):.3f} of {len(values)}")
 

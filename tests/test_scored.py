@@ -130,6 +130,17 @@ def test_the_explanation_prompt_shows_a_long_passage_as_the_chunk_its_stance_was
     assert [st.excerpt for st in verdict.passage_stances] == [None, "The minister denies it."]
 
 
+def test_read_texts_that_do_not_match_the_passages_give_no_excerpts():
+    class Unmatched(KeywordVerifier):
+        def readings(self, claim, texts):
+            return super().readings(claim, texts)[0], []  # a verifier= that reports no read texts
+
+    decided = VerifierDecision(Unmatched()).decide(
+        ScoredEvidence("c", ["Nothing here.", "It denies it."], ["E1", "E2"])
+    )
+    assert [st.number for st in decided.stances] == [1, 2] and all(st.excerpt is None for st in decided.stances)
+
+
 def test_the_verifier_reads_a_long_passage_from_its_most_decisive_chunk():
     from llama_index_carag.verifier.model import shipped_verifier
 

@@ -144,7 +144,9 @@ class VerifierDecision:
     def decide(self, evidence: ScoredEvidence) -> Decision:
         probs, read = self.verifier.readings(evidence.claim, list(evidence.texts))
         found = self.verifier.decide(probs)
-        excerpts = [None if part.split() == str(text).split() else part for part, text in zip(read, evidence.texts)]
+        texts = [str(text) for text in evidence.texts]
+        read = [str(part) for part in read] if len(read) == len(texts) else texts  # read texts only when they match
+        excerpts = [None if part.split() == text.split() else part for part, text in zip(read, texts)]
         return Decision(
             VerdictLabel(found.label),
             found.passages,
