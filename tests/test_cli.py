@@ -381,3 +381,31 @@ def test_stage_lines_wait_while_a_model_load_silences_the_streams(capsys):
         assert not written.wait(0.3)  # held back while the streams are silenced
     writer.join(10)
     assert written.is_set() and capsys.readouterr().err == "carag: a stage …\n"
+
+
+def _console_script(main_body: str) -> subprocess.CompletedProcess:
+    """The console script's door (``cli.main.run``) in a child with ``main`` replaced by ``main_body`` (a
+    function's body), its standard output a buffered pipe (``PYTHONUNBUFFERED`` unset)."""
+    code = (
+        "import importlib, sys, threading, time\n"
+        "cli = importlib.import_module('llama_index_carag.cli.main')\n"
+        "def main():\n" + "".join(f"    {line}\n" for line in main_body.splitlines()) + "cli.main = main\n"
+        "cli.run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_the_console_script_ends_with_mains_status_and_all_its_output():
+    """The process ends at once (no interpreter teardown), yet what ``main`` wrote is flushed out whole."""
+    proc = _console_script("for _ in range(1000):\n    sys.stdout.write('x' * 10)\nsys.stderr.write('note')\nreturn 3")
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "x" * 10_000 and proc.stderr == "note"
+
+
+def test_the_console_script_waits_for_a_thread_still_at_work():
+    """A non-daemon thread still running when ``main`` returns finishes its work before the process ends."""
+    body = "def late():\n    time.sleep(0.3)\n    print('late', flush=True)\nthreading.Thread(target=late).start()\nreturn 0"
+    proc = _console_script(body)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "late\n"

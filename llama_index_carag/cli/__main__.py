@@ -1,5 +1,5 @@
 """``python -m llama_index_carag.cli`` runs the ``carag`` command."""
 
-from llama_index_carag.cli.main import main
+from llama_index_carag.cli.main import run
 
-raise SystemExit(main())
+run()
