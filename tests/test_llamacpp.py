@@ -135,6 +135,43 @@ def test_an_explanation_after_a_held_opening_is_the_fresh_models(smol_gguf, monk
 
 
 @needs_llamacpp
+def test_an_opening_from_the_cache_gives_the_evaluated_openings_explanation(smol_gguf, monkeypatch, tmp_path):
+    """The opening's state is saved by the process that evaluates it and loaded by the next model instead of
+    evaluated: the explanation after it is the same; a file that does not load is evaluated again and replaced;
+    another context size is another file."""
+    import llama_cpp
+
+    from llama_index_carag.models import opening_cache
+
+    monkeypatch.setattr(opening_cache, "openings_dir", lambda: tmp_path)
+    batches: list[int] = []
+    evaluate = llama_cpp.Llama.eval
+
+    def counted(self, tokens):
+        batches.append(len(tokens))
+        return evaluate(self, tokens)
+
+    monkeypatch.setattr(llama_cpp.Llama, "eval", counted)
+
+    def explain(context_window=2048):
+        llm = load_llamacpp(str(smol_gguf), context_window=context_window, max_new_tokens=40)
+        synth = _synth(llm)
+        batches.clear()
+        return synth._scorer.explain_label(synth.messages(CLAIM, PASSAGES), VerdictLabel.REFUTED)
+
+    first = explain()
+    opening = batches[0]
+    (saved,) = tmp_path.iterdir()
+    assert saved.stat().st_size > 0 and opening > 10
+    assert explain() == first and opening not in batches[:1]  # loaded: the first batch is the prompt's rest
+    saved.write_bytes(saved.read_bytes()[:100])
+    assert explain() == first and batches[0] == opening  # evaluated again ...
+    assert explain() == first and opening not in batches[:1]  # ... and saved whole
+    explain(context_window=1024)
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+@needs_llamacpp
 def test_scored_verdict_through_the_synthesizer(smol_cpp):
     from llama_index.core.schema import NodeWithScore, TextNode
 

@@ -23,7 +23,8 @@ CPU.  In this one module, as the backend needs them:
   slightly differently depending on where it falls in a batch).  The prompt of an explanation alone (the
   verifier decided) is evaluated in two batches, its opening turn (the system message and the next turn's
   header, the same for every claim) and the rest: the opening is kept between prompts, evaluated once per
-  model (:meth:`LlamaCppBackend.hold_opening` can do it while other models load), and the same either way.
+  model (:meth:`LlamaCppBackend.hold_opening` can do it while other models load), and the same either way;
+  the state it leaves is kept on disk for the next process (:mod:`~llama_index_carag.models.opening_cache`).
   One model holds one evaluation state: :func:`model_lock` serialises calls.
 
 ``llama-cpp-python`` and ``llama-index-llms-llama-cpp`` are optional (``llama-cpp-python`` compiles from
@@ -539,13 +540,21 @@ class LlamaCppBackend(LLMBackend):
         model.eval(ids[opening:])
 
     def _evaluate_opening(self, head: list[int]) -> None:
-        """Evaluate ``head`` from the first token as a batch of its own (nothing for an empty one)."""
+        """Evaluate ``head`` from the first token as a batch of its own (nothing for an empty one) — or load the
+        state such an evaluation left from the opening cache, where an earlier process saved it
+        (:mod:`~llama_index_carag.models.opening_cache`)."""
+        from llama_index_carag.models.opening_cache import load_opening, save_opening
+
         model = self.model
         model.n_tokens = 0
         _OPENINGS.pop(model, None)
-        if head:
+        if not head:
+            return
+        build = build_fingerprint() or ""
+        if not load_opening(model, head, build):
             model.eval(head)
-            _OPENINGS[model] = tuple(head)
+            save_opening(model, head, build)
+        _OPENINGS[model] = tuple(head)
 
     def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:
         """How many of ``prompt_ids`` are the opening turn of ``messages`` (:meth:`_opening`); 0 for a prompt of one

@@ -1,0 +1,126 @@
+"""The opening cache: the llama.cpp state a prompt's opening turn leaves, kept on disk between processes.
+
+Under the verifier the LLM only explains, and every explanation prompt starts with the same opening turn (the
+system message and the next turn's header: 76 tokens of the offline Qwen), evaluated as a batch of its own
+(:meth:`~llama_index_carag.models.llamacpp.LlamaCppBackend.hold_opening`).  That costs about 1.4 s on two cores,
+in every ``carag check`` process, while the encoder loads beside it.  What the evaluation leaves is the model's
+KV cache for those tokens: :func:`save_opening` copies it to a file (``llama_state_seq_get_data``, 2.2 MB for the
+Qwen) and :func:`load_opening` puts it back (``llama_state_seq_set_data``, a few milliseconds) byte for byte, so
+what follows is what the evaluation would have given.
+
+A file is named by a hash of everything those bytes depend on: the llama.cpp build and this CPU (``build``, the
+backend's :func:`~llama_index_carag.models.llamacpp.build_fingerprint`), the GGUF file (path, size, modification time),
+the context's and the model's scalar parameters (context size, batch sizes, threads, KV types, …) and the
+opening's tokens.  A file that does not load (truncated, another llama.cpp's format) is evaluated again and
+replaced; a cache folder that cannot be written only costs the evaluation.  Files live in
+``<cache_dir>/openings`` (:func:`~llama_index_carag.models.files.cache_dir`), one per model, prompt and setting.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: The folder of the opening files inside the cache folder.
+OPENINGS_DIR = "openings"
+#: The sequence every prompt of this package is evaluated in.
+_SEQ = 0
+_SCALARS = (ctypes.c_int, ctypes.c_uint, ctypes.c_float, ctypes.c_bool, ctypes.c_int32, ctypes.c_uint32)
+#: The llama.cpp calls the cache needs (a build without them caches nothing).
+_CALLS = ("llama_state_seq_get_size", "llama_state_seq_get_data", "llama_state_seq_set_data", "llama_memory_seq_rm")
+
+
+def openings_dir() -> Path:
+    """``<cache_dir>/openings`` (not created here)."""
+    from llama_index_carag.models.files import cache_dir
+
+    return cache_dir() / OPENINGS_DIR
+
+
+def opening_path(model: Any, head: Sequence[int], build: str) -> Path | None:
+    """The file of ``head``'s state on ``model`` (a ``llama_cpp.Llama``) under the llama.cpp ``build``; ``None``
+    where the build has no sequence-state calls or the key cannot be made (then nothing is cached)."""
+    import llama_cpp
+
+    if not all(hasattr(llama_cpp, call) for call in _CALLS):
+        return None
+    try:
+        stat = os.stat(model.model_path)
+        parts = [
+            build,
+            os.path.abspath(model.model_path),
+            f"{stat.st_size}:{stat.st_mtime_ns}",
+            _scalars(model.context_params),
+            _scalars(model.model_params),
+            ",".join(str(int(t)) for t in head),
+        ]
+    except (AttributeError, OSError) as exc:
+        logger.debug("No opening cache for this model (%s).", exc)
+        return None
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+    return openings_dir() / f"{key}.bin"
+
+
+def _scalars(params: Any) -> str:
+    """``name=value`` of a ctypes parameter struct's scalar fields (pointers and callbacks left out)."""
+    return ";".join(f"{name}={getattr(params, name)}" for name, kind in params._fields_ if kind in _SCALARS)
+
+
+def load_opening(model: Any, head: Sequence[int], build: str) -> bool:
+    """Put the cached state of ``head`` into ``model``'s sequence as its only content (``n_tokens`` then
+    ``len(head)``); ``False`` (the model holding nothing) where no file loads."""
+    import llama_cpp
+
+    path = opening_path(model, head, build)
+    if path is None:
+        return False
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    model.n_tokens = 0
+    _clear(model)
+    if not data or llama_cpp.llama_state_seq_set_data(model.ctx, buffer, len(data), _SEQ) != len(data):
+        logger.info("The cached prompt opening %s did not load; evaluating it again.", path.name)
+        _clear(model)
+        return False
+    model.input_ids[: len(head)] = list(head)
+    model.n_tokens = len(head)
+    return True
+
+
+def _clear(model: Any) -> None:
+    """Empty ``model``'s sequence."""
+    import llama_cpp
+
+    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(model.ctx), _SEQ, 0, -1)
+
+
+def save_opening(model: Any, head: Sequence[int], build: str) -> None:
+    """Write the state of ``model``'s sequence (just evaluated from ``head``) to ``head``'s file; a folder that
+    cannot be written is logged, not raised."""
+    import llama_cpp
+
+    from llama_index_carag.core.atomic import atomic_write_bytes
+
+    path = opening_path(model, head, build)
+    if path is None:
+        return
+    size = int(llama_cpp.llama_state_seq_get_size(model.ctx, _SEQ))
+    buffer = (ctypes.c_uint8 * size)()
+    written = int(llama_cpp.llama_state_seq_get_data(model.ctx, buffer, size, _SEQ))
+    if not 0 < written <= size:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, bytes(buffer)[:written])
+    except OSError as exc:
+        logger.debug("The prompt opening was not cached (%s).", exc)
