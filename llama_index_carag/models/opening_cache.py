@@ -13,7 +13,8 @@ backend's :func:`~llama_index_carag.models.llamacpp.build_fingerprint`), the GGU
 the context's and the model's scalar parameters (context size, batch sizes, threads, KV types, …) and the
 opening's tokens.  A file that does not load (truncated, another llama.cpp's format) is evaluated again and
 replaced; a cache folder that cannot be written only costs the evaluation.  Files live in
-``<cache_dir>/openings`` (:func:`~llama_index_carag.models.files.cache_dir`), one per model, prompt and setting.
+``<cache_dir>/openings`` (:func:`~llama_index_carag.models.files.cache_dir`), one per model, prompt and setting,
+the :data:`MAX_FILES` last written kept.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: The folder of the opening files inside the cache folder.
 OPENINGS_DIR = "openings"
+#: How many opening files the folder keeps (the oldest written go first).
+MAX_FILES = 32
 #: The sequence every prompt of this package is evaluated in.
 _SEQ = 0
 _SCALARS = (ctypes.c_int, ctypes.c_uint, ctypes.c_float, ctypes.c_bool, ctypes.c_int32, ctypes.c_uint32)
@@ -122,5 +125,13 @@ def save_opening(model: Any, head: Sequence[int], build: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, bytes(buffer)[:written])
+        _prune(path.parent)
     except OSError as exc:
         logger.debug("The prompt opening was not cached (%s).", exc)
+
+
+def _prune(folder: Path) -> None:
+    """Delete all but the :data:`MAX_FILES` opening files of ``folder`` written last."""
+    files = sorted(folder.glob("*.bin"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
+    for old in files[MAX_FILES:]:
+        old.unlink(missing_ok=True)
