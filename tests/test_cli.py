@@ -383,29 +383,44 @@ def test_stage_lines_wait_while_a_model_load_silences_the_streams(capsys):
     assert written.is_set() and capsys.readouterr().err == "carag: a stage …\n"
 
 
-def _console_script(main_body: str) -> subprocess.CompletedProcess:
-    """The console script's door (``cli.main.run``) in a child with ``main`` replaced by ``main_body`` (a
-    function's body), its standard output a buffered pipe (``PYTHONUNBUFFERED`` unset)."""
+def _console_script(body: str, command: str = "check") -> subprocess.CompletedProcess:
+    """The console script's door (``cli.main.run``) in a child whose command (``command``) runs ``body`` (a
+    function's body returning the status), standard output a buffered pipe (``PYTHONUNBUFFERED`` unset); the
+    interpreter's teardown writes ``TEARDOWN`` on standard error."""
     code = (
-        "import importlib, sys, threading, time\n"
+        "import atexit, importlib, os, sys, threading, time\n"
         "cli = importlib.import_module('llama_index_carag.cli.main')\n"
-        "def main():\n" + "".join(f"    {line}\n" for line in main_body.splitlines()) + "cli.main = main\n"
+        "atexit.register(lambda: os.write(2, b'TEARDOWN'))\n"
+        "def command():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + ""
+        f"cli._main = lambda argv: (command(), {command!r})\n"
         "cli.run()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_the_console_script_ends_with_mains_status_and_all_its_output():
-    """The process ends at once (no interpreter teardown), yet what ``main`` wrote is flushed out whole."""
+def test_a_reading_command_ends_the_process_at_once_with_its_status_and_all_its_output():
+    """After ``check`` the process ends without the interpreter's teardown, yet what it wrote is flushed out."""
     proc = _console_script("for _ in range(1000):\n    sys.stdout.write('x' * 10)\nsys.stderr.write('note')\nreturn 3")
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == "x" * 10_000 and proc.stderr == "note"
 
 
-def test_the_console_script_waits_for_a_thread_still_at_work():
-    """A non-daemon thread still running when ``main`` returns finishes its work before the process ends."""
-    body = "def late():\n    time.sleep(0.3)\n    print('late', flush=True)\nthreading.Thread(target=late).start()\nreturn 0"
-    proc = _console_script(body)
+@pytest.mark.parametrize(
+    ("body", "command", "out"),
+    [
+        (
+            "threading.Thread(target=lambda: (time.sleep(0.3), print('late', flush=True))).start()\nreturn 0",
+            "check",
+            "late\n",
+        ),
+        ("print('written')\nreturn 0", "index", "written\n"),
+    ],
+    ids=["a-thread-at-work", "a-writing-command"],
+)
+def test_the_process_ends_as_usual_with_a_thread_at_work_or_after_a_writing_command(body, command, out):
+    """A non-daemon thread still running finishes its work; a command that writes stores (DuckDB's close at the
+    interpreter's end) is not cut short."""
+    proc = _console_script(body, command)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "late\n"
+    assert proc.stdout == out and proc.stderr == "TEARDOWN"

@@ -332,8 +332,18 @@ def _add_decision(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: The commands after which :func:`run` ends the process at once: they only read their index (a writing
+#: command's stores, DuckDB's among them, close as the interpreter ends).
+QUICK_EXIT_COMMANDS = frozenset({"check", "check-text", "graph", "chat"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``carag`` command; returns the exit status."""
+    return _main(argv)[0]
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, str | None]:
+    """The command of ``argv`` run: its exit status and name."""
     _offline_defaults()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -343,52 +353,72 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.command:
         parser.print_help()
-        return EXIT_USAGE
+        return EXIT_USAGE, None
     debug = args.debug or os.environ.get("CARAG_DEBUG") == "1"
     _quiet_libraries()
     if not args.verbose:
         # An unparseable answer is already shown as NOT_ENOUGH_INFO (parsed: false); no log line needed.
         logging.getLogger("llama_index_carag.verdicts.parsing").setLevel(logging.ERROR)
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(args) or 0), args.command
     except KeyboardInterrupt:
         write_stderr("carag: interrupted\n")
-        return 130
+        return 130, args.command
     except (CLIError, ValueError, TypeError, OSError, IndexBusyError) as exc:  # IndexBusyError: another writer
         if debug:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         write_stderr(f"carag: error: {message}\n")
-        return EXIT_USAGE
+        return EXIT_USAGE, args.command
 
 
 def run() -> NoReturn:
-    """The ``carag`` console script: :func:`main`, whose status the process exits with.
+    """The ``carag`` console script: the command of ``sys.argv``, whose status the process exits with.
 
-    The process then ends at once (``os._exit``, its logs and streams flushed first) unless a child process or
-    another non-daemon thread is still at work (then it exits as usual, waiting for them): the interpreter's
-    teardown of torch's, transformers' and llama.cpp's modules adds about 1.4 s to every command and finishes
-    nothing a command started — its files are written and closed before :func:`main` returns.
+    After a command of :data:`QUICK_EXIT_COMMANDS` the process ends at once (``os._exit``; logs, Python's and C's
+    standard streams flushed first) unless a child process or another non-daemon thread is still at work: the
+    interpreter's teardown of torch's, transformers' and llama.cpp's modules adds about 1.4 s and finishes
+    nothing such a command started (its output files are written and closed when it returns).  Other commands,
+    and those when work is left, exit as usual.
     """
-    code = main()
-    if _work_left():
-        sys.exit(code)
-    logging.shutdown()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe or stream: the usual exit reports it
+    code, command = _main(None)
+    if command not in QUICK_EXIT_COMMANDS or _work_left() or not _flushed():
         sys.exit(code)
     os._exit(code)
 
 
 def _work_left() -> bool:
-    """Whether a child process or a non-daemon thread other than this one is still running."""
+    """Whether a child process or a non-daemon thread other than this one is running (the scan pool's threads,
+    :data:`~llama_index_carag.core.vectors.SCAN_THREADS`, are idle once a command returns)."""
     import multiprocessing
 
+    from llama_index_carag.core.vectors import SCAN_THREADS
+
     current = threading.current_thread()
-    others = [t for t in threading.enumerate() if t is not current and not t.daemon and t.is_alive()]
+    others = [
+        t
+        for t in threading.enumerate()
+        if t is not current and not t.daemon and t.is_alive() and not t.name.startswith(SCAN_THREADS)
+    ]
     return bool(others or multiprocessing.active_children())
+
+
+def _flushed() -> bool:
+    """Flush the logs and the standard streams (Python's and C's); whether all went out (a closed pipe: no)."""
+    logging.shutdown()
+    try:
+        for stream in {id(s): s for s in (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__)}.values():
+            if stream is not None and not stream.closed:
+                stream.flush()
+    except (OSError, ValueError):
+        return False
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)  # what native libraries printf-ed
+    except (OSError, AttributeError):  # no C library to ask (not a POSIX platform)
+        pass
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

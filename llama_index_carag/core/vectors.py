@@ -136,6 +136,8 @@ def cosine_similarities(query: np.ndarray, unit_matrix: np.ndarray, *, normalize
 
 _PARALLEL_ROWS = 16_384
 _POOL: Any = None
+#: The name prefix of the scan pool's threads (idle between scans: each scan is awaited by the query that asked).
+SCAN_THREADS = "carag-scan"
 
 
 def scan_pool() -> Any:
@@ -146,7 +148,7 @@ def scan_pool() -> Any:
         from concurrent.futures import ThreadPoolExecutor
 
         workers = min(4, os.cpu_count() or 1)
-        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="carag-scan") if workers > 1 else False
+        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=SCAN_THREADS) if workers > 1 else False
     return _POOL or None
 
 
