@@ -82,3 +82,13 @@ def factver_claims(factver_corpus, minilm):
 @pytest.fixture()
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def fresh_opening_cache(monkeypatch, tmp_path_factory):
+    """In this process, a test's llama.cpp prompt openings are evaluated, never loaded from what the user's cache
+    or an earlier test saved (:mod:`llama_index_carag.models.opening_cache`)."""
+    from llama_index_carag.models import opening_cache
+
+    folder = tmp_path_factory.mktemp("openings")
+    monkeypatch.setattr(opening_cache, "openings_dir", lambda: folder)

@@ -447,6 +447,7 @@ class LlamaCppBackend(LLMBackend):
         #: llama.cpp's repetition penalty for generation (1.1, as for transformers, unless the LLM says).
         self.repeat_penalty = float(dict(llm.generate_kwargs or {}).get("repeat_penalty", 1.1))
         self._openings: dict[tuple[str, str, str], tuple[int, ...]] = {}  # :meth:`_opening`, per first message
+        self._build: str | None = None  # :func:`build_fingerprint`, once: the opening cache's key
 
     # ------------------------------------------------------------ resolving
     @classmethod
@@ -550,10 +551,11 @@ class LlamaCppBackend(LLMBackend):
         _OPENINGS.pop(model, None)
         if not head:
             return
-        build = build_fingerprint() or ""
-        if not load_opening(model, head, build):
+        if self._build is None:
+            self._build = build_fingerprint() or ""
+        if not load_opening(model, head, self._build):
             model.eval(head)
-            save_opening(model, head, build)
+            save_opening(model, head, self._build)
         _OPENINGS[model] = tuple(head)
 
     def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:

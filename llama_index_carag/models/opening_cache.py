@@ -9,12 +9,13 @@ Qwen) and :func:`load_opening` puts it back (``llama_state_seq_set_data``, a few
 what follows is what the evaluation would have given.
 
 A file is named by a hash of everything those bytes depend on: the llama.cpp build and this CPU (``build``, the
-backend's :func:`~llama_index_carag.models.llamacpp.build_fingerprint`), the GGUF file (path, size, modification time),
+backend's :func:`~llama_index_carag.models.llamacpp.build_fingerprint`), the GGUF file (path, size, modification time,
+a hash of its first and last MiB),
 the context's and the model's scalar parameters (context size, batch sizes, threads, KV types, …) and the
 opening's tokens.  A file that does not load (truncated, another llama.cpp's format) is evaluated again and
 replaced; a cache folder that cannot be written only costs the evaluation.  Files live in
 ``<cache_dir>/openings`` (:func:`~llama_index_carag.models.files.cache_dir`), one per model, prompt and setting,
-the :data:`MAX_FILES` last written kept.
+the :data:`MAX_FILES` last written kept (and no temporary file of a write cut short left for long).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,10 @@ logger = logging.getLogger(__name__)
 OPENINGS_DIR = "openings"
 #: How many opening files the folder keeps (the oldest written go first).
 MAX_FILES = 32
+#: Seconds after which a temporary file of a write cut short (a process that ended meanwhile) is deleted.
+_STALE_TMP_S = 600
+#: Bytes of the GGUF file's start and of its end hashed into the key.
+_SAMPLE = 1 << 20
 #: The sequence every prompt of this package is evaluated in.
 _SEQ = 0
 _SCALARS = (ctypes.c_int, ctypes.c_uint, ctypes.c_float, ctypes.c_bool, ctypes.c_int32, ctypes.c_uint32)
@@ -59,16 +65,27 @@ def opening_path(model: Any, head: Sequence[int], build: str) -> Path | None:
         parts = [
             build,
             os.path.abspath(model.model_path),
-            f"{stat.st_size}:{stat.st_mtime_ns}",
+            f"{stat.st_size}:{stat.st_mtime_ns}:{_sampled(model.model_path, stat.st_size)}",
             _scalars(model.context_params),
             _scalars(model.model_params),
             ",".join(str(int(t)) for t in head),
         ]
+        folder = openings_dir()
     except (AttributeError, OSError) as exc:
         logger.debug("No opening cache for this model (%s).", exc)
         return None
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
-    return openings_dir() / f"{key}.bin"
+    return folder / f"{key}.bin"
+
+
+def _sampled(path: str, size: int) -> str:
+    """A hash of the first and the last :data:`_SAMPLE` bytes of the file at ``path`` (of ``size`` bytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(_SAMPLE))
+        f.seek(max(0, size - _SAMPLE))
+        digest.update(f.read(_SAMPLE))
+    return digest.hexdigest()[:16]
 
 
 def _scalars(params: Any) -> str:
@@ -131,7 +148,11 @@ def save_opening(model: Any, head: Sequence[int], build: str) -> None:
 
 
 def _prune(folder: Path) -> None:
-    """Delete all but the :data:`MAX_FILES` opening files of ``folder`` written last."""
+    """Delete all but the :data:`MAX_FILES` opening files of ``folder`` written last, and the temporary files
+    of writes cut short (older than :data:`_STALE_TMP_S`)."""
     files = sorted(folder.glob("*.bin"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
     for old in files[MAX_FILES:]:
         old.unlink(missing_ok=True)
+    for tmp in folder.glob(".*.tmp"):
+        if time.time() - tmp.stat().st_mtime > _STALE_TMP_S:
+            tmp.unlink(missing_ok=True)
