@@ -544,7 +544,7 @@ class LlamaCppBackend(LLMBackend):
         """Evaluate ``head`` from the first token as a batch of its own (nothing for an empty one) — or load the
         state such an evaluation left from the opening cache, where an earlier process saved it
         (:mod:`~llama_index_carag.models.opening_cache`)."""
-        from llama_index_carag.models.opening_cache import load_opening, save_opening
+        from llama_index_carag.models.opening_cache import load_opening, opening_path, save_opening
 
         model = self.model
         model.n_tokens = 0
@@ -553,9 +553,11 @@ class LlamaCppBackend(LLMBackend):
             return
         if self._build is None:
             self._build = build_fingerprint() or ""
-        if not load_opening(model, head, self._build):
+        path = opening_path(model, head, self._build)  # None: nothing cached
+        if path is None or not load_opening(model, head, path):
             model.eval(head)
-            save_opening(model, head, self._build)
+            if path is not None:
+                save_opening(model, path)
         _OPENINGS[model] = tuple(head)
 
     def _opening_length(self, messages: Sequence[Any], prompt_ids: list[int]) -> int:

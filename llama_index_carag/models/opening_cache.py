@@ -93,14 +93,11 @@ def _scalars(params: Any) -> str:
     return ";".join(f"{name}={getattr(params, name)}" for name, kind in params._fields_ if kind in _SCALARS)
 
 
-def load_opening(model: Any, head: Sequence[int], build: str) -> bool:
-    """Put the cached state of ``head`` into ``model``'s sequence as its only content (``n_tokens`` then
-    ``len(head)``); ``False`` (the model holding nothing) where no file loads."""
+def load_opening(model: Any, head: Sequence[int], path: Path) -> bool:
+    """Put the state of ``head`` cached at ``path`` (:func:`opening_path`) into ``model``'s sequence as its only
+    content (``n_tokens`` then ``len(head)``); ``False`` (the model holding nothing) where no file loads."""
     import llama_cpp
 
-    path = opening_path(model, head, build)
-    if path is None:
-        return False
     try:
         data = path.read_bytes()
     except OSError:
@@ -124,24 +121,20 @@ def _clear(model: Any) -> None:
     llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(model.ctx), _SEQ, 0, -1)
 
 
-def save_opening(model: Any, head: Sequence[int], build: str) -> None:
-    """Write the state of ``model``'s sequence (just evaluated from ``head``) to ``head``'s file; a folder that
-    cannot be written is logged, not raised."""
+def save_opening(model: Any, path: Path) -> None:
+    """Write the state of ``model``'s sequence (an opening just evaluated) to ``path`` (:func:`opening_path`); a
+    folder that cannot be written is logged, not raised."""
     import llama_cpp
 
     from llama_index_carag.core.atomic import atomic_write_bytes
 
-    path = opening_path(model, head, build)
-    if path is None:
-        return
     size = int(llama_cpp.llama_state_seq_get_size(model.ctx, _SEQ))
     buffer = (ctypes.c_uint8 * size)()
     written = int(llama_cpp.llama_state_seq_get_data(model.ctx, buffer, size, _SEQ))
     if not 0 < written <= size:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, bytes(buffer)[:written])
+        atomic_write_bytes(path, bytes(buffer)[:written])  # the folder made where missing
         _prune(path.parent)
     except OSError as exc:
         logger.debug("The prompt opening was not cached (%s).", exc)
