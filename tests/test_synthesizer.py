@@ -14,6 +14,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index_carag import ContextAwareRetriever
 from llama_index_carag.verdicts import Verdict, VerdictLabel, parse_verdict
 from llama_index_carag.verdicts.prompts import (
+    FACT_CHECK_CHAT_PROMPT,
     FACT_CHECK_CHAT_SYSTEM_PROMPT,
     FACT_CHECK_CONTEXT_PROMPT,
     fence,
@@ -87,6 +88,18 @@ def test_unparseable_answer_becomes_nei_with_raw_kept(retriever, caplog):
     verdict = response.metadata[VERDICT_KEY]
     assert verdict.label is VerdictLabel.NOT_ENOUGH_INFO and not verdict.parsed
     assert verdict.raw == "banana banana banana" and response.response
+
+
+def test_the_chat_prompt_keeps_what_every_claim_shares_in_its_system_message():
+    """The answer's format is in the system message, the same for every claim (a local model's cached opening
+    covers it); the user turn holds the claim, the evidence and a one-line reminder."""
+    first, second = (
+        FACT_CHECK_CHAT_PROMPT.format_messages(query_str=claim, context_str=evidence)
+        for claim, evidence in (("Claim one.", "[1] a"), ("Claim two.", "[1] b"))
+    )
+    assert first[0].content == second[0].content
+    assert "'Verdict:'" in first[0].content and "'Explanation:'" in first[0].content
+    assert "Claim one." in first[1].content and "'Verdict:'" not in first[1].content
 
 
 def test_no_evidence_means_not_enough_info_without_llm_call():

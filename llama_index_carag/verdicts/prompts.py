@@ -56,16 +56,21 @@ _ANSWER_FORMAT = (
     "passages they rely on by number, like [2]."
 )
 
+#: The user turn's last line where the system message holds :data:`_ANSWER_FORMAT`.
+_FORMAT_REMINDER = "Answer in the two lines the system message sets out."
+
 _DATA_BLOCK = "<claim>\n{query_str}\n</claim>\n\n<evidence>\n{context_str}\n</evidence>\n\n"
 
 #: Completion-model prompt.
 FACT_CHECK_PROMPT = PromptTemplate(FACT_CHECK_INSTRUCTIONS + "\n\n" + _DATA_BLOCK + _ANSWER_FORMAT + "\n")
 
-#: Chat-model prompt: the task as the system message, the data and the format as the user message.
+#: Chat-model prompt: the task and the answer's format as the system message, the same for every claim (a local
+#: model keeps its evaluation, :meth:`~llama_index_carag.models.backend.LLMBackend.hold_opening`); the data and a
+#: one-line reminder of the format as the user message.
 FACT_CHECK_CHAT_PROMPT = ChatPromptTemplate(
     message_templates=[
-        ChatMessage(role=MessageRole.SYSTEM, content=FACT_CHECK_INSTRUCTIONS),
-        ChatMessage(role=MessageRole.USER, content=_DATA_BLOCK + _ANSWER_FORMAT),
+        ChatMessage(role=MessageRole.SYSTEM, content=FACT_CHECK_INSTRUCTIONS + " " + _ANSWER_FORMAT),
+        ChatMessage(role=MessageRole.USER, content=_DATA_BLOCK + _FORMAT_REMINDER),
     ]
 )
 
