@@ -90,9 +90,9 @@ def test_unparseable_answer_becomes_nei_with_raw_kept(retriever, caplog):
     assert verdict.raw == "banana banana banana" and response.response
 
 
-def test_the_chat_prompt_keeps_what_every_claim_shares_in_its_system_message():
+def test_chat_prompt_answer_format_in_system_message():
     """The answer's format is in the system message, the same for every claim (a local model's cached opening
-    covers it); the user turn holds the claim, the evidence and a one-line reminder."""
+    covers it); the user turn holds the claim, the evidence and ends with a one-line reminder."""
     first, second = (
         FACT_CHECK_CHAT_PROMPT.format_messages(query_str=claim, context_str=evidence)
         for claim, evidence in (("Claim one.", "[1] a"), ("Claim two.", "[1] b"))
@@ -100,6 +100,7 @@ def test_the_chat_prompt_keeps_what_every_claim_shares_in_its_system_message():
     assert first[0].content == second[0].content
     assert "'Verdict:'" in first[0].content and "'Explanation:'" in first[0].content
     assert "Claim one." in first[1].content and "'Verdict:'" not in first[1].content
+    assert first[1].content.endswith("</evidence>\n\nAnswer in the two lines the system message sets out.")
 
 
 def test_no_evidence_means_not_enough_info_without_llm_call():
