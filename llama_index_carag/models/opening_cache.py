@@ -3,7 +3,7 @@
 Under the verifier the LLM only explains, and every explanation prompt starts with the same opening turn (the
 system message — the task and the answer's format — and the next turn's header: 132 tokens of the offline
 Qwen), evaluated as a batch of its own (:meth:`~llama_index_carag.models.llamacpp.LlamaCppBackend.hold_opening`).
-That costs about 2.4 s on two cores, in every ``carag check`` process, while the encoder loads beside it.  What
+That costs about 2.7 s on two cores, in every ``carag check`` process, while the encoder loads beside it.  What
 the evaluation leaves is the model's KV cache for those tokens: :func:`save_opening` copies it to a file
 (``llama_state_seq_get_data``, 3.8 MB for the Qwen) and :func:`load_opening` puts it back
 (``llama_state_seq_set_data``, a few milliseconds) byte for byte, so what follows is what the evaluation would have
