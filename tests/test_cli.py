@@ -391,8 +391,9 @@ def _console_script(body: str, command: str = "check") -> subprocess.CompletedPr
         "import atexit, importlib, os, sys, threading, time\n"
         "cli = importlib.import_module('llama_index_carag.cli.main')\n"
         "atexit.register(lambda: os.write(2, b'TEARDOWN'))\n"
-        "def command():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + ""
-        f"cli._main = lambda argv: (command(), {command!r})\n"
+        "def command():\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+        + f"cli._main = lambda argv: (command(), {command!r})\n"
         "cli.run()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
